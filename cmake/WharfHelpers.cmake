@@ -1,0 +1,26 @@
+# Warnings, sanitizer build type and test helpers shared by every target.
+
+set(WHARF_WARNINGS -Wall -Wextra -Wshadow -Wformat=2 -Wcast-qual -Wpointer-arith
+                   -Wno-missing-field-initializers)
+
+# Sanitize = ASan + UBSan, no recovery so any report fails the test.
+set(CMAKE_CXX_FLAGS_SANITIZE "-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all")
+set(CMAKE_C_FLAGS_SANITIZE "${CMAKE_CXX_FLAGS_SANITIZE}")
+set(CMAKE_EXE_LINKER_FLAGS_SANITIZE "-fsanitize=address,undefined")
+set(CMAKE_SHARED_LINKER_FLAGS_SANITIZE "-fsanitize=address,undefined")
+
+# wharf_target_defaults(<target>): warnings and include root for project code.
+function(wharf_target_defaults target)
+  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${WHARF_WARNINGS}>)
+  target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR}/src)
+endfunction()
+
+# wharf_add_test(<name> SOURCES ... LIBS ...): a GoogleTest binary registered with CTest.
+function(wharf_add_test name)
+  cmake_parse_arguments(T "" "" "SOURCES;LIBS;LABELS" ${ARGN})
+  add_executable(${name} ${T_SOURCES})
+  wharf_target_defaults(${name})
+  target_link_libraries(${name} PRIVATE ${T_LIBS} GTest::gtest GTest::gtest_main Threads::Threads)
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 30 PROPERTIES LABELS "${T_LABELS}" TIMEOUT 120)
+endfunction()
+include(GoogleTest)

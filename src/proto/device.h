@@ -1,0 +1,36 @@
+// The capabilities of the emulated device `wharf0`, shared by the verbs library (which
+// answers ibv_query_device/port) and the router (which enforces them).
+#pragma once
+
+#include <cstdint>
+
+#include "shm/layout.h"
+
+namespace wharf::device {
+
+constexpr const char* kName = "wharf0";
+constexpr uint32_t kVendorId = 0x1d75;  // not a PCI vendor of an RNIC: identifies software
+constexpr uint32_t kVendorPartId = 0x0001;
+constexpr uint32_t kHwVer = 1;
+constexpr uint64_t kMaxMrSize = 1ull << 40;
+constexpr uint32_t kMaxMsgSize = 1u << 30;  // 1 GiB, ibv_port_attr.max_msg_sz
+constexpr uint32_t kMaxQp = 1u << 16;
+constexpr uint32_t kMaxQpWr = shm::kMaxQueueDepth;
+constexpr uint32_t kMaxSge = shm::kMaxSendSge;
+constexpr uint32_t kMaxCq = 1u << 16;
+constexpr uint32_t kMaxCqe = shm::kMaxCqDepth;
+constexpr uint32_t kMaxMr = 1u << 20;
+constexpr uint32_t kMaxPd = 1u << 16;
+constexpr uint32_t kMaxAh = 1u << 16;
+constexpr uint32_t kMaxSrq = 1u << 16;
+constexpr uint32_t kMaxSrqWr = shm::kMaxQueueDepth;
+constexpr uint32_t kMaxSrqSge = shm::kMaxRecvSge;
+constexpr uint32_t kMaxQpRdAtom = 16;
+constexpr uint32_t kMaxInline = shm::kMaxInline;
+constexpr uint32_t kUdMaxPayload = 4096;  // UD message limit = path MTU
+constexpr uint32_t kGidTableLen = 1;
+constexpr uint32_t kPkeyTableLen = 1;
+constexpr uint16_t kDefaultPkey = 0xffff;
+constexpr uint32_t kQkeyViolation = 0x80000000;  // WR qkey with this bit set: use the QP's qkey
+
+}  // namespace wharf::device

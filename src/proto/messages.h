@@ -1,0 +1,358 @@
+// Control-channel messages between the verbs library and the router, and the event
+// datagrams the router sends on async and completion-channel sockets.
+// Byte layout: docs/wire-protocol.md, "Control channel". Field order below IS the layout.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "proto/codec.h"
+
+namespace wharf::proto {
+
+constexpr uint32_t kMagic = 0x46524857;  // "WHRF" when read as little-endian bytes
+constexpr uint16_t kVersion = 1;
+constexpr size_t kMaxMessage = 1024;
+constexpr int kMaxFds = 4;
+constexpr uint16_t kReplyBit = 0x8000;
+
+enum class Op : uint16_t {
+  kHello = 1,
+  kAllocPd = 2,
+  kDeallocPd = 3,
+  kRegMr = 4,
+  kDeregMr = 5,
+  kCreateChannel = 6,
+  kDestroyChannel = 7,
+  kCreateCq = 8,
+  kDestroyCq = 9,
+  kCreateQp = 10,
+  kModifyQp = 11,
+  kQueryQp = 12,
+  kDestroyQp = 13,
+  kCreateSrq = 14,
+  kModifySrq = 15,
+  kQuerySrq = 16,
+  kDestroySrq = 17,
+  kCreateAh = 18,
+  kDestroyAh = 19,
+  kRegisterContainer = 20,
+  kUnregisterContainer = 21,
+};
+
+// Every datagram starts with this. `status` is 0 in requests; in replies it is 0 or a
+// positive errno, and a non-zero status carries no body.
+struct Header {
+  uint32_t magic = kMagic;
+  uint16_t version = kVersion;
+  uint16_t op = 0;
+  uint32_t seq = 0;
+  uint32_t status = 0;
+  template <class V>
+  void visit(V&& v) {
+    v(magic), v(version), v(op), v(seq), v(status);
+  }
+};
+constexpr size_t kHeaderSize = 16;
+
+struct Empty {
+  template <class V>
+  void visit(V&&) {}
+};
+
+using Gid = std::array<uint8_t, 16>;
+using Name = std::array<char, 32>;
+
+// ---- Session ----
+// Request fds: [async-event socket]. Reply fds: [context page memfd, doorbell eventfd].
+struct HelloReq {
+  uint32_t abi_version = kVersion;
+  template <class V>
+  void visit(V&& v) {
+    v(abi_version);
+  }
+};
+struct HelloRep {
+  uint64_t node_guid = 0;
+  uint32_t vip = 0;  // host order
+  uint16_t lid = 0;
+  uint8_t link_layer = 0;  // IBV_LINK_LAYER_*
+  uint8_t reserved = 0;
+  Gid gid{};
+  Name container{};
+  template <class V>
+  void visit(V&& v) {
+    v(node_guid), v(vip), v(lid), v(link_layer), v(reserved), v(gid), v(container);
+  }
+};
+
+struct Handle {
+  uint32_t handle = 0;
+  template <class V>
+  void visit(V&& v) {
+    v(handle);
+  }
+};
+
+// ---- Memory regions ----
+// The pages [mapped_start, mapped_start + mapped_len) of the registration are backed by the
+// memfd passed with the request, at memfd_offset; the rest is reached with
+// process_vm_readv/writev. mapped_len == 0 means no memfd.
+struct RegMrReq {
+  uint32_t pd = 0;
+  uint32_t access = 0;
+  uint64_t addr = 0;
+  uint64_t length = 0;
+  uint64_t iova = 0;
+  uint64_t mapped_start = 0;
+  uint64_t mapped_len = 0;
+  uint64_t memfd_offset = 0;
+  template <class V>
+  void visit(V&& v) {
+    v(pd), v(access), v(addr), v(length), v(iova), v(mapped_start), v(mapped_len), v(memfd_offset);
+  }
+};
+struct RegMrRep {
+  uint32_t handle = 0;
+  uint32_t lkey = 0;
+  uint32_t rkey = 0;
+  template <class V>
+  void visit(V&& v) {
+    v(handle), v(lkey), v(rkey);
+  }
+};
+
+// ---- Completion queues and channels ----
+// CreateChannel request fds: [datagram socket the router writes CqEvent to].
+struct CreateCqReq {
+  uint32_t cqe = 0;
+  uint32_t channel = 0;  // 0: none
+  template <class V>
+  void visit(V&& v) {
+    v(cqe), v(channel);
+  }
+};
+// Reply fds: [cq memfd, laid out by shm::cq_layout(entries)].
+struct CreateCqRep {
+  uint32_t cq = 0;
+  uint32_t entries = 0;
+  template <class V>
+  void visit(V&& v) {
+    v(cq), v(entries);
+  }
+};
+
+// ---- Address vectors ----
+struct AhAttr {
+  uint16_t dlid = 0;
+  uint8_t sl = 0;
+  uint8_t src_path_bits = 0;
+  uint8_t static_rate = 0;
+  uint8_t is_global = 0;
+  uint8_t port_num = 0;
+  uint8_t sgid_index = 0;
+  uint8_t hop_limit = 0;
+  uint8_t traffic_class = 0;
+  uint32_t flow_label = 0;
+  Gid dgid{};
+  template <class V>
+  void visit(V&& v) {
+    v(dlid), v(sl), v(src_path_bits), v(static_rate), v(is_global), v(port_num), v(sgid_index),
+        v(hop_limit), v(traffic_class), v(flow_label), v(dgid);
+  }
+};
+struct CreateAhReq {
+  uint32_t pd = 0;
+  AhAttr attr;
+  template <class V>
+  void visit(V&& v) {
+    v(pd), v(attr);
+  }
+};
+
+// ---- Queue pairs ----
+struct QpCaps {
+  uint32_t max_send_wr = 0;
+  uint32_t max_recv_wr = 0;
+  uint32_t max_send_sge = 0;
+  uint32_t max_recv_sge = 0;
+  uint32_t max_inline_data = 0;
+  template <class V>
+  void visit(V&& v) {
+    v(max_send_wr), v(max_recv_wr), v(max_send_sge), v(max_recv_sge), v(max_inline_data);
+  }
+};
+struct CreateQpReq {
+  uint32_t pd = 0;
+  uint32_t send_cq = 0;
+  uint32_t recv_cq = 0;
+  uint32_t srq = 0;  // 0: none
+  uint8_t qp_type = 0;
+  uint8_t sq_sig_all = 0;
+  QpCaps caps;
+  template <class V>
+  void visit(V&& v) {
+    v(pd), v(send_cq), v(recv_cq), v(srq), v(qp_type), v(sq_sig_all), v(caps);
+  }
+};
+// Reply fds: [qp memfd, laid out by shm::qp_layout(sq_entries, sq_slot, rq_entries, rq_slot)].
+struct CreateQpRep {
+  uint32_t qp = 0;
+  uint32_t qpn = 0;
+  uint32_t sq_entries = 0;
+  uint32_t sq_slot = 0;
+  uint32_t rq_entries = 0;
+  uint32_t rq_slot = 0;
+  QpCaps caps;  // what was granted
+  template <class V>
+  void visit(V&& v) {
+    v(qp), v(qpn), v(sq_entries), v(sq_slot), v(rq_entries), v(rq_slot), v(caps);
+  }
+};
+struct QpAttr {
+  uint8_t qp_state = 0;
+  uint8_t cur_qp_state = 0;
+  uint8_t path_mtu = 0;
+  uint8_t path_mig_state = 0;
+  uint32_t qkey = 0;
+  uint32_t rq_psn = 0;
+  uint32_t sq_psn = 0;
+  uint32_t dest_qp_num = 0;
+  uint32_t qp_access_flags = 0;
+  uint16_t pkey_index = 0;
+  uint16_t alt_pkey_index = 0;
+  uint8_t en_sqd_async_notify = 0;
+  uint8_t sq_draining = 0;
+  uint8_t max_rd_atomic = 0;
+  uint8_t max_dest_rd_atomic = 0;
+  uint8_t min_rnr_timer = 0;
+  uint8_t port_num = 0;
+  uint8_t timeout = 0;
+  uint8_t retry_cnt = 0;
+  uint8_t rnr_retry = 0;
+  uint8_t alt_port_num = 0;
+  uint8_t alt_timeout = 0;
+  uint8_t reserved = 0;
+  uint32_t rate_limit = 0;
+  AhAttr ah_attr;
+  AhAttr alt_ah_attr;
+  template <class V>
+  void visit(V&& v) {
+    v(qp_state), v(cur_qp_state), v(path_mtu), v(path_mig_state), v(qkey), v(rq_psn), v(sq_psn),
+        v(dest_qp_num), v(qp_access_flags), v(pkey_index), v(alt_pkey_index),
+        v(en_sqd_async_notify), v(sq_draining), v(max_rd_atomic), v(max_dest_rd_atomic),
+        v(min_rnr_timer), v(port_num), v(timeout), v(retry_cnt), v(rnr_retry), v(alt_port_num),
+        v(alt_timeout), v(reserved), v(rate_limit), v(ah_attr), v(alt_ah_attr);
+  }
+};
+struct ModifyQpReq {
+  uint32_t qp = 0;
+  uint32_t attr_mask = 0;  // enum ibv_qp_attr_mask
+  QpAttr attr;
+  template <class V>
+  void visit(V&& v) {
+    v(qp), v(attr_mask), v(attr);
+  }
+};
+struct QueryQpRep {
+  QpAttr attr;
+  QpCaps caps;
+  uint8_t sq_sig_all = 0;
+  template <class V>
+  void visit(V&& v) {
+    v(attr), v(caps), v(sq_sig_all);
+  }
+};
+
+// ---- Shared receive queues ----
+struct CreateSrqReq {
+  uint32_t pd = 0;
+  uint32_t max_wr = 0;
+  uint32_t max_sge = 0;
+  uint32_t srq_limit = 0;
+  template <class V>
+  void visit(V&& v) {
+    v(pd), v(max_wr), v(max_sge), v(srq_limit);
+  }
+};
+// Reply fds: [srq memfd, laid out by shm::srq_layout(entries, slot)].
+struct CreateSrqRep {
+  uint32_t srq = 0;
+  uint32_t srqn = 0;
+  uint32_t entries = 0;
+  uint32_t slot = 0;
+  uint32_t max_wr = 0;
+  uint32_t max_sge = 0;
+  template <class V>
+  void visit(V&& v) {
+    v(srq), v(srqn), v(entries), v(slot), v(max_wr), v(max_sge);
+  }
+};
+struct ModifySrqReq {
+  uint32_t srq = 0;
+  uint32_t attr_mask = 0;  // enum ibv_srq_attr_mask
+  uint32_t max_wr = 0;
+  uint32_t srq_limit = 0;
+  template <class V>
+  void visit(V&& v) {
+    v(srq), v(attr_mask), v(max_wr), v(srq_limit);
+  }
+};
+struct QuerySrqRep {
+  uint32_t max_wr = 0;
+  uint32_t max_sge = 0;
+  uint32_t srq_limit = 0;
+  template <class V>
+  void visit(V&& v) {
+    v(max_wr), v(max_sge), v(srq_limit);
+  }
+};
+
+// ---- Containers (from wharf-run; peer must be root). Request fds: [netns fd]. ----
+struct RegisterContainerReq {
+  Name name{};
+  uint32_t vip = 0;  // host order
+  template <class V>
+  void visit(V&& v) {
+    v(name), v(vip);
+  }
+};
+struct RegisterContainerRep {
+  uint16_t lid = 0;
+  template <class V>
+  void visit(V&& v) {
+    v(lid);
+  }
+};
+struct UnregisterContainerReq {
+  Name name{};
+  template <class V>
+  void visit(V&& v) {
+    v(name);
+  }
+};
+
+// ---- Router -> library event datagrams (no Header) ----
+// On the async socket: one per ibv_async_event. `handle` names the QP, CQ or SRQ by its
+// control handle, or the port number for port events.
+struct AsyncEventMsg {
+  uint32_t event_type = 0;  // enum ibv_event_type
+  uint32_t handle = 0;
+  template <class V>
+  void visit(V&& v) {
+    v(event_type), v(handle);
+  }
+};
+constexpr size_t kAsyncEventSize = 8;
+// On a completion channel socket: one per completion event.
+struct CqEventMsg {
+  uint32_t cq = 0;
+  template <class V>
+  void visit(V&& v) {
+    v(cq);
+  }
+};
+constexpr size_t kCqEventSize = 4;
+
+}  // namespace wharf::proto

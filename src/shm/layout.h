@@ -1,0 +1,158 @@
+// Byte layouts of the shared-memory objects exchanged between the verbs library and the
+// router (docs/shm-rings.md is the byte-level reference). Both sides compute offsets with
+// the same functions; the router never reads a size or offset back from shared memory.
+// Enum values (opcodes, statuses) are rdma-core 44's, from <infiniband/verbs.h>.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "common/bits.h"
+#include "shm/ring.h"
+
+namespace wharf::shm {
+
+// ---- Send work queue entry: 64-byte header, then SGEs or inline bytes. ----
+enum WqeFlags : uint8_t {
+  kWqeSignaled = 1u << 0,
+  kWqeSolicited = 1u << 1,
+  kWqeInline = 1u << 2,
+  kWqeFence = 1u << 3,
+};
+
+struct Sge {
+  uint64_t addr;
+  uint32_t length;
+  uint32_t lkey;
+};
+static_assert(sizeof(Sge) == 16);
+
+struct SendWqe {
+  uint64_t wr_id;
+  uint8_t opcode;   // enum ibv_wr_opcode
+  uint8_t flags;    // WqeFlags
+  uint8_t num_sge;  // SGEs following the header (0 when kWqeInline)
+  uint8_t reserved0;
+  uint32_t imm_data;  // as the application gave it (network order)
+  uint64_t remote_addr;
+  uint32_t rkey;
+  uint32_t inline_len;  // bytes of inline data following the header
+  uint64_t compare_add;
+  uint64_t swap;
+  uint32_t ah_handle;  // UD: handle of the address handle
+  uint32_t remote_qpn;
+  uint32_t remote_qkey;
+  uint32_t reserved1;
+};
+static_assert(sizeof(SendWqe) == 64);
+
+struct RecvWqe {
+  uint64_t wr_id;
+  uint32_t num_sge;
+  uint32_t reserved;
+};
+static_assert(sizeof(RecvWqe) == 16);
+
+// ---- Completion queue entry: one per cache line. ----
+struct Cqe {
+  uint64_t wr_id;
+  uint32_t status;  // enum ibv_wc_status
+  uint32_t opcode;  // enum ibv_wc_opcode
+  uint32_t vendor_err;
+  uint32_t byte_len;
+  uint32_t imm_data;  // network order, as in ibv_wc
+  uint32_t qp_num;
+  uint32_t src_qp;
+  uint32_t wc_flags;  // enum ibv_wc_flags
+  uint16_t pkey_index;
+  uint16_t slid;
+  uint8_t sl;
+  uint8_t dlid_path_bits;
+  uint8_t reserved[18];
+};
+static_assert(sizeof(Cqe) == 64);
+
+constexpr uint32_t kMaxSendSge = 30;
+constexpr uint32_t kMaxRecvSge = 30;
+constexpr uint32_t kMaxInline = 512;
+constexpr uint32_t kMaxQueueDepth = 1u << 15;
+constexpr uint32_t kMaxCqDepth = 1u << 20;
+
+// Slot size of a send WQE able to hold max_sge SGEs or max_inline bytes.
+constexpr uint32_t send_slot_size(uint32_t max_sge, uint32_t max_inline) {
+  uint64_t body = max_sge * sizeof(Sge);
+  if (max_inline > body) body = max_inline;
+  return static_cast<uint32_t>(align_up(sizeof(SendWqe) + body, kCacheLine));
+}
+constexpr uint32_t recv_slot_size(uint32_t max_sge) {
+  return static_cast<uint32_t>(align_up(sizeof(RecvWqe) + max_sge * sizeof(Sge), 16));
+}
+
+// ---- Per-connection page: the router's sleep flag. ----
+struct ContextPage {
+  // 1 while the router is (about to be) asleep; a producer that sees 1 after publishing
+  // work swaps it to 0 and writes the doorbell eventfd.
+  alignas(kCacheLine) std::atomic<uint32_t> router_sleeping;
+};
+constexpr size_t kContextPageSize = kPageSize;
+
+// ---- Completion queue: ring header, notify line, slots. ----
+enum CqArm : uint32_t { kCqDisarmed = 0, kCqArmedAny = 1, kCqArmedSolicited = 2 };
+struct CqNotify {
+  alignas(kCacheLine) std::atomic<uint32_t> arm;  // CqArm, set by the library, swapped by router
+};
+struct CqLayout {
+  uint32_t entries;
+  size_t ring_off;
+  size_t notify_off;
+  size_t slots_off;
+  size_t total;
+};
+constexpr CqLayout cq_layout(uint32_t entries) {
+  CqLayout l{};
+  l.entries = entries;
+  l.ring_off = 0;
+  l.notify_off = sizeof(RingHeader);
+  l.slots_off = l.notify_off + sizeof(CqNotify);
+  l.total = align_up(l.slots_off + static_cast<size_t>(entries) * sizeof(Cqe), kPageSize);
+  return l;
+}
+
+// ---- Queue pair: send ring, receive ring, then their slots. ----
+struct QpLayout {
+  uint32_t sq_entries, sq_slot;
+  uint32_t rq_entries, rq_slot;  // rq_entries == 0 when the QP uses an SRQ
+  size_t sq_ring_off, rq_ring_off, sq_slots_off, rq_slots_off, total;
+};
+constexpr QpLayout qp_layout(uint32_t sq_entries, uint32_t sq_slot, uint32_t rq_entries,
+                             uint32_t rq_slot) {
+  QpLayout l{};
+  l.sq_entries = sq_entries;
+  l.sq_slot = sq_slot;
+  l.rq_entries = rq_entries;
+  l.rq_slot = rq_slot;
+  l.sq_ring_off = 0;
+  l.rq_ring_off = sizeof(RingHeader);
+  l.sq_slots_off = 2 * sizeof(RingHeader);
+  l.rq_slots_off = l.sq_slots_off + static_cast<size_t>(sq_entries) * sq_slot;
+  l.total = align_up(l.rq_slots_off + static_cast<size_t>(rq_entries) * rq_slot, kPageSize);
+  return l;
+}
+
+// ---- Shared receive queue: ring header, then slots. ----
+struct SrqLayout {
+  uint32_t entries, slot;
+  size_t ring_off, slots_off, total;
+};
+constexpr SrqLayout srq_layout(uint32_t entries, uint32_t slot) {
+  SrqLayout l{};
+  l.entries = entries;
+  l.slot = slot;
+  l.ring_off = 0;
+  l.slots_off = sizeof(RingHeader);
+  l.total = align_up(l.slots_off + static_cast<size_t>(entries) * slot, kPageSize);
+  return l;
+}
+
+}  // namespace wharf::shm

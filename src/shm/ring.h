@@ -1,0 +1,134 @@
+// Single-producer single-consumer rings in shared memory (see docs/shm-rings.md).
+//
+// A ring is a RingHeader (producer and consumer indices on separate cache lines) plus
+// `capacity` fixed-size slots. Indices are free-running uint32 counters; slot i lives at
+// (i & (capacity-1)) * slot_size. Each side keeps its own index privately and only ever
+// *publishes* it to shared memory; the peer's index is read with acquire and cached.
+//
+// The peer may be hostile (the router never trusts a container): a peer index that claims
+// more than `capacity` entries in flight is reported as kCorrupt, never used to index.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+
+#include "common/bits.h"
+
+namespace wharf::shm {
+
+struct alignas(kCacheLine) RingIndex {
+  std::atomic<uint32_t> value;
+};
+static_assert(sizeof(RingIndex) == kCacheLine);
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+
+struct RingHeader {
+  RingIndex producer;  // written only by the producer
+  RingIndex consumer;  // written only by the consumer
+};
+static_assert(sizeof(RingHeader) == 2 * kCacheLine);
+
+enum class RingStatus { kOk, kEmpty, kFull, kCorrupt };
+
+// Producer side. Not thread-safe; callers serialize (library: per-queue spinlock;
+// router: the data-path thread).
+class RingProducer {
+ public:
+  RingProducer() = default;
+  RingProducer(RingHeader* hdr, uint8_t* slots, uint32_t capacity, uint32_t slot_size)
+      : hdr_(hdr), slots_(slots), capacity_(capacity), slot_size_(slot_size) {}
+
+  // Slot for the next entry, or nullptr with *st = kFull / kCorrupt. Does not publish.
+  uint8_t* reserve(RingStatus* st) {
+    if (head_ - cached_consumer_ >= capacity_) {
+      cached_consumer_ = hdr_->consumer.value.load(std::memory_order_acquire);
+      uint32_t used = head_ - cached_consumer_;
+      if (used > capacity_) {
+        *st = RingStatus::kCorrupt;
+        return nullptr;
+      }
+      if (used == capacity_) {
+        *st = RingStatus::kFull;
+        return nullptr;
+      }
+    }
+    *st = RingStatus::kOk;
+    return slots_ + static_cast<size_t>(head_ & (capacity_ - 1)) * slot_size_;
+  }
+
+  // Makes the reserved slot visible. Release: the slot's bytes happen-before the index.
+  void commit() {
+    ++head_;
+    hdr_->producer.value.store(head_, std::memory_order_release);
+  }
+
+  uint32_t head() const { return head_; }
+  uint32_t capacity() const { return capacity_; }
+  // Entries the consumer has not yet released, as last observed (refreshes the cache).
+  uint32_t in_flight() {
+    cached_consumer_ = hdr_->consumer.value.load(std::memory_order_acquire);
+    return head_ - cached_consumer_;
+  }
+
+ private:
+  RingHeader* hdr_ = nullptr;
+  uint8_t* slots_ = nullptr;
+  uint32_t capacity_ = 0;
+  uint32_t slot_size_ = 0;
+  uint32_t head_ = 0;
+  uint32_t cached_consumer_ = 0;
+};
+
+// Consumer side. Same threading contract as RingProducer.
+class RingConsumer {
+ public:
+  RingConsumer() = default;
+  RingConsumer(RingHeader* hdr, const uint8_t* slots, uint32_t capacity, uint32_t slot_size)
+      : hdr_(hdr), slots_(slots), capacity_(capacity), slot_size_(slot_size) {}
+
+  // The oldest unconsumed slot, or nullptr with *st = kEmpty / kCorrupt. A hostile producer
+  // may rewrite the slot at any time: copy it out before validating it.
+  const uint8_t* peek(RingStatus* st) {
+    if (tail_ == cached_producer_) {
+      cached_producer_ = hdr_->producer.value.load(std::memory_order_acquire);
+      if (tail_ == cached_producer_) {
+        *st = RingStatus::kEmpty;
+        return nullptr;
+      }
+    }
+    if (cached_producer_ - tail_ > capacity_) {
+      *st = RingStatus::kCorrupt;
+      return nullptr;
+    }
+    *st = RingStatus::kOk;
+    return slots_ + static_cast<size_t>(tail_ & (capacity_ - 1)) * slot_size_;
+  }
+
+  // Entries available now (refreshes the cached producer index); capacity_+1 if corrupt.
+  uint32_t available() {
+    cached_producer_ = hdr_->producer.value.load(std::memory_order_acquire);
+    uint32_t n = cached_producer_ - tail_;
+    return n > capacity_ ? capacity_ + 1 : n;
+  }
+
+  // Releases the peeked slot to the producer. Release: our reads of the slot happen-before
+  // the producer may overwrite it.
+  void pop() {
+    ++tail_;
+    hdr_->consumer.value.store(tail_, std::memory_order_release);
+  }
+
+  uint32_t tail() const { return tail_; }
+  uint32_t capacity() const { return capacity_; }
+
+ private:
+  RingHeader* hdr_ = nullptr;
+  const uint8_t* slots_ = nullptr;
+  uint32_t capacity_ = 0;
+  uint32_t slot_size_ = 0;
+  uint32_t tail_ = 0;
+  uint32_t cached_producer_ = 0;
+};
+
+}  // namespace wharf::shm
