@@ -1,6 +1,7 @@
 // Datagram I/O with attached file descriptors (SCM_RIGHTS) over SOCK_SEQPACKET/DGRAM sockets.
 #pragma once
 
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include <cstddef>

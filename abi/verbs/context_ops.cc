@@ -1,0 +1,40 @@
+// The per-context operation tables. The data-path verbs (post/poll/notify) are static
+// inline in verbs.h and reach us only through ibv_context.ops; the extended verbs reach us
+// through verbs_context. Unfilled extended entries make the inline wrappers return
+// EOPNOTSUPP, as rdma-core does for providers without them.
+#include <errno.h>
+#include <infiniband/verbs.h>
+
+#include "abi/verbs/provider.h"
+
+namespace wharf::abi {
+
+int query_device_ex(ibv_context*, const ibv_query_device_ex_input*, ibv_device_attr_ex*, size_t);
+int query_port(ibv_context*, uint8_t, ibv_port_attr*, size_t);
+
+namespace {
+
+ibv_mw* alloc_mw(ibv_pd*, ibv_mw_type) {
+  errno = EOPNOTSUPP;
+  return nullptr;
+}
+int bind_mw(ibv_qp*, ibv_mw*, ibv_mw_bind*) { return EOPNOTSUPP; }
+int dealloc_mw(ibv_mw*) { return EOPNOTSUPP; }
+
+}  // namespace
+
+void init_context_ops(Context* ctx) {
+  ibv_context_ops& ops = ctx->vctx.context.ops;
+  ops.post_send = post_send;
+  ops.post_recv = post_recv;
+  ops.post_srq_recv = post_srq_recv;
+  ops.poll_cq = poll_cq;
+  ops.req_notify_cq = req_notify_cq;
+  ops.alloc_mw = alloc_mw;
+  ops.bind_mw = bind_mw;
+  ops.dealloc_mw = dealloc_mw;
+  ctx->vctx.query_port = query_port;
+  ctx->vctx.query_device_ex = query_device_ex;
+}
+
+}  // namespace wharf::abi

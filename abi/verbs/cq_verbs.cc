@@ -1,0 +1,186 @@
+// Completion channels, completion queues, polling and completion events.
+#include <errno.h>
+#include <fcntl.h>
+#include <infiniband/verbs.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <new>
+
+#include "abi/verbs/export.h"
+#include "abi/verbs/provider.h"
+#include "proto/datagram.h"
+
+using namespace wharf;
+using namespace wharf::abi;
+
+WHARF_EXPORT ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) != 0) return nullptr;
+  UniqueFd mine(sv[0]), theirs(sv[1]);
+  int fds[1] = {theirs.get()};
+  proto::Handle rep;
+  int err = to_ctx(context)->client.call(proto::Op::kCreateChannel, proto::Empty{}, fds, 1, &rep);
+  if (err != 0) {
+    errno = err;
+    return nullptr;
+  }
+  auto* ch = new (std::nothrow) CompChannel{};
+  if (ch == nullptr) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  ch->channel.context = context;
+  ch->channel.fd = mine.release();
+  ch->channel.refcnt = 0;
+  ch->handle = rep.handle;
+  return &ch->channel;
+}
+
+WHARF_EXPORT int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
+  CompChannel* ch = to_channel(channel);
+  proto::Handle req{ch->handle};
+  proto::Empty rep;
+  int err = to_ctx(channel->context)->client.call(proto::Op::kDestroyChannel, req, nullptr, 0, &rep);
+  if (err != 0) return err;
+  close(channel->fd);
+  delete ch;
+  return 0;
+}
+
+WHARF_EXPORT ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context,
+                                   ibv_comp_channel* channel, int comp_vector) {
+  if (cqe <= 0 || comp_vector < 0 || comp_vector >= context->num_comp_vectors) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  Context* ctx = to_ctx(context);
+  proto::CreateCqReq req;
+  req.cqe = static_cast<uint32_t>(cqe);
+  req.channel = channel != nullptr ? to_channel(channel)->handle : 0;
+  proto::CreateCqRep rep;
+  UniqueFd memfd;
+  int err = ctx->client.call(proto::Op::kCreateCq, req, nullptr, 0, &rep, &memfd, 1);
+  if (err == 0 && !memfd.valid()) err = EPROTO;
+  auto* cq = err == 0 ? new (std::nothrow) Cq{} : nullptr;
+  shm::CqLayout layout = shm::cq_layout(rep.entries);
+  if (err == 0 && cq == nullptr) err = ENOMEM;
+  if (err == 0) err = cq->map.map(memfd.get(), layout.total);
+  if (err != 0) {
+    if (cq != nullptr) {
+      proto::Empty none;
+      ctx->client.call(proto::Op::kDestroyCq, proto::Handle{rep.cq}, nullptr, 0, &none);
+      delete cq;
+    }
+    errno = err;
+    return nullptr;
+  }
+  cq->handle = rep.cq;
+  cq->ring = shm::RingConsumer(reinterpret_cast<shm::RingHeader*>(cq->map.data + layout.ring_off),
+                               cq->map.data + layout.slots_off, rep.entries, sizeof(shm::Cqe));
+  cq->notify = reinterpret_cast<shm::CqNotify*>(cq->map.data + layout.notify_off);
+  ibv_cq* c = &cq->cq;
+  c->context = context;
+  c->channel = channel;
+  c->cq_context = cq_context;
+  c->handle = rep.cq;
+  c->cqe = static_cast<int>(rep.entries);
+  pthread_mutex_init(&c->mutex, nullptr);
+  pthread_cond_init(&c->cond, nullptr);
+  if (channel != nullptr) ++channel->refcnt;
+  std::lock_guard<std::mutex> g(ctx->objects_mu);
+  ctx->cqs[rep.cq] = c;
+  return c;
+}
+
+WHARF_EXPORT int ibv_resize_cq(ibv_cq*, int) { return EOPNOTSUPP; }
+
+WHARF_EXPORT int ibv_destroy_cq(ibv_cq* cq) {
+  Context* ctx = to_ctx(cq->context);
+  proto::Handle req{to_cq(cq)->handle};
+  proto::Empty rep;
+  int err = ctx->client.call(proto::Op::kDestroyCq, req, nullptr, 0, &rep);
+  if (err != 0) return err;
+  {
+    std::lock_guard<std::mutex> g(ctx->objects_mu);
+    ctx->cqs.erase(to_cq(cq)->handle);
+  }
+  if (cq->channel != nullptr) --cq->channel->refcnt;
+  pthread_mutex_destroy(&cq->mutex);
+  pthread_cond_destroy(&cq->cond);
+  delete to_cq(cq);
+  return 0;
+}
+
+// Blocks in read() on the channel (a cancellation point; no lock is held across it).
+WHARF_EXPORT int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
+  uint8_t buf[proto::kCqEventSize];
+  ssize_t n;
+  do {
+    n = read(channel->fd, buf, sizeof(buf));
+  } while (n < 0 && errno == EINTR);
+  if (n != static_cast<ssize_t>(sizeof(buf))) return -1;
+  proto::CqEventMsg ev;
+  proto::decode(buf, sizeof(buf), &ev);
+  Context* ctx = to_ctx(channel->context);
+  std::lock_guard<std::mutex> g(ctx->objects_mu);
+  auto it = ctx->cqs.find(ev.cq);
+  if (it == ctx->cqs.end()) {
+    errno = EIO;
+    return -1;
+  }
+  *cq = it->second;
+  *cq_context = it->second->cq_context;
+  return 0;
+}
+
+WHARF_EXPORT void ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) {
+  pthread_mutex_lock(&cq->mutex);
+  cq->comp_events_completed += nevents;
+  pthread_cond_signal(&cq->cond);
+  pthread_mutex_unlock(&cq->mutex);
+}
+
+namespace wharf::abi {
+
+int poll_cq(ibv_cq* ibcq, int n, ibv_wc* wc) {
+  Cq* cq = to_cq(ibcq);
+  cq->lock.lock();
+  int got = 0;
+  while (got < n) {
+    shm::RingStatus st;
+    const uint8_t* slot = cq->ring.peek(&st);
+    if (slot == nullptr) break;
+    shm::Cqe c;
+    std::memcpy(&c, slot, sizeof(c));
+    cq->ring.pop();
+    ibv_wc& w = wc[got++];
+    w.wr_id = c.wr_id;
+    w.status = static_cast<ibv_wc_status>(c.status);
+    w.opcode = static_cast<ibv_wc_opcode>(c.opcode);
+    w.vendor_err = c.vendor_err;
+    w.byte_len = c.byte_len;
+    w.imm_data = c.imm_data;
+    w.qp_num = c.qp_num;
+    w.src_qp = c.src_qp;
+    w.wc_flags = c.wc_flags;
+    w.pkey_index = c.pkey_index;
+    w.slid = c.slid;
+    w.sl = c.sl;
+    w.dlid_path_bits = c.dlid_path_bits;
+  }
+  cq->lock.unlock();
+  return got;
+}
+
+int req_notify_cq(ibv_cq* ibcq, int solicited_only) {
+  Cq* cq = to_cq(ibcq);
+  cq->notify->arm.store(solicited_only ? shm::kCqArmedSolicited : shm::kCqArmedAny,
+                        std::memory_order_relaxed);
+  // Pairs with the router's fence between writing a CQE and reading the arm request.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  return 0;
+}
+
+}  // namespace wharf::abi

@@ -1,0 +1,376 @@
+// Device discovery, contexts, device/port/GID queries and asynchronous events.
+// The device `wharf0` exists when the router socket does; a context is one connection to
+// the router, opened lazily by ibv_open_device (never in a constructor).
+#include <errno.h>
+#include <fcntl.h>
+#include <infiniband/verbs.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "abi/verbs/export.h"
+#include "abi/verbs/fork.h"
+#include "abi/verbs/provider.h"
+#include "proto/datagram.h"
+#include "proto/device.h"
+
+namespace wharf::abi {
+namespace {
+
+struct Device {
+  ibv_device dev;
+};
+
+Device* make_device() {
+  auto* d = new (std::nothrow) Device{};
+  if (d == nullptr) return nullptr;
+  d->dev.node_type = IBV_NODE_CA;
+  d->dev.transport_type = IBV_TRANSPORT_IB;
+  snprintf(d->dev.name, sizeof(d->dev.name), "%s", device::kName);
+  snprintf(d->dev.dev_name, sizeof(d->dev.dev_name), "uverbs0");
+  snprintf(d->dev.dev_path, sizeof(d->dev.dev_path), "/sys/class/infiniband_verbs/uverbs0");
+  snprintf(d->dev.ibdev_path, sizeof(d->dev.ibdev_path), "/sys/class/infiniband/%s",
+           device::kName);
+  return d;
+}
+
+// One process-wide device object: ibv_device pointers stay valid after the list is freed,
+// as rdma-core's do.
+Device* the_device() {
+  static Device* dev = make_device();
+  return dev;
+}
+
+// Connects and says hello. On success fills ctx->hello and the shared page/doorbell.
+int open_session(Context* ctx, UniqueFd* async_mine) {
+  if (int err = ctx->client.connect(router_socket_path()); err != 0) return err;
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) != 0) return errno;
+  async_mine->reset(sv[0]);
+  UniqueFd theirs(sv[1]);
+  int fds[1] = {theirs.get()};
+  UniqueFd got[2];
+  int err = ctx->client.call(proto::Op::kHello, proto::HelloReq{}, fds, 1, &ctx->hello, got, 2);
+  if (err != 0) return err;
+  if (!got[0].valid() || !got[1].valid()) return EPROTO;
+  if (int e = ctx->page_map.map(got[0].get(), shm::kContextPageSize); e != 0) return e;
+  ctx->page = reinterpret_cast<shm::ContextPage*>(ctx->page_map.data);
+  ctx->doorbell = std::move(got[1]);
+  return 0;
+}
+
+uint64_t cached_node_guid = 0;
+
+}  // namespace
+
+int Mapping::map(int fd, size_t len) {
+  void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) return errno;
+  data = static_cast<uint8_t*>(p);
+  size = len;
+  return 0;
+}
+
+Mapping::~Mapping() {
+  if (data != nullptr) munmap(data, size);
+}
+
+}  // namespace wharf::abi
+
+using namespace wharf;
+using namespace wharf::abi;
+
+WHARF_EXPORT ibv_device** ibv_get_device_list(int* num_devices) {
+  struct stat st;
+  bool present = stat(router_socket_path(), &st) == 0 && S_ISSOCK(st.st_mode);
+  auto** list = static_cast<ibv_device**>(calloc(2, sizeof(ibv_device*)));
+  if (list == nullptr) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  int n = 0;
+  if (present && the_device() != nullptr) list[n++] = &the_device()->dev;
+  if (num_devices != nullptr) *num_devices = n;
+  return list;
+}
+
+WHARF_EXPORT void ibv_free_device_list(ibv_device** list) { free(list); }
+
+WHARF_EXPORT const char* ibv_get_device_name(ibv_device* device) { return device->name; }
+
+WHARF_EXPORT int ibv_get_device_index(ibv_device*) { return 0; }
+
+WHARF_EXPORT __be64 ibv_get_device_guid(ibv_device*) {
+  if (cached_node_guid == 0) {
+    auto* ctx = new (std::nothrow) Context{};
+    if (ctx == nullptr) return 0;
+    UniqueFd async;
+    if (open_session(ctx, &async) == 0) cached_node_guid = ctx->hello.node_guid;
+    delete ctx;
+  }
+  return htobe64(cached_node_guid);
+}
+
+WHARF_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
+  if (device == nullptr || device != &the_device()->dev) {
+    errno = ENODEV;
+    return nullptr;
+  }
+  auto* ctx = new (std::nothrow) Context{};
+  if (ctx == nullptr) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  UniqueFd async;
+  if (int err = open_session(ctx, &async); err != 0) {
+    delete ctx;
+    errno = err;
+    return nullptr;
+  }
+  ctx->owner_pid = getpid();
+  ibv_context* c = &ctx->vctx.context;
+  ctx->vctx.sz = sizeof(verbs_context);
+  c->device = device;
+  c->async_fd = async.release();
+  c->num_comp_vectors = 1;
+  c->abi_compat = __VERBS_ABI_IS_EXTENDED;
+  pthread_mutex_init(&c->mutex, nullptr);
+  init_context_ops(ctx);
+  install_fork_handlers();
+  track_context(ctx);
+  return c;
+}
+
+WHARF_EXPORT int ibv_close_device(ibv_context* context) {
+  Context* ctx = to_ctx(context);
+  untrack_context(ctx);
+  close(context->async_fd);
+  ctx->client.close();
+  pthread_mutex_destroy(&context->mutex);
+  delete ctx;
+  return 0;
+}
+
+WHARF_EXPORT int ibv_query_device(ibv_context* context, ibv_device_attr* a) {
+  Context* ctx = to_ctx(context);
+  std::memset(a, 0, sizeof(*a));
+  snprintf(a->fw_ver, sizeof(a->fw_ver), "%s", "wharf-0.1");
+  a->node_guid = htobe64(ctx->hello.node_guid);
+  a->sys_image_guid = htobe64(ctx->hello.node_guid);
+  a->max_mr_size = device::kMaxMrSize;
+  a->page_size_cap = 0xfffff000;
+  a->vendor_id = device::kVendorId;
+  a->vendor_part_id = device::kVendorPartId;
+  a->hw_ver = device::kHwVer;
+  a->max_qp = device::kMaxQp;
+  a->max_qp_wr = device::kMaxQpWr;
+  a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN |
+                        IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_PORT_ACTIVE_EVENT;
+  a->max_sge = device::kMaxSge;
+  a->max_sge_rd = device::kMaxSge;
+  a->max_cq = device::kMaxCq;
+  a->max_cqe = device::kMaxCqe;
+  a->max_mr = device::kMaxMr;
+  a->max_pd = device::kMaxPd;
+  a->max_qp_rd_atom = device::kMaxQpRdAtom;
+  a->max_ee_rd_atom = 0;
+  a->max_res_rd_atom = device::kMaxQpRdAtom * device::kMaxQp;
+  a->max_qp_init_rd_atom = device::kMaxQpRdAtom;
+  a->atomic_cap = IBV_ATOMIC_HCA;
+  a->max_ah = device::kMaxAh;
+  a->max_srq = device::kMaxSrq;
+  a->max_srq_wr = device::kMaxSrqWr;
+  a->max_srq_sge = device::kMaxSrqSge;
+  a->max_pkeys = device::kPkeyTableLen;
+  a->local_ca_ack_delay = 15;
+  a->phys_port_cnt = 1;
+  return 0;
+}
+
+namespace wharf::abi {
+
+int query_device_ex(ibv_context* context, const ibv_query_device_ex_input*,
+                    ibv_device_attr_ex* attr, size_t attr_size) {
+  if (attr_size < sizeof(ibv_device_attr)) return EINVAL;
+  std::memset(attr, 0, attr_size);
+  return ibv_query_device(context, &attr->orig_attr);
+}
+
+int query_port(ibv_context* context, uint8_t port, ibv_port_attr* a, size_t len) {
+  if (port != 1) return EINVAL;
+  Context* ctx = to_ctx(context);
+  ibv_port_attr p{};
+  p.state = IBV_PORT_ACTIVE;
+  p.max_mtu = IBV_MTU_4096;
+  p.active_mtu = IBV_MTU_4096;
+  p.gid_tbl_len = device::kGidTableLen;
+  p.port_cap_flags = IBV_PORT_CM_SUP;
+  p.max_msg_sz = device::kMaxMsgSize;
+  p.pkey_tbl_len = device::kPkeyTableLen;
+  p.lid = ctx->hello.lid;
+  p.sm_lid = ctx->hello.link_layer == IBV_LINK_LAYER_ETHERNET ? 0 : 1;
+  p.max_vl_num = 1;
+  p.subnet_timeout = 18;
+  p.active_width = 2;   // 4x
+  p.active_speed = 32;  // EDR: a nominal figure, the software link has no fixed speed
+  p.phys_state = 5;     // LinkUp
+  p.link_layer = ctx->hello.link_layer;
+  std::memcpy(a, &p, len < sizeof(p) ? len : sizeof(p));
+  return 0;
+}
+
+}  // namespace wharf::abi
+
+// The exported symbol takes rdma-core's compat struct; its layout is ibv_port_attr's prefix.
+// verbs.h defines ibv_query_port as a macro over an inline wrapper; we export the symbol.
+#undef ibv_query_port
+WHARF_EXPORT int ibv_query_port(ibv_context* context, uint8_t port_num,
+                                _compat_ibv_port_attr* attr) {
+  return query_port(context, port_num, reinterpret_cast<ibv_port_attr*>(attr),
+                    sizeof(ibv_port_attr));
+}
+
+WHARF_EXPORT int ibv_query_gid(ibv_context* context, uint8_t port_num, int index, ibv_gid* gid) {
+  if (port_num != 1 || index < 0 || static_cast<uint32_t>(index) >= device::kGidTableLen)
+    return -1;
+  std::memcpy(gid->raw, to_ctx(context)->hello.gid.data(), 16);
+  return 0;
+}
+
+namespace {
+uint32_t gid_type_of(Context* ctx) {
+  return ctx->hello.link_layer == IBV_LINK_LAYER_ETHERNET ? IBV_GID_TYPE_ROCE_V2 : IBV_GID_TYPE_IB;
+}
+}  // namespace
+
+WHARF_EXPORT int _ibv_query_gid_ex(ibv_context* context, uint32_t port_num, uint32_t gid_index,
+                                   ibv_gid_entry* entry, uint32_t flags, size_t entry_size) {
+  if (flags != 0) return EINVAL;
+  if (port_num != 1 || gid_index >= device::kGidTableLen) return ENODATA;
+  if (entry_size < sizeof(ibv_gid_entry)) return EINVAL;
+  Context* ctx = to_ctx(context);
+  ibv_gid_entry e{};
+  std::memcpy(e.gid.raw, ctx->hello.gid.data(), 16);
+  e.gid_index = gid_index;
+  e.port_num = port_num;
+  e.gid_type = gid_type_of(ctx);
+  std::memcpy(entry, &e, sizeof(e));
+  return 0;
+}
+
+WHARF_EXPORT ssize_t _ibv_query_gid_table(ibv_context* context, ibv_gid_entry* entries,
+                                          size_t max_entries, uint32_t flags, size_t entry_size) {
+  if (flags != 0 || entry_size < sizeof(ibv_gid_entry)) return -EINVAL;
+  if (max_entries < device::kGidTableLen) return -EINVAL;
+  for (uint32_t i = 0; i < device::kGidTableLen; ++i) {
+    auto* e = reinterpret_cast<ibv_gid_entry*>(reinterpret_cast<char*>(entries) + i * entry_size);
+    if (int err = _ibv_query_gid_ex(context, 1, i, e, 0, entry_size); err != 0) return -err;
+  }
+  return device::kGidTableLen;
+}
+
+// rdma-core's private enum ibv_gid_type_sysfs: 0 = IB/RoCE v1, 1 = RoCE v2.
+WHARF_EXPORT int ibv_query_gid_type(ibv_context* context, uint8_t port_num, unsigned int index,
+                                    int* type) {
+  if (port_num != 1 || index >= device::kGidTableLen) return EINVAL;
+  *type = to_ctx(context)->hello.link_layer == IBV_LINK_LAYER_ETHERNET ? 1 : 0;
+  return 0;
+}
+
+WHARF_EXPORT int ibv_query_pkey(ibv_context*, uint8_t port_num, int index, __be16* pkey) {
+  if (port_num != 1 || index < 0 || static_cast<uint32_t>(index) >= device::kPkeyTableLen)
+    return -1;
+  *pkey = htobe16(device::kDefaultPkey);
+  return 0;
+}
+
+WHARF_EXPORT int ibv_get_pkey_index(ibv_context*, uint8_t port_num, __be16 pkey) {
+  if (port_num != 1) return -EINVAL;
+  return be16toh(pkey) == device::kDefaultPkey ? 0 : -ENOENT;
+}
+
+WHARF_EXPORT int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
+  uint8_t buf[proto::kAsyncEventSize];
+  ssize_t n;
+  do {
+    n = read(context->async_fd, buf, sizeof(buf));
+  } while (n < 0 && errno == EINTR);
+  if (n != static_cast<ssize_t>(sizeof(buf))) return -1;
+  proto::AsyncEventMsg m;
+  if (!proto::decode(buf, sizeof(buf), &m)) {
+    errno = EPROTO;
+    return -1;
+  }
+  Context* ctx = to_ctx(context);
+  event->event_type = static_cast<ibv_event_type>(m.event_type);
+  std::lock_guard<std::mutex> g(ctx->objects_mu);
+  switch (event->event_type) {
+    case IBV_EVENT_CQ_ERR:
+      event->element.cq = ctx->cqs.count(m.handle) ? ctx->cqs[m.handle] : nullptr;
+      break;
+    case IBV_EVENT_SRQ_ERR:
+    case IBV_EVENT_SRQ_LIMIT_REACHED:
+      event->element.srq = ctx->srqs.count(m.handle) ? ctx->srqs[m.handle] : nullptr;
+      break;
+    case IBV_EVENT_PORT_ACTIVE:
+    case IBV_EVENT_PORT_ERR:
+    case IBV_EVENT_LID_CHANGE:
+    case IBV_EVENT_PKEY_CHANGE:
+    case IBV_EVENT_SM_CHANGE:
+    case IBV_EVENT_CLIENT_REREGISTER:
+    case IBV_EVENT_GID_CHANGE:
+      event->element.port_num = static_cast<int>(m.handle);
+      break;
+    case IBV_EVENT_DEVICE_FATAL:
+      break;
+    default:
+      event->element.qp = ctx->qps.count(m.handle) ? ctx->qps[m.handle] : nullptr;
+      break;
+  }
+  return 0;
+}
+
+WHARF_EXPORT void ibv_ack_async_event(ibv_async_event* event) {
+  switch (event->event_type) {
+    case IBV_EVENT_CQ_ERR:
+      if (ibv_cq* cq = event->element.cq) {
+        pthread_mutex_lock(&cq->mutex);
+        ++cq->async_events_completed;
+        pthread_cond_signal(&cq->cond);
+        pthread_mutex_unlock(&cq->mutex);
+      }
+      break;
+    case IBV_EVENT_SRQ_ERR:
+    case IBV_EVENT_SRQ_LIMIT_REACHED:
+      if (ibv_srq* srq = event->element.srq) {
+        pthread_mutex_lock(&srq->mutex);
+        ++srq->events_completed;
+        pthread_cond_signal(&srq->cond);
+        pthread_mutex_unlock(&srq->mutex);
+      }
+      break;
+    case IBV_EVENT_QP_FATAL:
+    case IBV_EVENT_QP_REQ_ERR:
+    case IBV_EVENT_QP_ACCESS_ERR:
+    case IBV_EVENT_COMM_EST:
+    case IBV_EVENT_SQ_DRAINED:
+    case IBV_EVENT_PATH_MIG:
+    case IBV_EVENT_PATH_MIG_ERR:
+    case IBV_EVENT_QP_LAST_WQE_REACHED:
+      if (ibv_qp* qp = event->element.qp) {
+        pthread_mutex_lock(&qp->mutex);
+        ++qp->events_completed;
+        pthread_cond_signal(&qp->cond);
+        pthread_mutex_unlock(&qp->mutex);
+      }
+      break;
+    default:
+      break;
+  }
+}

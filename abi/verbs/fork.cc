@@ -1,0 +1,53 @@
+#include "abi/verbs/fork.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <mutex>
+#include <vector>
+
+#include "abi/verbs/mr_backing.h"
+#include "abi/verbs/provider.h"
+
+namespace wharf::abi {
+namespace {
+
+std::mutex contexts_mu;
+std::vector<Context*> contexts;  // guarded by contexts_mu
+
+void prepare() {
+  contexts_mu.lock();
+  lock_registry_for_fork();
+}
+
+void parent() {
+  unlock_registry_after_fork();
+  contexts_mu.unlock();
+}
+
+void child() {
+  unlock_registry_after_fork();
+  unshare_backings_after_fork();
+  for (Context* c : contexts) c->client.close();  // the parent's session is not ours
+  contexts.clear();
+  contexts_mu.unlock();
+}
+
+}  // namespace
+
+void install_fork_handlers() {
+  static std::once_flag once;
+  std::call_once(once, [] { pthread_atfork(prepare, parent, child); });
+}
+
+void track_context(Context* ctx) {
+  std::lock_guard<std::mutex> g(contexts_mu);
+  contexts.push_back(ctx);
+}
+
+void untrack_context(Context* ctx) {
+  std::lock_guard<std::mutex> g(contexts_mu);
+  contexts.erase(std::remove(contexts.begin(), contexts.end(), ctx), contexts.end());
+}
+
+}  // namespace wharf::abi

@@ -1,0 +1,141 @@
+// Internal objects of our libibverbs: each embeds the public rdma-core struct as its first
+// member (as rdma-core providers do) and converts back with to_*() helpers.
+//
+// Threading: control verbs are serialized per context by RouterClient; post/poll take a
+// per-queue spinlock, as rdma-core providers do, so several threads may share a queue.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <unordered_map>
+
+#include "abi/verbs/router_client.h"
+#include "common/spinlock.h"
+#include "common/unique_fd.h"
+#include "proto/messages.h"
+#include "shm/layout.h"
+#include "shm/ring.h"
+
+namespace wharf::abi {
+
+// A read-write shared mapping of a router-created memfd.
+struct Mapping {
+  uint8_t* data = nullptr;
+  size_t size = 0;
+  int map(int fd, size_t len);  // 0 or errno
+  ~Mapping();
+};
+
+struct Context {
+  verbs_context vctx;  // ibv_context is its last member: must stay first here
+  RouterClient client;
+  proto::HelloRep hello;
+  Mapping page_map;
+  shm::ContextPage* page = nullptr;
+  UniqueFd doorbell;
+  pid_t owner_pid = 0;
+
+  std::mutex objects_mu;  // guards the handle maps (async events name objects by handle)
+  std::unordered_map<uint32_t, ibv_qp*> qps;
+  std::unordered_map<uint32_t, ibv_cq*> cqs;
+  std::unordered_map<uint32_t, ibv_srq*> srqs;
+
+  // Wakes the router if it announced that it sleeps. Call after publishing work.
+  void ring_doorbell() {
+    // Pairs with the router's fence between announcing sleep and re-polling the rings.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (page->router_sleeping.load(std::memory_order_relaxed) != 0 &&
+        page->router_sleeping.exchange(0, std::memory_order_acq_rel) != 0) {
+      uint64_t one = 1;
+      ssize_t n = ::write(doorbell.get(), &one, sizeof(one));
+      (void)n;  // a full eventfd counter already wakes the router
+    }
+  }
+};
+
+inline Context* to_ctx(ibv_context* c) {
+  return reinterpret_cast<Context*>(reinterpret_cast<char*>(c) -
+                                    offsetof(verbs_context, context));
+}
+
+struct Pd {
+  ibv_pd pd;
+  uint32_t handle;
+};
+inline Pd* to_pd(ibv_pd* p) { return reinterpret_cast<Pd*>(p); }
+
+struct Mr {
+  ibv_mr mr;
+  uint32_t handle;
+};
+inline Mr* to_mr(ibv_mr* m) { return reinterpret_cast<Mr*>(m); }
+
+struct CompChannel {
+  ibv_comp_channel channel;
+  uint32_t handle;
+};
+inline CompChannel* to_channel(ibv_comp_channel* c) { return reinterpret_cast<CompChannel*>(c); }
+
+struct Cq {
+  ibv_cq cq;
+  uint32_t handle;
+  Mapping map;
+  shm::RingConsumer ring;
+  shm::CqNotify* notify;
+  SpinLock lock;
+};
+inline Cq* to_cq(ibv_cq* c) { return reinterpret_cast<Cq*>(c); }
+
+struct Srq {
+  ibv_srq srq;
+  uint32_t handle;
+  uint32_t max_sge;
+  Mapping map;
+  shm::RingProducer ring;
+  SpinLock lock;
+};
+inline Srq* to_srq(ibv_srq* s) { return reinterpret_cast<Srq*>(s); }
+
+struct Qp {
+  ibv_qp qp;
+  uint32_t handle;
+  proto::QpCaps caps;
+  bool sq_sig_all;
+  Mapping map;
+  shm::QpLayout layout;
+  shm::RingProducer sq;
+  shm::RingProducer rq;
+  SpinLock sq_lock;
+  SpinLock rq_lock;
+  void reset_rings();  // after a transition to RESET (the router zeroed the indices)
+};
+inline Qp* to_qp(ibv_qp* q) { return reinterpret_cast<Qp*>(q); }
+
+struct Ah {
+  ibv_ah ah;
+  uint32_t handle;
+};
+inline Ah* to_ah(ibv_ah* a) { return reinterpret_cast<Ah*>(a); }
+
+// ibv_ah_attr <-> wire form.
+proto::AhAttr to_wire(const ibv_ah_attr& a);
+ibv_ah_attr from_wire(const proto::AhAttr& a);
+
+// Fills every ops slot of a new context (post/poll/notify live in the ops table).
+void init_context_ops(Context* ctx);
+
+// Data-path entries installed in ibv_context_ops.
+int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
+int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad);
+int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad);
+int poll_cq(ibv_cq* cq, int n, ibv_wc* wc);
+int req_notify_cq(ibv_cq* cq, int solicited_only);
+
+// Writes one receive WQE into a producer ring; shared by QP and SRQ receive posting.
+int write_recv_wqe(shm::RingProducer* ring, uint32_t max_sge, const ibv_recv_wr* wr);
+
+}  // namespace wharf::abi

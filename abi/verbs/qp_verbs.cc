@@ -1,0 +1,384 @@
+// Queue pairs: creation, the state machine (validated by the router), and posting work.
+#include <errno.h>
+#include <infiniband/verbs.h>
+
+#include <cstring>
+#include <new>
+
+#include "abi/verbs/export.h"
+#include "abi/verbs/provider.h"
+
+using namespace wharf;
+using namespace wharf::abi;
+
+namespace wharf::abi {
+
+void Qp::reset_rings() {
+  uint8_t* base = map.data;
+  sq = shm::RingProducer(reinterpret_cast<shm::RingHeader*>(base + layout.sq_ring_off),
+                         base + layout.sq_slots_off, layout.sq_entries, layout.sq_slot);
+  if (layout.rq_entries != 0)
+    rq = shm::RingProducer(reinterpret_cast<shm::RingHeader*>(base + layout.rq_ring_off),
+                           base + layout.rq_slots_off, layout.rq_entries, layout.rq_slot);
+}
+
+proto::AhAttr to_wire(const ibv_ah_attr& a) {
+  proto::AhAttr w;
+  w.dlid = a.dlid;
+  w.sl = a.sl;
+  w.src_path_bits = a.src_path_bits;
+  w.static_rate = a.static_rate;
+  w.is_global = a.is_global;
+  w.port_num = a.port_num;
+  w.sgid_index = a.grh.sgid_index;
+  w.hop_limit = a.grh.hop_limit;
+  w.traffic_class = a.grh.traffic_class;
+  w.flow_label = a.grh.flow_label;
+  std::memcpy(w.dgid.data(), a.grh.dgid.raw, 16);
+  return w;
+}
+
+ibv_ah_attr from_wire(const proto::AhAttr& w) {
+  ibv_ah_attr a{};
+  a.dlid = w.dlid;
+  a.sl = w.sl;
+  a.src_path_bits = w.src_path_bits;
+  a.static_rate = w.static_rate;
+  a.is_global = w.is_global;
+  a.port_num = w.port_num;
+  a.grh.sgid_index = w.sgid_index;
+  a.grh.hop_limit = w.hop_limit;
+  a.grh.traffic_class = w.traffic_class;
+  a.grh.flow_label = w.flow_label;
+  std::memcpy(a.grh.dgid.raw, w.dgid.data(), 16);
+  return a;
+}
+
+}  // namespace wharf::abi
+
+namespace {
+
+proto::QpAttr attr_to_wire(const ibv_qp_attr& a) {
+  proto::QpAttr w;
+  w.qp_state = static_cast<uint8_t>(a.qp_state);
+  w.cur_qp_state = static_cast<uint8_t>(a.cur_qp_state);
+  w.path_mtu = static_cast<uint8_t>(a.path_mtu);
+  w.path_mig_state = static_cast<uint8_t>(a.path_mig_state);
+  w.qkey = a.qkey;
+  w.rq_psn = a.rq_psn;
+  w.sq_psn = a.sq_psn;
+  w.dest_qp_num = a.dest_qp_num;
+  w.qp_access_flags = static_cast<uint32_t>(a.qp_access_flags);
+  w.pkey_index = a.pkey_index;
+  w.alt_pkey_index = a.alt_pkey_index;
+  w.en_sqd_async_notify = a.en_sqd_async_notify;
+  w.sq_draining = a.sq_draining;
+  w.max_rd_atomic = a.max_rd_atomic;
+  w.max_dest_rd_atomic = a.max_dest_rd_atomic;
+  w.min_rnr_timer = a.min_rnr_timer;
+  w.port_num = a.port_num;
+  w.timeout = a.timeout;
+  w.retry_cnt = a.retry_cnt;
+  w.rnr_retry = a.rnr_retry;
+  w.alt_port_num = a.alt_port_num;
+  w.alt_timeout = a.alt_timeout;
+  w.rate_limit = a.rate_limit;
+  w.ah_attr = to_wire(a.ah_attr);
+  w.alt_ah_attr = to_wire(a.alt_ah_attr);
+  return w;
+}
+
+void attr_from_wire(const proto::QpAttr& w, ibv_qp_attr* a) {
+  std::memset(a, 0, sizeof(*a));
+  a->qp_state = static_cast<ibv_qp_state>(w.qp_state);
+  a->cur_qp_state = static_cast<ibv_qp_state>(w.cur_qp_state);
+  a->path_mtu = static_cast<ibv_mtu>(w.path_mtu);
+  a->path_mig_state = static_cast<ibv_mig_state>(w.path_mig_state);
+  a->qkey = w.qkey;
+  a->rq_psn = w.rq_psn;
+  a->sq_psn = w.sq_psn;
+  a->dest_qp_num = w.dest_qp_num;
+  a->qp_access_flags = w.qp_access_flags;
+  a->pkey_index = w.pkey_index;
+  a->alt_pkey_index = w.alt_pkey_index;
+  a->en_sqd_async_notify = w.en_sqd_async_notify;
+  a->sq_draining = w.sq_draining;
+  a->max_rd_atomic = w.max_rd_atomic;
+  a->max_dest_rd_atomic = w.max_dest_rd_atomic;
+  a->min_rnr_timer = w.min_rnr_timer;
+  a->port_num = w.port_num;
+  a->timeout = w.timeout;
+  a->retry_cnt = w.retry_cnt;
+  a->rnr_retry = w.rnr_retry;
+  a->alt_port_num = w.alt_port_num;
+  a->alt_timeout = w.alt_timeout;
+  a->rate_limit = w.rate_limit;
+  a->ah_attr = from_wire(w.ah_attr);
+  a->alt_ah_attr = from_wire(w.alt_ah_attr);
+}
+
+void caps_to_ibv(const proto::QpCaps& c, ibv_qp_cap* cap) {
+  cap->max_send_wr = c.max_send_wr;
+  cap->max_recv_wr = c.max_recv_wr;
+  cap->max_send_sge = c.max_send_sge;
+  cap->max_recv_sge = c.max_recv_sge;
+  cap->max_inline_data = c.max_inline_data;
+}
+
+}  // namespace
+
+WHARF_EXPORT ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
+  if (pd == nullptr || init == nullptr || init->send_cq == nullptr || init->recv_cq == nullptr) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  Context* ctx = to_ctx(pd->context);
+  proto::CreateQpReq req;
+  req.pd = to_pd(pd)->handle;
+  req.send_cq = to_cq(init->send_cq)->handle;
+  req.recv_cq = to_cq(init->recv_cq)->handle;
+  req.srq = init->srq != nullptr ? to_srq(init->srq)->handle : 0;
+  req.qp_type = static_cast<uint8_t>(init->qp_type);
+  req.sq_sig_all = init->sq_sig_all != 0;
+  req.caps.max_send_wr = init->cap.max_send_wr;
+  req.caps.max_recv_wr = init->cap.max_recv_wr;
+  req.caps.max_send_sge = init->cap.max_send_sge;
+  req.caps.max_recv_sge = init->cap.max_recv_sge;
+  req.caps.max_inline_data = init->cap.max_inline_data;
+  proto::CreateQpRep rep;
+  UniqueFd memfd;
+  int err = ctx->client.call(proto::Op::kCreateQp, req, nullptr, 0, &rep, &memfd, 1);
+  if (err == 0 && !memfd.valid()) err = EPROTO;
+  Qp* qp = err == 0 ? new (std::nothrow) Qp{} : nullptr;
+  if (err == 0 && qp == nullptr) err = ENOMEM;
+  if (err == 0) {
+    qp->layout = shm::qp_layout(rep.sq_entries, rep.sq_slot, rep.rq_entries, rep.rq_slot);
+    err = qp->map.map(memfd.get(), qp->layout.total);
+  }
+  if (err != 0) {
+    if (qp != nullptr) {
+      proto::Empty none;
+      ctx->client.call(proto::Op::kDestroyQp, proto::Handle{rep.qp}, nullptr, 0, &none);
+      delete qp;
+    }
+    errno = err;
+    return nullptr;
+  }
+  qp->handle = rep.qp;
+  qp->caps = rep.caps;
+  qp->sq_sig_all = req.sq_sig_all;
+  qp->reset_rings();
+  ibv_qp* q = &qp->qp;
+  q->context = pd->context;
+  q->qp_context = init->qp_context;
+  q->pd = pd;
+  q->send_cq = init->send_cq;
+  q->recv_cq = init->recv_cq;
+  q->srq = init->srq;
+  q->handle = rep.qp;
+  q->qp_num = rep.qpn;
+  q->state = IBV_QPS_RESET;
+  q->qp_type = init->qp_type;
+  pthread_mutex_init(&q->mutex, nullptr);
+  pthread_cond_init(&q->cond, nullptr);
+  caps_to_ibv(rep.caps, &init->cap);
+  std::lock_guard<std::mutex> g(ctx->objects_mu);
+  ctx->qps[rep.qp] = q;
+  return q;
+}
+
+WHARF_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
+  proto::ModifyQpReq req;
+  req.qp = to_qp(qp)->handle;
+  req.attr_mask = static_cast<uint32_t>(attr_mask);
+  req.attr = attr_to_wire(*attr);
+  proto::Empty rep;
+  int err = to_ctx(qp->context)->client.call(proto::Op::kModifyQp, req, nullptr, 0, &rep);
+  if (err != 0) return err;
+  if (attr_mask & IBV_QP_STATE) {
+    Qp* q = to_qp(qp);
+    if (attr->qp_state == IBV_QPS_RESET) {
+      q->sq_lock.lock();
+      q->rq_lock.lock();
+      q->reset_rings();
+      q->rq_lock.unlock();
+      q->sq_lock.unlock();
+    }
+    qp->state = attr->qp_state;
+  }
+  return 0;
+}
+
+WHARF_EXPORT int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int, ibv_qp_init_attr* init) {
+  proto::QueryQpRep rep;
+  int err = to_ctx(qp->context)
+                ->client.call(proto::Op::kQueryQp, proto::Handle{to_qp(qp)->handle}, nullptr, 0, &rep);
+  if (err != 0) return err;
+  attr_from_wire(rep.attr, attr);
+  caps_to_ibv(rep.caps, &attr->cap);
+  qp->state = attr->qp_state;
+  if (init != nullptr) {
+    std::memset(init, 0, sizeof(*init));
+    init->qp_context = qp->qp_context;
+    init->send_cq = qp->send_cq;
+    init->recv_cq = qp->recv_cq;
+    init->srq = qp->srq;
+    init->qp_type = qp->qp_type;
+    init->sq_sig_all = rep.sq_sig_all;
+    caps_to_ibv(rep.caps, &init->cap);
+  }
+  return 0;
+}
+
+WHARF_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
+  Context* ctx = to_ctx(qp->context);
+  proto::Empty rep;
+  int err = ctx->client.call(proto::Op::kDestroyQp, proto::Handle{to_qp(qp)->handle}, nullptr, 0, &rep);
+  if (err != 0) return err;
+  {
+    std::lock_guard<std::mutex> g(ctx->objects_mu);
+    ctx->qps.erase(to_qp(qp)->handle);
+  }
+  pthread_mutex_destroy(&qp->mutex);
+  pthread_cond_destroy(&qp->cond);
+  delete to_qp(qp);
+  return 0;
+}
+
+namespace wharf::abi {
+namespace {
+
+bool opcode_valid(ibv_qp_type type, ibv_wr_opcode op) {
+  switch (op) {
+    case IBV_WR_SEND:
+    case IBV_WR_SEND_WITH_IMM: return true;
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM: return type == IBV_QPT_RC || type == IBV_QPT_UC;
+    case IBV_WR_RDMA_READ:
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+    case IBV_WR_ATOMIC_FETCH_AND_ADD: return type == IBV_QPT_RC;
+    default: return false;
+  }
+}
+
+// Fills one send slot from wr. Returns 0 or the errno post_send reports for this WR.
+int write_send_wqe(Qp* qp, uint8_t* slot, const ibv_send_wr* wr) {
+  auto* h = reinterpret_cast<shm::SendWqe*>(slot);
+  h->wr_id = wr->wr_id;
+  h->opcode = static_cast<uint8_t>(wr->opcode);
+  h->flags = static_cast<uint8_t>(((wr->send_flags & IBV_SEND_SIGNALED) ? shm::kWqeSignaled : 0) |
+                                  ((wr->send_flags & IBV_SEND_SOLICITED) ? shm::kWqeSolicited : 0) |
+                                  ((wr->send_flags & IBV_SEND_FENCE) ? shm::kWqeFence : 0));
+  h->imm_data = wr->imm_data;
+  switch (wr->opcode) {
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+    case IBV_WR_ATOMIC_FETCH_AND_ADD:
+      h->remote_addr = wr->wr.atomic.remote_addr;
+      h->rkey = wr->wr.atomic.rkey;
+      h->compare_add = wr->wr.atomic.compare_add;
+      h->swap = wr->wr.atomic.swap;
+      break;
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
+    case IBV_WR_RDMA_READ:
+      h->remote_addr = wr->wr.rdma.remote_addr;
+      h->rkey = wr->wr.rdma.rkey;
+      break;
+    default:
+      break;
+  }
+  if (qp->qp.qp_type == IBV_QPT_UD) {
+    if (wr->wr.ud.ah == nullptr) return EINVAL;
+    h->ah_handle = to_ah(wr->wr.ud.ah)->handle;
+    h->remote_qpn = wr->wr.ud.remote_qpn;
+    h->remote_qkey = wr->wr.ud.remote_qkey;
+  }
+  uint8_t* body = slot + sizeof(shm::SendWqe);
+  if ((wr->send_flags & IBV_SEND_INLINE) && wr->opcode != IBV_WR_RDMA_READ &&
+      wr->opcode != IBV_WR_ATOMIC_CMP_AND_SWP && wr->opcode != IBV_WR_ATOMIC_FETCH_AND_ADD) {
+    uint64_t total = 0;
+    for (int i = 0; i < wr->num_sge; ++i) {
+      total += wr->sg_list[i].length;
+      if (total > qp->caps.max_inline_data) return EINVAL;
+      std::memcpy(body + total - wr->sg_list[i].length,
+                  reinterpret_cast<const void*>(wr->sg_list[i].addr), wr->sg_list[i].length);
+    }
+    h->flags |= shm::kWqeInline;
+    h->inline_len = static_cast<uint32_t>(total);
+    h->num_sge = 0;
+    return 0;
+  }
+  h->inline_len = 0;
+  h->num_sge = static_cast<uint8_t>(wr->num_sge);
+  auto* sge = reinterpret_cast<shm::Sge*>(body);
+  for (int i = 0; i < wr->num_sge; ++i) {
+    sge[i].addr = wr->sg_list[i].addr;
+    sge[i].length = wr->sg_list[i].length;
+    sge[i].lkey = wr->sg_list[i].lkey;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
+  Qp* qp = to_qp(ibqp);
+  int err = 0;
+  qp->sq_lock.lock();
+  for (; wr != nullptr; wr = wr->next) {
+    if (ibqp->state == IBV_QPS_RESET || ibqp->state == IBV_QPS_INIT ||
+        ibqp->state == IBV_QPS_RTR || !opcode_valid(ibqp->qp_type, wr->opcode) ||
+        wr->num_sge < 0 || static_cast<uint32_t>(wr->num_sge) > qp->caps.max_send_sge) {
+      err = EINVAL;
+      break;
+    }
+    shm::RingStatus st;
+    uint8_t* slot = qp->sq.reserve(&st);
+    if (slot == nullptr) {
+      err = ENOMEM;
+      break;
+    }
+    if ((err = write_send_wqe(qp, slot, wr)) != 0) break;
+    qp->sq.commit();
+  }
+  qp->sq_lock.unlock();
+  if (err != 0) *bad = wr;
+  to_ctx(ibqp->context)->ring_doorbell();
+  return err;
+}
+
+int write_recv_wqe(shm::RingProducer* ring, uint32_t max_sge, const ibv_recv_wr* wr) {
+  if (wr->num_sge < 0 || static_cast<uint32_t>(wr->num_sge) > max_sge) return EINVAL;
+  shm::RingStatus st;
+  uint8_t* slot = ring->reserve(&st);
+  if (slot == nullptr) return ENOMEM;
+  auto* h = reinterpret_cast<shm::RecvWqe*>(slot);
+  h->wr_id = wr->wr_id;
+  h->num_sge = static_cast<uint32_t>(wr->num_sge);
+  auto* sge = reinterpret_cast<shm::Sge*>(slot + sizeof(shm::RecvWqe));
+  for (int i = 0; i < wr->num_sge; ++i) {
+    sge[i].addr = wr->sg_list[i].addr;
+    sge[i].length = wr->sg_list[i].length;
+    sge[i].lkey = wr->sg_list[i].lkey;
+  }
+  ring->commit();
+  return 0;
+}
+
+int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+  Qp* qp = to_qp(ibqp);
+  if (ibqp->srq != nullptr || ibqp->state == IBV_QPS_RESET) {
+    *bad = wr;
+    return EINVAL;
+  }
+  int err = 0;
+  qp->rq_lock.lock();
+  for (; wr != nullptr; wr = wr->next)
+    if ((err = write_recv_wqe(&qp->rq, qp->caps.max_recv_sge, wr)) != 0) break;
+  qp->rq_lock.unlock();
+  if (err != 0) *bad = wr;
+  to_ctx(ibqp->context)->ring_doorbell();
+  return err;
+}
+
+}  // namespace wharf::abi

@@ -1,0 +1,166 @@
+// Shared receive queues and address handles.
+#include <errno.h>
+#include <infiniband/verbs.h>
+
+#include <cstring>
+#include <new>
+
+#include "abi/verbs/export.h"
+#include "abi/verbs/provider.h"
+#include "proto/device.h"
+
+using namespace wharf;
+using namespace wharf::abi;
+
+WHARF_EXPORT ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* init) {
+  Context* ctx = to_ctx(pd->context);
+  proto::CreateSrqReq req;
+  req.pd = to_pd(pd)->handle;
+  req.max_wr = init->attr.max_wr;
+  req.max_sge = init->attr.max_sge;
+  req.srq_limit = init->attr.srq_limit;
+  proto::CreateSrqRep rep;
+  UniqueFd memfd;
+  int err = ctx->client.call(proto::Op::kCreateSrq, req, nullptr, 0, &rep, &memfd, 1);
+  if (err == 0 && !memfd.valid()) err = EPROTO;
+  Srq* srq = err == 0 ? new (std::nothrow) Srq{} : nullptr;
+  if (err == 0 && srq == nullptr) err = ENOMEM;
+  shm::SrqLayout layout = shm::srq_layout(rep.entries, rep.slot);
+  if (err == 0) err = srq->map.map(memfd.get(), layout.total);
+  if (err != 0) {
+    if (srq != nullptr) {
+      proto::Empty none;
+      ctx->client.call(proto::Op::kDestroySrq, proto::Handle{rep.srq}, nullptr, 0, &none);
+      delete srq;
+    }
+    errno = err;
+    return nullptr;
+  }
+  srq->handle = rep.srq;
+  srq->max_sge = rep.max_sge;
+  srq->ring = shm::RingProducer(reinterpret_cast<shm::RingHeader*>(srq->map.data + layout.ring_off),
+                                srq->map.data + layout.slots_off, rep.entries, rep.slot);
+  ibv_srq* s = &srq->srq;
+  s->context = pd->context;
+  s->srq_context = init->srq_context;
+  s->pd = pd;
+  s->handle = rep.srq;
+  pthread_mutex_init(&s->mutex, nullptr);
+  pthread_cond_init(&s->cond, nullptr);
+  init->attr.max_wr = rep.max_wr;
+  init->attr.max_sge = rep.max_sge;
+  std::lock_guard<std::mutex> g(ctx->objects_mu);
+  ctx->srqs[rep.srq] = s;
+  return s;
+}
+
+WHARF_EXPORT int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask) {
+  proto::ModifySrqReq req;
+  req.srq = to_srq(srq)->handle;
+  req.attr_mask = static_cast<uint32_t>(mask);
+  req.max_wr = attr->max_wr;
+  req.srq_limit = attr->srq_limit;
+  proto::Empty rep;
+  return to_ctx(srq->context)->client.call(proto::Op::kModifySrq, req, nullptr, 0, &rep);
+}
+
+WHARF_EXPORT int ibv_query_srq(ibv_srq* srq, ibv_srq_attr* attr) {
+  proto::QuerySrqRep rep;
+  int err = to_ctx(srq->context)
+                ->client.call(proto::Op::kQuerySrq, proto::Handle{to_srq(srq)->handle}, nullptr, 0, &rep);
+  if (err != 0) return err;
+  attr->max_wr = rep.max_wr;
+  attr->max_sge = rep.max_sge;
+  attr->srq_limit = rep.srq_limit;
+  return 0;
+}
+
+WHARF_EXPORT int ibv_destroy_srq(ibv_srq* srq) {
+  Context* ctx = to_ctx(srq->context);
+  proto::Empty rep;
+  int err = ctx->client.call(proto::Op::kDestroySrq, proto::Handle{to_srq(srq)->handle}, nullptr, 0, &rep);
+  if (err != 0) return err;
+  {
+    std::lock_guard<std::mutex> g(ctx->objects_mu);
+    ctx->srqs.erase(to_srq(srq)->handle);
+  }
+  pthread_mutex_destroy(&srq->mutex);
+  pthread_cond_destroy(&srq->cond);
+  delete to_srq(srq);
+  return 0;
+}
+
+namespace wharf::abi {
+int post_srq_recv(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+  Srq* srq = to_srq(ibsrq);
+  int err = 0;
+  srq->lock.lock();
+  for (; wr != nullptr; wr = wr->next)
+    if ((err = write_recv_wqe(&srq->ring, srq->max_sge, wr)) != 0) break;
+  srq->lock.unlock();
+  if (err != 0) *bad = wr;
+  return err;
+}
+}  // namespace wharf::abi
+
+WHARF_EXPORT ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
+  proto::CreateAhReq req;
+  req.pd = to_pd(pd)->handle;
+  req.attr = to_wire(*attr);
+  proto::Handle rep;
+  int err = to_ctx(pd->context)->client.call(proto::Op::kCreateAh, req, nullptr, 0, &rep);
+  if (err != 0) {
+    errno = err;
+    return nullptr;
+  }
+  auto* ah = new (std::nothrow) Ah{};
+  if (ah == nullptr) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  ah->ah.context = pd->context;
+  ah->ah.pd = pd;
+  ah->ah.handle = rep.handle;
+  ah->handle = rep.handle;
+  return &ah->ah;
+}
+
+WHARF_EXPORT int ibv_destroy_ah(ibv_ah* ah) {
+  proto::Empty rep;
+  int err = to_ctx(ah->context)->client.call(proto::Op::kDestroyAh, proto::Handle{to_ah(ah)->handle},
+                                             nullptr, 0, &rep);
+  if (err == 0) delete to_ah(ah);
+  return err;
+}
+
+// IBTA 11.4.1.1: the reply address is the sender's; with a GRH, reverse its GIDs.
+WHARF_EXPORT int ibv_init_ah_from_wc(ibv_context* context, uint8_t port_num, ibv_wc* wc,
+                                     ibv_grh* grh, ibv_ah_attr* ah_attr) {
+  std::memset(ah_attr, 0, sizeof(*ah_attr));
+  ah_attr->dlid = wc->slid;
+  ah_attr->sl = wc->sl;
+  ah_attr->src_path_bits = wc->dlid_path_bits;
+  ah_attr->port_num = port_num;
+  if (wc->wc_flags & IBV_WC_GRH) {
+    if (grh == nullptr) return -1;
+    ah_attr->is_global = 1;
+    std::memcpy(ah_attr->grh.dgid.raw, grh->sgid.raw, 16);
+    uint32_t flow = be32toh(grh->version_tclass_flow);
+    ah_attr->grh.flow_label = flow & 0xfffff;
+    ah_attr->grh.traffic_class = static_cast<uint8_t>((flow >> 20) & 0xff);
+    ah_attr->grh.hop_limit = 0xff;
+    ah_attr->grh.sgid_index = 0;
+  } else if (to_ctx(context)->hello.link_layer == IBV_LINK_LAYER_ETHERNET) {
+    return -1;  // RoCE addressing needs the GRH
+  }
+  return 0;
+}
+
+WHARF_EXPORT ibv_ah* ibv_create_ah_from_wc(ibv_pd* pd, ibv_wc* wc, ibv_grh* grh, uint8_t port_num) {
+  ibv_ah_attr attr;
+  if (ibv_init_ah_from_wc(pd->context, port_num, wc, grh, &attr) != 0) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return ibv_create_ah(pd, &attr);
+}

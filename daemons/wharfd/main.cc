@@ -1,0 +1,33 @@
+// wharfd: the per-host router, the software RNIC shared by all containers on the host.
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "router/router.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"wharfd - Wharf router: a software RDMA NIC shared by the host's containers"};
+  wharf::router::RouterConfig cfg;
+  cfg.socket_path = "/run/wharf/wharfd.sock";
+  std::string link_layer = "ib";
+  std::string log_level = "info";
+  uint64_t spin_us = cfg.spin_ns / 1000;
+  app.add_option("--socket", cfg.socket_path, "Unix socket the verbs libraries connect to")
+      ->capture_default_str();
+  app.add_option("--link-layer", link_layer, "Port link layer: ib (LIDs) or eth (GIDs only)")
+      ->check(CLI::IsMember({"ib", "eth"}))
+      ->capture_default_str();
+  app.add_option("--spin-us", spin_us, "Keep polling this long after the last work before sleeping")
+      ->capture_default_str();
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  spdlog::set_level(spdlog::level::from_str(log_level));
+  cfg.link_layer = link_layer == "eth" ? IBV_LINK_LAYER_ETHERNET : IBV_LINK_LAYER_INFINIBAND;
+  cfg.spin_ns = spin_us * 1000;
+  wharf::router::Router router(cfg);
+  if (router.start() != 0) return 1;
+  router.run(/*handle_signals=*/true);
+  return 0;
+}

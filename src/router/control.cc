@@ -1,0 +1,611 @@
+// Control requests of one session: decode, validate against the session's own objects and
+// the device limits, apply, reply. Errors are positive errnos as rdma-core's verbs return.
+#include <errno.h>
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include <cstring>
+
+#include "common/bits.h"
+#include "proto/datagram.h"
+#include "proto/device.h"
+#include "router/qp_state.h"
+#include "router/router.h"
+#include "router/session.h"
+
+namespace wharf::router {
+namespace {
+
+constexpr uint32_t kValidMrAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                                    IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
+                                    IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |
+                                    IBV_ACCESS_RELAXED_ORDERING;
+constexpr uint32_t kValidQpAccess =
+    IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
+    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_RELAXED_ORDERING;
+
+std::string name_of(const proto::Name& n) {
+  size_t len = strnlen(n.data(), n.size());
+  return std::string(n.data(), len);
+}
+
+// An address vector is usable when it names our single port and an existing GID index.
+bool valid_ah_attr(const proto::AhAttr& a) {
+  if (a.port_num != 1) return false;
+  if (a.is_global && a.sgid_index >= device::kGidTableLen) return false;
+  return a.sl < 16;
+}
+
+int validate_qp_attr_values(const Qp& qp, uint32_t mask, const proto::QpAttr& a) {
+  if ((mask & IBV_QP_PORT) && a.port_num != 1) return EINVAL;
+  if ((mask & IBV_QP_PKEY_INDEX) && a.pkey_index >= device::kPkeyTableLen) return EINVAL;
+  if ((mask & IBV_QP_PATH_MTU) && (a.path_mtu < IBV_MTU_256 || a.path_mtu > IBV_MTU_4096))
+    return EINVAL;
+  if ((mask & IBV_QP_ACCESS_FLAGS) && (a.qp_access_flags & ~kValidQpAccess)) return EINVAL;
+  if ((mask & IBV_QP_TIMEOUT) && a.timeout > 31) return EINVAL;
+  if ((mask & IBV_QP_RETRY_CNT) && a.retry_cnt > 7) return EINVAL;
+  if ((mask & IBV_QP_RNR_RETRY) && a.rnr_retry > 7) return EINVAL;
+  if ((mask & IBV_QP_MIN_RNR_TIMER) && a.min_rnr_timer > 31) return EINVAL;
+  if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) && a.max_rd_atomic > device::kMaxQpRdAtom) return EINVAL;
+  if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && a.max_dest_rd_atomic > device::kMaxQpRdAtom)
+    return EINVAL;
+  if ((mask & IBV_QP_AV) && !valid_ah_attr(a.ah_attr)) return EINVAL;
+  if ((mask & IBV_QP_ALT_PATH) && !valid_ah_attr(a.alt_ah_attr)) return EINVAL;
+  if ((mask & IBV_QP_DEST_QPN) && a.dest_qp_num > 0xffffff) return EINVAL;
+  if ((mask & IBV_QP_CUR_STATE) && a.cur_qp_state != qp.attr.qp_state) return EINVAL;
+  if ((mask & IBV_QP_EN_SQD_ASYNC_NOTIFY) && a.en_sqd_async_notify > 1) return EINVAL;
+  return 0;
+}
+
+void apply_qp_attr(Qp* qp, uint32_t mask, const proto::QpAttr& a) {
+  proto::QpAttr& q = qp->attr;
+  if (mask & IBV_QP_STATE) q.qp_state = a.qp_state;
+  if (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY) q.en_sqd_async_notify = a.en_sqd_async_notify;
+  if (mask & IBV_QP_ACCESS_FLAGS) q.qp_access_flags = a.qp_access_flags;
+  if (mask & IBV_QP_PKEY_INDEX) q.pkey_index = a.pkey_index;
+  if (mask & IBV_QP_PORT) q.port_num = a.port_num;
+  if (mask & IBV_QP_QKEY) q.qkey = a.qkey;
+  if (mask & IBV_QP_AV) q.ah_attr = a.ah_attr;
+  if (mask & IBV_QP_PATH_MTU) q.path_mtu = a.path_mtu;
+  if (mask & IBV_QP_TIMEOUT) q.timeout = a.timeout;
+  if (mask & IBV_QP_RETRY_CNT) q.retry_cnt = a.retry_cnt;
+  if (mask & IBV_QP_RNR_RETRY) q.rnr_retry = a.rnr_retry;
+  if (mask & IBV_QP_RQ_PSN) q.rq_psn = a.rq_psn & 0xffffff;
+  if (mask & IBV_QP_MAX_QP_RD_ATOMIC) q.max_rd_atomic = a.max_rd_atomic;
+  if (mask & IBV_QP_ALT_PATH) {
+    q.alt_ah_attr = a.alt_ah_attr;
+    q.alt_port_num = a.alt_port_num;
+    q.alt_timeout = a.alt_timeout;
+    q.alt_pkey_index = a.alt_pkey_index;
+  }
+  if (mask & IBV_QP_MIN_RNR_TIMER) q.min_rnr_timer = a.min_rnr_timer;
+  if (mask & IBV_QP_SQ_PSN) q.sq_psn = a.sq_psn & 0xffffff;
+  if (mask & IBV_QP_MAX_DEST_RD_ATOMIC) q.max_dest_rd_atomic = a.max_dest_rd_atomic;
+  if (mask & IBV_QP_PATH_MIG_STATE) q.path_mig_state = a.path_mig_state;
+  if (mask & IBV_QP_DEST_QPN) q.dest_qp_num = a.dest_qp_num;
+  q.cur_qp_state = q.qp_state;
+}
+
+// Zeroes the ring indices of a QP (IBTA: a QP in RESET has empty queues).
+void reset_qp_rings(Qp* qp) {
+  auto* sq_hdr = reinterpret_cast<shm::RingHeader*>(qp->shm.data() + qp->layout.sq_ring_off);
+  auto* rq_hdr = reinterpret_cast<shm::RingHeader*>(qp->shm.data() + qp->layout.rq_ring_off);
+  for (auto* h : {sq_hdr, rq_hdr}) {
+    h->producer.value.store(0, std::memory_order_relaxed);
+    h->consumer.value.store(0, std::memory_order_relaxed);
+  }
+  qp->sq = shm::RingConsumer(sq_hdr, qp->shm.data() + qp->layout.sq_slots_off,
+                             qp->layout.sq_entries, qp->layout.sq_slot);
+  if (qp->layout.rq_entries != 0)
+    qp->rq = shm::RingConsumer(rq_hdr, qp->shm.data() + qp->layout.rq_slots_off,
+                               qp->layout.rq_entries, qp->layout.rq_slot);
+  qp->wait_until_ns = 0;
+  qp->rnr_attempts = qp->retry_attempts = 0;
+  qp->last_wqe_reported = false;
+}
+
+}  // namespace
+
+Mr::~Mr() {
+  if (mapping != nullptr) munmap(mapping, mapping_size);
+}
+
+Session::Session(Router* router, UniqueFd sock, pid_t pid, uid_t uid, Container* container)
+    : router_(router), sock_(std::move(sock)), pid_(pid), uid_(uid), container_(container) {}
+
+Session::~Session() {
+  // Children before parents: QPs hold CQs, SRQs and PDs.
+  while (qps_.size() != 0) destroy_qp(qps_.take(qps_.begin()->first));
+  ahs_.clear();
+  srqs_.clear();
+  cqs_.clear();
+  for (auto& [h, mr] : mrs_) router_->release_key(mr->key);
+  mrs_.clear();
+  channels_.clear();
+  pds_.clear();
+  if (!registered_name_.empty()) router_->unregister_container(registered_name_);
+  router_->release_container(container_);
+}
+
+void Session::post_async_event(ibv_event_type type, uint32_t handle) {
+  if (!async_sock_.valid()) return;
+  proto::AsyncEventMsg ev{static_cast<uint32_t>(type), handle};
+  uint8_t buf[proto::kAsyncEventSize];
+  size_t n = proto::encode(ev, buf, sizeof(buf));
+  int err = proto::send_datagram(async_sock_.get(), buf, n, nullptr, 0, MSG_DONTWAIT);
+  if (err != 0) spdlog::warn("session pid {}: async event {} dropped: {}", pid_, int(type), strerror(err));
+}
+
+template <class Req, class Rep>
+int Session::serve(const proto::Header& h, const uint8_t* body, size_t len, UniqueFd* fds,
+                   int nfds, int (Session::*fn)(const Req&, UniqueFd*, int, Rep*, ReplyFds*)) {
+  Req req{};
+  if (!proto::decode(body, len, &req)) {
+    send_reply(h, EINVAL, nullptr, 0, ReplyFds{});
+    return EINVAL;
+  }
+  Rep rep{};
+  ReplyFds out;
+  int status = (this->*fn)(req, fds, nfds, &rep, &out);
+  uint8_t buf[proto::kMaxMessage];
+  size_t n = 0;
+  if (status == 0) {
+    n = proto::encode(rep, buf, sizeof(buf));
+    if (n == 0 && sizeof(rep) > 1) status = EMSGSIZE;
+  }
+  send_reply(h, status, buf, status == 0 ? n : 0, status == 0 ? out : ReplyFds{});
+  return status;
+}
+
+void Session::send_reply(const proto::Header& req, int status, const uint8_t* body, size_t len,
+                         const ReplyFds& fds) {
+  uint8_t buf[proto::kMaxMessage];
+  proto::Header h;
+  h.op = static_cast<uint16_t>(req.op | proto::kReplyBit);
+  h.seq = req.seq;
+  h.status = static_cast<uint32_t>(status);
+  size_t hn = proto::encode(h, buf, sizeof(buf));
+  if (len > sizeof(buf) - hn) len = 0;
+  if (len != 0) std::memcpy(buf + hn, body, len);
+  int err = proto::send_datagram(sock_.get(), buf, hn + len, fds.fds, fds.count, MSG_DONTWAIT);
+  if (err != 0) spdlog::warn("session pid {}: reply to op {} lost: {}", pid_, req.op, strerror(err));
+}
+
+bool Session::handle_request(const uint8_t* buf, size_t len, UniqueFd* fds, int nfds) {
+  proto::Header h;
+  if (len < proto::kHeaderSize || !proto::decode(buf, proto::kHeaderSize, &h) ||
+      h.magic != proto::kMagic || h.version != proto::kVersion || h.status != 0) {
+    spdlog::warn("session pid {}: malformed request header ({} bytes); closing", pid_, len);
+    return false;
+  }
+  const uint8_t* body = buf + proto::kHeaderSize;
+  size_t blen = len - proto::kHeaderSize;
+  using proto::Op;
+  auto op = static_cast<Op>(h.op);
+  if (!hello_done_ && op != Op::kHello && op != Op::kRegisterContainer &&
+      op != Op::kUnregisterContainer) {
+    send_reply(h, EPROTO, nullptr, 0, ReplyFds{});
+    return true;
+  }
+  switch (op) {
+    case Op::kHello: serve(h, body, blen, fds, nfds, &Session::on_hello); break;
+    case Op::kAllocPd: serve(h, body, blen, fds, nfds, &Session::on_alloc_pd); break;
+    case Op::kDeallocPd: serve(h, body, blen, fds, nfds, &Session::on_dealloc_pd); break;
+    case Op::kRegMr: serve(h, body, blen, fds, nfds, &Session::on_reg_mr); break;
+    case Op::kDeregMr: serve(h, body, blen, fds, nfds, &Session::on_dereg_mr); break;
+    case Op::kCreateChannel: serve(h, body, blen, fds, nfds, &Session::on_create_channel); break;
+    case Op::kDestroyChannel: serve(h, body, blen, fds, nfds, &Session::on_destroy_channel); break;
+    case Op::kCreateCq: serve(h, body, blen, fds, nfds, &Session::on_create_cq); break;
+    case Op::kDestroyCq: serve(h, body, blen, fds, nfds, &Session::on_destroy_cq); break;
+    case Op::kCreateQp: serve(h, body, blen, fds, nfds, &Session::on_create_qp); break;
+    case Op::kModifyQp: serve(h, body, blen, fds, nfds, &Session::on_modify_qp); break;
+    case Op::kQueryQp: serve(h, body, blen, fds, nfds, &Session::on_query_qp); break;
+    case Op::kDestroyQp: serve(h, body, blen, fds, nfds, &Session::on_destroy_qp); break;
+    case Op::kCreateSrq: serve(h, body, blen, fds, nfds, &Session::on_create_srq); break;
+    case Op::kModifySrq: serve(h, body, blen, fds, nfds, &Session::on_modify_srq); break;
+    case Op::kQuerySrq: serve(h, body, blen, fds, nfds, &Session::on_query_srq); break;
+    case Op::kDestroySrq: serve(h, body, blen, fds, nfds, &Session::on_destroy_srq); break;
+    case Op::kCreateAh: serve(h, body, blen, fds, nfds, &Session::on_create_ah); break;
+    case Op::kDestroyAh: serve(h, body, blen, fds, nfds, &Session::on_destroy_ah); break;
+    case Op::kRegisterContainer:
+      serve(h, body, blen, fds, nfds, &Session::on_register_container);
+      break;
+    case Op::kUnregisterContainer:
+      serve(h, body, blen, fds, nfds, &Session::on_unregister_container);
+      break;
+    default:
+      send_reply(h, EOPNOTSUPP, nullptr, 0, ReplyFds{});
+      break;
+  }
+  return true;
+}
+
+int Session::on_hello(const proto::HelloReq& req, UniqueFd* fds, int nfds, proto::HelloRep* rep,
+                      ReplyFds* out) {
+  if (hello_done_) return EALREADY;
+  if (req.abi_version != proto::kVersion) return EPROTO;
+  if (nfds != 1) return EINVAL;
+  int fl = fcntl(fds[0].get(), F_GETFL);
+  if (fl < 0 || fcntl(fds[0].get(), F_SETFL, fl | O_NONBLOCK) != 0) return EINVAL;
+  if (int err = page_.create("wharf-context", shm::kContextPageSize); err != 0) return err;
+  doorbell_.reset(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!doorbell_.valid()) return errno;
+  async_sock_ = std::move(fds[0]);
+  hello_done_ = true;
+  container_->sessions++;
+
+  rep->node_guid = router_->config().node_guid;
+  rep->vip = container_->vip;
+  rep->link_layer = router_->config().link_layer;
+  rep->lid = rep->link_layer == IBV_LINK_LAYER_ETHERNET ? 0 : container_->lid;
+  rep->gid = container_->gid;
+  std::strncpy(rep->container.data(), container_->name.c_str(), rep->container.size() - 1);
+  out->add(page_.fd());
+  out->add(doorbell_.get());
+  return 0;
+}
+
+int Session::on_alloc_pd(const proto::Empty&, UniqueFd*, int, proto::Handle* rep, ReplyFds*) {
+  if (pds_.size() >= device::kMaxPd) return ENOMEM;
+  rep->handle = pds_.add(std::make_unique<Pd>())->handle;
+  return 0;
+}
+
+int Session::on_dealloc_pd(const proto::Handle& req, UniqueFd*, int, proto::Empty*, ReplyFds*) {
+  Pd* pd = pds_.find(req.handle);
+  if (pd == nullptr) return EINVAL;
+  if (pd->users != 0) return EBUSY;
+  pds_.take(req.handle);
+  return 0;
+}
+
+int Session::on_reg_mr(const proto::RegMrReq& req, UniqueFd* fds, int nfds, proto::RegMrRep* rep,
+                       ReplyFds*) {
+  Pd* pd = pds_.find(req.pd);
+  if (pd == nullptr) return EINVAL;
+  if (req.access & ~kValidMrAccess) return EINVAL;
+  // C10-... IBTA 10.6.3.1: remote write or atomic access requires local write.
+  if ((req.access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+      !(req.access & IBV_ACCESS_LOCAL_WRITE))
+    return EINVAL;
+  if (req.length == 0 || req.length > device::kMaxMrSize) return EINVAL;
+  if (req.addr + req.length < req.addr || req.iova + req.length < req.iova) return EINVAL;
+  if (mrs_.size() >= device::kMaxMr) return ENOMEM;
+
+  auto mr = std::make_unique<Mr>();
+  mr->owner = this;
+  mr->pd = pd;
+  mr->addr = req.addr;
+  mr->length = req.length;
+  mr->iova = (req.access & IBV_ACCESS_ZERO_BASED) ? 0 : req.iova;
+  mr->access = req.access;
+  mr->pid = pid_;
+  if (req.mapped_len != 0) {
+    if (nfds != 1) return EINVAL;
+    const uint64_t end = req.addr + req.length;
+    if (req.mapped_start % kPageSize || req.mapped_len % kPageSize ||
+        req.memfd_offset % kPageSize || req.mapped_start < req.addr ||
+        req.mapped_start + req.mapped_len < req.mapped_start ||
+        req.mapped_start + req.mapped_len > end)
+      return EINVAL;
+    // The container must not be able to shrink the file under our mapping (SIGBUS).
+    int seals = fcntl(fds[0].get(), F_GET_SEALS);
+    struct stat st;
+    if (seals < 0 || !(seals & F_SEAL_SHRINK) || fstat(fds[0].get(), &st) != 0 ||
+        !S_ISREG(st.st_mode) ||
+        !range_within(req.memfd_offset, req.mapped_len, static_cast<uint64_t>(st.st_size)))
+      return EINVAL;
+    void* p = mmap(nullptr, req.mapped_len, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0].get(),
+                   static_cast<off_t>(req.memfd_offset));
+    if (p == MAP_FAILED) return EINVAL;
+    mr->mapping = static_cast<uint8_t*>(p);
+    mr->mapping_size = req.mapped_len;
+    mr->mapped_start = req.mapped_start;
+    mr->mapped_len = req.mapped_len;
+  } else if (nfds != 0) {
+    return EINVAL;
+  }
+  Mr* raw = mrs_.add(std::move(mr));
+  raw->key = router_->allocate_key(raw);
+  pd->users++;
+  rep->handle = raw->handle;
+  rep->lkey = rep->rkey = raw->key;
+  return 0;
+}
+
+int Session::on_dereg_mr(const proto::Handle& req, UniqueFd*, int, proto::Empty*, ReplyFds*) {
+  auto mr = mrs_.take(req.handle);
+  if (!mr) return EINVAL;
+  router_->release_key(mr->key);
+  mr->pd->users--;
+  return 0;
+}
+
+int Session::on_create_channel(const proto::Empty&, UniqueFd* fds, int nfds, proto::Handle* rep,
+                               ReplyFds*) {
+  if (nfds != 1) return EINVAL;
+  int fl = fcntl(fds[0].get(), F_GETFL);
+  if (fl < 0 || fcntl(fds[0].get(), F_SETFL, fl | O_NONBLOCK) != 0) return EINVAL;
+  auto ch = std::make_unique<CompChannel>();
+  ch->sock = std::move(fds[0]);
+  rep->handle = channels_.add(std::move(ch))->handle;
+  return 0;
+}
+
+int Session::on_destroy_channel(const proto::Handle& req, UniqueFd*, int, proto::Empty*,
+                                ReplyFds*) {
+  CompChannel* ch = channels_.find(req.handle);
+  if (ch == nullptr) return EINVAL;
+  if (ch->users != 0) return EBUSY;
+  channels_.take(req.handle);
+  return 0;
+}
+
+int Session::on_create_cq(const proto::CreateCqReq& req, UniqueFd*, int, proto::CreateCqRep* rep,
+                          ReplyFds* out) {
+  if (req.cqe == 0 || req.cqe > device::kMaxCqe) return EINVAL;
+  if (cqs_.size() >= device::kMaxCq) return ENOMEM;
+  CompChannel* ch = nullptr;
+  if (req.channel != 0 && (ch = channels_.find(req.channel)) == nullptr) return EINVAL;
+  auto cq = std::make_unique<Cq>();
+  cq->owner = this;
+  cq->layout = shm::cq_layout(static_cast<uint32_t>(round_up_pow2(req.cqe)));
+  if (int err = cq->shm.create("wharf-cq", cq->layout.total); err != 0) return err;
+  cq->ring = shm::RingProducer(
+      reinterpret_cast<shm::RingHeader*>(cq->shm.data() + cq->layout.ring_off),
+      cq->shm.data() + cq->layout.slots_off, cq->layout.entries, sizeof(shm::Cqe));
+  cq->notify = reinterpret_cast<shm::CqNotify*>(cq->shm.data() + cq->layout.notify_off);
+  cq->channel = ch;
+  if (ch != nullptr) ch->users++;
+  Cq* raw = cqs_.add(std::move(cq));
+  rep->cq = raw->handle;
+  rep->entries = raw->layout.entries;
+  out->add(raw->shm.fd());
+  return 0;
+}
+
+int Session::on_destroy_cq(const proto::Handle& req, UniqueFd*, int, proto::Empty*, ReplyFds*) {
+  Cq* cq = cqs_.find(req.handle);
+  if (cq == nullptr) return EINVAL;
+  if (cq->users != 0) return EBUSY;
+  if (cq->channel != nullptr) cq->channel->users--;
+  cqs_.take(req.handle);
+  return 0;
+}
+
+int Session::on_create_qp(const proto::CreateQpReq& req, UniqueFd*, int, proto::CreateQpRep* rep,
+                          ReplyFds* out) {
+  auto type = static_cast<ibv_qp_type>(req.qp_type);
+  if (type != IBV_QPT_RC && type != IBV_QPT_UC && type != IBV_QPT_UD) return EOPNOTSUPP;
+  Pd* pd = pds_.find(req.pd);
+  Cq* scq = cqs_.find(req.send_cq);
+  Cq* rcq = cqs_.find(req.recv_cq);
+  Srq* srq = req.srq != 0 ? srqs_.find(req.srq) : nullptr;
+  if (pd == nullptr || scq == nullptr || rcq == nullptr || (req.srq != 0 && srq == nullptr))
+    return EINVAL;
+  const proto::QpCaps& c = req.caps;
+  if (c.max_send_wr > device::kMaxQpWr || c.max_send_sge > shm::kMaxSendSge ||
+      c.max_inline_data > shm::kMaxInline)
+    return EINVAL;
+  if (srq == nullptr && (c.max_recv_wr > device::kMaxQpWr || c.max_recv_sge > shm::kMaxRecvSge))
+    return EINVAL;
+  if (qps_.size() >= device::kMaxQp) return ENOMEM;
+
+  auto qp = std::make_unique<Qp>();
+  qp->owner = this;
+  qp->pd = pd;
+  qp->send_cq = scq;
+  qp->recv_cq = rcq;
+  qp->srq = srq;
+  qp->type = type;
+  qp->sq_sig_all = req.sq_sig_all != 0;
+  uint32_t send_sge = c.max_send_sge == 0 ? 1 : c.max_send_sge;
+  uint32_t sq_slot = shm::send_slot_size(send_sge, c.max_inline_data);
+  uint32_t sq_entries = static_cast<uint32_t>(round_up_pow2(c.max_send_wr == 0 ? 1 : c.max_send_wr));
+  uint32_t recv_sge = c.max_recv_sge == 0 ? 1 : c.max_recv_sge;
+  uint32_t rq_entries = 0, rq_slot = 0;
+  if (srq == nullptr) {
+    rq_entries = static_cast<uint32_t>(round_up_pow2(c.max_recv_wr == 0 ? 1 : c.max_recv_wr));
+    rq_slot = shm::recv_slot_size(recv_sge);
+  }
+  qp->layout = shm::qp_layout(sq_entries, sq_slot, rq_entries, rq_slot);
+  if (int err = qp->shm.create("wharf-qp", qp->layout.total); err != 0) return err;
+  // Granted capabilities: what the slots can hold (>= what was asked, as providers report).
+  qp->caps.max_send_wr = sq_entries;
+  qp->caps.max_recv_wr = rq_entries;
+  qp->caps.max_send_sge = static_cast<uint32_t>((sq_slot - sizeof(shm::SendWqe)) / sizeof(shm::Sge));
+  if (qp->caps.max_send_sge > shm::kMaxSendSge) qp->caps.max_send_sge = shm::kMaxSendSge;
+  qp->caps.max_recv_sge = srq == nullptr ? recv_sge : 0;
+  qp->caps.max_inline_data = sq_slot - static_cast<uint32_t>(sizeof(shm::SendWqe));
+  if (qp->caps.max_inline_data > shm::kMaxInline) qp->caps.max_inline_data = shm::kMaxInline;
+  qp->attr.qp_state = qp->attr.cur_qp_state = IBV_QPS_RESET;
+  qp->attr.port_num = 1;
+  qp->attr.path_mtu = IBV_MTU_4096;
+  reset_qp_rings(qp.get());
+
+  Qp* raw = qps_.add(std::move(qp));
+  raw->qpn = router_->allocate_qpn(raw);
+  pd->users++;
+  scq->users++;
+  rcq->users++;
+  if (srq != nullptr) srq->users++;
+  rep->qp = raw->handle;
+  rep->qpn = raw->qpn;
+  rep->sq_entries = sq_entries;
+  rep->sq_slot = sq_slot;
+  rep->rq_entries = rq_entries;
+  rep->rq_slot = rq_slot;
+  rep->caps = raw->caps;
+  out->add(raw->shm.fd());
+  return 0;
+}
+
+int Session::on_modify_qp(const proto::ModifyQpReq& req, UniqueFd*, int, proto::Empty*,
+                          ReplyFds*) {
+  Qp* qp = qps_.find(req.qp);
+  if (qp == nullptr) return EINVAL;
+  auto cur = qp->state();
+  auto next = (req.attr_mask & IBV_QP_STATE) ? static_cast<ibv_qp_state>(req.attr.qp_state) : cur;
+  if (int err = check_qp_transition(qp->type, cur, next, req.attr_mask); err != 0) return err;
+  if (int err = validate_qp_attr_values(*qp, req.attr_mask, req.attr); err != 0) return err;
+  apply_qp_attr(qp, req.attr_mask, req.attr);
+  if (next == cur) return 0;
+  switch (next) {
+    case IBV_QPS_RESET:
+      router_->deactivate(qp);
+      reset_qp_rings(qp);
+      break;
+    case IBV_QPS_RTS:
+    case IBV_QPS_ERR:
+      qp->wait_until_ns = 0;
+      router_->activate(qp);
+      break;
+    case IBV_QPS_SQD:
+      // Work is executed as it is taken from the ring, so the send queue is drained now.
+      router_->deactivate(qp);
+      if (qp->attr.en_sqd_async_notify) post_async_event(IBV_EVENT_SQ_DRAINED, qp->handle);
+      break;
+    default:
+      break;
+  }
+  return 0;
+}
+
+int Session::on_query_qp(const proto::Handle& req, UniqueFd*, int, proto::QueryQpRep* rep,
+                         ReplyFds*) {
+  Qp* qp = qps_.find(req.handle);
+  if (qp == nullptr) return EINVAL;
+  rep->attr = qp->attr;
+  rep->attr.sq_draining = 0;
+  rep->caps = qp->caps;
+  rep->sq_sig_all = qp->sq_sig_all;
+  return 0;
+}
+
+void Session::destroy_qp(std::unique_ptr<Qp> qp) {
+  router_->deactivate(qp.get());
+  router_->release_qpn(qp->qpn);
+  qp->pd->users--;
+  qp->send_cq->users--;
+  qp->recv_cq->users--;
+  if (qp->srq != nullptr) qp->srq->users--;
+}
+
+int Session::on_destroy_qp(const proto::Handle& req, UniqueFd*, int, proto::Empty*, ReplyFds*) {
+  auto qp = qps_.take(req.handle);
+  if (!qp) return EINVAL;
+  destroy_qp(std::move(qp));
+  return 0;
+}
+
+int Session::on_create_srq(const proto::CreateSrqReq& req, UniqueFd*, int,
+                           proto::CreateSrqRep* rep, ReplyFds* out) {
+  Pd* pd = pds_.find(req.pd);
+  if (pd == nullptr) return EINVAL;
+  if (req.max_wr == 0 || req.max_wr > device::kMaxSrqWr || req.max_sge == 0 ||
+      req.max_sge > device::kMaxSrqSge)
+    return EINVAL;
+  if (srqs_.size() >= device::kMaxSrq) return ENOMEM;
+  auto srq = std::make_unique<Srq>();
+  srq->owner = this;
+  srq->pd = pd;
+  uint32_t entries = static_cast<uint32_t>(round_up_pow2(req.max_wr));
+  srq->layout = shm::srq_layout(entries, shm::recv_slot_size(req.max_sge));
+  if (int err = srq->shm.create("wharf-srq", srq->layout.total); err != 0) return err;
+  srq->ring = shm::RingConsumer(
+      reinterpret_cast<shm::RingHeader*>(srq->shm.data() + srq->layout.ring_off),
+      srq->shm.data() + srq->layout.slots_off, entries, srq->layout.slot);
+  srq->max_wr = entries;
+  srq->max_sge = req.max_sge;
+  Srq* raw = srqs_.add(std::move(srq));
+  raw->srqn = router_->allocate_srqn();
+  pd->users++;
+  rep->srq = raw->handle;
+  rep->srqn = raw->srqn;
+  rep->entries = entries;
+  rep->slot = raw->layout.slot;
+  rep->max_wr = entries;
+  rep->max_sge = req.max_sge;
+  out->add(raw->shm.fd());
+  return 0;
+}
+
+int Session::on_modify_srq(const proto::ModifySrqReq& req, UniqueFd*, int, proto::Empty*,
+                           ReplyFds*) {
+  Srq* srq = srqs_.find(req.srq);
+  if (srq == nullptr) return EINVAL;
+  if (req.attr_mask & ~static_cast<uint32_t>(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT)) return EINVAL;
+  if (req.attr_mask & IBV_SRQ_MAX_WR) return EOPNOTSUPP;  // resizing an SRQ: not implemented
+  if (req.attr_mask & IBV_SRQ_LIMIT) {
+    if (req.srq_limit > srq->max_wr) return EINVAL;
+    srq->limit = req.srq_limit;
+  }
+  return 0;
+}
+
+int Session::on_query_srq(const proto::Handle& req, UniqueFd*, int, proto::QuerySrqRep* rep,
+                          ReplyFds*) {
+  Srq* srq = srqs_.find(req.handle);
+  if (srq == nullptr) return EINVAL;
+  rep->max_wr = srq->max_wr;
+  rep->max_sge = srq->max_sge;
+  rep->srq_limit = srq->limit;
+  return 0;
+}
+
+int Session::on_destroy_srq(const proto::Handle& req, UniqueFd*, int, proto::Empty*, ReplyFds*) {
+  Srq* srq = srqs_.find(req.handle);
+  if (srq == nullptr) return EINVAL;
+  if (srq->users != 0) return EBUSY;
+  srq->pd->users--;
+  srqs_.take(req.handle);
+  return 0;
+}
+
+int Session::on_create_ah(const proto::CreateAhReq& req, UniqueFd*, int, proto::Handle* rep,
+                          ReplyFds*) {
+  Pd* pd = pds_.find(req.pd);
+  if (pd == nullptr || !valid_ah_attr(req.attr)) return EINVAL;
+  if (ahs_.size() >= device::kMaxAh) return ENOMEM;
+  auto ah = std::make_unique<Ah>();
+  ah->pd = pd;
+  ah->attr = req.attr;
+  pd->users++;
+  rep->handle = ahs_.add(std::move(ah))->handle;
+  return 0;
+}
+
+int Session::on_destroy_ah(const proto::Handle& req, UniqueFd*, int, proto::Empty*, ReplyFds*) {
+  auto ah = ahs_.take(req.handle);
+  if (!ah) return EINVAL;
+  ah->pd->users--;
+  return 0;
+}
+
+int Session::on_register_container(const proto::RegisterContainerReq& req, UniqueFd* fds,
+                                   int nfds, proto::RegisterContainerRep* rep, ReplyFds*) {
+  if (uid_ != 0) return EPERM;
+  if (nfds != 1 || !registered_name_.empty()) return EINVAL;
+  std::string name = name_of(req.name);
+  if (name.empty() || req.vip == 0) return EINVAL;
+  struct stat st;
+  if (fstat(fds[0].get(), &st) != 0) return EINVAL;
+  int err = router_->register_container(name, st.st_ino, req.vip, &rep->lid);
+  if (err == 0) registered_name_ = name;
+  return err;
+}
+
+int Session::on_unregister_container(const proto::UnregisterContainerReq& req, UniqueFd*, int,
+                                     proto::Empty*, ReplyFds*) {
+  if (uid_ != 0) return EPERM;
+  std::string name = name_of(req.name);
+  if (name != registered_name_) return ENOENT;
+  router_->unregister_container(name);
+  registered_name_.clear();
+  return 0;
+}
+
+}  // namespace wharf::router

@@ -1,0 +1,606 @@
+// The data path: executes send-queue work of active QPs, host-locally, with IBTA semantics.
+// Everything read from a ring is copied out first and validated against the owning
+// session's objects; every failure becomes a completion with the status hardware reports.
+// Runs only on the router thread (`_st`).
+#include <infiniband/verbs.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/clock.h"
+#include "proto/datagram.h"
+#include "proto/device.h"
+#include "router/mr_access.h"
+#include "router/router.h"
+#include "router/session.h"
+
+namespace wharf::router {
+namespace {
+
+constexpr int kBudgetPerQp = 32;
+
+struct SendWork {
+  shm::SendWqe hdr;
+  union {
+    shm::Sge sge[shm::kMaxSendSge];
+    uint8_t inline_data[shm::kMaxInline];
+  };
+};
+
+struct RecvWork {
+  shm::RecvWqe hdr;
+  shm::Sge sge[shm::kMaxRecvSge];
+};
+
+// IBTA table 45: RNR NAK timer field -> microseconds (field 0 means 655.36 ms).
+constexpr uint32_t kRnrTimerUs[32] = {
+    655360, 10,    20,    30,    40,    60,     80,     120,    160,    240,   320,
+    480,    640,   960,   1280,  1920,  2560,   3840,   5120,   7680,   10240, 15360,
+    20480,  30720, 40960, 61440, 81920, 122880, 163840, 245760, 327680, 491520};
+
+// Local ACK timeout 4.096 us * 2^timeout; 0 = infinite, polled every 100 ms.
+uint64_t ack_timeout_ns(uint8_t timeout) {
+  if (timeout == 0) return 100000000ull;
+  return 4096ull << std::min<uint8_t>(timeout, 31);
+}
+
+bool can_receive(ibv_qp_state s) {
+  return s == IBV_QPS_RTR || s == IBV_QPS_RTS || s == IBV_QPS_SQD || s == IBV_QPS_SQE;
+}
+
+ibv_wc_opcode send_wc_opcode(uint8_t op) {
+  switch (op) {
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM: return IBV_WC_RDMA_WRITE;
+    case IBV_WR_RDMA_READ: return IBV_WC_RDMA_READ;
+    case IBV_WR_ATOMIC_CMP_AND_SWP: return IBV_WC_COMP_SWAP;
+    case IBV_WR_ATOMIC_FETCH_AND_ADD: return IBV_WC_FETCH_ADD;
+    default: return IBV_WC_SEND;
+  }
+}
+
+bool opcode_allowed(ibv_qp_type type, uint8_t op) {
+  switch (op) {
+    case IBV_WR_SEND:
+    case IBV_WR_SEND_WITH_IMM: return true;
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM: return type == IBV_QPT_RC || type == IBV_QPT_UC;
+    case IBV_WR_RDMA_READ:
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+    case IBV_WR_ATOMIC_FETCH_AND_ADD: return type == IBV_QPT_RC;
+    default: return false;
+  }
+}
+
+bool address_matches(const proto::AhAttr& ah, const Container* c, uint8_t link_layer) {
+  if (ah.is_global) return ah.dgid == c->gid;
+  return link_layer == IBV_LINK_LAYER_INFINIBAND && ah.dlid == c->lid;
+}
+
+// Writes one CQE and raises a completion event if the CQ is armed for it.
+void post_cqe_st(Cq* cq, const shm::Cqe& cqe, bool solicited) {
+  if (cq->overrun) return;
+  shm::RingStatus st;
+  uint8_t* slot = cq->ring.reserve(&st);
+  if (slot == nullptr) {
+    // C11-...: a CQ overrun is an asynchronous CQ error; the CQ stops accepting entries.
+    cq->overrun = true;
+    spdlog::warn("CQ {} of pid {} overrun", cq->handle, cq->owner->pid());
+    cq->owner->post_async_event(IBV_EVENT_CQ_ERR, cq->handle);
+    return;
+  }
+  std::memcpy(slot, &cqe, sizeof(cqe));
+  cq->ring.commit();
+  if (cq->channel == nullptr) return;
+  // Pairs with the library's fence between arming and polling: either it sees this CQE or
+  // we see its arm request.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  uint32_t arm = cq->notify->arm.load(std::memory_order_relaxed);
+  if (arm == shm::kCqDisarmed) return;
+  if (arm != shm::kCqArmedAny && !solicited && cqe.status == IBV_WC_SUCCESS) return;
+  if (cq->notify->arm.exchange(shm::kCqDisarmed, std::memory_order_acq_rel) == shm::kCqDisarmed)
+    return;
+  proto::CqEventMsg ev{cq->handle};
+  uint8_t buf[proto::kCqEventSize];
+  proto::encode(ev, buf, sizeof(buf));
+  proto::send_datagram(cq->channel->sock.get(), buf, sizeof(buf), nullptr, 0, MSG_DONTWAIT);
+}
+
+shm::Cqe make_cqe(uint64_t wr_id, ibv_wc_status status, ibv_wc_opcode opcode, uint32_t qpn) {
+  shm::Cqe c{};
+  c.wr_id = wr_id;
+  c.status = status;
+  c.opcode = opcode;
+  c.qp_num = qpn;
+  return c;
+}
+
+// A receive WQE taken (peeked) from a QP's RQ or its SRQ.
+struct RecvSource {
+  shm::RingConsumer* ring = nullptr;
+  Srq* srq = nullptr;
+  Pd* pd = nullptr;
+  uint32_t max_sge = 0;
+  uint32_t slot_size = 0;
+};
+
+}  // namespace
+
+// Executes WQEs of one QP. Friend-free: uses only public object state.
+class Executor {
+ public:
+  Executor(Router* r, uint64_t now) : r_(r), now_(now) {}
+
+  bool process_qp_st(Qp* qp);
+
+ private:
+  enum class Step { kDone, kWait };
+
+  bool flush_st(Qp* qp);
+  bool copy_wqe_st(Qp* qp, const uint8_t* slot, SendWork* w);
+  Step execute_st(Qp* qp, const SendWork& w, ibv_wc_status* status, uint32_t* byte_len);
+  Step execute_connected_st(Qp* qp, const SendWork& w, const SegmentList& local,
+                            ibv_wc_status* status);
+  void execute_ud_st(Qp* qp, const SendWork& w, const SegmentList& local, ibv_wc_status* status);
+  bool gather_local_st(Qp* qp, const SendWork& w, bool need_write, SegmentList* out);
+  bool take_recv_st(Qp* dst, RecvSource* src, RecvWork* rw);
+  void consume_recv_st(RecvSource* src);
+  Step no_peer_st(Qp* qp, ibv_wc_status* status);
+  void to_error_st(Qp* qp);
+  void qp_fatal_st(Qp* qp, const char* why);
+  void complete_recv_st(Qp* dst, const RecvWork& rw, ibv_wc_status status, ibv_wc_opcode op,
+                        uint32_t byte_len, const SendWork* w, const Qp* src, uint32_t flags);
+
+  Router* r_;
+  uint64_t now_;
+};
+
+bool Router::poll_datapath_st() {
+  if (active_.empty()) return false;
+  Executor ex(this, now_ns());
+  bool did = false;
+  // Index loop: executing may append QPs (peers entering ERR) but never removes any.
+  for (size_t i = 0; i < active_.size(); ++i) did |= ex.process_qp_st(active_[i]);
+  return did;
+}
+
+bool Executor::process_qp_st(Qp* qp) {
+  ibv_qp_state state = qp->state();
+  if (state == IBV_QPS_ERR) return flush_st(qp);
+  if (state != IBV_QPS_RTS) return false;
+  if (qp->wait_until_ns != 0) {
+    if (now_ < qp->wait_until_ns) return false;
+    qp->wait_until_ns = 0;
+  }
+  bool did = false;
+  for (int budget = kBudgetPerQp; budget > 0; --budget) {
+    shm::RingStatus st;
+    const uint8_t* slot = qp->sq.peek(&st);
+    if (slot == nullptr) {
+      if (st == shm::RingStatus::kCorrupt) qp_fatal_st(qp, "send ring index out of range");
+      break;
+    }
+    SendWork w;
+    ibv_wc_status status = IBV_WC_SUCCESS;
+    uint32_t byte_len = 0;
+    if (!copy_wqe_st(qp, slot, &w)) {
+      status = IBV_WC_LOC_QP_OP_ERR;
+    } else if (execute_st(qp, w, &status, &byte_len) == Step::kWait) {
+      return true;  // head WQE stays queued until wait_until_ns
+    }
+    qp->sq.pop();
+    qp->rnr_attempts = qp->retry_attempts = 0;
+    did = true;
+    bool signaled = (w.hdr.flags & shm::kWqeSignaled) || qp->sq_sig_all;
+    if (signaled || status != IBV_WC_SUCCESS) {
+      shm::Cqe c = make_cqe(w.hdr.wr_id, status, send_wc_opcode(w.hdr.opcode), qp->qpn);
+      c.byte_len = byte_len;
+      post_cqe_st(qp->send_cq, c, false);
+    }
+    if (status != IBV_WC_SUCCESS) {
+      to_error_st(qp);
+      return true;
+    }
+  }
+  return did;
+}
+
+// Copies the WQE out of shared memory and checks its shape against the QP's limits.
+bool Executor::copy_wqe_st(Qp* qp, const uint8_t* slot, SendWork* w) {
+  std::memcpy(&w->hdr, slot, sizeof(w->hdr));
+  const uint32_t room = qp->layout.sq_slot - static_cast<uint32_t>(sizeof(shm::SendWqe));
+  if (w->hdr.flags & shm::kWqeInline) {
+    if (w->hdr.inline_len > room || w->hdr.inline_len > shm::kMaxInline) return false;
+    std::memcpy(w->inline_data, slot + sizeof(shm::SendWqe), w->hdr.inline_len);
+  } else {
+    if (w->hdr.num_sge > qp->caps.max_send_sge || w->hdr.num_sge * sizeof(shm::Sge) > room)
+      return false;
+    std::memcpy(w->sge, slot + sizeof(shm::SendWqe), w->hdr.num_sge * sizeof(shm::Sge));
+  }
+  return opcode_allowed(qp->type, w->hdr.opcode);
+}
+
+// Resolves the WQE's local buffers. need_write: the router will write them (READ/atomic).
+bool Executor::gather_local_st(Qp* qp, const SendWork& w, bool need_write, SegmentList* out) {
+  if (w.hdr.flags & shm::kWqeInline) {
+    if (need_write) return false;
+    return out->push(Segment{const_cast<uint8_t*>(w.inline_data), 0, 0, w.hdr.inline_len});
+  }
+  for (uint32_t i = 0; i < w.hdr.num_sge; ++i) {
+    const shm::Sge& s = w.sge[i];
+    if (s.length == 0) continue;
+    Mr* mr = r_->mr_by_key(s.lkey);
+    if (mr == nullptr || mr->owner != qp->owner || mr->pd != qp->pd ||
+        !mr_contains(*mr, s.addr, s.length))
+      return false;
+    if (need_write && !(mr->access & IBV_ACCESS_LOCAL_WRITE)) return false;
+    if (!append_mr_range(out, *mr, s.addr, s.length)) return false;
+  }
+  return true;
+}
+
+Executor::Step Executor::execute_st(Qp* qp, const SendWork& w, ibv_wc_status* status,
+                                    uint32_t* byte_len) {
+  const uint8_t op = w.hdr.opcode;
+  const bool writes_local = op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP ||
+                            op == IBV_WR_ATOMIC_FETCH_AND_ADD;
+  SegmentList local;
+  if (!gather_local_st(qp, w, writes_local, &local)) {
+    *status = IBV_WC_LOC_PROT_ERR;
+    return Step::kDone;
+  }
+  *byte_len = static_cast<uint32_t>(local.total);
+  if (local.total > device::kMaxMsgSize) {
+    *status = IBV_WC_LOC_LEN_ERR;
+    return Step::kDone;
+  }
+  if (qp->type == IBV_QPT_UD) {
+    execute_ud_st(qp, w, local, status);
+    return Step::kDone;
+  }
+  return execute_connected_st(qp, w, local, status);
+}
+
+// RC: the peer did not answer (missing, wrong address, not ready): retry after the local
+// ACK timeout, retry_cnt times, then RETRY_EXC_ERR. UC: the message is silently lost.
+Executor::Step Executor::no_peer_st(Qp* qp, ibv_wc_status* status) {
+  if (qp->type != IBV_QPT_RC) return Step::kDone;
+  if (qp->retry_attempts >= qp->attr.retry_cnt) {
+    *status = IBV_WC_RETRY_EXC_ERR;
+    return Step::kDone;
+  }
+  qp->retry_attempts++;
+  qp->wait_until_ns = now_ + ack_timeout_ns(qp->attr.timeout);
+  return Step::kWait;
+}
+
+Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w,
+                                              const SegmentList& local,
+                                              ibv_wc_status* status) {
+  const uint8_t op = w.hdr.opcode;
+  const bool rc = qp->type == IBV_QPT_RC;
+  Qp* dst = r_->qp_by_qpn(qp->attr.dest_qp_num);
+  if (dst == nullptr || dst->type != qp->type || !can_receive(dst->state()) ||
+      dst->attr.dest_qp_num != qp->qpn ||
+      !address_matches(qp->attr.ah_attr, dst->owner->container(), r_->config().link_layer))
+    return no_peer_st(qp, status);
+
+  const bool needs_recv = op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM ||
+                          op == IBV_WR_RDMA_WRITE_WITH_IMM;
+  RecvSource rsrc;
+  RecvWork rw;
+  if (needs_recv && !take_recv_st(dst, &rsrc, &rw)) {
+    if (rsrc.ring == nullptr) return no_peer_st(qp, status);  // peer's queue is corrupt
+    if (!rc) return Step::kDone;                             // UC: dropped
+    // C9-...: RNR NAK; rnr_retry 7 retries forever.
+    if (qp->attr.rnr_retry != 7 && qp->rnr_attempts >= qp->attr.rnr_retry) {
+      *status = IBV_WC_RNR_RETRY_EXC_ERR;
+      return Step::kDone;
+    }
+    qp->rnr_attempts++;
+    qp->wait_until_ns = now_ + kRnrTimerUs[dst->attr.min_rnr_timer & 31] * 1000ull;
+    return Step::kWait;
+  }
+
+  // Responder-side failure: the responder QP enters ERR, the requester sees `st`.
+  auto responder_error = [&](ibv_wc_status st) {
+    if (needs_recv) consume_recv_st(&rsrc);
+    if (rc) {
+      *status = st;
+      to_error_st(dst);
+    }
+    return Step::kDone;
+  };
+
+  const uint64_t len = local.total;
+  if (op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM) {
+    SegmentList target;
+    for (uint32_t i = 0; i < rw.hdr.num_sge; ++i) {
+      const shm::Sge& s = rw.sge[i];
+      if (s.length == 0) continue;
+      Mr* mr = r_->mr_by_key(s.lkey);
+      if (mr == nullptr || mr->owner != dst->owner || mr->pd != rsrc.pd ||
+          !(mr->access & IBV_ACCESS_LOCAL_WRITE) || !mr_contains(*mr, s.addr, s.length) ||
+          !append_mr_range(&target, *mr, s.addr, s.length)) {
+        complete_recv_st(dst, rw, IBV_WC_LOC_PROT_ERR, IBV_WC_RECV, 0, &w, qp, 0);
+        return responder_error(IBV_WC_REM_OP_ERR);
+      }
+    }
+    if (target.total < len) {
+      complete_recv_st(dst, rw, IBV_WC_LOC_LEN_ERR, IBV_WC_RECV, 0, &w, qp, 0);
+      return responder_error(IBV_WC_REM_INV_REQ_ERR);
+    }
+    if (copy_segments(local, target, len) != 0) {
+      complete_recv_st(dst, rw, IBV_WC_LOC_PROT_ERR, IBV_WC_RECV, 0, &w, qp, 0);
+      return responder_error(IBV_WC_REM_OP_ERR);
+    }
+    consume_recv_st(&rsrc);
+    complete_recv_st(dst, rw, IBV_WC_SUCCESS, IBV_WC_RECV, static_cast<uint32_t>(len), &w, qp,
+                     op == IBV_WR_SEND_WITH_IMM ? IBV_WC_WITH_IMM : 0);
+    return Step::kDone;
+  }
+
+  // RDMA and atomics: check the responder QP's access rights and the rkey (C9-... 9.7.4.1).
+  uint32_t need = 0;
+  if (op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_WRITE_WITH_IMM) need = IBV_ACCESS_REMOTE_WRITE;
+  if (op == IBV_WR_RDMA_READ) need = IBV_ACCESS_REMOTE_READ;
+  if (op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD)
+    need = IBV_ACCESS_REMOTE_ATOMIC;
+  const bool atomic = need == IBV_ACCESS_REMOTE_ATOMIC;
+  const uint64_t rlen = atomic ? 8 : len;
+  if (atomic && len != 8) {
+    *status = IBV_WC_LOC_LEN_ERR;
+    return Step::kDone;
+  }
+  if (atomic && (w.hdr.remote_addr & 7) != 0) return responder_error(IBV_WC_REM_INV_REQ_ERR);
+  Mr* rmr = nullptr;
+  if (rlen != 0) {  // a zero-length RDMA access checks no key
+    rmr = r_->mr_by_key(w.hdr.rkey);
+    if (!(dst->attr.qp_access_flags & need) || rmr == nullptr || rmr->owner != dst->owner ||
+        rmr->pd != dst->pd || !(rmr->access & need) ||
+        !mr_contains(*rmr, w.hdr.remote_addr, rlen))
+      return responder_error(IBV_WC_REM_ACCESS_ERR);
+  } else if (!(dst->attr.qp_access_flags & need)) {
+    return responder_error(IBV_WC_REM_ACCESS_ERR);
+  }
+
+  SegmentList remote;
+  if (rmr != nullptr) append_mr_range(&remote, *rmr, w.hdr.remote_addr, rlen);
+  if (atomic) {
+    uint64_t orig = 0;
+    uint64_t* p = mapped_u64(*rmr, w.hdr.remote_addr);
+    if (p != nullptr) {
+      if (op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+        orig = __atomic_fetch_add(p, w.hdr.compare_add, __ATOMIC_SEQ_CST);
+      } else {
+        orig = w.hdr.compare_add;
+        __atomic_compare_exchange_n(p, &orig, w.hdr.swap, false, __ATOMIC_SEQ_CST,
+                                    __ATOMIC_SEQ_CST);
+      }
+    } else {
+      // Unmapped target: read-modify-write through the owner's address space. Atomic with
+      // respect to other RDMA atomics (all run on this thread): IBV_ATOMIC_HCA semantics.
+      SegmentList mine;
+      mine.push(Segment{reinterpret_cast<uint8_t*>(&orig), 0, 0, 8});
+      if (copy_segments(remote, mine, 8) != 0) return responder_error(IBV_WC_REM_ACCESS_ERR);
+      uint64_t next = op == IBV_WR_ATOMIC_FETCH_AND_ADD ? orig + w.hdr.compare_add
+                      : orig == w.hdr.compare_add        ? w.hdr.swap
+                                                         : orig;
+      SegmentList val;
+      val.push(Segment{reinterpret_cast<uint8_t*>(&next), 0, 0, 8});
+      if (copy_segments(val, remote, 8) != 0) return responder_error(IBV_WC_REM_ACCESS_ERR);
+    }
+    SegmentList result;
+    result.push(Segment{reinterpret_cast<uint8_t*>(&orig), 0, 0, 8});
+    if (copy_segments(result, local, 8) != 0) *status = IBV_WC_LOC_PROT_ERR;
+    return Step::kDone;
+  }
+  if (op == IBV_WR_RDMA_READ) {
+    if (copy_segments(remote, local, len) != 0) *status = IBV_WC_LOC_PROT_ERR;
+    return Step::kDone;
+  }
+  if (len != 0 && copy_segments(local, remote, len) != 0)
+    return responder_error(IBV_WC_REM_ACCESS_ERR);
+  if (op == IBV_WR_RDMA_WRITE_WITH_IMM) {
+    consume_recv_st(&rsrc);
+    complete_recv_st(dst, rw, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM,
+                     static_cast<uint32_t>(len), &w, qp, IBV_WC_WITH_IMM);
+  }
+  return Step::kDone;
+}
+
+// UD: datagrams that find no QP, a wrong Q_Key, no receive buffer or too small a buffer
+// are dropped silently; the sender's completion is successful either way (C9-...).
+void Executor::execute_ud_st(Qp* qp, const SendWork& w, const SegmentList& local,
+                             ibv_wc_status* status) {
+  Ah* ah = qp->owner->find_ah(w.hdr.ah_handle);
+  if (ah == nullptr) {
+    *status = IBV_WC_LOC_QP_OP_ERR;
+    return;
+  }
+  if (local.total > device::kUdMaxPayload) {
+    *status = IBV_WC_LOC_LEN_ERR;
+    return;
+  }
+  Qp* dst = r_->qp_by_qpn(w.hdr.remote_qpn);
+  if (dst == nullptr || dst->type != IBV_QPT_UD || !can_receive(dst->state()) ||
+      !address_matches(ah->attr, dst->owner->container(), r_->config().link_layer))
+    return;
+  uint32_t qkey = (w.hdr.remote_qkey & device::kQkeyViolation) ? qp->attr.qkey : w.hdr.remote_qkey;
+  if (qkey != dst->attr.qkey) return;
+  RecvSource rsrc;
+  RecvWork rw;
+  if (!take_recv_st(dst, &rsrc, &rw)) return;
+
+  // Receive buffer: 40 bytes of GRH, then the payload.
+  constexpr uint32_t kGrh = 40;
+  SegmentList target;
+  for (uint32_t i = 0; i < rw.hdr.num_sge; ++i) {
+    const shm::Sge& s = rw.sge[i];
+    if (s.length == 0) continue;
+    Mr* mr = r_->mr_by_key(s.lkey);
+    if (mr == nullptr || mr->owner != dst->owner || mr->pd != rsrc.pd ||
+        !(mr->access & IBV_ACCESS_LOCAL_WRITE) || !mr_contains(*mr, s.addr, s.length) ||
+        !append_mr_range(&target, *mr, s.addr, s.length)) {
+      consume_recv_st(&rsrc);
+      complete_recv_st(dst, rw, IBV_WC_LOC_PROT_ERR, IBV_WC_RECV, 0, &w, qp, 0);
+      to_error_st(dst);
+      return;
+    }
+  }
+  if (target.total < kGrh + local.total) return;
+  uint8_t grh[kGrh] = {};
+  const Container* src = qp->owner->container();
+  if (ah->attr.is_global) {
+    uint32_t ver_tc_flow = (6u << 28) | (uint32_t{ah->attr.traffic_class} << 20) |
+                           (ah->attr.flow_label & 0xfffff);
+    for (int i = 0; i < 4; ++i) grh[i] = static_cast<uint8_t>(ver_tc_flow >> (24 - 8 * i));
+    uint16_t paylen = static_cast<uint16_t>(local.total);
+    grh[4] = static_cast<uint8_t>(paylen >> 8);
+    grh[5] = static_cast<uint8_t>(paylen);
+    grh[6] = 0x1b;  // next header: IBA BTH
+    grh[7] = ah->attr.hop_limit;
+    std::memcpy(grh + 8, src->gid.data(), 16);
+    std::memcpy(grh + 24, ah->attr.dgid.data(), 16);
+  }
+  SegmentList source;
+  if (ah->attr.is_global) {
+    source.push(Segment{grh, 0, 0, kGrh});
+  } else {
+    // No GRH on the wire: the first 40 bytes of the buffer are left as they were.
+    SegmentList skip_target;
+    uint64_t skip = kGrh;
+    for (uint32_t i = 0; i < target.count; ++i) {
+      Segment s = target.seg[i];
+      uint64_t cut = std::min(skip, s.len);
+      skip -= cut;
+      if (s.local != nullptr) s.local += cut; else s.remote += cut;
+      s.len -= cut;
+      skip_target.push(s);
+    }
+    target = skip_target;
+  }
+  for (uint32_t i = 0; i < local.count; ++i) source.push(local.seg[i]);
+  if (copy_segments(source, target, source.total) != 0) {
+    consume_recv_st(&rsrc);
+    complete_recv_st(dst, rw, IBV_WC_LOC_PROT_ERR, IBV_WC_RECV, 0, &w, qp, 0);
+    to_error_st(dst);
+    return;
+  }
+  consume_recv_st(&rsrc);
+  uint32_t flags = (w.hdr.opcode == IBV_WR_SEND_WITH_IMM ? IBV_WC_WITH_IMM : 0) |
+                   (ah->attr.is_global ? IBV_WC_GRH : 0);
+  complete_recv_st(dst, rw, IBV_WC_SUCCESS, IBV_WC_RECV,
+                   static_cast<uint32_t>(kGrh + local.total), &w, qp, flags);
+}
+
+// Peeks the next receive WQE of dst (its SRQ or RQ) and copies it out. False when there is
+// none; src->ring is then null if the queue is corrupt (the owner was told).
+bool Executor::take_recv_st(Qp* dst, RecvSource* src, RecvWork* rw) {
+  if (dst->srq != nullptr) {
+    if (dst->srq->corrupt) return false;
+    src->ring = &dst->srq->ring;
+    src->srq = dst->srq;
+    src->pd = dst->srq->pd;
+    src->max_sge = dst->srq->max_sge;
+    src->slot_size = dst->srq->layout.slot;
+  } else {
+    src->ring = &dst->rq;
+    src->pd = dst->pd;
+    src->max_sge = dst->caps.max_recv_sge;
+    src->slot_size = dst->layout.rq_slot;
+  }
+  shm::RingStatus st;
+  const uint8_t* slot = src->ring->peek(&st);
+  if (slot == nullptr) {
+    if (st == shm::RingStatus::kCorrupt) {
+      if (dst->srq != nullptr) {
+        dst->srq->corrupt = true;
+        dst->owner->post_async_event(IBV_EVENT_SRQ_ERR, dst->srq->handle);
+      } else {
+        qp_fatal_st(dst, "receive ring index out of range");
+      }
+      src->ring = nullptr;
+    }
+    return false;
+  }
+  std::memcpy(&rw->hdr, slot, sizeof(rw->hdr));
+  uint32_t n = rw->hdr.num_sge;
+  if (n > src->max_sge || sizeof(shm::RecvWqe) + n * sizeof(shm::Sge) > src->slot_size) {
+    // A malformed receive WQE: treat it as one with no buffer (any data is a length error).
+    rw->hdr.num_sge = 0;
+    n = 0;
+  }
+  std::memcpy(rw->sge, slot + sizeof(shm::RecvWqe), n * sizeof(shm::Sge));
+  return true;
+}
+
+void Executor::consume_recv_st(RecvSource* src) {
+  src->ring->pop();
+  Srq* srq = src->srq;
+  if (srq != nullptr && srq->limit != 0 && src->ring->available() < srq->limit) {
+    srq->limit = 0;  // one-shot: re-armed by ibv_modify_srq(IBV_SRQ_LIMIT)
+    srq->owner->post_async_event(IBV_EVENT_SRQ_LIMIT_REACHED, srq->handle);
+  }
+}
+
+void Executor::complete_recv_st(Qp* dst, const RecvWork& rw, ibv_wc_status status,
+                                ibv_wc_opcode op, uint32_t byte_len, const SendWork* w,
+                                const Qp* src, uint32_t flags) {
+  shm::Cqe c = make_cqe(rw.hdr.wr_id, status, op, dst->qpn);
+  c.byte_len = byte_len;
+  c.src_qp = src->qpn;
+  c.wc_flags = flags;
+  c.imm_data = (flags & IBV_WC_WITH_IMM) ? w->hdr.imm_data : 0;
+  c.slid = r_->config().link_layer == IBV_LINK_LAYER_ETHERNET ? 0 : src->owner->container()->lid;
+  c.sl = src->type == IBV_QPT_UD ? 0 : src->attr.ah_attr.sl;
+  bool solicited = (w->hdr.flags & shm::kWqeSolicited) != 0;
+  post_cqe_st(dst->recv_cq, c, solicited);
+}
+
+// Moves a QP to ERR (C10-...: outstanding work is then completed with WR_FLUSH_ERR).
+void Executor::to_error_st(Qp* qp) {
+  if (qp->state() == IBV_QPS_ERR) return;
+  qp->attr.qp_state = qp->attr.cur_qp_state = IBV_QPS_ERR;
+  qp->wait_until_ns = 0;
+  r_->activate(qp);
+}
+
+void Executor::qp_fatal_st(Qp* qp, const char* why) {
+  spdlog::warn("QP {:#x} of pid {}: {}; moved to error", qp->qpn, qp->owner->pid(), why);
+  qp->owner->post_async_event(IBV_EVENT_QP_FATAL, qp->handle);
+  to_error_st(qp);
+}
+
+bool Executor::flush_st(Qp* qp) {
+  bool did = false;
+  shm::RingStatus st;
+  for (int budget = kBudgetPerQp; budget > 0; --budget) {
+    const uint8_t* slot = qp->sq.peek(&st);
+    if (slot == nullptr) break;
+    shm::SendWqe h;
+    std::memcpy(&h, slot, sizeof(h));
+    qp->sq.pop();
+    post_cqe_st(qp->send_cq, make_cqe(h.wr_id, IBV_WC_WR_FLUSH_ERR, send_wc_opcode(h.opcode), qp->qpn),
+                false);
+    did = true;
+  }
+  if (qp->srq == nullptr) {
+    for (int budget = kBudgetPerQp; budget > 0; --budget) {
+      const uint8_t* slot = qp->rq.peek(&st);
+      if (slot == nullptr) break;
+      shm::RecvWqe h;
+      std::memcpy(&h, slot, sizeof(h));
+      qp->rq.pop();
+      post_cqe_st(qp->recv_cq, make_cqe(h.wr_id, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, qp->qpn), false);
+      did = true;
+    }
+  } else if (!qp->last_wqe_reported) {
+    qp->last_wqe_reported = true;
+    qp->owner->post_async_event(IBV_EVENT_QP_LAST_WQE_REACHED, qp->handle);
+  }
+  return did;
+}
+
+}  // namespace wharf::router

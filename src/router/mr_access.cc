@@ -1,0 +1,92 @@
+#include "router/mr_access.h"
+
+#include <errno.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace wharf::router {
+namespace {
+
+constexpr uint64_t kBounce = 64 * 1024;
+
+int cma_read(pid_t pid, uint64_t remote, void* local, uint64_t len) {
+  iovec l{local, len}, r{reinterpret_cast<void*>(remote), len};
+  ssize_t n = process_vm_readv(pid, &l, 1, &r, 1, 0);
+  return n == static_cast<ssize_t>(len) ? 0 : EFAULT;
+}
+
+int cma_write(pid_t pid, uint64_t remote, const void* local, uint64_t len) {
+  iovec l{const_cast<void*>(local), len}, r{reinterpret_cast<void*>(remote), len};
+  ssize_t n = process_vm_writev(pid, &l, 1, &r, 1, 0);
+  return n == static_cast<ssize_t>(len) ? 0 : EFAULT;
+}
+
+// Copies len bytes between two single segments at the given offsets.
+int copy_piece(const Segment& s, uint64_t soff, const Segment& d, uint64_t doff, uint64_t len) {
+  if (s.local != nullptr && d.local != nullptr) {
+    std::memcpy(d.local + doff, s.local + soff, len);
+    return 0;
+  }
+  if (s.local != nullptr) return cma_write(d.pid, d.remote + doff, s.local + soff, len);
+  if (d.local != nullptr) return cma_read(s.pid, s.remote + soff, d.local + doff, len);
+  static thread_local uint8_t bounce[kBounce];
+  for (uint64_t done = 0; done < len;) {
+    uint64_t n = std::min(kBounce, len - done);
+    if (int err = cma_read(s.pid, s.remote + soff + done, bounce, n)) return err;
+    if (int err = cma_write(d.pid, d.remote + doff + done, bounce, n)) return err;
+    done += n;
+  }
+  return 0;
+}
+
+}  // namespace
+
+bool SegmentList::push(const Segment& s) {
+  if (s.len == 0) return true;
+  if (count == kMaxSegments) return false;
+  seg[count++] = s;
+  total += s.len;
+  return true;
+}
+
+bool append_mr_range(SegmentList* list, const Mr& mr, uint64_t va, uint64_t len) {
+  uint64_t addr = va - mr.iova + mr.addr;  // application virtual address
+  uint64_t end = addr + len;
+  uint64_t mstart = mr.mapped_start, mend = mr.mapped_start + mr.mapped_len;
+  if (mr.mapped_len == 0 || end <= mstart || addr >= mend)
+    return list->push(Segment{nullptr, mr.pid, addr, len});
+  bool ok = true;
+  if (addr < mstart) ok &= list->push(Segment{nullptr, mr.pid, addr, mstart - addr});
+  uint64_t body_start = std::max(addr, mstart), body_end = std::min(end, mend);
+  ok &= list->push(Segment{mr.mapping + (body_start - mstart), 0, 0, body_end - body_start});
+  if (end > mend) ok &= list->push(Segment{nullptr, mr.pid, mend, end - mend});
+  return ok;
+}
+
+int copy_segments(const SegmentList& src, const SegmentList& dst, uint64_t len) {
+  uint32_t si = 0, di = 0;
+  uint64_t soff = 0, doff = 0;
+  while (len > 0 && si < src.count && di < dst.count) {
+    const Segment& s = src.seg[si];
+    const Segment& d = dst.seg[di];
+    uint64_t n = std::min({len, s.len - soff, d.len - doff});
+    if (int err = copy_piece(s, soff, d, doff, n)) return err;
+    len -= n;
+    soff += n;
+    doff += n;
+    if (soff == s.len) ++si, soff = 0;
+    if (doff == d.len) ++di, doff = 0;
+  }
+  return len == 0 ? 0 : EFAULT;
+}
+
+uint64_t* mapped_u64(const Mr& mr, uint64_t va) {
+  uint64_t addr = va - mr.iova + mr.addr;
+  if (mr.mapped_len == 0 || addr < mr.mapped_start || addr + 8 > mr.mapped_start + mr.mapped_len)
+    return nullptr;
+  return reinterpret_cast<uint64_t*>(mr.mapping + (addr - mr.mapped_start));
+}
+
+}  // namespace wharf::router

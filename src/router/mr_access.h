@@ -1,0 +1,48 @@
+// Reaching registered memory from the router. A registration's pages that the library
+// backed with a memfd are mapped here and copied with memcpy; the unaligned head and tail
+// (and buffers that could not be backed) are reached with process_vm_readv/writev.
+// Every range handed to these functions has already been bounds-checked against its MR.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+
+#include "router/objects.h"
+
+namespace wharf::router {
+
+struct Segment {
+  uint8_t* local = nullptr;  // non-null: directly addressable
+  pid_t pid = 0;             // otherwise: address `remote` in process `pid`
+  uint64_t remote = 0;
+  uint64_t len = 0;
+};
+
+// Enough for kMaxSendSge SGEs each split into head, mapped body and tail, plus a GRH.
+constexpr uint32_t kMaxSegments = 3 * 32 + 2;
+
+struct SegmentList {
+  Segment seg[kMaxSegments];
+  uint32_t count = 0;
+  uint64_t total = 0;
+  bool push(const Segment& s);
+};
+
+// True if [va, va+len) (in the MR's iova space) lies inside the MR.
+inline bool mr_contains(const Mr& mr, uint64_t va, uint64_t len) {
+  return va >= mr.iova && len <= mr.length && va - mr.iova <= mr.length - len;
+}
+
+// Appends the segments covering [va, va+len) of mr (bounds already checked). False if the
+// list is full.
+bool append_mr_range(SegmentList* list, const Mr& mr, uint64_t va, uint64_t len);
+
+// Copies the first `len` bytes described by src into dst. Returns 0, or EFAULT if a
+// process_vm_* call failed (the owning process unmapped the memory or died).
+int copy_segments(const SegmentList& src, const SegmentList& dst, uint64_t len);
+
+// Direct pointer to 8 bytes at va when they lie in the mapped part, else nullptr.
+uint64_t* mapped_u64(const Mr& mr, uint64_t va);
+
+}  // namespace wharf::router

@@ -1,0 +1,125 @@
+// Verbs objects as the router keeps them. Every object belongs to exactly one Session (one
+// library connection = one ibv_context); handles are per session, so a container can never
+// name another container's objects. Keys (lkey == rkey) and QPNs are host-wide and are
+// always checked against the owner before use.
+#pragma once
+
+#include <infiniband/verbs.h>
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/unique_fd.h"
+#include "proto/messages.h"
+#include "router/shm_region.h"
+#include "shm/layout.h"
+#include "shm/ring.h"
+
+namespace wharf::router {
+
+class Session;
+
+// A container: a network namespace registered by wharf-run (or an anonymous one for
+// processes started outside wharf-run). Its LID and GID address all its QPs.
+struct Container {
+  std::string name;
+  uint64_t netns_ino = 0;
+  uint32_t vip = 0;  // host order
+  uint16_t lid = 0;
+  proto::Gid gid{};
+  int sessions = 0;  // open library connections from this container
+  bool registered = false;
+};
+
+struct Pd {
+  uint32_t handle = 0;
+  int users = 0;  // MRs, QPs, SRQs, AHs using it
+};
+
+struct Mr {
+  uint32_t handle = 0;
+  uint32_t key = 0;
+  Session* owner = nullptr;
+  Pd* pd = nullptr;
+  uint64_t addr = 0;    // application virtual address of the first byte
+  uint64_t length = 0;
+  uint64_t iova = 0;    // address the keys are used with
+  uint32_t access = 0;  // enum ibv_access_flags
+  // [mapped_start, mapped_start + mapped_len) is reachable at `mapping` without a syscall.
+  uint64_t mapped_start = 0;
+  uint64_t mapped_len = 0;
+  uint8_t* mapping = nullptr;
+  size_t mapping_size = 0;  // of the mmap, for munmap
+  pid_t pid = 0;            // for process_vm_readv/writev on the unmapped parts
+  ~Mr();
+};
+
+struct CompChannel {
+  uint32_t handle = 0;
+  UniqueFd sock;  // router's end; one CqEventMsg per event
+  int users = 0;
+};
+
+struct Cq {
+  uint32_t handle = 0;
+  Session* owner = nullptr;
+  CompChannel* channel = nullptr;
+  ShmRegion shm;
+  shm::CqLayout layout{};
+  shm::RingProducer ring;
+  shm::CqNotify* notify = nullptr;
+  int users = 0;         // QPs using it
+  bool overrun = false;  // an overrun was reported; no more CQEs are written
+};
+
+struct Srq {
+  uint32_t handle = 0;
+  uint32_t srqn = 0;
+  Session* owner = nullptr;
+  Pd* pd = nullptr;
+  ShmRegion shm;
+  shm::SrqLayout layout{};
+  shm::RingConsumer ring;
+  uint32_t max_wr = 0;
+  uint32_t max_sge = 0;
+  uint32_t limit = 0;  // armed limit; 0 = disarmed
+  int users = 0;
+  bool corrupt = false;
+};
+
+struct Ah {
+  uint32_t handle = 0;
+  Pd* pd = nullptr;
+  proto::AhAttr attr;
+};
+
+struct Qp {
+  uint32_t handle = 0;
+  uint32_t qpn = 0;
+  Session* owner = nullptr;
+  Pd* pd = nullptr;
+  Cq* send_cq = nullptr;
+  Cq* recv_cq = nullptr;
+  Srq* srq = nullptr;
+  ibv_qp_type type = IBV_QPT_RC;
+  bool sq_sig_all = false;
+  proto::QpCaps caps;
+  proto::QpAttr attr;  // current attributes (attr.qp_state is the state)
+  ShmRegion shm;
+  shm::QpLayout layout{};
+  shm::RingConsumer sq;
+  shm::RingConsumer rq;
+
+  // Requester retry state: the head WQE waits until `wait_until_ns` (RNR or missing peer).
+  uint64_t wait_until_ns = 0;
+  uint8_t rnr_attempts = 0;
+  uint8_t retry_attempts = 0;
+  bool active = false;  // in the router's polled list
+  bool last_wqe_reported = false;
+
+  ibv_qp_state state() const { return static_cast<ibv_qp_state>(attr.qp_state); }
+};
+
+}  // namespace wharf::router

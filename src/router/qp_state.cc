@@ -1,0 +1,111 @@
+#include "router/qp_state.h"
+
+#include <errno.h>
+
+namespace wharf::router {
+namespace {
+
+struct MaskRule {
+  uint32_t required;
+  uint32_t optional;
+};
+
+constexpr uint32_t kAv = IBV_QP_AV;
+constexpr uint32_t kAltPath = IBV_QP_ALT_PATH;
+
+// Per-type (required, optional) masks of one transition. IBV_QP_STATE is handled by the caller.
+MaskRule rule(ibv_qp_type type, ibv_qp_state cur, ibv_qp_state next, bool* legal) {
+  const bool rc = type == IBV_QPT_RC;
+  const bool uc = type == IBV_QPT_UC;
+  const bool ud = type == IBV_QPT_UD;
+  *legal = true;
+  if (next == IBV_QPS_RESET || next == IBV_QPS_ERR) return {0, 0};  // from any state
+
+  switch (cur) {
+    case IBV_QPS_RESET:
+      if (next != IBV_QPS_INIT) break;
+      if (ud) return {IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY, 0};
+      return {IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, 0};
+    case IBV_QPS_INIT:
+      if (next == IBV_QPS_INIT) {
+        if (ud) return {0, IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY};
+        return {0, IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS};
+      }
+      if (next != IBV_QPS_RTR) break;
+      if (rc)
+        return {kAv | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                    IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
+                kAltPath | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX};
+      if (uc)
+        return {kAv | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN,
+                kAltPath | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX};
+      return {0, IBV_QP_PKEY_INDEX | IBV_QP_QKEY};
+    case IBV_QPS_RTR:
+      if (next != IBV_QPS_RTS) break;
+      if (rc)
+        return {IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                    IBV_QP_MAX_QP_RD_ATOMIC,
+                IBV_QP_CUR_STATE | kAltPath | IBV_QP_ACCESS_FLAGS | IBV_QP_MIN_RNR_TIMER |
+                    IBV_QP_PATH_MIG_STATE};
+      if (uc)
+        return {IBV_QP_SQ_PSN,
+                IBV_QP_CUR_STATE | kAltPath | IBV_QP_ACCESS_FLAGS | IBV_QP_PATH_MIG_STATE};
+      return {IBV_QP_SQ_PSN, IBV_QP_CUR_STATE | IBV_QP_QKEY};
+    case IBV_QPS_RTS:
+      if (next == IBV_QPS_RTS) {
+        if (rc)
+          return {0, IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | kAltPath | IBV_QP_PATH_MIG_STATE |
+                         IBV_QP_MIN_RNR_TIMER};
+        if (uc) return {0, IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | kAltPath | IBV_QP_PATH_MIG_STATE};
+        return {0, IBV_QP_CUR_STATE | IBV_QP_QKEY};
+      }
+      if (next == IBV_QPS_SQD) return {0, IBV_QP_EN_SQD_ASYNC_NOTIFY};
+      break;
+    case IBV_QPS_SQD:
+      if (next == IBV_QPS_RTS) {
+        if (rc)
+          return {0, IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | kAltPath | IBV_QP_PATH_MIG_STATE |
+                         IBV_QP_MIN_RNR_TIMER};
+        if (uc) return {0, IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | kAltPath | IBV_QP_PATH_MIG_STATE};
+        return {0, IBV_QP_CUR_STATE | IBV_QP_QKEY};
+      }
+      if (next == IBV_QPS_SQD) {
+        if (rc)
+          return {0, kAv | kAltPath | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX |
+                         IBV_QP_MIN_RNR_TIMER | IBV_QP_PATH_MIG_STATE | IBV_QP_TIMEOUT |
+                         IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC |
+                         IBV_QP_MAX_DEST_RD_ATOMIC};
+        if (uc)
+          return {0, kAv | kAltPath | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX |
+                         IBV_QP_PATH_MIG_STATE};
+        return {0, IBV_QP_PKEY_INDEX | IBV_QP_QKEY};
+      }
+      break;
+    case IBV_QPS_SQE:
+      // C10-...: only unreliable types have a send-queue-error state to leave.
+      if (next == IBV_QPS_RTS && (uc || ud))
+        return {0, static_cast<uint32_t>(IBV_QP_CUR_STATE) |
+                       static_cast<uint32_t>(uc ? IBV_QP_ACCESS_FLAGS : IBV_QP_QKEY)};
+      break;
+    default:
+      break;
+  }
+  *legal = false;
+  return {0, 0};
+}
+
+}  // namespace
+
+int check_qp_transition(ibv_qp_type type, ibv_qp_state cur, ibv_qp_state next, uint32_t mask) {
+  if (type != IBV_QPT_RC && type != IBV_QPT_UC && type != IBV_QPT_UD) return EINVAL;
+  if (cur > IBV_QPS_ERR || next > IBV_QPS_ERR) return EINVAL;
+  bool legal = false;
+  MaskRule r = rule(type, cur, next, &legal);
+  if (!legal) return EINVAL;
+  uint32_t attrs = mask & ~static_cast<uint32_t>(IBV_QP_STATE);
+  if ((attrs & r.required) != r.required) return EINVAL;
+  if ((attrs & ~(r.required | r.optional)) != 0) return EINVAL;
+  return 0;
+}
+
+}  // namespace wharf::router

@@ -1,0 +1,350 @@
+#include "router/router.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <functional>
+
+#include "common/clock.h"
+#include "proto/datagram.h"
+#include "proto/messages.h"
+
+namespace wharf::router {
+namespace {
+
+// epoll user data: sessions by fd; the fixed fds get tags that no fd can equal.
+constexpr uint64_t kTagListen = 1ull << 40;
+constexpr uint64_t kTagSignal = 2ull << 40;
+constexpr uint64_t kTagDoorbell = 1ull << 41;  // | fd
+
+proto::Gid gid_for_vip(uint32_t vip) {
+  proto::Gid g{};
+  g[10] = g[11] = 0xff;
+  g[12] = static_cast<uint8_t>(vip >> 24);
+  g[13] = static_cast<uint8_t>(vip >> 16);
+  g[14] = static_cast<uint8_t>(vip >> 8);
+  g[15] = static_cast<uint8_t>(vip);
+  return g;
+}
+
+// Link-local GID for processes outside any registered container: fe80::<guid>:<lid>.
+proto::Gid gid_link_local(uint64_t guid, uint16_t lid) {
+  proto::Gid g{};
+  g[0] = 0xfe;
+  g[1] = 0x80;
+  for (int i = 0; i < 6; ++i) g[8 + i] = static_cast<uint8_t>(guid >> (8 * (5 - i)));
+  g[14] = static_cast<uint8_t>(lid >> 8);
+  g[15] = static_cast<uint8_t>(lid);
+  return g;
+}
+
+uint64_t netns_of_pid(pid_t pid) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/ns/net", static_cast<int>(pid));
+  struct stat st;
+  return stat(path, &st) == 0 ? st.st_ino : 0;
+}
+
+}  // namespace
+
+Router::Router(RouterConfig cfg) : cfg_(std::move(cfg)) {
+  rng_state_ = now_ns() ^ (static_cast<uint64_t>(getpid()) << 32);
+  if (cfg_.node_guid == 0)
+    cfg_.node_guid = (std::hash<std::string>{}(cfg_.socket_path) & 0x0000ffffffffffffull) |
+                     0x0200000000000000ull;
+}
+
+Router::~Router() {
+  active_.clear();
+  sessions_.clear();
+  if (listen_.valid()) unlink(cfg_.socket_path.c_str());
+}
+
+int Router::start() {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (cfg_.socket_path.size() >= sizeof(addr.sun_path)) {
+    spdlog::error("socket path too long: {}", cfg_.socket_path);
+    return ENAMETOOLONG;
+  }
+  std::strcpy(addr.sun_path, cfg_.socket_path.c_str());
+  listen_.reset(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!listen_.valid()) return errno;
+  unlink(cfg_.socket_path.c_str());
+  if (bind(listen_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      listen(listen_.get(), 128) != 0) {
+    int err = errno;
+    spdlog::error("cannot listen on {}: {}", cfg_.socket_path, strerror(err));
+    return err;
+  }
+  chmod(cfg_.socket_path.c_str(), 0666);  // containers run as any user; identity is SO_PEERCRED
+  epoll_.reset(epoll_create1(EPOLL_CLOEXEC));
+  if (!epoll_.valid()) return errno;
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kTagListen;
+  epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, listen_.get(), &ev);
+  spdlog::info("wharfd listening on {} (link layer {}, node GUID {:016x})", cfg_.socket_path,
+               cfg_.link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "InfiniBand",
+               cfg_.node_guid);
+  return 0;
+}
+
+void Router::run(bool handle_signals) {
+  if (handle_signals) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigprocmask(SIG_BLOCK, &set, nullptr);
+    signal_.reset(signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC));
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = kTagSignal;
+    epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, signal_.get(), &ev);
+  }
+  constexpr uint64_t kControlPeriodNs = 50000;
+  uint64_t last_work = now_ns();
+  uint64_t last_control = 0;
+  while (!stopping_) {
+    bool busy = poll_datapath_st();
+    uint64_t now = now_ns();
+    if (busy) last_work = now;
+    if (now - last_control >= kControlPeriodNs) {
+      poll_control(0);
+      last_control = now_ns();
+    }
+    if (!busy && now - last_work >= cfg_.spin_ns) {
+      if (sleep_until_work()) last_work = now_ns();
+      last_control = now_ns();
+    }
+  }
+  spdlog::info("wharfd stopping");
+}
+
+// Announces sleep to every session, re-checks for work (a producer may have published just
+// before seeing the announcement), then blocks in epoll until a doorbell, a control
+// message or the next retry deadline. Returns true if woken by work.
+bool Router::sleep_until_work() {
+  for (auto& [fd, s] : sessions_)
+    if (s->page() != nullptr) s->page()->router_sleeping.store(1, std::memory_order_relaxed);
+  // Pairs with the producer's fence between publishing its ring index and reading
+  // router_sleeping: either it sees 1 and rings, or we see its work below.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  bool busy = poll_datapath_st();
+  if (!busy) {
+    int timeout_ms = -1;
+    uint64_t now = now_ns();
+    for (Qp* qp : active_) {
+      if (qp->wait_until_ns == 0) continue;
+      uint64_t ms = qp->wait_until_ns > now ? (qp->wait_until_ns - now) / 1000000 + 1 : 0;
+      if (timeout_ms < 0 || static_cast<int>(ms) < timeout_ms) timeout_ms = static_cast<int>(ms);
+    }
+    poll_control(timeout_ms);
+  }
+  for (auto& [fd, s] : sessions_)
+    if (s->page() != nullptr) s->page()->router_sleeping.store(0, std::memory_order_relaxed);
+  return busy;
+}
+
+void Router::poll_control(int timeout_ms) {
+  epoll_event events[64];
+  int n = epoll_wait(epoll_.get(), events, 64, timeout_ms);
+  for (int i = 0; i < n; ++i) {
+    uint64_t tag = events[i].data.u64;
+    if (tag == kTagListen) {
+      accept_sessions();
+    } else if (tag == kTagSignal) {
+      signalfd_siginfo si;
+      while (read(signal_.get(), &si, sizeof(si)) == sizeof(si)) {
+      }
+      stopping_ = true;
+    } else if (tag & kTagDoorbell) {
+      uint64_t v;
+      while (read(static_cast<int>(tag & 0xffffffff), &v, sizeof(v)) == sizeof(v)) {
+      }
+    } else {
+      auto it = sessions_.find(static_cast<int>(tag));
+      if (it == sessions_.end()) continue;
+      if (events[i].events & EPOLLIN) {
+        handle_session_input(it->second.get());
+      } else if (events[i].events & (EPOLLHUP | EPOLLERR)) {
+        close_session(static_cast<int>(tag));
+      }
+    }
+  }
+}
+
+void Router::accept_sessions() {
+  for (;;) {
+    UniqueFd fd(accept4(listen_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+    if (!fd.valid()) return;
+    ucred cred{};
+    socklen_t len = sizeof(cred);
+    if (getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) continue;
+    uint64_t ns = netns_of_pid(cred.pid);
+    Container* c = container_for_netns(ns);
+    int raw = fd.get();
+    auto session = std::make_unique<Session>(this, std::move(fd), cred.pid, cred.uid, c);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = static_cast<uint64_t>(raw);
+    epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, raw, &ev);
+    sessions_.emplace(raw, std::move(session));
+    spdlog::debug("session fd {} pid {} container {}", raw, cred.pid, c->name);
+  }
+}
+
+void Router::close_session(int fd) {
+  auto it = sessions_.find(fd);
+  if (it == sessions_.end()) return;
+  Session* s = it->second.get();
+  epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
+  if (s->doorbell_fd() >= 0) epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, s->doorbell_fd(), nullptr);
+  spdlog::debug("session fd {} pid {} closed", fd, s->pid());
+  sessions_.erase(it);
+}
+
+void Router::handle_session_input(Session* s) {
+  uint8_t buf[proto::kMaxMessage];
+  UniqueFd fds[proto::kMaxFds];
+  int fd = s->fd();
+  for (int i = 0; i < 16; ++i) {
+    int nfds = 0;
+    ssize_t n = proto::recv_datagram(fd, buf, sizeof(buf), fds, proto::kMaxFds, &nfds, MSG_DONTWAIT);
+    if (n == -EAGAIN) return;
+    if (n == -EMSGSIZE) {
+      spdlog::warn("session pid {}: oversized request dropped", s->pid());
+      continue;
+    }
+    if (n <= 0) {
+      close_session(fd);
+      return;
+    }
+    int doorbell_before = s->doorbell_fd();
+    if (!s->handle_request(buf, static_cast<size_t>(n), fds, nfds)) {
+      close_session(fd);
+      return;
+    }
+    if (doorbell_before < 0 && s->doorbell_fd() >= 0) {
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.u64 = kTagDoorbell | static_cast<uint64_t>(s->doorbell_fd());
+      epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, s->doorbell_fd(), &ev);
+    }
+    for (auto& f : fds) f.reset();
+  }
+}
+
+Container* Router::container_for_netns(uint64_t netns_ino) {
+  auto it = containers_.find(netns_ino);
+  if (it != containers_.end()) return it->second.get();
+  auto c = std::make_unique<Container>();
+  c->netns_ino = netns_ino;
+  c->name = "netns-" + std::to_string(netns_ino);
+  c->lid = next_lid_++;
+  c->gid = gid_link_local(cfg_.node_guid, c->lid);
+  Container* raw = c.get();
+  containers_.emplace(netns_ino, std::move(c));
+  return raw;
+}
+
+int Router::register_container(const std::string& name, uint64_t netns_ino, uint32_t vip,
+                               uint16_t* lid) {
+  for (auto& [ino, c] : containers_) {
+    if (c->registered && (c->name == name || c->vip == vip)) return EEXIST;
+  }
+  Container* c = container_for_netns(netns_ino);
+  if (c->registered) return EEXIST;
+  c->name = name;
+  c->vip = vip;
+  c->gid = gid_for_vip(vip);
+  c->registered = true;
+  *lid = c->lid;
+  spdlog::info("container {} registered: vIP {}.{}.{}.{} LID {}", name, vip >> 24,
+               (vip >> 16) & 0xff, (vip >> 8) & 0xff, vip & 0xff, c->lid);
+  return 0;
+}
+
+void Router::unregister_container(const std::string& name) {
+  for (auto it = containers_.begin(); it != containers_.end(); ++it) {
+    Container* c = it->second.get();
+    if (!c->registered || c->name != name) continue;
+    spdlog::info("container {} unregistered", name);
+    c->registered = false;
+    if (c->sessions == 0) containers_.erase(it);
+    return;
+  }
+}
+
+// Drops a container nobody uses any more (anonymous ones, or registered ones whose
+// launcher has gone).
+void Router::release_container(Container* c) {
+  if (c->sessions > 0) c->sessions--;
+  if (c->sessions == 0 && !c->registered) containers_.erase(c->netns_ino);
+}
+
+Container* Router::container_by_lid(uint16_t lid) {
+  for (auto& [ino, c] : containers_)
+    if (c->lid == lid) return c.get();
+  return nullptr;
+}
+
+Container* Router::container_by_gid(const proto::Gid& gid) {
+  for (auto& [ino, c] : containers_)
+    if (c->gid == gid) return c.get();
+  return nullptr;
+}
+
+uint32_t Router::allocate_qpn(Qp* qp) {
+  for (;;) {
+    uint32_t qpn = next_qpn_;
+    next_qpn_ = next_qpn_ >= 0xffffff ? 0x100 : next_qpn_ + 1;
+    if (qps_.emplace(qpn, qp).second) return qpn;
+  }
+}
+
+void Router::release_qpn(uint32_t qpn) { qps_.erase(qpn); }
+
+// Keys are index << 8 | 8 random bits, so a stale or guessed key rarely names a live MR;
+// ownership is still checked on every use.
+uint32_t Router::allocate_key(Mr* mr) {
+  for (;;) {
+    rng_state_ = rng_state_ * 6364136223846793005ull + 1442695040888963407ull;
+    uint32_t key = (next_key_index_ << 8) | static_cast<uint32_t>(rng_state_ >> 56);
+    next_key_index_ = next_key_index_ >= 0xffffff ? 1 : next_key_index_ + 1;
+    if (keys_.emplace(key, mr).second) return key;
+  }
+}
+
+void Router::release_key(uint32_t key) { keys_.erase(key); }
+
+void Router::activate(Qp* qp) {
+  if (qp->active) return;
+  qp->active = true;
+  active_.push_back(qp);
+}
+
+void Router::deactivate(Qp* qp) {
+  if (!qp->active) return;
+  qp->active = false;
+  for (size_t i = 0; i < active_.size(); ++i) {
+    if (active_[i] == qp) {
+      active_[i] = active_.back();
+      active_.pop_back();
+      return;
+    }
+  }
+}
+
+}  // namespace wharf::router

@@ -1,0 +1,98 @@
+// wharfd's core: one thread runs an event loop that serves control requests from verbs
+// libraries (unix SOCK_SEQPACKET), executes work requests from their shared-memory rings,
+// and sleeps when idle (woken by a doorbell eventfd only if it announced its sleep).
+//
+// Threading: everything here runs on the single router thread; nothing is locked.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/unique_fd.h"
+#include "router/objects.h"
+#include "router/session.h"
+
+namespace wharf::router {
+
+struct RouterConfig {
+  std::string socket_path;
+  uint8_t link_layer = IBV_LINK_LAYER_INFINIBAND;
+  uint64_t spin_ns = 200000;  // keep polling this long after the last work before sleeping
+  uint64_t node_guid = 0;     // 0: derived from the socket path
+};
+
+class Router {
+ public:
+  explicit Router(RouterConfig cfg);
+  ~Router();
+
+  // Binds the socket. Returns 0 or an errno (logged).
+  int start();
+  // Runs until stop() or SIGTERM/SIGINT (when handle_signals was set).
+  void run(bool handle_signals);
+  void stop() { stopping_ = true; }
+
+  const RouterConfig& config() const { return cfg_; }
+
+  // ---- Registries shared by sessions (router thread only) ----
+  Container* container_for_netns(uint64_t netns_ino);
+  int register_container(const std::string& name, uint64_t netns_ino, uint32_t vip,
+                         uint16_t* lid);
+  void unregister_container(const std::string& name);
+  void release_container(Container* c);
+  Container* container_by_lid(uint16_t lid);
+  Container* container_by_gid(const proto::Gid& gid);
+
+  uint32_t allocate_qpn(Qp* qp);
+  void release_qpn(uint32_t qpn);
+  Qp* qp_by_qpn(uint32_t qpn) const {
+    auto it = qps_.find(qpn);
+    return it == qps_.end() ? nullptr : it->second;
+  }
+  uint32_t allocate_key(Mr* mr);
+  void release_key(uint32_t key);
+  Mr* mr_by_key(uint32_t key) const {
+    auto it = keys_.find(key);
+    return it == keys_.end() ? nullptr : it->second;
+  }
+  uint32_t allocate_srqn() { return next_srqn_++; }
+
+  // QPs whose queues the data path polls.
+  void activate(Qp* qp);
+  void deactivate(Qp* qp);
+
+  // ---- Data path (router thread) ----
+  // Executes pending work on every active QP. Returns true if anything was done.
+  bool poll_datapath_st();
+
+ private:
+  void accept_sessions();
+  void close_session(int fd);
+  void handle_session_input(Session* s);
+  bool sleep_until_work();
+  void poll_control(int timeout_ms);
+
+  RouterConfig cfg_;
+  UniqueFd listen_;
+  UniqueFd epoll_;
+  UniqueFd signal_;
+  bool stopping_ = false;
+
+  std::unordered_map<int, std::unique_ptr<Session>> sessions_;
+  std::unordered_map<uint64_t, std::unique_ptr<Container>> containers_;  // by netns inode
+  std::unordered_map<uint32_t, Qp*> qps_;                                // by QPN
+  std::unordered_map<uint32_t, Mr*> keys_;                               // by lkey/rkey
+  std::vector<Qp*> active_;
+  uint16_t next_lid_ = 1;
+  uint32_t next_qpn_ = 0x100;
+  uint32_t next_key_index_ = 1;
+  uint32_t next_srqn_ = 1;
+  uint64_t rng_state_;
+};
+
+}  // namespace wharf::router

@@ -1,0 +1,141 @@
+// One library connection (one ibv_context of one process). Owns every verbs object the
+// connection created; destroying the session (socket closed, process killed) frees them all.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <unordered_map>
+
+#include "common/unique_fd.h"
+#include "proto/messages.h"
+#include "router/objects.h"
+#include "router/shm_region.h"
+#include "shm/layout.h"
+
+namespace wharf::router {
+
+class Router;
+
+// Descriptors attached to a reply; they stay owned by the objects they belong to.
+struct ReplyFds {
+  int fds[proto::kMaxFds];
+  int count = 0;
+  void add(int fd) { fds[count++] = fd; }
+};
+
+template <class T>
+class HandleTable {
+ public:
+  T* add(std::unique_ptr<T> obj) {
+    uint32_t h = next_++;
+    obj->handle = h;
+    T* raw = obj.get();
+    map_.emplace(h, std::move(obj));
+    return raw;
+  }
+  T* find(uint32_t h) const {
+    auto it = map_.find(h);
+    return it == map_.end() ? nullptr : it->second.get();
+  }
+  std::unique_ptr<T> take(uint32_t h) {
+    auto it = map_.find(h);
+    if (it == map_.end()) return nullptr;
+    auto obj = std::move(it->second);
+    map_.erase(it);
+    return obj;
+  }
+  size_t size() const { return map_.size(); }
+  auto begin() { return map_.begin(); }
+  auto end() { return map_.end(); }
+  void clear() { map_.clear(); }
+
+ private:
+  std::unordered_map<uint32_t, std::unique_ptr<T>> map_;
+  uint32_t next_ = 1;
+};
+
+class Session {
+ public:
+  Session(Router* router, UniqueFd sock, pid_t pid, uid_t uid, Container* container);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  int fd() const { return sock_.get(); }
+  int doorbell_fd() const { return doorbell_.get(); }
+  pid_t pid() const { return pid_; }
+  Container* container() const { return container_; }
+  shm::ContextPage* page() const { return reinterpret_cast<shm::ContextPage*>(page_.data()); }
+
+  // Serves one request datagram and sends the reply. Returns false when the peer broke the
+  // protocol badly enough that the session must be closed (bad magic/version).
+  bool handle_request(const uint8_t* buf, size_t len, UniqueFd* fds, int nfds);
+
+  // Queues an ibv_async_event for the library (dropped if its socket is full).
+  void post_async_event(ibv_event_type type, uint32_t handle);
+
+  // Container-registration sessions (wharf-run) own the container they registered.
+  const std::string& registered_name() const { return registered_name_; }
+
+  Ah* find_ah(uint32_t handle) const { return ahs_.find(handle); }
+
+ private:
+  template <class Req, class Rep>
+  int serve(const proto::Header& h, const uint8_t* body, size_t len, UniqueFd* fds, int nfds,
+            int (Session::*fn)(const Req&, UniqueFd*, int, Rep*, ReplyFds*));
+  void send_reply(const proto::Header& req, int status, const uint8_t* body, size_t len,
+                  const ReplyFds& fds);
+
+  int on_hello(const proto::HelloReq&, UniqueFd*, int, proto::HelloRep*, ReplyFds*);
+  int on_alloc_pd(const proto::Empty&, UniqueFd*, int, proto::Handle*, ReplyFds*);
+  int on_dealloc_pd(const proto::Handle&, UniqueFd*, int, proto::Empty*, ReplyFds*);
+  int on_reg_mr(const proto::RegMrReq&, UniqueFd*, int, proto::RegMrRep*, ReplyFds*);
+  int on_dereg_mr(const proto::Handle&, UniqueFd*, int, proto::Empty*, ReplyFds*);
+  int on_create_channel(const proto::Empty&, UniqueFd*, int, proto::Handle*, ReplyFds*);
+  int on_destroy_channel(const proto::Handle&, UniqueFd*, int, proto::Empty*, ReplyFds*);
+  int on_create_cq(const proto::CreateCqReq&, UniqueFd*, int, proto::CreateCqRep*, ReplyFds*);
+  int on_destroy_cq(const proto::Handle&, UniqueFd*, int, proto::Empty*, ReplyFds*);
+  int on_create_qp(const proto::CreateQpReq&, UniqueFd*, int, proto::CreateQpRep*, ReplyFds*);
+  int on_modify_qp(const proto::ModifyQpReq&, UniqueFd*, int, proto::Empty*, ReplyFds*);
+  int on_query_qp(const proto::Handle&, UniqueFd*, int, proto::QueryQpRep*, ReplyFds*);
+  int on_destroy_qp(const proto::Handle&, UniqueFd*, int, proto::Empty*, ReplyFds*);
+  int on_create_srq(const proto::CreateSrqReq&, UniqueFd*, int, proto::CreateSrqRep*,
+                    ReplyFds*);
+  int on_modify_srq(const proto::ModifySrqReq&, UniqueFd*, int, proto::Empty*, ReplyFds*);
+  int on_query_srq(const proto::Handle&, UniqueFd*, int, proto::QuerySrqRep*, ReplyFds*);
+  int on_destroy_srq(const proto::Handle&, UniqueFd*, int, proto::Empty*, ReplyFds*);
+  int on_create_ah(const proto::CreateAhReq&, UniqueFd*, int, proto::Handle*, ReplyFds*);
+  int on_destroy_ah(const proto::Handle&, UniqueFd*, int, proto::Empty*, ReplyFds*);
+  int on_register_container(const proto::RegisterContainerReq&, UniqueFd*, int,
+                            proto::RegisterContainerRep*, ReplyFds*);
+  int on_unregister_container(const proto::UnregisterContainerReq&, UniqueFd*, int,
+                              proto::Empty*, ReplyFds*);
+
+  void destroy_qp(std::unique_ptr<Qp> qp);
+
+  Router* router_;
+  UniqueFd sock_;
+  pid_t pid_;
+  uid_t uid_;
+  Container* container_;
+  bool hello_done_ = false;
+  ShmRegion page_;
+  UniqueFd doorbell_;
+  UniqueFd async_sock_;
+  std::string registered_name_;
+
+  HandleTable<Pd> pds_;
+  HandleTable<Mr> mrs_;
+  HandleTable<CompChannel> channels_;
+  HandleTable<Cq> cqs_;
+  HandleTable<Srq> srqs_;
+  HandleTable<Ah> ahs_;
+  HandleTable<Qp> qps_;
+
+  friend class Router;
+};
+
+}  // namespace wharf::router

@@ -1,0 +1,42 @@
+#include "router/shm_region.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+
+#include <utility>
+
+namespace wharf::router {
+
+ShmRegion::ShmRegion(ShmRegion&& o) noexcept
+    : fd_(std::move(o.fd_)), data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+
+ShmRegion& ShmRegion::operator=(ShmRegion&& o) noexcept {
+  if (this != &o) {
+    if (data_ != nullptr) munmap(data_, size_);
+    fd_ = std::move(o.fd_);
+    data_ = std::exchange(o.data_, nullptr);
+    size_ = std::exchange(o.size_, 0);
+  }
+  return *this;
+}
+
+ShmRegion::~ShmRegion() {
+  if (data_ != nullptr) munmap(data_, size_);
+}
+
+int ShmRegion::create(const char* name, size_t size) {
+  UniqueFd fd(memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  if (!fd.valid()) return errno;
+  if (ftruncate(fd.get(), static_cast<off_t>(size)) != 0) return errno;
+  if (fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) return errno;
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  if (p == MAP_FAILED) return errno;
+  if (data_ != nullptr) munmap(data_, size_);
+  fd_ = std::move(fd);
+  data_ = static_cast<uint8_t*>(p);
+  size_ = size;
+  return 0;
+}
+
+}  // namespace wharf::router
