@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <sys/socket.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -169,6 +170,18 @@ int poll_cq(ibv_cq* ibcq, int n, ibv_wc* wc) {
     w.slid = c.slid;
     w.sl = c.sl;
     w.dlid_path_bits = c.dlid_path_bits;
+  }
+  if (got == 0) {
+    // On a host with fewer cores than spinning threads the router only runs when someone
+    // yields: an application that keeps finding its CQ empty gives up its time slice.
+    if (++cq->empty_polls >= kEmptyPollsBeforeYield) {
+      cq->empty_polls = 0;
+      cq->lock.unlock();
+      sched_yield();
+      return 0;
+    }
+  } else {
+    cq->empty_polls = 0;
   }
   cq->lock.unlock();
   return got;

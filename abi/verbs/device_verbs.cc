@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -23,8 +24,17 @@
 namespace wharf::abi {
 namespace {
 
+// Laid out like rdma-core's struct verbs_device: Debian's libmlx5/libefa, loaded under
+// LD_PRELOAD, recognise their own devices by reading `ops` after the ibv_device. Ours is
+// null, so they correctly answer "not my device".
 struct Device {
   ibv_device dev;
+  const void* ops;
+  std::atomic<int> refcount;
+  void* list_next;
+  void* list_prev;
+  void* sysfs;
+  uint64_t core_support;
 };
 
 Device* make_device() {

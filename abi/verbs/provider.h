@@ -87,7 +87,9 @@ struct Cq {
   shm::RingConsumer ring;
   shm::CqNotify* notify;
   SpinLock lock;
+  uint32_t empty_polls;  // consecutive empty polls, guarded by lock
 };
+constexpr uint32_t kEmptyPollsBeforeYield = 64;
 inline Cq* to_cq(ibv_cq* c) { return reinterpret_cast<Cq*>(c); }
 
 struct Srq {

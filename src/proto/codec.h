@@ -15,7 +15,9 @@
 namespace wharf::proto {
 
 template <class T>
-concept Visitable = requires(T& t) { t.visit([](auto&) {}); };
+concept Visitable = requires(T& t) {
+  t.visit([](auto&) {});
+};
 
 class Writer {
  public:

@@ -23,9 +23,9 @@ constexpr uint32_t kValidMrAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_W
                                     IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
                                     IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |
                                     IBV_ACCESS_RELAXED_ORDERING;
-constexpr uint32_t kValidQpAccess =
-    IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
-    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_RELAXED_ORDERING;
+constexpr uint32_t kValidQpAccess = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                                    IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_LOCAL_WRITE |
+                                    IBV_ACCESS_RELAXED_ORDERING;
 
 std::string name_of(const proto::Name& n) {
   size_t len = strnlen(n.data(), n.size());
@@ -136,12 +136,13 @@ void Session::post_async_event(ibv_event_type type, uint32_t handle) {
   uint8_t buf[proto::kAsyncEventSize];
   size_t n = proto::encode(ev, buf, sizeof(buf));
   int err = proto::send_datagram(async_sock_.get(), buf, n, nullptr, 0, MSG_DONTWAIT);
-  if (err != 0) spdlog::warn("session pid {}: async event {} dropped: {}", pid_, int(type), strerror(err));
+  if (err != 0)
+    spdlog::warn("session pid {}: async event {} dropped: {}", pid_, int(type), strerror(err));
 }
 
 template <class Req, class Rep>
-int Session::serve(const proto::Header& h, const uint8_t* body, size_t len, UniqueFd* fds,
-                   int nfds, int (Session::*fn)(const Req&, UniqueFd*, int, Rep*, ReplyFds*)) {
+int Session::serve(const proto::Header& h, const uint8_t* body, size_t len, UniqueFd* fds, int nfds,
+                   int (Session::*fn)(const Req&, UniqueFd*, int, Rep*, ReplyFds*)) {
   Req req{};
   if (!proto::decode(body, len, &req)) {
     send_reply(h, EINVAL, nullptr, 0, ReplyFds{});
@@ -171,7 +172,8 @@ void Session::send_reply(const proto::Header& req, int status, const uint8_t* bo
   if (len > sizeof(buf) - hn) len = 0;
   if (len != 0) std::memcpy(buf + hn, body, len);
   int err = proto::send_datagram(sock_.get(), buf, hn + len, fds.fds, fds.count, MSG_DONTWAIT);
-  if (err != 0) spdlog::warn("session pid {}: reply to op {} lost: {}", pid_, req.op, strerror(err));
+  if (err != 0)
+    spdlog::warn("session pid {}: reply to op {} lost: {}", pid_, req.op, strerror(err));
 }
 
 bool Session::handle_request(const uint8_t* buf, size_t len, UniqueFd* fds, int nfds) {
@@ -216,9 +218,7 @@ bool Session::handle_request(const uint8_t* buf, size_t len, UniqueFd* fds, int 
     case Op::kUnregisterContainer:
       serve(h, body, blen, fds, nfds, &Session::on_unregister_container);
       break;
-    default:
-      send_reply(h, EOPNOTSUPP, nullptr, 0, ReplyFds{});
-      break;
+    default: send_reply(h, EOPNOTSUPP, nullptr, 0, ReplyFds{}); break;
   }
   return true;
 }
@@ -404,7 +404,8 @@ int Session::on_create_qp(const proto::CreateQpReq& req, UniqueFd*, int, proto::
   qp->sq_sig_all = req.sq_sig_all != 0;
   uint32_t send_sge = c.max_send_sge == 0 ? 1 : c.max_send_sge;
   uint32_t sq_slot = shm::send_slot_size(send_sge, c.max_inline_data);
-  uint32_t sq_entries = static_cast<uint32_t>(round_up_pow2(c.max_send_wr == 0 ? 1 : c.max_send_wr));
+  uint32_t sq_entries =
+      static_cast<uint32_t>(round_up_pow2(c.max_send_wr == 0 ? 1 : c.max_send_wr));
   uint32_t recv_sge = c.max_recv_sge == 0 ? 1 : c.max_recv_sge;
   uint32_t rq_entries = 0, rq_slot = 0;
   if (srq == nullptr) {
@@ -416,7 +417,8 @@ int Session::on_create_qp(const proto::CreateQpReq& req, UniqueFd*, int, proto::
   // Granted capabilities: what the slots can hold (>= what was asked, as providers report).
   qp->caps.max_send_wr = sq_entries;
   qp->caps.max_recv_wr = rq_entries;
-  qp->caps.max_send_sge = static_cast<uint32_t>((sq_slot - sizeof(shm::SendWqe)) / sizeof(shm::Sge));
+  qp->caps.max_send_sge =
+      static_cast<uint32_t>((sq_slot - sizeof(shm::SendWqe)) / sizeof(shm::Sge));
   if (qp->caps.max_send_sge > shm::kMaxSendSge) qp->caps.max_send_sge = shm::kMaxSendSge;
   qp->caps.max_recv_sge = srq == nullptr ? recv_sge : 0;
   qp->caps.max_inline_data = sq_slot - static_cast<uint32_t>(sizeof(shm::SendWqe));
@@ -443,8 +445,7 @@ int Session::on_create_qp(const proto::CreateQpReq& req, UniqueFd*, int, proto::
   return 0;
 }
 
-int Session::on_modify_qp(const proto::ModifyQpReq& req, UniqueFd*, int, proto::Empty*,
-                          ReplyFds*) {
+int Session::on_modify_qp(const proto::ModifyQpReq& req, UniqueFd*, int, proto::Empty*, ReplyFds*) {
   Qp* qp = qps_.find(req.qp);
   if (qp == nullptr) return EINVAL;
   auto cur = qp->state();
@@ -468,8 +469,7 @@ int Session::on_modify_qp(const proto::ModifyQpReq& req, UniqueFd*, int, proto::
       router_->deactivate(qp);
       if (qp->attr.en_sqd_async_notify) post_async_event(IBV_EVENT_SQ_DRAINED, qp->handle);
       break;
-    default:
-      break;
+    default: break;
   }
   return 0;
 }
@@ -501,8 +501,8 @@ int Session::on_destroy_qp(const proto::Handle& req, UniqueFd*, int, proto::Empt
   return 0;
 }
 
-int Session::on_create_srq(const proto::CreateSrqReq& req, UniqueFd*, int,
-                           proto::CreateSrqRep* rep, ReplyFds* out) {
+int Session::on_create_srq(const proto::CreateSrqReq& req, UniqueFd*, int, proto::CreateSrqRep* rep,
+                           ReplyFds* out) {
   Pd* pd = pds_.find(req.pd);
   if (pd == nullptr) return EINVAL;
   if (req.max_wr == 0 || req.max_wr > device::kMaxSrqWr || req.max_sge == 0 ||
@@ -515,9 +515,9 @@ int Session::on_create_srq(const proto::CreateSrqReq& req, UniqueFd*, int,
   uint32_t entries = static_cast<uint32_t>(round_up_pow2(req.max_wr));
   srq->layout = shm::srq_layout(entries, shm::recv_slot_size(req.max_sge));
   if (int err = srq->shm.create("wharf-srq", srq->layout.total); err != 0) return err;
-  srq->ring = shm::RingConsumer(
-      reinterpret_cast<shm::RingHeader*>(srq->shm.data() + srq->layout.ring_off),
-      srq->shm.data() + srq->layout.slots_off, entries, srq->layout.slot);
+  srq->ring =
+      shm::RingConsumer(reinterpret_cast<shm::RingHeader*>(srq->shm.data() + srq->layout.ring_off),
+                        srq->shm.data() + srq->layout.slots_off, entries, srq->layout.slot);
   srq->max_wr = entries;
   srq->max_sge = req.max_sge;
   Srq* raw = srqs_.add(std::move(srq));
@@ -585,8 +585,8 @@ int Session::on_destroy_ah(const proto::Handle& req, UniqueFd*, int, proto::Empt
   return 0;
 }
 
-int Session::on_register_container(const proto::RegisterContainerReq& req, UniqueFd* fds,
-                                   int nfds, proto::RegisterContainerRep* rep, ReplyFds*) {
+int Session::on_register_container(const proto::RegisterContainerReq& req, UniqueFd* fds, int nfds,
+                                   proto::RegisterContainerRep* rep, ReplyFds*) {
   if (uid_ != 0) return EPERM;
   if (nfds != 1 || !registered_name_.empty()) return EINVAL;
   std::string name = name_of(req.name);

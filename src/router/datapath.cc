@@ -34,10 +34,10 @@ struct RecvWork {
 };
 
 // IBTA table 45: RNR NAK timer field -> microseconds (field 0 means 655.36 ms).
-constexpr uint32_t kRnrTimerUs[32] = {
-    655360, 10,    20,    30,    40,    60,     80,     120,    160,    240,   320,
-    480,    640,   960,   1280,  1920,  2560,   3840,   5120,   7680,   10240, 15360,
-    20480,  30720, 40960, 61440, 81920, 122880, 163840, 245760, 327680, 491520};
+constexpr uint32_t kRnrTimerUs[32] = {655360, 10,    20,    30,     40,     60,     80,     120,
+                                      160,    240,   320,   480,    640,    960,    1280,   1920,
+                                      2560,   3840,  5120,  7680,   10240,  15360,  20480,  30720,
+                                      40960,  61440, 81920, 122880, 163840, 245760, 327680, 491520};
 
 // Local ACK timeout 4.096 us * 2^timeout; 0 = infinite, polled every 100 ms.
 uint64_t ack_timeout_ns(uint8_t timeout) {
@@ -275,8 +275,7 @@ Executor::Step Executor::no_peer_st(Qp* qp, ibv_wc_status* status) {
   return Step::kWait;
 }
 
-Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w,
-                                              const SegmentList& local,
+Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w, const SegmentList& local,
                                               ibv_wc_status* status) {
   const uint8_t op = w.hdr.opcode;
   const bool rc = qp->type == IBV_QPT_RC;
@@ -286,13 +285,13 @@ Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w,
       !address_matches(qp->attr.ah_attr, dst->owner->container(), r_->config().link_layer))
     return no_peer_st(qp, status);
 
-  const bool needs_recv = op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM ||
-                          op == IBV_WR_RDMA_WRITE_WITH_IMM;
+  const bool needs_recv =
+      op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_RDMA_WRITE_WITH_IMM;
   RecvSource rsrc;
   RecvWork rw;
   if (needs_recv && !take_recv_st(dst, &rsrc, &rw)) {
     if (rsrc.ring == nullptr) return no_peer_st(qp, status);  // peer's queue is corrupt
-    if (!rc) return Step::kDone;                             // UC: dropped
+    if (!rc) return Step::kDone;                              // UC: dropped
     // C9-...: RNR NAK; rnr_retry 7 retries forever.
     if (qp->attr.rnr_retry != 7 && qp->rnr_attempts >= qp->attr.rnr_retry) {
       *status = IBV_WC_RNR_RETRY_EXC_ERR;
@@ -358,8 +357,7 @@ Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w,
   if (rlen != 0) {  // a zero-length RDMA access checks no key
     rmr = r_->mr_by_key(w.hdr.rkey);
     if (!(dst->attr.qp_access_flags & need) || rmr == nullptr || rmr->owner != dst->owner ||
-        rmr->pd != dst->pd || !(rmr->access & need) ||
-        !mr_contains(*rmr, w.hdr.remote_addr, rlen))
+        rmr->pd != dst->pd || !(rmr->access & need) || !mr_contains(*rmr, w.hdr.remote_addr, rlen))
       return responder_error(IBV_WC_REM_ACCESS_ERR);
   } else if (!(dst->attr.qp_access_flags & need)) {
     return responder_error(IBV_WC_REM_ACCESS_ERR);
@@ -385,8 +383,8 @@ Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w,
       mine.push(Segment{reinterpret_cast<uint8_t*>(&orig), 0, 0, 8});
       if (copy_segments(remote, mine, 8) != 0) return responder_error(IBV_WC_REM_ACCESS_ERR);
       uint64_t next = op == IBV_WR_ATOMIC_FETCH_AND_ADD ? orig + w.hdr.compare_add
-                      : orig == w.hdr.compare_add        ? w.hdr.swap
-                                                         : orig;
+                      : orig == w.hdr.compare_add       ? w.hdr.swap
+                                                        : orig;
       SegmentList val;
       val.push(Segment{reinterpret_cast<uint8_t*>(&next), 0, 0, 8});
       if (copy_segments(val, remote, 8) != 0) return responder_error(IBV_WC_REM_ACCESS_ERR);
@@ -404,8 +402,8 @@ Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w,
     return responder_error(IBV_WC_REM_ACCESS_ERR);
   if (op == IBV_WR_RDMA_WRITE_WITH_IMM) {
     consume_recv_st(&rsrc);
-    complete_recv_st(dst, rw, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM,
-                     static_cast<uint32_t>(len), &w, qp, IBV_WC_WITH_IMM);
+    complete_recv_st(dst, rw, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, static_cast<uint32_t>(len),
+                     &w, qp, IBV_WC_WITH_IMM);
   }
   return Step::kDone;
 }
@@ -453,8 +451,8 @@ void Executor::execute_ud_st(Qp* qp, const SendWork& w, const SegmentList& local
   uint8_t grh[kGrh] = {};
   const Container* src = qp->owner->container();
   if (ah->attr.is_global) {
-    uint32_t ver_tc_flow = (6u << 28) | (uint32_t{ah->attr.traffic_class} << 20) |
-                           (ah->attr.flow_label & 0xfffff);
+    uint32_t ver_tc_flow =
+        (6u << 28) | (uint32_t{ah->attr.traffic_class} << 20) | (ah->attr.flow_label & 0xfffff);
     for (int i = 0; i < 4; ++i) grh[i] = static_cast<uint8_t>(ver_tc_flow >> (24 - 8 * i));
     uint16_t paylen = static_cast<uint16_t>(local.total);
     grh[4] = static_cast<uint8_t>(paylen >> 8);
@@ -475,7 +473,10 @@ void Executor::execute_ud_st(Qp* qp, const SendWork& w, const SegmentList& local
       Segment s = target.seg[i];
       uint64_t cut = std::min(skip, s.len);
       skip -= cut;
-      if (s.local != nullptr) s.local += cut; else s.remote += cut;
+      if (s.local != nullptr)
+        s.local += cut;
+      else
+        s.remote += cut;
       s.len -= cut;
       skip_target.push(s);
     }
@@ -491,8 +492,8 @@ void Executor::execute_ud_st(Qp* qp, const SendWork& w, const SegmentList& local
   consume_recv_st(&rsrc);
   uint32_t flags = (w.hdr.opcode == IBV_WR_SEND_WITH_IMM ? IBV_WC_WITH_IMM : 0) |
                    (ah->attr.is_global ? IBV_WC_GRH : 0);
-  complete_recv_st(dst, rw, IBV_WC_SUCCESS, IBV_WC_RECV,
-                   static_cast<uint32_t>(kGrh + local.total), &w, qp, flags);
+  complete_recv_st(dst, rw, IBV_WC_SUCCESS, IBV_WC_RECV, static_cast<uint32_t>(kGrh + local.total),
+                   &w, qp, flags);
 }
 
 // Peeks the next receive WQE of dst (its SRQ or RQ) and copies it out. False when there is
@@ -545,9 +546,9 @@ void Executor::consume_recv_st(RecvSource* src) {
   }
 }
 
-void Executor::complete_recv_st(Qp* dst, const RecvWork& rw, ibv_wc_status status,
-                                ibv_wc_opcode op, uint32_t byte_len, const SendWork* w,
-                                const Qp* src, uint32_t flags) {
+void Executor::complete_recv_st(Qp* dst, const RecvWork& rw, ibv_wc_status status, ibv_wc_opcode op,
+                                uint32_t byte_len, const SendWork* w, const Qp* src,
+                                uint32_t flags) {
   shm::Cqe c = make_cqe(rw.hdr.wr_id, status, op, dst->qpn);
   c.byte_len = byte_len;
   c.src_qp = src->qpn;
@@ -582,8 +583,8 @@ bool Executor::flush_st(Qp* qp) {
     shm::SendWqe h;
     std::memcpy(&h, slot, sizeof(h));
     qp->sq.pop();
-    post_cqe_st(qp->send_cq, make_cqe(h.wr_id, IBV_WC_WR_FLUSH_ERR, send_wc_opcode(h.opcode), qp->qpn),
-                false);
+    post_cqe_st(qp->send_cq,
+                make_cqe(h.wr_id, IBV_WC_WR_FLUSH_ERR, send_wc_opcode(h.opcode), qp->qpn), false);
     did = true;
   }
   if (qp->srq == nullptr) {

@@ -43,7 +43,7 @@ struct Mr {
   uint32_t key = 0;
   Session* owner = nullptr;
   Pd* pd = nullptr;
-  uint64_t addr = 0;    // application virtual address of the first byte
+  uint64_t addr = 0;  // application virtual address of the first byte
   uint64_t length = 0;
   uint64_t iova = 0;    // address the keys are used with
   uint32_t access = 0;  // enum ibv_access_flags

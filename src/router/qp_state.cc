@@ -56,7 +56,8 @@ MaskRule rule(ibv_qp_type type, ibv_qp_state cur, ibv_qp_state next, bool* legal
         if (rc)
           return {0, IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | kAltPath | IBV_QP_PATH_MIG_STATE |
                          IBV_QP_MIN_RNR_TIMER};
-        if (uc) return {0, IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | kAltPath | IBV_QP_PATH_MIG_STATE};
+        if (uc)
+          return {0, IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | kAltPath | IBV_QP_PATH_MIG_STATE};
         return {0, IBV_QP_CUR_STATE | IBV_QP_QKEY};
       }
       if (next == IBV_QPS_SQD) return {0, IBV_QP_EN_SQD_ASYNC_NOTIFY};
@@ -66,7 +67,8 @@ MaskRule rule(ibv_qp_type type, ibv_qp_state cur, ibv_qp_state next, bool* legal
         if (rc)
           return {0, IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | kAltPath | IBV_QP_PATH_MIG_STATE |
                          IBV_QP_MIN_RNR_TIMER};
-        if (uc) return {0, IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | kAltPath | IBV_QP_PATH_MIG_STATE};
+        if (uc)
+          return {0, IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | kAltPath | IBV_QP_PATH_MIG_STATE};
         return {0, IBV_QP_CUR_STATE | IBV_QP_QKEY};
       }
       if (next == IBV_QPS_SQD) {
@@ -76,8 +78,8 @@ MaskRule rule(ibv_qp_type type, ibv_qp_state cur, ibv_qp_state next, bool* legal
                          IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC |
                          IBV_QP_MAX_DEST_RD_ATOMIC};
         if (uc)
-          return {0, kAv | kAltPath | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX |
-                         IBV_QP_PATH_MIG_STATE};
+          return {0,
+                  kAv | kAltPath | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX | IBV_QP_PATH_MIG_STATE};
         return {0, IBV_QP_PKEY_INDEX | IBV_QP_QKEY};
       }
       break;
@@ -87,8 +89,7 @@ MaskRule rule(ibv_qp_type type, ibv_qp_state cur, ibv_qp_state next, bool* legal
         return {0, static_cast<uint32_t>(IBV_QP_CUR_STATE) |
                        static_cast<uint32_t>(uc ? IBV_QP_ACCESS_FLAGS : IBV_QP_QKEY)};
       break;
-    default:
-      break;
+    default: break;
   }
   *legal = false;
   return {0, 0};

@@ -2,9 +2,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -22,10 +24,12 @@
 namespace wharf::router {
 namespace {
 
-// epoll user data: sessions by fd; the fixed fds get tags that no fd can equal.
+// epoll user data: sessions by fd (< 2^32); other fds get distinct tag bits above that.
 constexpr uint64_t kTagListen = 1ull << 40;
-constexpr uint64_t kTagSignal = 2ull << 40;
-constexpr uint64_t kTagDoorbell = 1ull << 41;  // | fd
+constexpr uint64_t kTagSignal = 1ull << 41;
+constexpr uint64_t kTagWake = 1ull << 42;
+constexpr uint64_t kTagDoorbell = 1ull << 43;  // | fd
+constexpr uint64_t kFdMask = 0xffffffffull;
 
 proto::Gid gid_for_vip(uint32_t vip) {
   proto::Gid g{};
@@ -94,6 +98,10 @@ int Router::start() {
   ev.events = EPOLLIN;
   ev.data.u64 = kTagListen;
   epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, listen_.get(), &ev);
+  wake_.reset(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!wake_.valid()) return errno;
+  ev.data.u64 = kTagWake;
+  epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_.get(), &ev);
   spdlog::info("wharfd listening on {} (link layer {}, node GUID {:016x})", cfg_.socket_path,
                cfg_.link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "InfiniBand",
                cfg_.node_guid);
@@ -124,9 +132,13 @@ void Router::run(bool handle_signals) {
       poll_control(0);
       last_control = now_ns();
     }
+    if (stopping_) break;
     if (!busy && now - last_work >= cfg_.spin_ns) {
       if (sleep_until_work()) last_work = now_ns();
       last_control = now_ns();
+    } else if (!busy) {
+      // Idle but still spinning: let applications that share our core run.
+      sched_yield();
     }
   }
   spdlog::info("wharfd stopping");
@@ -136,6 +148,7 @@ void Router::run(bool handle_signals) {
 // before seeing the announcement), then blocks in epoll until a doorbell, a control
 // message or the next retry deadline. Returns true if woken by work.
 bool Router::sleep_until_work() {
+  if (stopping_) return false;
   for (auto& [fd, s] : sessions_)
     if (s->page() != nullptr) s->page()->router_sleeping.store(1, std::memory_order_relaxed);
   // Pairs with the producer's fence between publishing its ring index and reading
@@ -150,7 +163,8 @@ bool Router::sleep_until_work() {
       uint64_t ms = qp->wait_until_ns > now ? (qp->wait_until_ns - now) / 1000000 + 1 : 0;
       if (timeout_ms < 0 || static_cast<int>(ms) < timeout_ms) timeout_ms = static_cast<int>(ms);
     }
-    poll_control(timeout_ms);
+    // A stop consumed by an earlier poll_control() would never wake this wait.
+    if (!stopping_) poll_control(timeout_ms);
   }
   for (auto& [fd, s] : sessions_)
     if (s->page() != nullptr) s->page()->router_sleeping.store(0, std::memory_order_relaxed);
@@ -169,9 +183,13 @@ void Router::poll_control(int timeout_ms) {
       while (read(signal_.get(), &si, sizeof(si)) == sizeof(si)) {
       }
       stopping_ = true;
-    } else if (tag & kTagDoorbell) {
+    } else if (tag == kTagWake) {
       uint64_t v;
-      while (read(static_cast<int>(tag & 0xffffffff), &v, sizeof(v)) == sizeof(v)) {
+      while (read(wake_.get(), &v, sizeof(v)) == sizeof(v)) {
+      }
+    } else if ((tag & ~kFdMask) == kTagDoorbell) {
+      uint64_t v;
+      while (read(static_cast<int>(tag & kFdMask), &v, sizeof(v)) == sizeof(v)) {
       }
     } else {
       auto it = sessions_.find(static_cast<int>(tag));
@@ -182,6 +200,15 @@ void Router::poll_control(int timeout_ms) {
         close_session(static_cast<int>(tag));
       }
     }
+  }
+}
+
+void Router::stop() {
+  stopping_ = true;
+  if (wake_.valid()) {
+    uint64_t one = 1;
+    ssize_t n = write(wake_.get(), &one, sizeof(one));
+    (void)n;  // a full counter already wakes the loop
   }
 }
 

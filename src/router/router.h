@@ -7,6 +7,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -35,14 +36,14 @@ class Router {
   int start();
   // Runs until stop() or SIGTERM/SIGINT (when handle_signals was set).
   void run(bool handle_signals);
-  void stop() { stopping_ = true; }
+  // Asks run() to return. Thread-safe and async-signal-safe.
+  void stop();
 
   const RouterConfig& config() const { return cfg_; }
 
   // ---- Registries shared by sessions (router thread only) ----
   Container* container_for_netns(uint64_t netns_ino);
-  int register_container(const std::string& name, uint64_t netns_ino, uint32_t vip,
-                         uint16_t* lid);
+  int register_container(const std::string& name, uint64_t netns_ino, uint32_t vip, uint16_t* lid);
   void unregister_container(const std::string& name);
   void release_container(Container* c);
   Container* container_by_lid(uint16_t lid);
@@ -71,17 +72,26 @@ class Router {
   bool poll_datapath_st();
 
  private:
+  // Announces sleep, re-polls, then blocks for control input, a doorbell or the next retry
+  // deadline; never blocks once a stop was requested. Returns true if it found work.
+  // Public for tests.
+ public:
+  bool sleep_until_work();
+  // Serves ready control input (new sessions, requests, signals, stop); waits up to
+  // timeout_ms (-1: forever) for some. Public for tests.
+  void poll_control(int timeout_ms);
+
+ private:
   void accept_sessions();
   void close_session(int fd);
   void handle_session_input(Session* s);
-  bool sleep_until_work();
-  void poll_control(int timeout_ms);
 
   RouterConfig cfg_;
   UniqueFd listen_;
   UniqueFd epoll_;
   UniqueFd signal_;
-  bool stopping_ = false;
+  UniqueFd wake_;  // eventfd written by stop()
+  std::atomic<bool> stopping_{false};
 
   std::unordered_map<int, std::unique_ptr<Session>> sessions_;
   std::unordered_map<uint64_t, std::unique_ptr<Container>> containers_;  // by netns inode

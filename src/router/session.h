@@ -102,8 +102,7 @@ class Session {
   int on_modify_qp(const proto::ModifyQpReq&, UniqueFd*, int, proto::Empty*, ReplyFds*);
   int on_query_qp(const proto::Handle&, UniqueFd*, int, proto::QueryQpRep*, ReplyFds*);
   int on_destroy_qp(const proto::Handle&, UniqueFd*, int, proto::Empty*, ReplyFds*);
-  int on_create_srq(const proto::CreateSrqReq&, UniqueFd*, int, proto::CreateSrqRep*,
-                    ReplyFds*);
+  int on_create_srq(const proto::CreateSrqReq&, UniqueFd*, int, proto::CreateSrqRep*, ReplyFds*);
   int on_modify_srq(const proto::ModifySrqReq&, UniqueFd*, int, proto::Empty*, ReplyFds*);
   int on_query_srq(const proto::Handle&, UniqueFd*, int, proto::QuerySrqRep*, ReplyFds*);
   int on_destroy_srq(const proto::Handle&, UniqueFd*, int, proto::Empty*, ReplyFds*);
@@ -111,8 +110,8 @@ class Session {
   int on_destroy_ah(const proto::Handle&, UniqueFd*, int, proto::Empty*, ReplyFds*);
   int on_register_container(const proto::RegisterContainerReq&, UniqueFd*, int,
                             proto::RegisterContainerRep*, ReplyFds*);
-  int on_unregister_container(const proto::UnregisterContainerReq&, UniqueFd*, int,
-                              proto::Empty*, ReplyFds*);
+  int on_unregister_container(const proto::UnregisterContainerReq&, UniqueFd*, int, proto::Empty*,
+                              ReplyFds*);
 
   void destroy_qp(std::unique_ptr<Qp> qp);
 

@@ -9,7 +9,9 @@
 namespace wharf::router {
 
 ShmRegion::ShmRegion(ShmRegion&& o) noexcept
-    : fd_(std::move(o.fd_)), data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+    : fd_(std::move(o.fd_)),
+      data_(std::exchange(o.data_, nullptr)),
+      size_(std::exchange(o.size_, 0)) {}
 
 ShmRegion& ShmRegion::operator=(ShmRegion&& o) noexcept {
   if (this != &o) {

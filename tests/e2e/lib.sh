@@ -1,0 +1,240 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2034  # E2E_STATUS, E2E_TIMED_OUT, E2E_LAST_PID are read by the caller
+# Helpers for Wharf end-to-end tests: a private router, containers started with wharf-run,
+# bounded waits, and a cleanup trap that always runs. Source this file, then call e2e_init.
+#
+# Every wait below is bounded, so a test ends on its own well inside CTest's TIMEOUT:
+#   router socket <= 10 s, server listening <= 20 s, client <= E2E_TIMEOUT (75 s),
+#   server exit after the client <= 15 s, cleanup <= ~10 s.
+#
+# Environment:
+#   WHARF_BIN_DIR    (required) directory holding wharfd and wharf-run, e.g. build/bin
+#   WHARF_LIB_DIR    passed to wharf-run --lib-dir (default: wharf-run's own default, ../lib)
+#   E2E_TIMEOUT      seconds the client (or single command) may run (default 75)
+#   E2E_VERBOSE=1    print every output and the router log even when the test passes
+#   E2E_KEEP=1       keep the temporary directory (its path is printed)
+#   E2E_WHARFD_ARGS  extra arguments for wharfd (word-split)
+
+# Exit status that CTest is told means "skipped" (SKIP_RETURN_CODE).
+readonly E2E_SKIP=77
+
+E2E_TIMEOUT=${E2E_TIMEOUT:-75}
+E2E_TMP=""
+E2E_ROUTER_PID=""
+E2E_PIDS=()     # background wharf-run processes
+E2E_NAMES=()    # container names used, for wharf-run --cleanup
+E2E_LOGS=()     # "label:file" pairs printed on failure
+E2E_DUMPED=0
+E2E_STATUS=0     # set by e2e_wait_pid
+E2E_TIMED_OUT=0  # set by e2e_wait_pid
+E2E_LAST_PID=""  # set by e2e_start_container
+
+e2e_log() { echo "e2e: $*" >&2; }
+
+# e2e_fail MESSAGE: prints MESSAGE and every collected output, then exits 1 (the trap cleans up).
+e2e_fail() {
+  e2e_log "FAIL: $*"
+  e2e_dump_logs
+  exit 1
+}
+
+e2e_skip() {
+  e2e_log "SKIP: $*"
+  exit "$E2E_SKIP"
+}
+
+e2e_dump_logs() {
+  [[ $E2E_DUMPED == 1 ]] && return
+  E2E_DUMPED=1
+  local entry label file
+  for entry in "${E2E_LOGS[@]}"; do
+    label=${entry%%:*}
+    file=${entry#*:}
+    echo "----- $label ($file) -----" >&2
+    if [[ $label == router ]]; then
+      tail -n 200 "$file" >&2 2>/dev/null
+    else
+      cat "$file" >&2 2>/dev/null
+    fi
+  done
+  echo "----- end -----" >&2
+}
+
+# e2e_init: checks prerequisites, makes the temporary directory and installs the cleanup trap.
+e2e_init() {
+  [[ -n ${WHARF_BIN_DIR:-} ]] || e2e_fail "set WHARF_BIN_DIR to the directory holding wharfd and wharf-run"
+  E2E_BIN=$(cd "$WHARF_BIN_DIR" 2>/dev/null && pwd) || e2e_fail "WHARF_BIN_DIR=$WHARF_BIN_DIR is not a directory"
+  E2E_WHARF_RUN=$E2E_BIN/wharf-run
+  E2E_WHARFD=$E2E_BIN/wharfd
+  [[ $(id -u) == 0 ]] || e2e_skip "needs root (creates network namespaces)"
+  local tool
+  for tool in ip ss timeout; do
+    command -v "$tool" >/dev/null || e2e_skip "$tool is not installed"
+  done
+  [[ -x $E2E_WHARF_RUN ]] || e2e_fail "$E2E_WHARF_RUN is missing (build target wharf-run)"
+  [[ -x $E2E_WHARFD ]] || e2e_fail "$E2E_WHARFD is missing (build target wharfd)"
+  E2E_TMP=$(mktemp -d /tmp/wharf-e2e.XXXXXX) || e2e_fail "mktemp failed"
+  trap e2e_cleanup EXIT
+  trap 'e2e_log "interrupted"; exit 130' INT TERM HUP
+}
+
+# e2e_require_command NAME...: skips the test unless every program is installed.
+e2e_require_command() {
+  local c
+  for c in "$@"; do
+    command -v "$c" >/dev/null || e2e_skip "$c is not installed"
+  done
+}
+
+# e2e_vip INDEX: a VIP in 198.18.0.0/16 derived from this shell's pid, so concurrent hand-run
+# tests on one bridge do not collide (distinct for pids below 32766; Debian's pid_max is 32768).
+# INDEX is 0 or 1. Never 198.18.0.1 (the bridge).
+e2e_vip() {
+  local n=$((2 + 2 * ($$ % 32766) + $1))  # <= 65533: 198.18.255.253
+  echo "198.18.$((n >> 8)).$((n & 255))"
+}
+
+# e2e_name LETTER: a container name unique to this test run (at most 12 characters).
+e2e_name() { echo "e2e$1$$"; }
+
+# e2e_start_router: starts wharfd on $E2E_TMP/wharfd.sock and waits (<= 10 s) for its socket.
+e2e_start_router() {
+  E2E_SOCK=$E2E_TMP/wharfd.sock
+  local log=$E2E_TMP/wharfd.log
+  E2E_LOGS+=("router:$log")
+  # shellcheck disable=SC2086  # E2E_WHARFD_ARGS is meant to be word-split
+  "$E2E_WHARFD" --socket "$E2E_SOCK" ${E2E_WHARFD_ARGS:-} </dev/null >"$log" 2>&1 &
+  E2E_ROUTER_PID=$!
+  local i
+  for ((i = 0; i < 100; i++)); do
+    [[ -S $E2E_SOCK ]] && return 0
+    kill -0 "$E2E_ROUTER_PID" 2>/dev/null || {
+      wait "$E2E_ROUTER_PID"
+      e2e_fail "wharfd exited with status $? before creating $E2E_SOCK"
+    }
+    sleep 0.1
+  done
+  e2e_fail "wharfd did not create $E2E_SOCK within 10 s"
+}
+
+# _e2e_wharf_run_argv NAME VIP MODE: sets E2E_ARGV to wharf-run and its arguments before `--`.
+_e2e_wharf_run_argv() {
+  local name=$1 vip=$2 mode=$3
+  E2E_ARGV=("$E2E_WHARF_RUN" --router "$E2E_SOCK" --name "$name" --vip "$vip")
+  case $mode in
+    preload) ;;
+    dropin) E2E_ARGV+=(--dropin) ;;
+    *) e2e_fail "unknown mode '$mode' (preload or dropin)" ;;
+  esac
+  [[ -n ${WHARF_LIB_DIR:-} ]] && E2E_ARGV+=(--lib-dir "$WHARF_LIB_DIR")
+  E2E_NAMES+=("$name")
+}
+
+# e2e_start_container LABEL NAME VIP MODE CMD...: runs CMD in container NAME in the background;
+# output goes to $E2E_TMP/LABEL.out. Sets E2E_LAST_PID.
+e2e_start_container() {
+  local label=$1 name=$2 vip=$3 mode=$4
+  shift 4
+  _e2e_wharf_run_argv "$name" "$vip" "$mode"
+  local out=$E2E_TMP/$label.out
+  E2E_LOGS+=("$label:$out")
+  "${E2E_ARGV[@]}" -- "$@" </dev/null >"$out" 2>&1 &
+  E2E_LAST_PID=$!
+  E2E_PIDS+=("$E2E_LAST_PID")
+}
+
+# e2e_run_container LABEL NAME VIP MODE LIMIT CMD...: runs CMD in container NAME in the
+# foreground for at most LIMIT seconds; output goes to $E2E_TMP/LABEL.out. Returns its status
+# (124 when it timed out).
+e2e_run_container() {
+  local label=$1 name=$2 vip=$3 mode=$4 limit=$5
+  shift 5
+  _e2e_wharf_run_argv "$name" "$vip" "$mode"
+  local out=$E2E_TMP/$label.out
+  E2E_LOGS+=("$label:$out")
+  # On timeout, TERM reaches wharf-run, which forwards it to CMD and removes the container;
+  # KILL 5 s later (CMD then dies with wharf-run). Run in the background and `wait`, so the
+  # trap runs at once when this script is signalled.
+  timeout --foreground -k 5 "$limit" "${E2E_ARGV[@]}" -- "$@" </dev/null >"$out" 2>&1 &
+  local pid=$!
+  E2E_PIDS+=("$pid")
+  wait "$pid"
+}
+
+# e2e_wait_listen NAME PORT PID LIMIT: waits until a TCP socket listens on PORT inside container
+# NAME's namespace. Fails at once if PID (the container's wharf-run) exits first.
+e2e_wait_listen() {
+  local name=$1 port=$2 pid=$3 limit=$4 i
+  for ((i = 0; i < limit * 10; i++)); do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      wait "$pid"
+      e2e_fail "server exited with status $? before listening on TCP port $port"
+    fi
+    if ip netns exec "wharf-$name" ss -Hltn "sport = :$port" 2>/dev/null | grep -q .; then
+      return 0
+    fi
+    sleep 0.1
+  done
+  e2e_fail "server did not listen on TCP port $port within $limit s"
+}
+
+# e2e_wait_pid PID LIMIT: waits up to LIMIT seconds for a background process, then stops it
+# (TERM, KILL after 5 s). Sets E2E_STATUS to its exit status and E2E_TIMED_OUT to 0 or 1.
+e2e_wait_pid() {
+  local pid=$1 limit=$2 i
+  E2E_TIMED_OUT=0
+  for ((i = 0; i < limit * 10; i++)); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    E2E_TIMED_OUT=1
+    _e2e_stop "$pid"
+  fi
+  wait "$pid"
+  E2E_STATUS=$?
+}
+
+# _e2e_stop PID...: TERM, then KILL whatever is still alive after 5 s.
+_e2e_stop() {
+  local pid i alive
+  for pid in "$@"; do kill -TERM "$pid" 2>/dev/null; done
+  for ((i = 0; i < 50; i++)); do
+    alive=0
+    for pid in "$@"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+    [[ $alive == 0 ]] && return 0
+    sleep 0.1
+  done
+  for pid in "$@"; do kill -KILL "$pid" 2>/dev/null; done
+}
+
+# e2e_expect LABEL TEXT: fails unless $E2E_TMP/LABEL.out contains TEXT (a fixed string).
+e2e_expect() {
+  grep -qF -- "$2" "$E2E_TMP/$1.out" || e2e_fail "$1 output does not contain '$2'"
+}
+
+# Trap on EXIT: stops everything started, removes the containers and the temporary directory.
+e2e_cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM HUP
+  local pids=() pid name
+  for pid in "${E2E_PIDS[@]}"; do kill -0 "$pid" 2>/dev/null && pids+=("$pid"); done
+  ((${#pids[@]})) && _e2e_stop "${pids[@]}"
+  # Containers go before the router, so wharf-run can unregister them.
+  [[ -n $E2E_ROUTER_PID ]] && _e2e_stop "$E2E_ROUTER_PID"
+  wait 2>/dev/null
+  for name in "${E2E_NAMES[@]}"; do
+    if [[ -e /run/netns/wharf-$name ]] || ip link show "wv-$name" >/dev/null 2>&1; then
+      "$E2E_WHARF_RUN" --cleanup "$name" >&2 || e2e_log "could not clean up container $name"
+    fi
+  done
+  if [[ $rc != 0 && $rc != "$E2E_SKIP" ]] || [[ ${E2E_VERBOSE:-0} == 1 ]]; then e2e_dump_logs; fi
+  if [[ -n $E2E_TMP ]]; then
+    if [[ ${E2E_KEEP:-0} == 1 ]]; then
+      e2e_log "kept $E2E_TMP"
+    else
+      rm -rf "$E2E_TMP"
+    fi
+  fi
+  exit "$rc"
+}

@@ -1,0 +1,248 @@
+#include "verbs_fixture.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+namespace wharf::verify {
+
+RouterProcess* VerbsTest::router_ = nullptr;
+
+RouterProcess::RouterProcess() {
+  char tmpl[] = "/tmp/wharf-verify.XXXXXX";
+  dir_ = mkdtemp(tmpl);
+  std::string sock = dir_ + "/wharfd.sock";
+  pid_ = fork();
+  if (pid_ == 0) {
+    unsetenv("LD_PRELOAD");
+    unsetenv("LD_LIBRARY_PATH");
+    execl(WHARFD_PATH, "wharfd", "--socket", sock.c_str(), "--log-level", "warn", nullptr);
+    _exit(127);
+  }
+  setenv("WHARF_ROUTER", sock.c_str(), 1);
+  for (int i = 0; i < 500; ++i) {
+    struct stat st;
+    if (stat(sock.c_str(), &st) == 0) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ADD_FAILURE() << "wharfd did not create " << sock;
+}
+
+void RouterProcess::kill_hard() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+}
+
+RouterProcess::~RouterProcess() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGTERM);
+    int status = 0;
+    bool exited = false;
+    for (int i = 0; i < 500 && !exited; ++i) {
+      exited = waitpid(pid_, &status, WNOHANG) == pid_;
+      if (!exited) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (!exited) {
+      ADD_FAILURE() << "wharfd ignored SIGTERM for 5 s";
+      kill_hard();
+    }
+  }
+  std::string sock = dir_ + "/wharfd.sock";
+  unlink(sock.c_str());
+  rmdir(dir_.c_str());
+}
+
+void fill_pattern(uint8_t* p, size_t n, uint32_t seed) {
+  uint32_t x = seed * 2654435761u + 1;
+  for (size_t i = 0; i < n; ++i) {
+    x = x * 1664525u + 1013904223u;
+    p[i] = static_cast<uint8_t>(x >> 24);
+  }
+}
+
+void VerbsTest::SetUpTestSuite() { router_ = new RouterProcess(); }
+void VerbsTest::TearDownTestSuite() {
+  delete router_;
+  router_ = nullptr;
+}
+
+void VerbsTest::SetUp() {
+  a_ = open_side();
+  b_ = open_side();
+}
+
+void VerbsTest::TearDown() {
+  close_side(&a_);
+  close_side(&b_);
+}
+
+Side VerbsTest::open_side() {
+  Side s;
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  EXPECT_EQ(n, 1);
+  if (n < 1) return s;
+  EXPECT_STREQ(ibv_get_device_name(list[0]), "wharf0");
+  s.ctx = ibv_open_device(list[0]);
+  ibv_free_device_list(list);
+  EXPECT_NE(s.ctx, nullptr);
+  if (s.ctx == nullptr) return s;
+  EXPECT_EQ(ibv_query_port(s.ctx, 1, &s.port), 0);
+  EXPECT_EQ(ibv_query_gid(s.ctx, 1, 0, &s.gid), 0);
+  s.pd = ibv_alloc_pd(s.ctx);
+  s.cq = ibv_create_cq(s.ctx, 256, nullptr, nullptr, 0);
+  EXPECT_NE(s.pd, nullptr);
+  EXPECT_NE(s.cq, nullptr);
+  return s;
+}
+
+void VerbsTest::close_side(Side* s) {
+  // Closing the device frees everything left in the router (as process exit would).
+  if (s->ctx != nullptr) ibv_close_device(s->ctx);
+  *s = Side{};
+}
+
+Buffer VerbsTest::make_buffer(Side& s, size_t len, int access, size_t misalign) {
+  Buffer b;
+  size_t total = ((len + misalign + 4095) / 4096) * 4096;
+  void* p = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  EXPECT_NE(p, MAP_FAILED);
+  b.data = static_cast<uint8_t*>(p) + misalign;
+  b.len = len;
+  std::memset(b.data, 0, len);
+  b.mr = ibv_reg_mr(s.pd, b.data, len, access);
+  EXPECT_NE(b.mr, nullptr) << strerror(errno);
+  return b;
+}
+
+void VerbsTest::free_buffer(Buffer* b) {
+  if (b->mr != nullptr) ibv_dereg_mr(b->mr);
+  b->mr = nullptr;
+}
+
+ibv_qp* VerbsTest::create_qp(Side& s, ibv_qp_type type, ibv_srq* srq, uint32_t depth,
+                             uint32_t sges, uint32_t inline_size) {
+  ibv_qp_init_attr init{};
+  init.send_cq = s.cq;
+  init.recv_cq = s.cq;
+  init.srq = srq;
+  init.qp_type = type;
+  init.cap.max_send_wr = depth;
+  init.cap.max_recv_wr = depth;
+  init.cap.max_send_sge = sges;
+  init.cap.max_recv_sge = sges;
+  init.cap.max_inline_data = inline_size;
+  ibv_qp* qp = ibv_create_qp(s.pd, &init);
+  EXPECT_NE(qp, nullptr) << strerror(errno);
+  return qp;
+}
+
+void VerbsTest::connect(ibv_qp* qp, Side& ls, ibv_qp* remote, Side& rs, int access,
+                        uint8_t rnr_retry, uint8_t retry_cnt, uint8_t timeout,
+                        uint8_t min_rnr_timer) {
+  (void)ls;
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.pkey_index = 0;
+  a.port_num = 1;
+  a.qp_access_flags = access;
+  ASSERT_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
+  const bool rc = qp->qp_type == IBV_QPT_RC;
+  a = {};
+  a.qp_state = IBV_QPS_RTR;
+  a.path_mtu = IBV_MTU_4096;
+  a.dest_qp_num = remote->qp_num;
+  a.rq_psn = 0;
+  a.max_dest_rd_atomic = 4;
+  a.min_rnr_timer = min_rnr_timer;
+  a.ah_attr.dlid = rs.port.lid;
+  a.ah_attr.port_num = 1;
+  int mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+  if (rc) mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+  ASSERT_EQ(ibv_modify_qp(qp, &a, mask), 0);
+  a = {};
+  a.qp_state = IBV_QPS_RTS;
+  a.sq_psn = 0;
+  a.timeout = timeout;
+  a.retry_cnt = retry_cnt;
+  a.rnr_retry = rnr_retry;
+  a.max_rd_atomic = 4;
+  mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
+  if (rc) mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+  ASSERT_EQ(ibv_modify_qp(qp, &a, mask), 0);
+}
+
+void VerbsTest::to_rts_ud(ibv_qp* qp, uint32_t qkey) {
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.port_num = 1;
+  a.qkey = qkey;
+  ASSERT_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY), 0);
+  a = {};
+  a.qp_state = IBV_QPS_RTR;
+  ASSERT_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE), 0);
+  a.qp_state = IBV_QPS_RTS;
+  a.sq_psn = 0;
+  ASSERT_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN), 0);
+}
+
+void VerbsTest::rc_pair(ibv_qp** qa, ibv_qp** qb, ibv_qp_type type) {
+  *qa = create_qp(a_, type);
+  *qb = create_qp(b_, type);
+  ASSERT_NE(*qa, nullptr);
+  ASSERT_NE(*qb, nullptr);
+  int access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+  if (type == IBV_QPT_UC) access = IBV_ACCESS_REMOTE_WRITE;
+  connect(*qa, a_, *qb, b_, access);
+  connect(*qb, b_, *qa, a_, access);
+}
+
+std::vector<ibv_wc> VerbsTest::wait_wc(ibv_cq* cq, int n) {
+  std::vector<ibv_wc> out;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (static_cast<int>(out.size()) < n && std::chrono::steady_clock::now() < deadline) {
+    ibv_wc wc[16];
+    int got = ibv_poll_cq(cq, 16, wc);
+    EXPECT_GE(got, 0);
+    for (int i = 0; i < got; ++i) out.push_back(wc[i]);
+    if (got == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  EXPECT_EQ(static_cast<int>(out.size()), n) << "completions missing";
+  return out;
+}
+
+void VerbsTest::post_recv(ibv_qp* qp, Buffer& b, size_t off, uint32_t len, uint64_t wr_id) {
+  ibv_sge sge{reinterpret_cast<uint64_t>(b.data + off), len, b.mr->lkey};
+  ibv_recv_wr wr{};
+  wr.wr_id = wr_id;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  ibv_recv_wr* bad = nullptr;
+  ASSERT_EQ(ibv_post_recv(qp, &wr, &bad), 0);
+}
+
+int VerbsTest::post_send(ibv_qp* qp, ibv_wr_opcode op, std::vector<ibv_sge> sges, uint64_t wr_id,
+                         int flags, uint64_t raddr, uint32_t rkey) {
+  ibv_send_wr wr{};
+  wr.wr_id = wr_id;
+  wr.opcode = op;
+  wr.sg_list = sges.data();
+  wr.num_sge = static_cast<int>(sges.size());
+  wr.send_flags = flags;
+  wr.wr.rdma.remote_addr = raddr;
+  wr.wr.rdma.rkey = rkey;
+  ibv_send_wr* bad = nullptr;
+  return ibv_post_send(qp, &wr, &bad);
+}
+
+}  // namespace wharf::verify

@@ -1,0 +1,79 @@
+// Test fixture for verbs semantics: starts a private wharfd, opens two contexts (two router
+// sessions, like two processes) and offers helpers to build connected QPs.
+// The binary links Debian's libibverbs; CTest injects ours (LD_PRELOAD or LD_LIBRARY_PATH).
+#pragma once
+
+#include <gtest/gtest.h>
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace wharf::verify {
+
+// A wharfd child process on a temporary socket; WHARF_ROUTER points at it.
+class RouterProcess {
+ public:
+  RouterProcess();
+  ~RouterProcess();
+  void kill_hard();  // SIGKILL, for crash tests
+
+ private:
+  std::string dir_;
+  pid_t pid_ = -1;
+};
+
+struct Side {
+  ibv_context* ctx = nullptr;
+  ibv_pd* pd = nullptr;
+  ibv_cq* cq = nullptr;
+  ibv_port_attr port{};
+  ibv_gid gid{};
+};
+
+struct Buffer {
+  uint8_t* data = nullptr;
+  size_t len = 0;
+  ibv_mr* mr = nullptr;
+  bool owned = true;
+};
+
+class VerbsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite();
+  static void TearDownTestSuite();
+  void SetUp() override;
+  void TearDown() override;
+
+  Side open_side();
+  void close_side(Side* s);
+  // Page-aligned buffer of len bytes registered on side s with `access`.
+  Buffer make_buffer(Side& s, size_t len, int access, size_t misalign = 0);
+  void free_buffer(Buffer* b);
+
+  ibv_qp* create_qp(Side& s, ibv_qp_type type, ibv_srq* srq = nullptr, uint32_t depth = 64,
+                    uint32_t sges = 4, uint32_t inline_size = 256);
+  // Moves a (RC/UC) QP to RTS connected to `remote` on side `rs`.
+  void connect(ibv_qp* qp, Side& ls, ibv_qp* remote, Side& rs, int access, uint8_t rnr_retry = 7,
+               uint8_t retry_cnt = 7, uint8_t timeout = 14, uint8_t min_rnr_timer = 1);
+  void to_rts_ud(ibv_qp* qp, uint32_t qkey);
+  // A connected RC pair a<->b with full remote access.
+  void rc_pair(ibv_qp** qa, ibv_qp** qb, ibv_qp_type type = IBV_QPT_RC);
+
+  // Polls cq until n completions arrive (bounded: fails after ~5 s).
+  std::vector<ibv_wc> wait_wc(ibv_cq* cq, int n);
+  void post_recv(ibv_qp* qp, Buffer& b, size_t off, uint32_t len, uint64_t wr_id);
+  int post_send(ibv_qp* qp, ibv_wr_opcode op, std::vector<ibv_sge> sges, uint64_t wr_id,
+                int flags = IBV_SEND_SIGNALED, uint64_t raddr = 0, uint32_t rkey = 0);
+
+  static RouterProcess* router_;
+  Side a_, b_;
+};
+
+constexpr int kFullAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                            IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+
+void fill_pattern(uint8_t* p, size_t n, uint32_t seed);
+
+}  // namespace wharf::verify

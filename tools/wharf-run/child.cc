@@ -1,0 +1,147 @@
+#include "child.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "options.h"
+
+extern char** environ;
+
+namespace wharf::run {
+namespace {
+
+// Sets NAME=value + (old value ? sep + old : "") in env.
+void prepend_var(std::vector<std::string>* env, const std::string& name, const std::string& value,
+                 char sep) {
+  const std::string key = name + "=";
+  for (auto& e : *env) {
+    if (e.compare(0, key.size(), key) == 0) {
+      std::string old = e.substr(key.size());
+      e = key + value + (old.empty() ? "" : std::string(1, sep) + old);
+      return;
+    }
+  }
+  env->push_back(key + value);
+}
+
+void set_var(std::vector<std::string>* env, const std::string& name, const std::string& value) {
+  const std::string key = name + "=";
+  for (auto& e : *env) {
+    if (e.compare(0, key.size(), key) == 0) {
+      e = key + value;
+      return;
+    }
+  }
+  env->push_back(key + value);
+}
+
+}  // namespace
+
+std::vector<std::string> container_environment(const std::string& router_path,
+                                               const std::string& name, const std::string& lib_dir,
+                                               bool dropin) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
+  set_var(&env, "WHARF_ROUTER", router_path);
+  set_var(&env, "WHARF_CONTAINER", name);
+  if (dropin) {
+    prepend_var(&env, "LD_LIBRARY_PATH", lib_dir, ':');
+  } else {
+    prepend_var(&env, "LD_PRELOAD", lib_dir + "/libibverbs.so.1", ':');
+  }
+  return env;
+}
+
+sigset_t supervised_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);
+  sigaddset(&set, SIGCHLD);
+  return set;
+}
+
+pid_t spawn_in_netns(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                     int netns_fd, const sigset_t& child_mask) {
+  // Everything the child needs is prepared before fork().
+  std::vector<char*> cargv;
+  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  std::vector<char*> cenv;
+  for (const auto& e : env) cenv.push_back(const_cast<char*>(e.c_str()));
+  cenv.push_back(nullptr);
+  const pid_t parent = ::getpid();
+
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    std::fprintf(stderr, "wharf-run: fork: %s\n", std::strerror(errno));
+    return -1;
+  }
+  if (pid > 0) return pid;
+
+  // Child. A container does not outlive its wharf-run: without the registration socket the
+  // router no longer serves it, and nobody would remove its namespace.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) ::_exit(kExitExecFailed);
+  if (::setns(netns_fd, CLONE_NEWNET) != 0) {
+    std::fprintf(stderr, "wharf-run: setns: %s\n", std::strerror(errno));
+    ::_exit(kExitExecFailed);
+  }
+  ::sigprocmask(SIG_SETMASK, &child_mask, nullptr);
+  ::execvpe(cargv[0], cargv.data(), cenv.data());
+  std::fprintf(stderr, "wharf-run: cannot execute %s: %s\n", cargv[0], std::strerror(errno));
+  ::_exit(kExitExecFailed);
+}
+
+int supervise(pid_t child, int signal_fd, int router_fd) {
+  bool watch_router = router_fd >= 0;
+  for (;;) {
+    int status = 0;
+    pid_t r = ::waitpid(child, &status, WNOHANG);
+    if (r == child) {
+      if (WIFEXITED(status)) return WEXITSTATUS(status);
+      if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+      continue;
+    }
+    if (r < 0 && errno != EINTR) {
+      std::fprintf(stderr, "wharf-run: waitpid: %s\n", std::strerror(errno));
+      return kExitSetupFailed;
+    }
+
+    // POLLRDHUP only: replies are read by RouterSession, here we only notice a hang-up.
+    pollfd fds[2] = {{signal_fd, POLLIN, 0}, {router_fd, POLLRDHUP, 0}};
+    int n = ::poll(fds, watch_router ? 2 : 1, -1);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      std::fprintf(stderr, "wharf-run: poll: %s\n", std::strerror(errno));
+      return kExitSetupFailed;
+    }
+    if (watch_router && fds[1].revents != 0) {
+      std::fprintf(stderr,
+                   "wharf-run: the router closed the registration socket; container is no "
+                   "longer served (CMD keeps running)\n");
+      watch_router = false;
+    }
+    if ((fds[0].revents & POLLIN) == 0) continue;
+    signalfd_siginfo si;
+    ssize_t got = ::read(signal_fd, &si, sizeof(si));
+    if (got != static_cast<ssize_t>(sizeof(si))) continue;
+    int sig = static_cast<int>(si.ssi_signo);
+    if (sig == SIGCHLD) continue;  // reaped at the top of the loop
+    // A signal the kernel generated from the terminal (Ctrl-C, hangup) went to the whole
+    // foreground process group, which includes CMD; forwarding it would deliver it twice.
+    if (si.ssi_code == SI_KERNEL) continue;
+    ::kill(child, sig);
+  }
+}
+
+}  // namespace wharf::run

@@ -1,0 +1,225 @@
+// wharf-run: runs a command as a Wharf "container": its own network namespace bridged to the
+// host, registered with a router, with our libibverbs injected. See README.md beside this file.
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "child.h"
+#include "common/unique_fd.h"
+#include "netns.h"
+#include "network.h"
+#include "options.h"
+#include "registration.h"
+
+namespace wharf::run {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kLockTimeoutMs = 30000;
+
+void say(const Options& o, const std::string& msg) {
+  if (o.verbose) std::fprintf(stderr, "wharf-run: %s\n", msg.c_str());
+}
+
+// <dir holding the wharf-run binary>/../lib, e.g. build/bin/wharf-run -> build/lib.
+std::string default_lib_dir() {
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return "lib";
+  return (exe.parent_path().parent_path() / "lib").string();
+}
+
+std::string absolute(const std::string& p) {
+  std::error_code ec;
+  fs::path a = fs::absolute(p, ec);
+  return ec ? p : a.lexically_normal().string();
+}
+
+int cleanup(const std::string& name) {
+  if (!valid_container_name(name)) {
+    std::fprintf(stderr, "wharf-run: invalid container name '%s'\n", name.c_str());
+    return 2;
+  }
+  HostLock lock;
+  if (!lock.acquire(kLockTimeoutMs)) return kExitSetupFailed;
+  if (remove_container_net(name, true)) {
+    std::fprintf(stderr, "wharf-run: removed container %s\n", name.c_str());
+  } else {
+    std::fprintf(stderr, "wharf-run: nothing to clean up for container %s\n", name.c_str());
+  }
+  // Anything still there means removal failed (the ip errors were printed).
+  return netns_file_exists(netns_path(name)) || link_exists(veth_name(name)) ? 1 : 0;
+}
+
+// The first of SIGINT/SIGTERM/SIGHUP that arrived during setup, if any.
+std::optional<int> pending_stop_signal(int signal_fd) {
+  for (;;) {
+    signalfd_siginfo si;
+    ssize_t n = ::read(signal_fd, &si, sizeof(si));
+    if (n != static_cast<ssize_t>(sizeof(si))) return std::nullopt;
+    if (si.ssi_signo != SIGCHLD) return static_cast<int>(si.ssi_signo);
+  }
+}
+
+int run(const Options& o) {
+  if (::geteuid() != 0) {
+    std::fprintf(stderr, "wharf-run: must run as root (it creates network namespaces)\n");
+    return kExitSetupFailed;
+  }
+  const std::string router = absolute(o.router);
+  const std::string lib_dir = absolute(o.lib_dir.empty() ? default_lib_dir() : o.lib_dir);
+  const std::string lib = lib_dir + "/libibverbs.so.1";
+  if (::access(lib.c_str(), R_OK) != 0) {
+    std::fprintf(stderr, "wharf-run: warning: %s: %s; CMD will not see wharf0 (see --lib-dir)\n",
+                 lib.c_str(), std::strerror(errno));
+  }
+
+  // Signals are taken synchronously from here on, so none can interrupt setup half-way; they
+  // stay pending until CMD runs (or setup is abandoned because of them).
+  sigset_t old_mask;
+  sigset_t sigs = supervised_signals();
+  ::sigprocmask(SIG_BLOCK, &sigs, &old_mask);
+  UniqueFd signal_fd(::signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK));
+  if (!signal_fd.valid()) {
+    std::fprintf(stderr, "wharf-run: signalfd: %s\n", std::strerror(errno));
+    return kExitSetupFailed;
+  }
+
+  // Connect first: a missing router is the commonest mistake and needs nothing undone.
+  RouterSession session;
+  if (!session.connect(router)) return kExitSetupFailed;
+
+  NetConfig cfg{o.name, o.vip, o.prefix, o.bridge_ip, o.verbose};
+  ContainerNet net(cfg);  // declared before the lock: on error it is torn down after unlocking
+  {
+    HostLock lock;
+    if (!lock.acquire(kLockTimeoutMs) || !check_name_free(o.name) ||
+        !ensure_bridge(o.bridge_ip, o.prefix, o.verbose) || !net.create()) {
+      return kExitSetupFailed;
+    }
+  }
+  say(o, "network namespace " + netns_name(o.name) + " ready, " + format_ipv4(o.vip) + "/" +
+             std::to_string(o.prefix) + " via " + format_ipv4(o.bridge_ip));
+
+  UniqueFd netns_fd(::open(netns_path(o.name).c_str(), O_RDONLY | O_CLOEXEC));
+  if (!netns_fd.valid()) {
+    std::fprintf(stderr, "wharf-run: open %s: %s\n", netns_path(o.name).c_str(),
+                 std::strerror(errno));
+    return kExitSetupFailed;
+  }
+  uint16_t lid = 0;
+  if (!session.register_container(o.name, o.vip, netns_fd.get(), &lid)) return kExitSetupFailed;
+  say(o,
+      "registered container " + o.name + " with router " + router + ", LID " + std::to_string(lid));
+
+  if (auto sig = pending_stop_signal(signal_fd.get())) {
+    std::fprintf(stderr, "wharf-run: interrupted by signal %d before starting CMD\n", *sig);
+    session.unregister_container(o.name);
+    return 128 + *sig;
+  }
+
+  std::vector<std::string> env = container_environment(router, o.name, lib_dir, o.dropin);
+  pid_t child = spawn_in_netns(o.command, env, netns_fd.get(), old_mask);
+  int status = kExitSetupFailed;
+  if (child > 0) {
+    status = supervise(child, signal_fd.get(), session.fd());
+    say(o, "CMD exited with status " + std::to_string(status));
+  }
+  session.unregister_container(o.name);
+  net.teardown();
+  return status;
+}
+
+int parse_and_run(int argc, char** argv) {
+  Options o;
+  std::string vip;
+  std::string bridge_ip(kDefaultBridgeIp);
+  std::string cleanup_name;
+
+  CLI::App app{
+      "  wharf-run --router PATH --name NAME --vip A.B.C.D [OPTIONS] -- CMD [ARGS...]\n"
+      "  wharf-run --cleanup NAME\n\n"
+      "Runs CMD as a Wharf container: in its own network namespace wharf-NAME, bridged to the "
+      "host by wharfbr0, registered with the router, with Wharf's libibverbs injected.\n"
+      "After a wharf-run was killed (SIGKILL), `wharf-run --cleanup NAME` removes what it left "
+      "behind.\nExit status: CMD's; 128+N if CMD died of signal N; 127 if CMD could not be "
+      "executed; 125 if wharf-run itself failed; 2 for usage errors.",
+      "wharf-run"};
+  app.add_option("--router", o.router, "Router (wharfd) control socket path");
+  app.add_option("--name", o.name,
+                 "Container name: 1-12 characters of [A-Za-z0-9_.-]; the netns is wharf-NAME, "
+                 "the host veth wv-NAME");
+  app.add_option("--vip", vip, "Container's virtual IPv4 address");
+  app.add_option("--prefix", o.prefix, "Prefix length of the VIP and bridge subnet")
+      ->check(CLI::Range(1, 30))
+      ->capture_default_str();
+  app.add_option("--bridge-ip", bridge_ip, "Address of bridge wharfbr0, the default gateway")
+      ->capture_default_str();
+  app.add_flag("--dropin", o.dropin,
+               "Inject the library via LD_LIBRARY_PATH instead of LD_PRELOAD");
+  app.add_option("--lib-dir", o.lib_dir,
+                 "Directory holding Wharf's libibverbs.so.1 (default: ../lib beside wharf-run)");
+  app.add_option("--cleanup", cleanup_name,
+                 "Remove the namespace, veth and processes left by a killed wharf-run for NAME");
+  app.add_flag("-v,--verbose", o.verbose, "Print setup steps");
+  app.add_option("command", o.command, "CMD and its arguments, after --");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+
+  if (!cleanup_name.empty()) {
+    if (!o.command.empty() || !o.name.empty()) {
+      std::fprintf(stderr, "wharf-run: --cleanup takes only a name\n");
+      return 2;
+    }
+    return cleanup(cleanup_name);
+  }
+
+  auto usage_error = [](const std::string& msg) {
+    std::fprintf(stderr, "wharf-run: %s (see --help)\n", msg.c_str());
+    return 2;
+  };
+  if (o.router.empty()) return usage_error("--router is required");
+  if (o.name.empty()) return usage_error("--name is required");
+  if (!valid_container_name(o.name)) {
+    return usage_error("invalid container name '" + o.name + "': use 1-" +
+                       std::to_string(kMaxNameLen) + " characters of [A-Za-z0-9_.-]");
+  }
+  if (vip.empty()) return usage_error("--vip is required");
+  auto vip_addr = parse_ipv4(vip);
+  if (!vip_addr) return usage_error("--vip '" + vip + "' is not an IPv4 address");
+  auto bridge_addr = parse_ipv4(bridge_ip);
+  if (!bridge_addr) return usage_error("--bridge-ip '" + bridge_ip + "' is not an IPv4 address");
+  if (std::string err = check_addresses(*vip_addr, *bridge_addr, o.prefix); !err.empty()) {
+    return usage_error(err);
+  }
+  if (o.command.empty()) return usage_error("no command given (put it after --)");
+  o.vip = *vip_addr;
+  o.bridge_ip = *bridge_addr;
+  return run(o);
+}
+
+}  // namespace
+}  // namespace wharf::run
+
+int main(int argc, char** argv) {
+  try {
+    return wharf::run::parse_and_run(argc, argv);
+  } catch (const std::exception& e) {  // e.g. std::bad_alloc; CLI11's own errors are handled
+    std::fprintf(stderr, "wharf-run: %s\n", e.what());
+    return wharf::run::kExitSetupFailed;
+  }
+}

@@ -1,0 +1,136 @@
+#include "network.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+
+#include "command.h"
+#include "netns.h"
+#include "options.h"
+
+namespace wharf::run {
+namespace {
+
+constexpr int kTerminateGraceMs = 2000;
+
+std::string cidr(uint32_t addr, int prefix) {
+  return format_ipv4(addr) + "/" + std::to_string(prefix);
+}
+
+}  // namespace
+
+bool HostLock::acquire(int timeout_ms) {
+  if (::mkdir(kLockDir, 0755) != 0 && errno != EEXIST) {
+    std::fprintf(stderr, "wharf-run: mkdir %s: %s\n", kLockDir, std::strerror(errno));
+    return false;
+  }
+  fd_.reset(::open(kLockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  if (!fd_.valid()) {
+    std::fprintf(stderr, "wharf-run: open %s: %s\n", kLockPath, std::strerror(errno));
+    return false;
+  }
+  constexpr int kStepMs = 20;
+  for (int waited = 0;; waited += kStepMs) {
+    if (::flock(fd_.get(), LOCK_EX | LOCK_NB) == 0) return true;
+    if (errno != EWOULDBLOCK && errno != EINTR) {
+      std::fprintf(stderr, "wharf-run: flock %s: %s\n", kLockPath, std::strerror(errno));
+      return false;
+    }
+    if (waited >= timeout_ms) {
+      std::fprintf(stderr, "wharf-run: timed out waiting for %s (held by another wharf-run)\n",
+                   kLockPath);
+      return false;
+    }
+    timespec ts{0, kStepMs * 1000000L};
+    ::nanosleep(&ts, nullptr);
+  }
+}
+
+bool ensure_bridge(uint32_t bridge_ip, int prefix, bool verbose) {
+  std::string br(kBridgeName);
+  if (!link_exists(br) && !run_ip({"link", "add", br, "type", "bridge"}, verbose)) return false;
+  // `replace` is idempotent when the address is already there.
+  return run_ip({"addr", "replace", cidr(bridge_ip, prefix), "dev", br}, verbose) &&
+         run_ip({"link", "set", br, "up"}, verbose);
+}
+
+bool check_name_free(const std::string& name) {
+  std::string path = netns_path(name);
+  if (netns_file_exists(path)) {
+    std::vector<pid_t> pids = netns_pids(path);
+    if (pids.empty()) {
+      std::fprintf(stderr,
+                   "wharf-run: network namespace %s already exists but no process uses it; it "
+                   "was probably left by a killed wharf-run. Remove it with: wharf-run "
+                   "--cleanup %s\n",
+                   netns_name(name).c_str(), name.c_str());
+    } else {
+      std::fprintf(stderr,
+                   "wharf-run: container %s is already running (network namespace %s is used "
+                   "by pid %d); choose another --name\n",
+                   name.c_str(), netns_name(name).c_str(), static_cast<int>(pids.front()));
+    }
+    return false;
+  }
+  if (link_exists(veth_name(name))) {
+    std::fprintf(stderr,
+                 "wharf-run: interface %s already exists (left by a killed wharf-run?). Remove "
+                 "it with: wharf-run --cleanup %s\n",
+                 veth_name(name).c_str(), name.c_str());
+    return false;
+  }
+  return true;
+}
+
+bool remove_container_net(const std::string& name, bool verbose) {
+  bool removed = false;
+  std::string path = netns_path(name);
+  if (netns_file_exists(path)) {
+    size_t n = terminate_netns_pids(path, kTerminateGraceMs);
+    if (n > 0) {
+      std::fprintf(stderr, "wharf-run: terminated %zu process(es) left in %s\n", n,
+                   netns_name(name).c_str());
+    }
+  }
+  // Deleting one end of a veth pair deletes both.
+  if (link_exists(veth_name(name))) {
+    removed |= run_ip({"link", "del", veth_name(name)}, verbose);
+  }
+  if (netns_file_exists(path)) removed |= run_ip({"netns", "del", netns_name(name)}, verbose);
+  return removed;
+}
+
+bool ContainerNet::create() {
+  const std::string ns = netns_name(cfg_.name);
+  const std::string veth = veth_name(cfg_.name);
+  const std::string ifname(kContainerIfName);
+  const bool v = cfg_.verbose;
+  if (!run_ip({"netns", "add", ns}, v)) return false;
+  created_ = true;
+  // The peer is created directly inside the namespace: "eth0" usually exists on the host.
+  return run_ip({"link", "add", veth, "type", "veth", "peer", "name", ifname, "netns", ns}, v) &&
+         run_ip({"link", "set", veth, "master", std::string(kBridgeName), "up"}, v) &&
+         run_ip({"-n", ns, "link", "set", "lo", "up"}, v) &&
+         run_ip({"-n", ns, "addr", "add", cidr(cfg_.vip, cfg_.prefix), "dev", ifname}, v) &&
+         run_ip({"-n", ns, "link", "set", ifname, "up"}, v) &&
+         run_ip({"-n", ns, "route", "add", "default", "via", format_ipv4(cfg_.bridge_ip), "dev",
+                 ifname},
+                v);
+}
+
+void ContainerNet::teardown() {
+  if (!created_) return;
+  created_ = false;
+  // Take the lock so a concurrent wharf-run with the same name never sees a half-removed
+  // container; remove anyway if the lock cannot be had, leaving nothing behind is worth more.
+  HostLock lock;
+  (void)lock.acquire(10000);
+  remove_container_net(cfg_.name, cfg_.verbose);
+}
+
+}  // namespace wharf::run

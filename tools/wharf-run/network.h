@@ -1,0 +1,69 @@
+// Host-side plumbing of a container: the shared bridge, its network namespace and veth pair.
+//
+// Layout (host namespace on the left):
+//   wharfbr0 (bridge, gateway IP) -- wv-NAME  <veth>  eth0 (VIP/prefix) in netns wharf-NAME
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/unique_fd.h"
+
+namespace wharf::run {
+
+constexpr const char* kLockDir = "/run/wharf";
+constexpr const char* kLockPath = "/run/wharf/wharf-run.lock";
+
+// Exclusive flock on kLockPath, serialising bridge creation and namespace setup/teardown
+// between concurrent wharf-runs. Released on destruction.
+class HostLock {
+ public:
+  HostLock() = default;
+  // Waits up to timeout_ms. Prints an error and returns false on failure.
+  [[nodiscard]] bool acquire(int timeout_ms);
+
+ private:
+  UniqueFd fd_;
+};
+
+struct NetConfig {
+  std::string name;  // container name (already validated)
+  uint32_t vip = 0;  // host order
+  int prefix = 0;
+  uint32_t bridge_ip = 0;  // host order
+  bool verbose = false;
+};
+
+// Creates the bridge if missing, then makes sure it has bridge_ip/prefix and is up.
+// Caller holds HostLock.
+[[nodiscard]] bool ensure_bridge(uint32_t bridge_ip, int prefix, bool verbose);
+
+// Refuses (with a message naming --cleanup where useful) when the container's namespace or
+// host-side veth already exists. Caller holds HostLock.
+[[nodiscard]] bool check_name_free(const std::string& name);
+
+// Removes whatever is left of container `name`: processes in its namespace, the veth pair and
+// the namespace. Best effort; safe when nothing exists. Returns true when something was removed.
+// Caller holds HostLock.
+bool remove_container_net(const std::string& name, bool verbose);
+
+// The namespace and veth of one container. Whatever create() made is removed by teardown() or,
+// failing that, by the destructor, so every error path after creation cleans up.
+class ContainerNet {
+ public:
+  explicit ContainerNet(NetConfig cfg) : cfg_(std::move(cfg)) {}
+  ~ContainerNet() { teardown(); }
+  ContainerNet(const ContainerNet&) = delete;
+  ContainerNet& operator=(const ContainerNet&) = delete;
+
+  // Caller holds HostLock and has called check_name_free() and ensure_bridge().
+  [[nodiscard]] bool create();
+  // Kills leftover processes in the namespace, deletes the veth and the namespace. Idempotent.
+  void teardown();
+
+ private:
+  NetConfig cfg_;
+  bool created_ = false;
+};
+
+}  // namespace wharf::run

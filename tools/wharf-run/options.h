@@ -1,0 +1,57 @@
+// Command-line configuration of wharf-run and the naming rules derived from it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace wharf::run {
+
+// Interface names are limited to IFNAMSIZ - 1 = 15 bytes; the host end of the veth pair is
+// kVethPrefix + NAME, so NAME may have at most 15 - 3 bytes.
+constexpr size_t kMaxNameLen = 12;
+constexpr std::string_view kNetnsPrefix = "wharf-";
+constexpr std::string_view kVethPrefix = "wv-";
+constexpr std::string_view kBridgeName = "wharfbr0";
+constexpr std::string_view kContainerIfName = "eth0";
+constexpr std::string_view kDefaultBridgeIp = "198.18.0.1";
+constexpr int kDefaultPrefix = 16;
+
+// Exit status when wharf-run itself fails (setup, registration); CMD's statuses are passed on.
+constexpr int kExitSetupFailed = 125;
+constexpr int kExitExecFailed = 127;
+
+struct Options {
+  std::string router;  // router socket path as given
+  std::string name;    // container name
+  uint32_t vip = 0;    // host byte order
+  int prefix = kDefaultPrefix;
+  uint32_t bridge_ip = 0;  // host byte order
+  bool dropin = false;
+  std::string lib_dir;  // empty: <dir of wharf-run>/../lib
+  bool verbose = false;
+  std::vector<std::string> command;
+};
+
+// True when `name` is 1..kMaxNameLen bytes of [A-Za-z0-9_.-].
+bool valid_container_name(std::string_view name);
+
+// Parses dotted-quad IPv4 into host byte order.
+std::optional<uint32_t> parse_ipv4(std::string_view text);
+std::string format_ipv4(uint32_t addr);
+
+// Checks that vip and bridge_ip are distinct host addresses of the same /prefix subnet, so the
+// bridge can be the container's default gateway. Returns an error message, empty when valid.
+std::string check_addresses(uint32_t vip, uint32_t bridge_ip, int prefix);
+
+inline std::string netns_name(std::string_view name) {
+  return std::string(kNetnsPrefix) + std::string(name);
+}
+inline std::string netns_path(std::string_view name) { return "/run/netns/" + netns_name(name); }
+inline std::string veth_name(std::string_view name) {
+  return std::string(kVethPrefix) + std::string(name);
+}
+
+}  // namespace wharf::run

@@ -1,0 +1,43 @@
+// wharf-run's session with the router: registers the container (with its network namespace)
+// and keeps the socket open for the container's life; the router treats the socket closing
+// as unregistration. Messages: proto::Op::kRegisterContainer / kUnregisterContainer.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/unique_fd.h"
+
+namespace wharf::run {
+
+class RouterSession {
+ public:
+  // Connects a SOCK_SEQPACKET socket to the router. Prints an error and returns false on failure.
+  [[nodiscard]] bool connect(const std::string& socket_path);
+
+  // Registers container `name` with `vip` (host order), passing netns_fd. On success stores
+  // the assigned LID in *lid. Prints the router's errno (or a protocol error) on failure.
+  [[nodiscard]] bool register_container(const std::string& name, uint32_t vip, int netns_fd,
+                                        uint16_t* lid);
+
+  // Asks the router to forget the container and waits briefly for its answer. Quiet when the
+  // router has gone away (closing the socket unregisters as well).
+  void unregister_container(const std::string& name);
+
+  // The connected socket; readable with 0 bytes once the router closes it.
+  int fd() const { return sock_.get(); }
+
+ private:
+  // Sends header(op, next seq) + body and waits for the matching reply. Returns the reply's
+  // status (0 or an errno), or -1 after printing a transport/protocol error; the reply body
+  // is copied to body_out (up to body_cap bytes) and its length stored in *body_len.
+  template <class Req>
+  int call(uint16_t op, const Req& req, const int* fds, int nfds, int timeout_ms, bool quiet,
+           uint8_t* body_out, size_t body_cap, size_t* body_len);
+
+  UniqueFd sock_;
+  std::string path_;
+  uint32_t seq_ = 0;
+};
+
+}  // namespace wharf::run
