@@ -14,24 +14,12 @@
 #include "router/mr_access.h"
 #include "router/router.h"
 #include "router/session.h"
+#include "router/wqe.h"
 
 namespace wharf::router {
 namespace {
 
 constexpr int kBudgetPerQp = 32;
-
-struct SendWork {
-  shm::SendWqe hdr;
-  union {
-    shm::Sge sge[shm::kMaxSendSge];
-    uint8_t inline_data[shm::kMaxInline];
-  };
-};
-
-struct RecvWork {
-  shm::RecvWqe hdr;
-  shm::Sge sge[shm::kMaxRecvSge];
-};
 
 // IBTA table 45: RNR NAK timer field -> microseconds (field 0 means 655.36 ms).
 constexpr uint32_t kRnrTimerUs[32] = {655360, 10,    20,    30,     40,     60,     80,     120,
@@ -57,19 +45,6 @@ ibv_wc_opcode send_wc_opcode(uint8_t op) {
     case IBV_WR_ATOMIC_CMP_AND_SWP: return IBV_WC_COMP_SWAP;
     case IBV_WR_ATOMIC_FETCH_AND_ADD: return IBV_WC_FETCH_ADD;
     default: return IBV_WC_SEND;
-  }
-}
-
-bool opcode_allowed(ibv_qp_type type, uint8_t op) {
-  switch (op) {
-    case IBV_WR_SEND:
-    case IBV_WR_SEND_WITH_IMM: return true;
-    case IBV_WR_RDMA_WRITE:
-    case IBV_WR_RDMA_WRITE_WITH_IMM: return type == IBV_QPT_RC || type == IBV_QPT_UC;
-    case IBV_WR_RDMA_READ:
-    case IBV_WR_ATOMIC_CMP_AND_SWP:
-    case IBV_WR_ATOMIC_FETCH_AND_ADD: return type == IBV_QPT_RC;
-    default: return false;
   }
 }
 
@@ -138,7 +113,6 @@ class Executor {
   enum class Step { kDone, kWait };
 
   bool flush_st(Qp* qp);
-  bool copy_wqe_st(Qp* qp, const uint8_t* slot, SendWork* w);
   Step execute_st(Qp* qp, const SendWork& w, ibv_wc_status* status, uint32_t* byte_len);
   Step execute_connected_st(Qp* qp, const SendWork& w, const SegmentList& local,
                             ibv_wc_status* status);
@@ -184,7 +158,7 @@ bool Executor::process_qp_st(Qp* qp) {
     SendWork w;
     ibv_wc_status status = IBV_WC_SUCCESS;
     uint32_t byte_len = 0;
-    if (!copy_wqe_st(qp, slot, &w)) {
+    if (!copy_send_wqe(slot, qp->layout.sq_slot, qp->type, qp->caps.max_send_sge, &w)) {
       status = IBV_WC_LOC_QP_OP_ERR;
     } else if (execute_st(qp, w, &status, &byte_len) == Step::kWait) {
       return true;  // head WQE stays queued until wait_until_ns
@@ -204,21 +178,6 @@ bool Executor::process_qp_st(Qp* qp) {
     }
   }
   return did;
-}
-
-// Copies the WQE out of shared memory and checks its shape against the QP's limits.
-bool Executor::copy_wqe_st(Qp* qp, const uint8_t* slot, SendWork* w) {
-  std::memcpy(&w->hdr, slot, sizeof(w->hdr));
-  const uint32_t room = qp->layout.sq_slot - static_cast<uint32_t>(sizeof(shm::SendWqe));
-  if (w->hdr.flags & shm::kWqeInline) {
-    if (w->hdr.inline_len > room || w->hdr.inline_len > shm::kMaxInline) return false;
-    std::memcpy(w->inline_data, slot + sizeof(shm::SendWqe), w->hdr.inline_len);
-  } else {
-    if (w->hdr.num_sge > qp->caps.max_send_sge || w->hdr.num_sge * sizeof(shm::Sge) > room)
-      return false;
-    std::memcpy(w->sge, slot + sizeof(shm::SendWqe), w->hdr.num_sge * sizeof(shm::Sge));
-  }
-  return opcode_allowed(qp->type, w->hdr.opcode);
 }
 
 // Resolves the WQE's local buffers. need_write: the router will write them (READ/atomic).
@@ -526,14 +485,7 @@ bool Executor::take_recv_st(Qp* dst, RecvSource* src, RecvWork* rw) {
     }
     return false;
   }
-  std::memcpy(&rw->hdr, slot, sizeof(rw->hdr));
-  uint32_t n = rw->hdr.num_sge;
-  if (n > src->max_sge || sizeof(shm::RecvWqe) + n * sizeof(shm::Sge) > src->slot_size) {
-    // A malformed receive WQE: treat it as one with no buffer (any data is a length error).
-    rw->hdr.num_sge = 0;
-    n = 0;
-  }
-  std::memcpy(rw->sge, slot + sizeof(shm::RecvWqe), n * sizeof(shm::Sge));
+  copy_recv_wqe(slot, src->slot_size, src->max_sge, rw);
   return true;
 }
 
