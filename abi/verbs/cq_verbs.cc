@@ -2,8 +2,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <infiniband/verbs.h>
-#include <sys/socket.h>
 #include <sched.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -43,7 +43,8 @@ WHARF_EXPORT int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
   CompChannel* ch = to_channel(channel);
   proto::Handle req{ch->handle};
   proto::Empty rep;
-  int err = to_ctx(channel->context)->client.call(proto::Op::kDestroyChannel, req, nullptr, 0, &rep);
+  int err =
+      to_ctx(channel->context)->client.call(proto::Op::kDestroyChannel, req, nullptr, 0, &rep);
   if (err != 0) return err;
   close(channel->fd);
   delete ch;

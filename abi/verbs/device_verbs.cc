@@ -45,8 +45,7 @@ Device* make_device() {
   snprintf(d->dev.name, sizeof(d->dev.name), "%s", device::kName);
   snprintf(d->dev.dev_name, sizeof(d->dev.dev_name), "uverbs0");
   snprintf(d->dev.dev_path, sizeof(d->dev.dev_path), "/sys/class/infiniband_verbs/uverbs0");
-  snprintf(d->dev.ibdev_path, sizeof(d->dev.ibdev_path), "/sys/class/infiniband/%s",
-           device::kName);
+  snprintf(d->dev.ibdev_path, sizeof(d->dev.ibdev_path), "/sys/class/infiniband/%s", device::kName);
   return d;
 }
 
@@ -99,7 +98,9 @@ using namespace wharf::abi;
 WHARF_EXPORT ibv_device** ibv_get_device_list(int* num_devices) {
   struct stat st;
   bool present = stat(router_socket_path(), &st) == 0 && S_ISSOCK(st.st_mode);
-  auto** list = static_cast<ibv_device**>(calloc(2, sizeof(ibv_device*)));
+  // An array of pointers, NULL-terminated, released by the caller with free().
+  auto** list = static_cast<ibv_device**>(
+      calloc(2, sizeof(ibv_device*)));  // NOLINT(bugprone-sizeof-expression)
   if (list == nullptr) {
     errno = ENOMEM;
     return nullptr;
@@ -180,8 +181,8 @@ WHARF_EXPORT int ibv_query_device(ibv_context* context, ibv_device_attr* a) {
   a->hw_ver = device::kHwVer;
   a->max_qp = device::kMaxQp;
   a->max_qp_wr = device::kMaxQpWr;
-  a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN |
-                        IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_PORT_ACTIVE_EVENT;
+  a->device_cap_flags =
+      IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_PORT_ACTIVE_EVENT;
   a->max_sge = device::kMaxSge;
   a->max_sge_rd = device::kMaxSge;
   a->max_cq = device::kMaxCq;
@@ -247,8 +248,7 @@ WHARF_EXPORT int ibv_query_port(ibv_context* context, uint8_t port_num,
 }
 
 WHARF_EXPORT int ibv_query_gid(ibv_context* context, uint8_t port_num, int index, ibv_gid* gid) {
-  if (port_num != 1 || index < 0 || static_cast<uint32_t>(index) >= device::kGidTableLen)
-    return -1;
+  if (port_num != 1 || index < 0 || static_cast<uint32_t>(index) >= device::kGidTableLen) return -1;
   std::memcpy(gid->raw, to_ctx(context)->hello.gid.data(), 16);
   return 0;
 }
@@ -334,14 +334,9 @@ WHARF_EXPORT int ibv_get_async_event(ibv_context* context, ibv_async_event* even
     case IBV_EVENT_PKEY_CHANGE:
     case IBV_EVENT_SM_CHANGE:
     case IBV_EVENT_CLIENT_REREGISTER:
-    case IBV_EVENT_GID_CHANGE:
-      event->element.port_num = static_cast<int>(m.handle);
-      break;
-    case IBV_EVENT_DEVICE_FATAL:
-      break;
-    default:
-      event->element.qp = ctx->qps.count(m.handle) ? ctx->qps[m.handle] : nullptr;
-      break;
+    case IBV_EVENT_GID_CHANGE: event->element.port_num = static_cast<int>(m.handle); break;
+    case IBV_EVENT_DEVICE_FATAL: break;
+    default: event->element.qp = ctx->qps.count(m.handle) ? ctx->qps[m.handle] : nullptr; break;
   }
   return 0;
 }
@@ -380,7 +375,6 @@ WHARF_EXPORT void ibv_ack_async_event(ibv_async_event* event) {
         pthread_mutex_unlock(&qp->mutex);
       }
       break;
-    default:
-      break;
+    default: break;
   }
 }

@@ -103,8 +103,8 @@ Backing back_buffer(uint64_t addr, uint64_t length) {
   if (fd < 0) return b;
   void* tmp = MAP_FAILED;
   struct stat st;
-  if (ftruncate(fd, static_cast<off_t>(len)) != 0 ||
-      fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) != 0 || fstat(fd, &st) != 0 ||
+  if (ftruncate(fd, static_cast<off_t>(len)) != 0 || fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) != 0 ||
+      fstat(fd, &st) != 0 ||
       (tmp = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) {
     close(fd);
     return b;

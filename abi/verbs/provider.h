@@ -58,8 +58,7 @@ struct Context {
 };
 
 inline Context* to_ctx(ibv_context* c) {
-  return reinterpret_cast<Context*>(reinterpret_cast<char*>(c) -
-                                    offsetof(verbs_context, context));
+  return reinterpret_cast<Context*>(reinterpret_cast<char*>(c) - offsetof(verbs_context, context));
 }
 
 struct Pd {

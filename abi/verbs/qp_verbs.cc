@@ -211,8 +211,9 @@ WHARF_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
 
 WHARF_EXPORT int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int, ibv_qp_init_attr* init) {
   proto::QueryQpRep rep;
-  int err = to_ctx(qp->context)
-                ->client.call(proto::Op::kQueryQp, proto::Handle{to_qp(qp)->handle}, nullptr, 0, &rep);
+  int err =
+      to_ctx(qp->context)
+          ->client.call(proto::Op::kQueryQp, proto::Handle{to_qp(qp)->handle}, nullptr, 0, &rep);
   if (err != 0) return err;
   attr_from_wire(rep.attr, attr);
   caps_to_ibv(rep.caps, &attr->cap);
@@ -233,7 +234,8 @@ WHARF_EXPORT int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int, ibv_qp_init_at
 WHARF_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
   Context* ctx = to_ctx(qp->context);
   proto::Empty rep;
-  int err = ctx->client.call(proto::Op::kDestroyQp, proto::Handle{to_qp(qp)->handle}, nullptr, 0, &rep);
+  int err =
+      ctx->client.call(proto::Op::kDestroyQp, proto::Handle{to_qp(qp)->handle}, nullptr, 0, &rep);
   if (err != 0) return err;
   {
     std::lock_guard<std::mutex> g(ctx->objects_mu);
@@ -284,8 +286,7 @@ int write_send_wqe(Qp* qp, uint8_t* slot, const ibv_send_wr* wr) {
       h->remote_addr = wr->wr.rdma.remote_addr;
       h->rkey = wr->wr.rdma.rkey;
       break;
-    default:
-      break;
+    default: break;
   }
   if (qp->qp.qp_type == IBV_QPT_UD) {
     if (wr->wr.ud.ah == nullptr) return EINVAL;
@@ -326,9 +327,9 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
   int err = 0;
   qp->sq_lock.lock();
   for (; wr != nullptr; wr = wr->next) {
-    if (ibqp->state == IBV_QPS_RESET || ibqp->state == IBV_QPS_INIT ||
-        ibqp->state == IBV_QPS_RTR || !opcode_valid(ibqp->qp_type, wr->opcode) ||
-        wr->num_sge < 0 || static_cast<uint32_t>(wr->num_sge) > qp->caps.max_send_sge) {
+    if (ibqp->state == IBV_QPS_RESET || ibqp->state == IBV_QPS_INIT || ibqp->state == IBV_QPS_RTR ||
+        !opcode_valid(ibqp->qp_type, wr->opcode) || wr->num_sge < 0 ||
+        static_cast<uint32_t>(wr->num_sge) > qp->caps.max_send_sge) {
       err = EINVAL;
       break;
     }

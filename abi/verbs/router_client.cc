@@ -27,9 +27,8 @@ int RouterClient::connect(const char* path) {
   return 0;
 }
 
-int RouterClient::transact(proto::Op op, const uint8_t* body, size_t blen, const int* fds,
-                           int nfds, uint8_t* reply, size_t* rlen, UniqueFd* out_fds,
-                           int max_out) {
+int RouterClient::transact(proto::Op op, const uint8_t* body, size_t blen, const int* fds, int nfds,
+                           uint8_t* reply, size_t* rlen, UniqueFd* out_fds, int max_out) {
   std::lock_guard<std::mutex> guard(mu_);
   if (!sock_.valid()) return ENODEV;
   uint8_t buf[proto::kMaxMessage];

@@ -66,8 +66,9 @@ WHARF_EXPORT int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask) {
 
 WHARF_EXPORT int ibv_query_srq(ibv_srq* srq, ibv_srq_attr* attr) {
   proto::QuerySrqRep rep;
-  int err = to_ctx(srq->context)
-                ->client.call(proto::Op::kQuerySrq, proto::Handle{to_srq(srq)->handle}, nullptr, 0, &rep);
+  int err =
+      to_ctx(srq->context)
+          ->client.call(proto::Op::kQuerySrq, proto::Handle{to_srq(srq)->handle}, nullptr, 0, &rep);
   if (err != 0) return err;
   attr->max_wr = rep.max_wr;
   attr->max_sge = rep.max_sge;
@@ -78,7 +79,8 @@ WHARF_EXPORT int ibv_query_srq(ibv_srq* srq, ibv_srq_attr* attr) {
 WHARF_EXPORT int ibv_destroy_srq(ibv_srq* srq) {
   Context* ctx = to_ctx(srq->context);
   proto::Empty rep;
-  int err = ctx->client.call(proto::Op::kDestroySrq, proto::Handle{to_srq(srq)->handle}, nullptr, 0, &rep);
+  int err = ctx->client.call(proto::Op::kDestroySrq, proto::Handle{to_srq(srq)->handle}, nullptr, 0,
+                             &rep);
   if (err != 0) return err;
   {
     std::lock_guard<std::mutex> g(ctx->objects_mu);
@@ -127,8 +129,9 @@ WHARF_EXPORT ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
 
 WHARF_EXPORT int ibv_destroy_ah(ibv_ah* ah) {
   proto::Empty rep;
-  int err = to_ctx(ah->context)->client.call(proto::Op::kDestroyAh, proto::Handle{to_ah(ah)->handle},
-                                             nullptr, 0, &rep);
+  int err =
+      to_ctx(ah->context)
+          ->client.call(proto::Op::kDestroyAh, proto::Handle{to_ah(ah)->handle}, nullptr, 0, &rep);
   if (err == 0) delete to_ah(ah);
   return err;
 }

@@ -22,9 +22,7 @@ WHARF_EXPORT int ibv_set_ece(ibv_qp*, ibv_ece*) { return EOPNOTSUPP; }
 
 // Payloads are copied with memcpy, which does not store bytes in address order, so no
 // ordering is promised (applications poll completions, or the last byte: see mr_access.cc).
-WHARF_EXPORT int ibv_query_qp_data_in_order(ibv_qp*, enum ibv_wr_opcode, uint32_t) {
-  return 0;
-}
+WHARF_EXPORT int ibv_query_qp_data_in_order(ibv_qp*, enum ibv_wr_opcode, uint32_t) { return 0; }
 
 WHARF_EXPORT ibv_mr* ibv_reg_dmabuf_mr(ibv_pd*, uint64_t, size_t, uint64_t, int, int) {
   errno = EOPNOTSUPP;

@@ -2,11 +2,14 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <exception>
 #include <string>
 
 #include "router/router.h"
 
-int main(int argc, char** argv) {
+namespace {
+
+int run_wharfd(int argc, char** argv) {
   CLI::App app{"wharfd - Wharf router: a software RDMA NIC shared by the host's containers"};
   wharf::router::RouterConfig cfg;
   cfg.socket_path = "/run/wharf/wharfd.sock";
@@ -20,7 +23,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--spin-us", spin_us, "Keep polling this long after the last work before sleeping")
       ->capture_default_str();
-  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")->capture_default_str();
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   spdlog::set_level(spdlog::level::from_str(log_level));
@@ -30,4 +34,17 @@ int main(int argc, char** argv) {
   if (router.start() != 0) return 1;
   router.run(/*handle_signals=*/true);
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run_wharfd(argc, argv);
+  } catch (const std::exception& e) {
+    fprintf(stderr, "wharfd: %s\n", e.what());
+  } catch (...) {
+    fprintf(stderr, "wharfd: unknown error\n");
+  }
+  return 1;
 }

@@ -248,7 +248,8 @@ void Router::handle_session_input(Session* s) {
   int fd = s->fd();
   for (int i = 0; i < 16; ++i) {
     int nfds = 0;
-    ssize_t n = proto::recv_datagram(fd, buf, sizeof(buf), fds, proto::kMaxFds, &nfds, MSG_DONTWAIT);
+    ssize_t n =
+        proto::recv_datagram(fd, buf, sizeof(buf), fds, proto::kMaxFds, &nfds, MSG_DONTWAIT);
     if (n == -EAGAIN) return;
     if (n == -EMSGSIZE) {
       spdlog::warn("session pid {}: oversized request dropped", s->pid());

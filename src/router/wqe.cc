@@ -37,7 +37,8 @@ bool copy_send_wqe(const uint8_t* slot, uint32_t slot_size, ibv_qp_type type, ui
 void copy_recv_wqe(const uint8_t* slot, uint32_t slot_size, uint32_t max_sge, RecvWork* out) {
   std::memcpy(&out->hdr, slot, sizeof(out->hdr));
   uint32_t n = out->hdr.num_sge;
-  if (n > max_sge || n > shm::kMaxRecvSge || sizeof(shm::RecvWqe) + n * sizeof(shm::Sge) > slot_size) {
+  if (n > max_sge || n > shm::kMaxRecvSge ||
+      sizeof(shm::RecvWqe) + n * sizeof(shm::Sge) > slot_size) {
     out->hdr.num_sge = 0;
     n = 0;
   }

@@ -1,7 +1,7 @@
 // The router's event loop: stopping, and hostile control input on a real socket.
 #include <errno.h>
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -92,7 +92,8 @@ class RawClient {
     ASSERT_EQ(proto::send_datagram(fd_.get(), p, n, fds, nfds, 0), 0);
   }
   template <class Req>
-  void send(proto::Op op, const Req& req, uint32_t seq = 1, const int* fds = nullptr, int nfds = 0) {
+  void send(proto::Op op, const Req& req, uint32_t seq = 1, const int* fds = nullptr,
+            int nfds = 0) {
     uint8_t buf[proto::kMaxMessage];
     proto::Header h;
     h.op = static_cast<uint16_t>(op);

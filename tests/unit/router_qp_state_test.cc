@@ -1,8 +1,8 @@
 // The IBTA modify_qp transition table as router/qp_state.h encodes it.
-#include "router/qp_state.h"
-
 #include <errno.h>
 #include <gtest/gtest.h>
+
+#include "router/qp_state.h"
 
 namespace wharf::router {
 namespace {

@@ -159,12 +159,12 @@ TEST_F(DataTest, RdmaReadFetchesRemoteBytes) {
   Buffer local = make_buffer(a_, 65536, kFullAccess);
   Buffer remote = make_buffer(b_, 65536, kFullAccess);
   fill_pattern(remote.data, 65536, 5);
-  ASSERT_EQ(post_send(qa, IBV_WR_RDMA_READ,
-                      {{reinterpret_cast<uint64_t>(local.data), 30000, local.mr->lkey},
-                       {reinterpret_cast<uint64_t>(local.data + 40000), 20000, local.mr->lkey}},
-                      3, IBV_SEND_SIGNALED, reinterpret_cast<uint64_t>(remote.data + 7),
-                      remote.mr->rkey),
-            0);
+  ASSERT_EQ(
+      post_send(qa, IBV_WR_RDMA_READ,
+                {{reinterpret_cast<uint64_t>(local.data), 30000, local.mr->lkey},
+                 {reinterpret_cast<uint64_t>(local.data + 40000), 20000, local.mr->lkey}},
+                3, IBV_SEND_SIGNALED, reinterpret_cast<uint64_t>(remote.data + 7), remote.mr->rkey),
+      0);
   auto sw = wait_wc(a_.cq, 1);
   EXPECT_EQ(sw[0].status, IBV_WC_SUCCESS);
   EXPECT_EQ(sw[0].opcode, IBV_WC_RDMA_READ);
@@ -231,7 +231,8 @@ TEST_F(DataTest, UnalignedBuffersUseTheSlowPathCorrectly) {
   EXPECT_EQ(sw[0].status, IBV_WC_SUCCESS);
   EXPECT_EQ(0, memcmp(src.data, dst.data, src.len));
   // And an atomic on an unmapped (tail) word.
-  auto* word = reinterpret_cast<uint64_t*>(dst.data + 3 * 4096 + 8 - (reinterpret_cast<uintptr_t>(dst.data) & 7));
+  auto* word = reinterpret_cast<uint64_t*>(dst.data + 3 * 4096 + 8 -
+                                           (reinterpret_cast<uintptr_t>(dst.data) & 7));
   *word = 41;
   Buffer res = make_buffer(a_, 8, kFullAccess);
   ibv_sge s{reinterpret_cast<uint64_t>(res.data), 8, res.mr->lkey};
@@ -258,7 +259,9 @@ TEST_F(DataTest, UcSendAndWrite) {
   Buffer dst = make_buffer(b_, 4096, kFullAccess);
   fill_pattern(src.data, 4096, 7);
   post_recv(qb, dst, 0, 4096, 1);
-  ASSERT_EQ(post_send(qa, IBV_WR_SEND, {{reinterpret_cast<uint64_t>(src.data), 1000, src.mr->lkey}}, 1), 0);
+  ASSERT_EQ(
+      post_send(qa, IBV_WR_SEND, {{reinterpret_cast<uint64_t>(src.data), 1000, src.mr->lkey}}, 1),
+      0);
   auto rw = wait_wc(b_.cq, 1);
   EXPECT_EQ(rw[0].byte_len, 1000u);
   EXPECT_EQ(0, memcmp(src.data, dst.data, 1000));

@@ -15,7 +15,9 @@ TEST_F(ErrorTest, RecvBufferTooSmallIsLocLenAtResponderAndRemInvReqAtRequester) 
   Buffer dst = make_buffer(b_, 4096, kFullAccess);
   post_recv(qb, dst, 0, 100, 1);
   post_recv(qb, dst, 100, 100, 2);
-  ASSERT_EQ(post_send(qa, IBV_WR_SEND, {{reinterpret_cast<uint64_t>(src.data), 500, src.mr->lkey}}, 9), 0);
+  ASSERT_EQ(
+      post_send(qa, IBV_WR_SEND, {{reinterpret_cast<uint64_t>(src.data), 500, src.mr->lkey}}, 9),
+      0);
   auto sw = wait_wc(a_.cq, 1);
   EXPECT_EQ(sw[0].status, IBV_WC_REM_INV_REQ_ERR);
   auto rw = wait_wc(b_.cq, 2);  // the failed receive, then the flushed one
@@ -33,8 +35,9 @@ TEST_F(ErrorTest, BadLkeyIsLocProtAndLaterWorkIsFlushed) {
   ASSERT_EQ(post_send(qa, IBV_WR_SEND,
                       {{reinterpret_cast<uint64_t>(src.data), 64, src.mr->lkey ^ 0x5500}}, 1),
             0);
-  ASSERT_EQ(post_send(qa, IBV_WR_SEND, {{reinterpret_cast<uint64_t>(src.data), 64, src.mr->lkey}}, 2, 0),
-            0);  // unsignaled, but flushed completions are always reported
+  ASSERT_EQ(
+      post_send(qa, IBV_WR_SEND, {{reinterpret_cast<uint64_t>(src.data), 64, src.mr->lkey}}, 2, 0),
+      0);  // unsignaled, but flushed completions are always reported
   auto sw = wait_wc(a_.cq, 2);
   ASSERT_EQ(sw.size(), 2u);
   EXPECT_EQ(sw[0].status, IBV_WC_LOC_PROT_ERR);
@@ -50,7 +53,9 @@ TEST_F(ErrorTest, OutOfRangeSgeIsLocProt) {
   ibv_qp *qa, *qb;
   rc_pair(&qa, &qb);
   Buffer src = make_buffer(a_, 4096, kFullAccess);
-  ASSERT_EQ(post_send(qa, IBV_WR_SEND, {{reinterpret_cast<uint64_t>(src.data) + 4000, 200, src.mr->lkey}}, 1), 0);
+  ASSERT_EQ(post_send(qa, IBV_WR_SEND,
+                      {{reinterpret_cast<uint64_t>(src.data) + 4000, 200, src.mr->lkey}}, 1),
+            0);
   EXPECT_EQ(wait_wc(a_.cq, 1)[0].status, IBV_WC_LOC_PROT_ERR);
 }
 
@@ -59,7 +64,8 @@ TEST_F(ErrorTest, ReadIntoMrWithoutLocalWriteIsLocProt) {
   rc_pair(&qa, &qb);
   Buffer local = make_buffer(a_, 4096, 0);
   Buffer remote = make_buffer(b_, 4096, kFullAccess);
-  ASSERT_EQ(post_send(qa, IBV_WR_RDMA_READ, {{reinterpret_cast<uint64_t>(local.data), 64, local.mr->lkey}}, 1,
+  ASSERT_EQ(post_send(qa, IBV_WR_RDMA_READ,
+                      {{reinterpret_cast<uint64_t>(local.data), 64, local.mr->lkey}}, 1,
                       IBV_SEND_SIGNALED, reinterpret_cast<uint64_t>(remote.data), remote.mr->rkey),
             0);
   EXPECT_EQ(wait_wc(a_.cq, 1)[0].status, IBV_WC_LOC_PROT_ERR);
@@ -70,26 +76,29 @@ TEST_F(ErrorTest, WrongRkeyOrMissingRemoteAccessIsRemAccess) {
   rc_pair(&qa, &qb);
   Buffer src = make_buffer(a_, 4096, kFullAccess);
   Buffer ro = make_buffer(b_, 4096, IBV_ACCESS_REMOTE_READ);
-  ASSERT_EQ(post_send(qa, IBV_WR_RDMA_WRITE, {{reinterpret_cast<uint64_t>(src.data), 64, src.mr->lkey}}, 1,
-                      IBV_SEND_SIGNALED, reinterpret_cast<uint64_t>(ro.data), ro.mr->rkey),
-            0);
+  ASSERT_EQ(
+      post_send(qa, IBV_WR_RDMA_WRITE, {{reinterpret_cast<uint64_t>(src.data), 64, src.mr->lkey}},
+                1, IBV_SEND_SIGNALED, reinterpret_cast<uint64_t>(ro.data), ro.mr->rkey),
+      0);
   EXPECT_EQ(wait_wc(a_.cq, 1)[0].status, IBV_WC_REM_ACCESS_ERR);
   EXPECT_EQ(ro.data[0], 0);  // nothing was written
 
   ibv_qp *qc, *qd;
   rc_pair(&qc, &qd);
   Buffer rw = make_buffer(b_, 4096, kFullAccess);
-  ASSERT_EQ(post_send(qc, IBV_WR_RDMA_WRITE, {{reinterpret_cast<uint64_t>(src.data), 64, src.mr->lkey}}, 2,
-                      IBV_SEND_SIGNALED, reinterpret_cast<uint64_t>(rw.data) + 4090, rw.mr->rkey),
-            0);
+  ASSERT_EQ(
+      post_send(qc, IBV_WR_RDMA_WRITE, {{reinterpret_cast<uint64_t>(src.data), 64, src.mr->lkey}},
+                2, IBV_SEND_SIGNALED, reinterpret_cast<uint64_t>(rw.data) + 4090, rw.mr->rkey),
+      0);
   EXPECT_EQ(wait_wc(a_.cq, 1)[0].status, IBV_WC_REM_ACCESS_ERR);
 
   // An rkey of the requester's own MR does not reach the responder's memory.
   ibv_qp *qe, *qf;
   rc_pair(&qe, &qf);
-  ASSERT_EQ(post_send(qe, IBV_WR_RDMA_WRITE, {{reinterpret_cast<uint64_t>(src.data), 64, src.mr->lkey}}, 3,
-                      IBV_SEND_SIGNALED, reinterpret_cast<uint64_t>(src.data), src.mr->rkey),
-            0);
+  ASSERT_EQ(
+      post_send(qe, IBV_WR_RDMA_WRITE, {{reinterpret_cast<uint64_t>(src.data), 64, src.mr->lkey}},
+                3, IBV_SEND_SIGNALED, reinterpret_cast<uint64_t>(src.data), src.mr->rkey),
+      0);
   EXPECT_EQ(wait_wc(a_.cq, 1)[0].status, IBV_WC_REM_ACCESS_ERR);
 }
 
@@ -118,7 +127,8 @@ TEST_F(ErrorTest, NoReceiveExhaustsRnrRetry) {
   connect(qa, a_, qb, b_, kFullAccess & ~IBV_ACCESS_LOCAL_WRITE, /*rnr_retry=*/2);
   connect(qb, b_, qa, a_, kFullAccess & ~IBV_ACCESS_LOCAL_WRITE, 2, 7, 14, /*min_rnr_timer=*/1);
   Buffer src = make_buffer(a_, 64, kFullAccess);
-  ASSERT_EQ(post_send(qa, IBV_WR_SEND, {{reinterpret_cast<uint64_t>(src.data), 64, src.mr->lkey}}, 1), 0);
+  ASSERT_EQ(
+      post_send(qa, IBV_WR_SEND, {{reinterpret_cast<uint64_t>(src.data), 64, src.mr->lkey}}, 1), 0);
   EXPECT_EQ(wait_wc(a_.cq, 1)[0].status, IBV_WC_RNR_RETRY_EXC_ERR);
 }
 
@@ -128,7 +138,8 @@ TEST_F(ErrorTest, InfiniteRnrRetryWaitsForTheReceive) {
   Buffer src = make_buffer(a_, 64, kFullAccess);
   Buffer dst = make_buffer(b_, 64, kFullAccess);
   fill_pattern(src.data, 64, 11);
-  ASSERT_EQ(post_send(qa, IBV_WR_SEND, {{reinterpret_cast<uint64_t>(src.data), 64, src.mr->lkey}}, 1), 0);
+  ASSERT_EQ(
+      post_send(qa, IBV_WR_SEND, {{reinterpret_cast<uint64_t>(src.data), 64, src.mr->lkey}}, 1), 0);
   usleep(100000);
   ibv_wc wc;
   EXPECT_EQ(ibv_poll_cq(a_.cq, 1, &wc), 0);  // still retrying
@@ -141,11 +152,13 @@ TEST_F(ErrorTest, InfiniteRnrRetryWaitsForTheReceive) {
 TEST_F(ErrorTest, PeerDestroyedIsRetryExceededAfterTimeout) {
   ibv_qp* qa = create_qp(a_, IBV_QPT_RC);
   ibv_qp* qb = create_qp(b_, IBV_QPT_RC);
-  connect(qa, a_, qb, b_, kFullAccess & ~IBV_ACCESS_LOCAL_WRITE, 7, /*retry_cnt=*/2, /*timeout=*/10);
+  connect(qa, a_, qb, b_, kFullAccess & ~IBV_ACCESS_LOCAL_WRITE, 7, /*retry_cnt=*/2,
+          /*timeout=*/10);
   connect(qb, b_, qa, a_, kFullAccess & ~IBV_ACCESS_LOCAL_WRITE);
   ASSERT_EQ(ibv_destroy_qp(qb), 0);
   Buffer src = make_buffer(a_, 64, kFullAccess);
-  ASSERT_EQ(post_send(qa, IBV_WR_SEND, {{reinterpret_cast<uint64_t>(src.data), 64, src.mr->lkey}}, 1), 0);
+  ASSERT_EQ(
+      post_send(qa, IBV_WR_SEND, {{reinterpret_cast<uint64_t>(src.data), 64, src.mr->lkey}}, 1), 0);
   EXPECT_EQ(wait_wc(a_.cq, 1)[0].status, IBV_WC_RETRY_EXC_ERR);
 }
 
@@ -175,15 +188,20 @@ TEST_F(ErrorTest, ModifyQpEnforcesTheStateMachine) {
   EXPECT_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE), EINVAL);  // RESET -> RTS is illegal
   a.qp_state = IBV_QPS_INIT;
   a.port_num = 1;
-  EXPECT_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PORT | IBV_QP_PKEY_INDEX), EINVAL);  // no access
-  EXPECT_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PORT | IBV_QP_PKEY_INDEX | IBV_QP_ACCESS_FLAGS |
-                                      IBV_QP_QKEY),
+  EXPECT_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PORT | IBV_QP_PKEY_INDEX),
+            EINVAL);  // no access
+  EXPECT_EQ(ibv_modify_qp(
+                qp, &a,
+                IBV_QP_STATE | IBV_QP_PORT | IBV_QP_PKEY_INDEX | IBV_QP_ACCESS_FLAGS | IBV_QP_QKEY),
             EINVAL);  // Q_Key is not an RC attribute
   a.port_num = 2;
-  EXPECT_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PORT | IBV_QP_PKEY_INDEX | IBV_QP_ACCESS_FLAGS),
-            EINVAL);  // no such port
+  EXPECT_EQ(
+      ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PORT | IBV_QP_PKEY_INDEX | IBV_QP_ACCESS_FLAGS),
+      EINVAL);  // no such port
   a.port_num = 1;
-  ASSERT_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PORT | IBV_QP_PKEY_INDEX | IBV_QP_ACCESS_FLAGS), 0);
+  ASSERT_EQ(
+      ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PORT | IBV_QP_PKEY_INDEX | IBV_QP_ACCESS_FLAGS),
+      0);
   EXPECT_EQ(qp->state, IBV_QPS_INIT);
   a = {};
   a.qp_state = IBV_QPS_RTR;

@@ -3,8 +3,8 @@
 #include <poll.h>
 #include <sys/mman.h>
 
-#include <cstdio>
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <set>
 #include <string>
@@ -49,7 +49,8 @@ class HostileTest : public VerbsTest {
     Buffer dst = make_buffer(b_, 64, kFullAccess);
     Buffer src = make_buffer(a_, 64, kFullAccess);
     post_recv(y, dst, 0, 64, 1);
-    ASSERT_EQ(post_send(x, IBV_WR_SEND, {{reinterpret_cast<uint64_t>(src.data), 8, src.mr->lkey}}, 1), 0);
+    ASSERT_EQ(
+        post_send(x, IBV_WR_SEND, {{reinterpret_cast<uint64_t>(src.data), 8, src.mr->lkey}}, 1), 0);
     EXPECT_EQ(wait_wc(b_.cq, 1)[0].status, IBV_WC_SUCCESS);
     wait_wc(a_.cq, 1);
   }
@@ -109,15 +110,18 @@ TEST_F(HostileTest, AnotherContextsKeysAreNotUsable) {
   rc_pair(&qa, &qb);
   Buffer theirs = make_buffer(b_, 4096, kFullAccess);  // registered by the peer context
   memset(theirs.data, 's', 4096);
-  ASSERT_EQ(post_send(qa, IBV_WR_SEND, {{reinterpret_cast<uint64_t>(theirs.data), 64, theirs.mr->lkey}}, 1), 0);
+  ASSERT_EQ(post_send(qa, IBV_WR_SEND,
+                      {{reinterpret_cast<uint64_t>(theirs.data), 64, theirs.mr->lkey}}, 1),
+            0);
   EXPECT_EQ(wait_wc(a_.cq, 1)[0].status, IBV_WC_LOC_PROT_ERR);
   // An rkey of the requester's own context aimed at the responder is an access error, too.
   ibv_qp *qc, *qd;
   rc_pair(&qc, &qd);
   Buffer mine = make_buffer(a_, 4096, kFullAccess);
-  ASSERT_EQ(post_send(qc, IBV_WR_RDMA_READ, {{reinterpret_cast<uint64_t>(mine.data), 64, mine.mr->lkey}}, 2,
-                      IBV_SEND_SIGNALED, reinterpret_cast<uint64_t>(mine.data) + 1024, mine.mr->rkey),
-            0);
+  ASSERT_EQ(
+      post_send(qc, IBV_WR_RDMA_READ, {{reinterpret_cast<uint64_t>(mine.data), 64, mine.mr->lkey}},
+                2, IBV_SEND_SIGNALED, reinterpret_cast<uint64_t>(mine.data) + 1024, mine.mr->rkey),
+      0);
   EXPECT_EQ(wait_wc(a_.cq, 1)[0].status, IBV_WC_REM_ACCESS_ERR);
 }
 
@@ -137,7 +141,8 @@ TEST_F(HostileTest, MalformedReceiveWqeIsAReceiveWithoutBuffers) {
   ibv_qp_attr attr;
   ibv_qp_init_attr init;
   ASSERT_EQ(ibv_query_qp(rq_owner, &attr, 0, &init), 0);
-  uint32_t sq_slot = ((64 + std::max(init.cap.max_send_sge * 16, init.cap.max_inline_data)) + 63) / 64 * 64;
+  uint32_t sq_slot =
+      ((64 + std::max(init.cap.max_send_sge * 16, init.cap.max_inline_data)) + 63) / 64 * 64;
   uint8_t* rq_slot = rings + kSqSlots + static_cast<size_t>(init.cap.max_send_wr) * sq_slot;
   uint64_t wr_id = 0x77;
   memcpy(rq_slot, &wr_id, 8);
@@ -145,7 +150,9 @@ TEST_F(HostileTest, MalformedReceiveWqeIsAReceiveWithoutBuffers) {
   memcpy(rq_slot + 8, &huge, 4);
   __atomic_store_n(reinterpret_cast<uint32_t*>(rings + 128), 1u, __ATOMIC_RELEASE);
   Buffer src = make_buffer(a_, 64, kFullAccess);
-  ASSERT_EQ(post_send(sender, IBV_WR_SEND, {{reinterpret_cast<uint64_t>(src.data), 16, src.mr->lkey}}, 1), 0);
+  ASSERT_EQ(
+      post_send(sender, IBV_WR_SEND, {{reinterpret_cast<uint64_t>(src.data), 16, src.mr->lkey}}, 1),
+      0);
   EXPECT_EQ(wait_wc(a_.cq, 1)[0].status, IBV_WC_REM_INV_REQ_ERR);
   auto rw = wait_wc(c.cq, 1);
   ASSERT_EQ(rw.size(), 1u);

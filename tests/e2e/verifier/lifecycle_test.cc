@@ -48,7 +48,8 @@ TEST_F(LifecycleTest, CompletionChannelFdPollsAndHonoursNonblock) {
   // Solicited-only arming ignores an unsolicited completion...
   ASSERT_EQ(ibv_req_notify_cq(cq, 1), 0);
   post_recv(qb, dst, 0, 64, 1);
-  ASSERT_EQ(post_send(qa, IBV_WR_SEND, {{reinterpret_cast<uint64_t>(src.data), 8, src.mr->lkey}}, 1), 0);
+  ASSERT_EQ(
+      post_send(qa, IBV_WR_SEND, {{reinterpret_cast<uint64_t>(src.data), 8, src.mr->lkey}}, 1), 0);
   wait_wc(cq, 1);
   pollfd pfd{ch->fd, POLLIN, 0};
   EXPECT_EQ(poll(&pfd, 1, 100), 0);
@@ -126,9 +127,12 @@ TEST_F(LifecycleTest, SrqServesSeveralQpsAndRaisesLimitEvent) {
   ibv_srq_attr q{};
   ASSERT_EQ(ibv_query_srq(srq, &q), 0);
   EXPECT_EQ(q.srq_limit, 6u);
-  ASSERT_EQ(post_send(q1, IBV_WR_SEND, {{reinterpret_cast<uint64_t>(src.data), 10, src.mr->lkey}}, 1), 0);
-  ASSERT_EQ(post_send(q2, IBV_WR_SEND, {{reinterpret_cast<uint64_t>(src.data), 20, src.mr->lkey}}, 2), 0);
-  ASSERT_EQ(post_send(q1, IBV_WR_SEND, {{reinterpret_cast<uint64_t>(src.data), 30, src.mr->lkey}}, 3), 0);
+  ASSERT_EQ(
+      post_send(q1, IBV_WR_SEND, {{reinterpret_cast<uint64_t>(src.data), 10, src.mr->lkey}}, 1), 0);
+  ASSERT_EQ(
+      post_send(q2, IBV_WR_SEND, {{reinterpret_cast<uint64_t>(src.data), 20, src.mr->lkey}}, 2), 0);
+  ASSERT_EQ(
+      post_send(q1, IBV_WR_SEND, {{reinterpret_cast<uint64_t>(src.data), 30, src.mr->lkey}}, 3), 0);
   auto rw = wait_wc(b_.cq, 3);
   ASSERT_EQ(rw.size(), 3u);
   // Ordering holds per QP only; count which QP each message reached and its length.
@@ -193,14 +197,16 @@ TEST_F(LifecycleTest, KilledPeerFreesItsResourcesAndFailsOnlyItsPeers) {
   waitpid(child, nullptr, 0);
   usleep(100000);  // the router notices the closed connection
   Buffer src = make_buffer(a_, 64, kFullAccess);
-  ASSERT_EQ(post_send(qa, IBV_WR_SEND, {{reinterpret_cast<uint64_t>(src.data), 8, src.mr->lkey}}, 1), 0);
+  ASSERT_EQ(
+      post_send(qa, IBV_WR_SEND, {{reinterpret_cast<uint64_t>(src.data), 8, src.mr->lkey}}, 1), 0);
   EXPECT_EQ(wait_wc(a_.cq, 1)[0].status, IBV_WC_RETRY_EXC_ERR);
   // Everyone else is still served.
   ibv_qp *x, *y;
   rc_pair(&x, &y);
   Buffer dst = make_buffer(b_, 64, kFullAccess);
   post_recv(y, dst, 0, 64, 1);
-  ASSERT_EQ(post_send(x, IBV_WR_SEND, {{reinterpret_cast<uint64_t>(src.data), 8, src.mr->lkey}}, 2), 0);
+  ASSERT_EQ(post_send(x, IBV_WR_SEND, {{reinterpret_cast<uint64_t>(src.data), 8, src.mr->lkey}}, 2),
+            0);
   EXPECT_EQ(wait_wc(b_.cq, 1)[0].status, IBV_WC_SUCCESS);
   close(to_child[0]);
   close(to_child[1]);
@@ -264,9 +270,10 @@ TEST_F(LifecycleTest, ClosingTheDeviceWhileObjectsExistFreesThemInTheRouter) {
   ibv_qp *x, *y;
   rc_pair(&x, &y);
   Buffer src = make_buffer(a_, 64, kFullAccess);
-  ASSERT_EQ(post_send(x, IBV_WR_RDMA_WRITE, {{reinterpret_cast<uint64_t>(src.data), 8, src.mr->lkey}}, 1,
-                      IBV_SEND_SIGNALED, reinterpret_cast<uint64_t>(b.data), rkey),
-            0);
+  ASSERT_EQ(
+      post_send(x, IBV_WR_RDMA_WRITE, {{reinterpret_cast<uint64_t>(src.data), 8, src.mr->lkey}}, 1,
+                IBV_SEND_SIGNALED, reinterpret_cast<uint64_t>(b.data), rkey),
+      0);
   EXPECT_EQ(wait_wc(a_.cq, 1)[0].status, IBV_WC_REM_ACCESS_ERR);
 }
 

@@ -130,8 +130,8 @@ void VerbsTest::free_buffer(Buffer* b) {
   b->mr = nullptr;
 }
 
-ibv_qp* VerbsTest::create_qp(Side& s, ibv_qp_type type, ibv_srq* srq, uint32_t depth,
-                             uint32_t sges, uint32_t inline_size) {
+ibv_qp* VerbsTest::create_qp(Side& s, ibv_qp_type type, ibv_srq* srq, uint32_t depth, uint32_t sges,
+                             uint32_t inline_size) {
   ibv_qp_init_attr init{};
   init.send_cq = s.cq;
   init.recv_cq = s.cq;
@@ -156,7 +156,9 @@ void VerbsTest::connect(ibv_qp* qp, Side& ls, ibv_qp* remote, Side& rs, int acce
   a.pkey_index = 0;
   a.port_num = 1;
   a.qp_access_flags = access;
-  ASSERT_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
+  ASSERT_EQ(
+      ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
+      0);
   const bool rc = qp->qp_type == IBV_QPT_RC;
   a = {};
   a.qp_state = IBV_QPS_RTR;

@@ -1,0 +1,125 @@
+// Bounds checks and copies over registered memory (router/mr_access.h). The process_vm_*
+// paths are exercised against this very process, which is allowed to access itself.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "router/mr_access.h"
+
+namespace wharf::router {
+namespace {
+
+TEST(MrAccessTest, ContainsHandlesEdgesAndOverflow) {
+  Mr mr;
+  mr.iova = 1000;
+  mr.length = 100;
+  EXPECT_TRUE(mr_contains(mr, 1000, 100));
+  EXPECT_TRUE(mr_contains(mr, 1099, 1));
+  EXPECT_TRUE(mr_contains(mr, 1100, 0));
+  EXPECT_FALSE(mr_contains(mr, 999, 1));
+  EXPECT_FALSE(mr_contains(mr, 1050, 51));
+  EXPECT_FALSE(mr_contains(mr, 1101, 0));
+  EXPECT_FALSE(mr_contains(mr, UINT64_MAX - 10, 20));  // would wrap around
+  EXPECT_FALSE(mr_contains(mr, 1000, UINT64_MAX));
+  mr.iova = UINT64_MAX - 50;
+  mr.length = 50;
+  EXPECT_TRUE(mr_contains(mr, UINT64_MAX - 50, 50));
+  EXPECT_FALSE(mr_contains(mr, UINT64_MAX - 50, 51));
+}
+
+// An MR over `app` whose bytes [map_off, map_off+map_len) are "mapped" at `view` (a second
+// buffer standing for the router's memfd mapping) and the rest reached through the pid.
+struct Fixture {
+  std::vector<uint8_t> app = std::vector<uint8_t>(3 * 4096);
+  std::vector<uint8_t> view = std::vector<uint8_t>(4096);
+  Mr mr;
+  Fixture() {
+    for (size_t i = 0; i < app.size(); ++i) app[i] = static_cast<uint8_t>(i * 7);
+    mr.addr = reinterpret_cast<uint64_t>(app.data());
+    mr.length = app.size();
+    mr.iova = 0x500000;  // keys are used in iova space
+    mr.pid = getpid();
+    mr.mapped_start = mr.addr + 4096;
+    mr.mapped_len = 4096;
+    mr.mapping = view.data();
+    std::memcpy(view.data(), app.data() + 4096, 4096);
+  }
+  ~Fixture() { mr.mapping = nullptr; }  // not ours to munmap
+};
+
+TEST(MrAccessTest, RangeSplitsIntoHeadMappedBodyAndTail) {
+  Fixture f;
+  SegmentList l;
+  ASSERT_TRUE(append_mr_range(&l, f.mr, f.mr.iova + 100, 3 * 4096 - 200));
+  ASSERT_EQ(l.count, 3u);
+  EXPECT_EQ(l.seg[0].local, nullptr);
+  EXPECT_EQ(l.seg[0].remote, f.mr.addr + 100);
+  EXPECT_EQ(l.seg[0].len, 4096u - 100);
+  EXPECT_EQ(l.seg[1].local, f.view.data());
+  EXPECT_EQ(l.seg[1].len, 4096u);
+  EXPECT_EQ(l.seg[2].remote, f.mr.addr + 2 * 4096);
+  EXPECT_EQ(l.seg[2].len, 4096u - 100);
+  EXPECT_EQ(l.total, 3u * 4096 - 200);
+
+  SegmentList inside;  // wholly inside the mapped page: one direct segment
+  ASSERT_TRUE(append_mr_range(&inside, f.mr, f.mr.iova + 5000, 10));
+  ASSERT_EQ(inside.count, 1u);
+  EXPECT_EQ(inside.seg[0].local, f.view.data() + 5000 - 4096);
+  SegmentList outside;  // wholly in the tail: one process_vm segment
+  ASSERT_TRUE(append_mr_range(&outside, f.mr, f.mr.iova + 9000, 10));
+  ASSERT_EQ(outside.count, 1u);
+  EXPECT_EQ(outside.seg[0].local, nullptr);
+}
+
+TEST(MrAccessTest, CopyCrossesSegmentBoundariesOnBothSides) {
+  Fixture src, dst;
+  std::memset(dst.app.data(), 0, dst.app.size());
+  std::memset(dst.view.data(), 0, dst.view.size());
+  SegmentList s, d;
+  ASSERT_TRUE(append_mr_range(&s, src.mr, src.mr.iova + 10, 3 * 4096 - 20));
+  ASSERT_TRUE(append_mr_range(&d, dst.mr, dst.mr.iova + 300, 3 * 4096 - 300));
+  ASSERT_EQ(copy_segments(s, d, 3 * 4096 - 400), 0);
+  // Reassemble dst as the application would see it (its middle page lives in the view).
+  std::vector<uint8_t> seen(dst.app);
+  std::memcpy(seen.data() + 4096, dst.view.data(), 4096);
+  std::vector<uint8_t> expect(src.app);
+  for (size_t i = 0; i < 3 * 4096 - 400; ++i) ASSERT_EQ(seen[300 + i], expect[10 + i]) << i;
+  EXPECT_EQ(seen[299], 0);
+  EXPECT_EQ(seen[300 + 3 * 4096 - 400], 0);
+}
+
+TEST(MrAccessTest, CopyIntoAnUnmappedAddressFails) {
+  Fixture f;
+  Mr gone = f.mr;
+  gone.mapping = nullptr;
+  gone.mapped_len = 0;
+  gone.addr = 0x10;  // nothing is mapped at the bottom of the address space
+  SegmentList s, d;
+  ASSERT_TRUE(append_mr_range(&s, f.mr, f.mr.iova, 64));
+  ASSERT_TRUE(append_mr_range(&d, gone, gone.iova, 64));
+  EXPECT_EQ(copy_segments(s, d, 64), EFAULT);
+}
+
+TEST(MrAccessTest, MappedWordIsFoundOnlyInsideTheMapping) {
+  Fixture f;
+  EXPECT_EQ(mapped_u64(f.mr, f.mr.iova + 4096), reinterpret_cast<uint64_t*>(f.view.data()));
+  EXPECT_EQ(mapped_u64(f.mr, f.mr.iova + 2 * 4096 - 8),
+            reinterpret_cast<uint64_t*>(f.view.data() + 4096 - 8));
+  EXPECT_EQ(mapped_u64(f.mr, f.mr.iova + 2 * 4096 - 4), nullptr);  // straddles the end
+  EXPECT_EQ(mapped_u64(f.mr, f.mr.iova + 8), nullptr);
+}
+
+TEST(MrAccessTest, SegmentListRefusesToOverflow) {
+  SegmentList l;
+  uint8_t b[1];
+  for (uint32_t i = 0; i < kMaxSegments; ++i) ASSERT_TRUE(l.push(Segment{b, 0, 0, 1}));
+  EXPECT_FALSE(l.push(Segment{b, 0, 0, 1}));
+  EXPECT_TRUE(l.push(Segment{b, 0, 0, 0}));  // empty pieces are dropped, not stored
+  EXPECT_EQ(l.total, kMaxSegments);
+}
+
+}  // namespace
+}  // namespace wharf::router
