@@ -7,6 +7,7 @@
 
 #include "abi/verbs/export.h"
 #include "abi/verbs/provider.h"
+#include "proto/qp_rules.h"
 
 using namespace wharf;
 using namespace wharf::abi;
@@ -250,19 +251,6 @@ WHARF_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
 namespace wharf::abi {
 namespace {
 
-bool opcode_valid(ibv_qp_type type, ibv_wr_opcode op) {
-  switch (op) {
-    case IBV_WR_SEND:
-    case IBV_WR_SEND_WITH_IMM: return true;
-    case IBV_WR_RDMA_WRITE:
-    case IBV_WR_RDMA_WRITE_WITH_IMM: return type == IBV_QPT_RC || type == IBV_QPT_UC;
-    case IBV_WR_RDMA_READ:
-    case IBV_WR_ATOMIC_CMP_AND_SWP:
-    case IBV_WR_ATOMIC_FETCH_AND_ADD: return type == IBV_QPT_RC;
-    default: return false;
-  }
-}
-
 // Fills one send slot from wr. Returns 0 or the errno post_send reports for this WR.
 int write_send_wqe(Qp* qp, uint8_t* slot, const ibv_send_wr* wr) {
   auto* h = reinterpret_cast<shm::SendWqe*>(slot);
@@ -328,7 +316,7 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
   qp->sq_lock.lock();
   for (; wr != nullptr; wr = wr->next) {
     if (ibqp->state == IBV_QPS_RESET || ibqp->state == IBV_QPS_INIT || ibqp->state == IBV_QPS_RTR ||
-        !opcode_valid(ibqp->qp_type, wr->opcode) || wr->num_sge < 0 ||
+        !proto::opcode_allowed(ibqp->qp_type, wr->opcode) || wr->num_sge < 0 ||
         static_cast<uint32_t>(wr->num_sge) > qp->caps.max_send_sge) {
       err = EINVAL;
       break;

@@ -118,6 +118,8 @@ class Executor {
                             ibv_wc_status* status);
   void execute_ud_st(Qp* qp, const SendWork& w, const SegmentList& local, ibv_wc_status* status);
   bool gather_local_st(Qp* qp, const SendWork& w, bool need_write, SegmentList* out);
+  bool resolve_sges_st(const shm::Sge* sges, uint32_t n, const Session* owner, const Pd* pd,
+                       bool need_write, SegmentList* out);
   bool take_recv_st(Qp* dst, RecvSource* src, RecvWork* rw);
   void consume_recv_st(RecvSource* src);
   Step no_peer_st(Qp* qp, ibv_wc_status* status);
@@ -186,12 +188,18 @@ bool Executor::gather_local_st(Qp* qp, const SendWork& w, bool need_write, Segme
     if (need_write) return false;
     return out->push(Segment{const_cast<uint8_t*>(w.inline_data), 0, 0, w.hdr.inline_len});
   }
-  for (uint32_t i = 0; i < w.hdr.num_sge; ++i) {
-    const shm::Sge& s = w.sge[i];
+  return resolve_sges_st(w.sge, w.hdr.num_sge, qp->owner, qp->pd, need_write, out);
+}
+
+// Appends the memory of each SGE, checking that its lkey names an MR of `owner` in `pd`
+// that contains it (and allows local writes when need_write: C10-... 10.6.3.2).
+bool Executor::resolve_sges_st(const shm::Sge* sges, uint32_t n, const Session* owner, const Pd* pd,
+                               bool need_write, SegmentList* out) {
+  for (uint32_t i = 0; i < n; ++i) {
+    const shm::Sge& s = sges[i];
     if (s.length == 0) continue;
     Mr* mr = r_->mr_by_key(s.lkey);
-    if (mr == nullptr || mr->owner != qp->owner || mr->pd != qp->pd ||
-        !mr_contains(*mr, s.addr, s.length))
+    if (mr == nullptr || mr->owner != owner || mr->pd != pd || !mr_contains(*mr, s.addr, s.length))
       return false;
     if (need_write && !(mr->access & IBV_ACCESS_LOCAL_WRITE)) return false;
     if (!append_mr_range(out, *mr, s.addr, s.length)) return false;
@@ -274,16 +282,9 @@ Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w, const S
   const uint64_t len = local.total;
   if (op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM) {
     SegmentList target;
-    for (uint32_t i = 0; i < rw.hdr.num_sge; ++i) {
-      const shm::Sge& s = rw.sge[i];
-      if (s.length == 0) continue;
-      Mr* mr = r_->mr_by_key(s.lkey);
-      if (mr == nullptr || mr->owner != dst->owner || mr->pd != rsrc.pd ||
-          !(mr->access & IBV_ACCESS_LOCAL_WRITE) || !mr_contains(*mr, s.addr, s.length) ||
-          !append_mr_range(&target, *mr, s.addr, s.length)) {
-        complete_recv_st(dst, rw, IBV_WC_LOC_PROT_ERR, IBV_WC_RECV, 0, &w, qp, 0);
-        return responder_error(IBV_WC_REM_OP_ERR);
-      }
+    if (!resolve_sges_st(rw.sge, rw.hdr.num_sge, dst->owner, rsrc.pd, true, &target)) {
+      complete_recv_st(dst, rw, IBV_WC_LOC_PROT_ERR, IBV_WC_RECV, 0, &w, qp, 0);
+      return responder_error(IBV_WC_REM_OP_ERR);
     }
     if (target.total < len) {
       complete_recv_st(dst, rw, IBV_WC_LOC_LEN_ERR, IBV_WC_RECV, 0, &w, qp, 0);
@@ -393,18 +394,11 @@ void Executor::execute_ud_st(Qp* qp, const SendWork& w, const SegmentList& local
   // Receive buffer: 40 bytes of GRH, then the payload.
   constexpr uint32_t kGrh = 40;
   SegmentList target;
-  for (uint32_t i = 0; i < rw.hdr.num_sge; ++i) {
-    const shm::Sge& s = rw.sge[i];
-    if (s.length == 0) continue;
-    Mr* mr = r_->mr_by_key(s.lkey);
-    if (mr == nullptr || mr->owner != dst->owner || mr->pd != rsrc.pd ||
-        !(mr->access & IBV_ACCESS_LOCAL_WRITE) || !mr_contains(*mr, s.addr, s.length) ||
-        !append_mr_range(&target, *mr, s.addr, s.length)) {
-      consume_recv_st(&rsrc);
-      complete_recv_st(dst, rw, IBV_WC_LOC_PROT_ERR, IBV_WC_RECV, 0, &w, qp, 0);
-      to_error_st(dst);
-      return;
-    }
+  if (!resolve_sges_st(rw.sge, rw.hdr.num_sge, dst->owner, rsrc.pd, true, &target)) {
+    consume_recv_st(&rsrc);
+    complete_recv_st(dst, rw, IBV_WC_LOC_PROT_ERR, IBV_WC_RECV, 0, &w, qp, 0);
+    to_error_st(dst);
+    return;
   }
   if (target.total < kGrh + local.total) return;
   uint8_t grh[kGrh] = {};

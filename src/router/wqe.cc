@@ -2,20 +2,9 @@
 
 #include <cstring>
 
-namespace wharf::router {
+#include "proto/qp_rules.h"
 
-bool opcode_allowed(ibv_qp_type type, uint8_t op) {
-  switch (op) {
-    case IBV_WR_SEND:
-    case IBV_WR_SEND_WITH_IMM: return true;
-    case IBV_WR_RDMA_WRITE:
-    case IBV_WR_RDMA_WRITE_WITH_IMM: return type == IBV_QPT_RC || type == IBV_QPT_UC;
-    case IBV_WR_RDMA_READ:
-    case IBV_WR_ATOMIC_CMP_AND_SWP:
-    case IBV_WR_ATOMIC_FETCH_AND_ADD: return type == IBV_QPT_RC;
-    default: return false;
-  }
-}
+namespace wharf::router {
 
 bool copy_send_wqe(const uint8_t* slot, uint32_t slot_size, ibv_qp_type type, uint32_t max_sge,
                    SendWork* out) {
@@ -31,7 +20,7 @@ bool copy_send_wqe(const uint8_t* slot, uint32_t slot_size, ibv_qp_type type, ui
     if (n > max_sge || n > shm::kMaxSendSge || n * sizeof(shm::Sge) > room) return false;
     std::memcpy(out->sge, slot + sizeof(shm::SendWqe), n * sizeof(shm::Sge));
   }
-  return opcode_allowed(type, out->hdr.opcode);
+  return proto::opcode_allowed(type, out->hdr.opcode);
 }
 
 void copy_recv_wqe(const uint8_t* slot, uint32_t slot_size, uint32_t max_sge, RecvWork* out) {

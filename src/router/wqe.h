@@ -24,9 +24,6 @@ struct RecvWork {
   shm::Sge sge[shm::kMaxRecvSge];
 };
 
-// True if `op` is a send opcode a QP of `type` may post.
-bool opcode_allowed(ibv_qp_type type, uint8_t op);
-
 // Copies the send WQE in `slot` (slot_size bytes) into *out. Returns false when it is
 // malformed for a QP of `type` allowing max_sge SGEs: unknown or disallowed opcode, more
 // SGEs than allowed, or inline data that does not fit the slot.

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "fuzz_check.h"
+#include "proto/qp_rules.h"
 #include "router/wqe.h"
 
 using namespace wharf;
@@ -27,7 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   SendWork w;
   if (copy_send_wqe(slot.data(), slot_size, type, max_sge, &w)) {
-    WHARF_FUZZ_CHECK(opcode_allowed(type, w.hdr.opcode), "accepted a disallowed opcode");
+    WHARF_FUZZ_CHECK(proto::opcode_allowed(type, w.hdr.opcode), "accepted a disallowed opcode");
     const uint32_t room = slot_size - sizeof(shm::SendWqe);
     if (w.hdr.flags & shm::kWqeInline) {
       WHARF_FUZZ_CHECK(w.hdr.inline_len <= room && w.hdr.inline_len <= shm::kMaxInline,

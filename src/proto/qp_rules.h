@@ -1,0 +1,26 @@
+// Verbs rules the library (synchronous post checks) and the router (which never trusts the
+// library) both apply. Header-only: the library links no router code.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+
+namespace wharf::proto {
+
+// True if a QP of `type` may post send opcode `op` (IBTA 9.x: RDMA READ and atomics are
+// reliable-connection operations; UD carries sends only).
+inline bool opcode_allowed(ibv_qp_type type, uint32_t op) {
+  switch (op) {
+    case IBV_WR_SEND:
+    case IBV_WR_SEND_WITH_IMM: return true;
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM: return type == IBV_QPT_RC || type == IBV_QPT_UC;
+    case IBV_WR_RDMA_READ:
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+    case IBV_WR_ATOMIC_FETCH_AND_ADD: return type == IBV_QPT_RC;
+    default: return false;
+  }
+}
+
+}  // namespace wharf::proto
