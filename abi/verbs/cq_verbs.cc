@@ -36,6 +36,7 @@ WHARF_EXPORT ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
   ch->channel.fd = mine.release();
   ch->channel.refcnt = 0;
   ch->handle = rep.handle;
+  to_ctx(context)->track(to_ctx(context)->channels, rep.handle, &ch->channel);
   return &ch->channel;
 }
 
@@ -46,6 +47,7 @@ WHARF_EXPORT int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
   int err =
       to_ctx(channel->context)->client.call(proto::Op::kDestroyChannel, req, nullptr, 0, &rep);
   if (err != 0) return err;
+  to_ctx(channel->context)->untrack(to_ctx(channel->context)->channels, ch->handle);
   close(channel->fd);
   delete ch;
   return 0;

@@ -90,6 +90,23 @@ Mapping::~Mapping() {
   if (data != nullptr) munmap(data, size);
 }
 
+// The router frees its side when the connection closes; this frees ours. Pointers the
+// application still holds are dangling afterwards, as with rdma-core.
+void Context::free_objects() {
+  std::lock_guard<std::mutex> g(objects_mu);
+  for (auto& [h, qp] : qps) delete to_qp(qp);
+  for (auto& [h, cq] : cqs) delete to_cq(cq);
+  for (auto& [h, srq] : srqs) delete to_srq(srq);
+  for (auto& [h, ah] : ahs) delete to_ah(ah);
+  for (auto& [h, mr] : mrs) delete to_mr(mr);
+  for (auto& [h, pd] : pds) delete to_pd(pd);
+  for (auto& [h, ch] : channels) {
+    close(ch->fd);
+    delete to_channel(ch);
+  }
+  qps.clear(), cqs.clear(), srqs.clear(), ahs.clear(), mrs.clear(), pds.clear(), channels.clear();
+}
+
 }  // namespace wharf::abi
 
 using namespace wharf;
@@ -161,6 +178,7 @@ WHARF_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
 WHARF_EXPORT int ibv_close_device(ibv_context* context) {
   Context* ctx = to_ctx(context);
   untrack_context(ctx);
+  ctx->free_objects();
   close(context->async_fd);
   ctx->client.close();
   pthread_mutex_destroy(&context->mutex);

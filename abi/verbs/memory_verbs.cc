@@ -28,15 +28,19 @@ WHARF_EXPORT ibv_pd* ibv_alloc_pd(ibv_context* context) {
   pd->pd.context = context;
   pd->pd.handle = rep.handle;
   pd->handle = rep.handle;
+  to_ctx(context)->track(to_ctx(context)->pds, rep.handle, &pd->pd);
   return &pd->pd;
 }
 
 WHARF_EXPORT int ibv_dealloc_pd(ibv_pd* pd) {
   proto::Handle req{to_pd(pd)->handle};
   proto::Empty rep;
-  int err = to_ctx(pd->context)->client.call(proto::Op::kDeallocPd, req, nullptr, 0, &rep);
-  if (err == 0) delete to_pd(pd);
-  return err;
+  Context* ctx = to_ctx(pd->context);
+  int err = ctx->client.call(proto::Op::kDeallocPd, req, nullptr, 0, &rep);
+  if (err != 0) return err;
+  ctx->untrack(ctx->pds, to_pd(pd)->handle);
+  delete to_pd(pd);
+  return 0;
 }
 
 WHARF_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova,
@@ -77,6 +81,7 @@ WHARF_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uin
   mr->mr.lkey = rep.lkey;
   mr->mr.rkey = rep.rkey;
   mr->handle = rep.handle;
+  to_ctx(pd->context)->track(to_ctx(pd->context)->mrs, rep.handle, &mr->mr);
   return &mr->mr;
 }
 
@@ -96,9 +101,12 @@ WHARF_EXPORT ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int acces
 WHARF_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
   proto::Handle req{to_mr(mr)->handle};
   proto::Empty rep;
-  int err = to_ctx(mr->context)->client.call(proto::Op::kDeregMr, req, nullptr, 0, &rep);
-  if (err == 0) delete to_mr(mr);
-  return err;
+  Context* ctx = to_ctx(mr->context);
+  int err = ctx->client.call(proto::Op::kDeregMr, req, nullptr, 0, &rep);
+  if (err != 0) return err;
+  ctx->untrack(ctx->mrs, to_mr(mr)->handle);
+  delete to_mr(mr);
+  return 0;
 }
 
 // Re-registration: not implemented (rdma-core callers fall back to dereg + reg).

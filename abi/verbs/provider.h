@@ -39,10 +39,29 @@ struct Context {
   UniqueFd doorbell;
   pid_t owner_pid = 0;
 
-  std::mutex objects_mu;  // guards the handle maps (async events name objects by handle)
+  // Every object of this context still alive, by handle: async and completion events name
+  // objects by handle, and ibv_close_device frees what the application left behind.
+  std::mutex objects_mu;  // guards the maps below
   std::unordered_map<uint32_t, ibv_qp*> qps;
   std::unordered_map<uint32_t, ibv_cq*> cqs;
   std::unordered_map<uint32_t, ibv_srq*> srqs;
+  std::unordered_map<uint32_t, ibv_pd*> pds;
+  std::unordered_map<uint32_t, ibv_mr*> mrs;
+  std::unordered_map<uint32_t, ibv_ah*> ahs;
+  std::unordered_map<uint32_t, ibv_comp_channel*> channels;
+
+  template <class T>
+  void track(std::unordered_map<uint32_t, T*>& map, uint32_t handle, T* obj) {
+    std::lock_guard<std::mutex> g(objects_mu);
+    map[handle] = obj;
+  }
+  template <class T>
+  void untrack(std::unordered_map<uint32_t, T*>& map, uint32_t handle) {
+    std::lock_guard<std::mutex> g(objects_mu);
+    map.erase(handle);
+  }
+  // Frees the library side of every object still tracked (at ibv_close_device).
+  void free_objects();
 
   // Wakes the router if it announced that it sleeps. Call after publishing work.
   void ring_doorbell() {

@@ -124,16 +124,19 @@ WHARF_EXPORT ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
   ah->ah.pd = pd;
   ah->ah.handle = rep.handle;
   ah->handle = rep.handle;
+  to_ctx(pd->context)->track(to_ctx(pd->context)->ahs, rep.handle, &ah->ah);
   return &ah->ah;
 }
 
 WHARF_EXPORT int ibv_destroy_ah(ibv_ah* ah) {
   proto::Empty rep;
+  Context* ctx = to_ctx(ah->context);
   int err =
-      to_ctx(ah->context)
-          ->client.call(proto::Op::kDestroyAh, proto::Handle{to_ah(ah)->handle}, nullptr, 0, &rep);
-  if (err == 0) delete to_ah(ah);
-  return err;
+      ctx->client.call(proto::Op::kDestroyAh, proto::Handle{to_ah(ah)->handle}, nullptr, 0, &rep);
+  if (err != 0) return err;
+  ctx->untrack(ctx->ahs, to_ah(ah)->handle);
+  delete to_ah(ah);
+  return 0;
 }
 
 // IBTA 11.4.1.1: the reply address is the sender's; with a GRH, reverse its GIDs.

@@ -126,8 +126,10 @@ Session::~Session() {
   mrs_.clear();
   channels_.clear();
   pds_.clear();
+  // Only a session that said Hello counted itself in its container (and may release it); a
+  // registration session may have registered, and so may free, the namespace it runs in.
+  if (hello_done_) router_->release_container(container_);
   if (!registered_name_.empty()) router_->unregister_container(registered_name_);
-  router_->release_container(container_);
 }
 
 void Session::post_async_event(ibv_event_type type, uint32_t handle) {
@@ -378,8 +380,9 @@ int Session::on_destroy_cq(const proto::Handle& req, UniqueFd*, int, proto::Empt
 
 int Session::on_create_qp(const proto::CreateQpReq& req, UniqueFd*, int, proto::CreateQpRep* rep,
                           ReplyFds* out) {
-  auto type = static_cast<ibv_qp_type>(req.qp_type);
-  if (type != IBV_QPT_RC && type != IBV_QPT_UC && type != IBV_QPT_UD) return EOPNOTSUPP;
+  if (req.qp_type != IBV_QPT_RC && req.qp_type != IBV_QPT_UC && req.qp_type != IBV_QPT_UD)
+    return EOPNOTSUPP;
+  const auto type = static_cast<ibv_qp_type>(req.qp_type);  // validated above
   Pd* pd = pds_.find(req.pd);
   Cq* scq = cqs_.find(req.send_cq);
   Cq* rcq = cqs_.find(req.recv_cq);
@@ -448,12 +451,13 @@ int Session::on_create_qp(const proto::CreateQpReq& req, UniqueFd*, int, proto::
 int Session::on_modify_qp(const proto::ModifyQpReq& req, UniqueFd*, int, proto::Empty*, ReplyFds*) {
   Qp* qp = qps_.find(req.qp);
   if (qp == nullptr) return EINVAL;
-  auto cur = qp->state();
-  auto next = (req.attr_mask & IBV_QP_STATE) ? static_cast<ibv_qp_state>(req.attr.qp_state) : cur;
-  if (int err = check_qp_transition(qp->type, cur, next, req.attr_mask); err != 0) return err;
+  const uint32_t cur = qp->attr.qp_state;
+  const uint32_t wanted = (req.attr_mask & IBV_QP_STATE) ? req.attr.qp_state : cur;
+  if (int err = check_qp_transition(qp->type, cur, wanted, req.attr_mask); err != 0) return err;
+  const auto next = static_cast<ibv_qp_state>(wanted);  // validated above
   if (int err = validate_qp_attr_values(*qp, req.attr_mask, req.attr); err != 0) return err;
   apply_qp_attr(qp, req.attr_mask, req.attr);
-  if (next == cur) return 0;
+  if (wanted == cur) return 0;
   switch (next) {
     case IBV_QPS_RESET:
       router_->deactivate(qp);

@@ -97,11 +97,12 @@ MaskRule rule(ibv_qp_type type, ibv_qp_state cur, ibv_qp_state next, bool* legal
 
 }  // namespace
 
-int check_qp_transition(ibv_qp_type type, ibv_qp_state cur, ibv_qp_state next, uint32_t mask) {
+int check_qp_transition(uint32_t type, uint32_t cur, uint32_t next, uint32_t mask) {
   if (type != IBV_QPT_RC && type != IBV_QPT_UC && type != IBV_QPT_UD) return EINVAL;
   if (cur > IBV_QPS_ERR || next > IBV_QPS_ERR) return EINVAL;
   bool legal = false;
-  MaskRule r = rule(type, cur, next, &legal);
+  MaskRule r = rule(static_cast<ibv_qp_type>(type), static_cast<ibv_qp_state>(cur),
+                    static_cast<ibv_qp_state>(next), &legal);
   if (!legal) return EINVAL;
   uint32_t attrs = mask & ~static_cast<uint32_t>(IBV_QP_STATE);
   if ((attrs & r.required) != r.required) return EINVAL;

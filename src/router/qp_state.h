@@ -11,6 +11,8 @@ namespace wharf::router {
 
 // Returns 0 if moving a QP of `type` from `cur` to `next` with `mask` is legal, else EINVAL.
 // `mask` includes IBV_QP_STATE when `next` differs from `cur` or a transition is requested.
-int check_qp_transition(ibv_qp_type type, ibv_qp_state cur, ibv_qp_state next, uint32_t mask);
+// Arguments are plain integers because they come from the wire: any value is rejected
+// cleanly, before it is ever turned into an enum.
+int check_qp_transition(uint32_t type, uint32_t cur, uint32_t next, uint32_t mask);
 
 }  // namespace wharf::router

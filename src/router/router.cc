@@ -315,8 +315,8 @@ void Router::unregister_container(const std::string& name) {
   }
 }
 
-// Drops a container nobody uses any more (anonymous ones, or registered ones whose
-// launcher has gone).
+// Drops one Hello'd session's reference; frees the container when nobody uses it any more
+// (anonymous ones, or registered ones whose launcher has gone).
 void Router::release_container(Container* c) {
   if (c->sessions > 0) c->sessions--;
   if (c->sessions == 0 && !c->registered) containers_.erase(c->netns_ino);

@@ -262,5 +262,27 @@ TEST_F(RouterControlTest, RegisteringAContainerNeedsANetnsDescriptor) {
   EXPECT_EQ(c.status(), EINVAL);
 }
 
+// Regression: a registration session whose own namespace is the one it registered used to
+// free that container twice on disconnect (use-after-free, caught by the ASan run).
+TEST_F(RouterControlTest, RegisteringTheCallersOwnNamespaceThenLeavingIsSafe) {
+  if (geteuid() != 0) GTEST_SKIP() << "registration needs root";
+  {
+    RawClient reg(cfg_.socket_path);
+    UniqueFd ns(open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC));
+    ASSERT_TRUE(ns.valid());
+    proto::RegisterContainerReq r;
+    std::strcpy(r.name.data(), "self");
+    r.vip = 0xc6120063;
+    int fd = ns.get();
+    reg.send(proto::Op::kRegisterContainer, r, 1, &fd, 1);
+    ASSERT_EQ(reg.status(), 0);
+  }  // disconnect without Hello
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  RawClient c(cfg_.socket_path);
+  hello(c);
+  c.send(proto::Op::kAllocPd, proto::Empty{});
+  EXPECT_EQ(c.status(), 0);
+}
+
 }  // namespace
 }  // namespace wharf::router

@@ -17,8 +17,8 @@ constexpr uint32_t kRcRts = S | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CN
                             IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
 
 struct Case {
-  ibv_qp_type type;
-  ibv_qp_state cur, next;
+  uint32_t type;
+  uint32_t cur, next;
   uint32_t mask;
   int expect;
 };
@@ -54,8 +54,8 @@ TEST(QpStateTest, TransitionTableMatchesIbta) {
       {IBV_QPT_RC, IBV_QPS_ERR, IBV_QPS_RESET, S, 0},
       {IBV_QPT_RC, IBV_QPS_ERR, IBV_QPS_RTS, S, EINVAL},
       {IBV_QPT_RC, IBV_QPS_INIT, IBV_QPS_ERR, S | IBV_QP_QKEY, EINVAL},  // no attrs to ERR
-      {static_cast<ibv_qp_type>(99), IBV_QPS_RESET, IBV_QPS_INIT, kRcInit, EINVAL},
-      {IBV_QPT_RC, static_cast<ibv_qp_state>(42), IBV_QPS_INIT, kRcInit, EINVAL},
+      {99, IBV_QPS_RESET, IBV_QPS_INIT, kRcInit, EINVAL},
+      {IBV_QPT_RC, 42, IBV_QPS_INIT, kRcInit, EINVAL},
   };
   for (const Case& c : cases) {
     EXPECT_EQ(check_qp_transition(c.type, c.cur, c.next, c.mask), c.expect)

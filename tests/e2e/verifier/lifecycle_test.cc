@@ -73,6 +73,11 @@ TEST_F(LifecycleTest, CompletionChannelFdPollsAndHonoursNonblock) {
 }
 
 TEST_F(LifecycleTest, GetCqEventCanBeCancelled) {
+#if defined(__SANITIZE_ADDRESS__)
+  // ASan's own thread teardown misreports a cancelled thread (sigaltstack "stack-buffer-
+  // underflow" in GCC 12's runtime) and aborts; the release tree runs this test.
+  GTEST_SKIP() << "pthread_cancel is not supported by the ASan runtime";
+#endif
   ibv_comp_channel* ch = ibv_create_comp_channel(a_.ctx);
   ASSERT_NE(ch, nullptr);
   pthread_t t;
