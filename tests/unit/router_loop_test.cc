@@ -21,10 +21,22 @@
 namespace wharf::router {
 namespace {
 
-std::string temp_socket() {
-  char tmpl[] = "/tmp/wharf-unit.XXXXXX";
-  return std::string(mkdtemp(tmpl)) + "/r.sock";
-}
+// A socket path in a fresh directory, removed (with the socket) when the test ends.
+class TempSocket {
+ public:
+  TempSocket() {
+    char tmpl[] = "/tmp/wharf-unit.XXXXXX";
+    dir_ = mkdtemp(tmpl);
+  }
+  ~TempSocket() {
+    unlink(path().c_str());
+    rmdir(dir_.c_str());
+  }
+  std::string path() const { return dir_ + "/r.sock"; }
+
+ private:
+  std::string dir_;
+};
 
 // Runs fn in a child process; true if it exited 0 within `seconds`.
 template <class F>
@@ -48,8 +60,9 @@ bool finishes_within(int seconds, F fn) {
 // Regression: a stop request consumed by the periodic control poll used to be followed by
 // an unbounded epoll_wait, so wharfd ignored SIGTERM now and then.
 TEST(RouterLoopTest, StopConsumedByControlPollNeverLetsTheLoopSleep) {
+  TempSocket sock;
   RouterConfig cfg;
-  cfg.socket_path = temp_socket();
+  cfg.socket_path = sock.path();
   EXPECT_TRUE(finishes_within(5, [&] {
     Router r(cfg);
     if (r.start() != 0) _exit(2);
@@ -60,8 +73,9 @@ TEST(RouterLoopTest, StopConsumedByControlPollNeverLetsTheLoopSleep) {
 }
 
 TEST(RouterLoopTest, StopFromAnotherThreadEndsAnIdleRouter) {
+  TempSocket sock;
   RouterConfig cfg;
-  cfg.socket_path = temp_socket();
+  cfg.socket_path = sock.path();
   cfg.spin_ns = 0;
   EXPECT_TRUE(finishes_within(5, [&] {
     Router r(cfg);
@@ -126,7 +140,7 @@ class RawClient {
 class RouterControlTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    cfg_.socket_path = temp_socket();
+    cfg_.socket_path = sock_.path();
     router_ = std::make_unique<Router>(cfg_);
     ASSERT_EQ(router_->start(), 0);
     thread_ = std::thread([this] { router_->run(false); });
@@ -145,6 +159,7 @@ class RouterControlTest : public ::testing::Test {
     UniqueFd fds[2];
     ASSERT_EQ(c.status(fds, 2), 0);
   }
+  TempSocket sock_;
   RouterConfig cfg_;
   std::unique_ptr<Router> router_;
   std::thread thread_;

@@ -57,6 +57,7 @@ int cleanup(const std::string& name) {
   } else {
     std::fprintf(stderr, "wharf-run: nothing to clean up for container %s\n", name.c_str());
   }
+  remove_bridge_if_unused(true);
   // Anything still there means removal failed (the ip errors were printed).
   return netns_file_exists(netns_path(name)) || link_exists(veth_name(name)) ? 1 : 0;
 }

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 
 #include "command.h"
 #include "netns.h"
@@ -57,6 +58,17 @@ bool ensure_bridge(uint32_t bridge_ip, int prefix, bool verbose) {
   // `replace` is idempotent when the address is already there.
   return run_ip({"addr", "replace", cidr(bridge_ip, prefix), "dev", br}, verbose) &&
          run_ip({"link", "set", br, "up"}, verbose);
+}
+
+// The last container out removes the bridge, so nothing is left on the host. Caller holds
+// HostLock, which also serialises ensure_bridge().
+void remove_bridge_if_unused(bool verbose) {
+  std::string br(kBridgeName);
+  if (!link_exists(br)) return;
+  std::error_code ec;
+  std::filesystem::directory_iterator ports("/sys/class/net/" + br + "/brif", ec);
+  if (ec || ports != std::filesystem::directory_iterator()) return;
+  (void)run_ip({"link", "del", br}, verbose);
 }
 
 bool check_name_free(const std::string& name) {
@@ -131,6 +143,7 @@ void ContainerNet::teardown() {
   HostLock lock;
   (void)lock.acquire(10000);
   remove_container_net(cfg_.name, cfg_.verbose);
+  remove_bridge_if_unused(cfg_.verbose);
 }
 
 }  // namespace wharf::run

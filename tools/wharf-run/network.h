@@ -34,6 +34,9 @@ struct NetConfig {
   bool verbose = false;
 };
 
+// Deletes the bridge when no container port is attached any more. Caller holds HostLock.
+void remove_bridge_if_unused(bool verbose);
+
 // Creates the bridge if missing, then makes sure it has bridge_ip/prefix and is up.
 // Caller holds HostLock.
 [[nodiscard]] bool ensure_bridge(uint32_t bridge_ip, int prefix, bool verbose);

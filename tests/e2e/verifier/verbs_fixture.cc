@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,6 +22,7 @@ RouterProcess::RouterProcess() {
   std::string sock = dir_ + "/wharfd.sock";
   pid_ = fork();
   if (pid_ == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGTERM);  // never outlive a crashed test process
     unsetenv("LD_PRELOAD");
     unsetenv("LD_LIBRARY_PATH");
     execl(WHARFD_PATH, "wharfd", "--socket", sock.c_str(), "--log-level", "warn", nullptr);
