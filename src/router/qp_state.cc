@@ -13,6 +13,15 @@ struct MaskRule {
 constexpr uint32_t kAv = IBV_QP_AV;
 constexpr uint32_t kAltPath = IBV_QP_ALT_PATH;
 
+// RTS->RTS and SQD->RTS: nothing required; path, access and timer changes allowed.
+MaskRule resume_rts(bool rc, bool uc) {
+  constexpr uint32_t kConnected =
+      IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | kAltPath | IBV_QP_PATH_MIG_STATE;
+  if (rc) return {0, kConnected | IBV_QP_MIN_RNR_TIMER};
+  if (uc) return {0, kConnected};
+  return {0, IBV_QP_CUR_STATE | IBV_QP_QKEY};
+}
+
 // Per-type (required, optional) masks of one transition. IBV_QP_STATE is handled by the caller.
 MaskRule rule(ibv_qp_type type, ibv_qp_state cur, ibv_qp_state next, bool* legal) {
   const bool rc = type == IBV_QPT_RC;
@@ -52,25 +61,11 @@ MaskRule rule(ibv_qp_type type, ibv_qp_state cur, ibv_qp_state next, bool* legal
                 IBV_QP_CUR_STATE | kAltPath | IBV_QP_ACCESS_FLAGS | IBV_QP_PATH_MIG_STATE};
       return {IBV_QP_SQ_PSN, IBV_QP_CUR_STATE | IBV_QP_QKEY};
     case IBV_QPS_RTS:
-      if (next == IBV_QPS_RTS) {
-        if (rc)
-          return {0, IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | kAltPath | IBV_QP_PATH_MIG_STATE |
-                         IBV_QP_MIN_RNR_TIMER};
-        if (uc)
-          return {0, IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | kAltPath | IBV_QP_PATH_MIG_STATE};
-        return {0, IBV_QP_CUR_STATE | IBV_QP_QKEY};
-      }
+      if (next == IBV_QPS_RTS) return resume_rts(rc, uc);
       if (next == IBV_QPS_SQD) return {0, IBV_QP_EN_SQD_ASYNC_NOTIFY};
       break;
     case IBV_QPS_SQD:
-      if (next == IBV_QPS_RTS) {
-        if (rc)
-          return {0, IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | kAltPath | IBV_QP_PATH_MIG_STATE |
-                         IBV_QP_MIN_RNR_TIMER};
-        if (uc)
-          return {0, IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | kAltPath | IBV_QP_PATH_MIG_STATE};
-        return {0, IBV_QP_CUR_STATE | IBV_QP_QKEY};
-      }
+      if (next == IBV_QPS_RTS) return resume_rts(rc, uc);
       if (next == IBV_QPS_SQD) {
         if (rc)
           return {0, kAv | kAltPath | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX |

@@ -7,7 +7,25 @@
 namespace wharf::verify {
 namespace {
 
-class DataTest : public VerbsTest {};
+class DataTest : public VerbsTest {
+ protected:
+  // Posts a signaled UD send of [addr, addr+len) (lkey) to qpn/qkey through ah.
+  static int post_ud(ibv_qp* qp, ibv_ah* ah, uint32_t qpn, uint32_t qkey, uint64_t addr,
+                     uint32_t len, uint32_t lkey, uint64_t wr_id = 0) {
+    ibv_sge s{addr, len, lkey};
+    ibv_send_wr wr{};
+    wr.wr_id = wr_id;
+    wr.opcode = IBV_WR_SEND;
+    wr.sg_list = &s;
+    wr.num_sge = 1;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.ud.ah = ah;
+    wr.wr.ud.remote_qpn = qpn;
+    wr.wr.ud.remote_qkey = qkey;
+    ibv_send_wr* bad;
+    return ibv_post_send(qp, &wr, &bad);
+  }
+};
 
 TEST_F(DataTest, SendScattersThreeSgesIntoTwoRecvSges) {
   ibv_qp *qa, *qb;
@@ -290,18 +308,8 @@ TEST_F(DataTest, UdDeliversGrhAndDropsWrongQkeyAndMissingReceive) {
   ibv_ah* ah = ibv_create_ah(a_.pd, &ah_attr);
   ASSERT_NE(ah, nullptr);
   auto send_ud = [&](uint32_t qkey, uint32_t len, uint64_t id) {
-    ibv_sge s{reinterpret_cast<uint64_t>(src.data), len, src.mr->lkey};
-    ibv_send_wr wr{};
-    wr.wr_id = id;
-    wr.opcode = IBV_WR_SEND;
-    wr.sg_list = &s;
-    wr.num_sge = 1;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.wr.ud.ah = ah;
-    wr.wr.ud.remote_qpn = qb->qp_num;
-    wr.wr.ud.remote_qkey = qkey;
-    ibv_send_wr* bad;
-    return ibv_post_send(qa, &wr, &bad);
+    return post_ud(qa, ah, qb->qp_num, qkey, reinterpret_cast<uint64_t>(src.data), len,
+                   src.mr->lkey, id);
   };
   // No receive posted: dropped, but the send still completes successfully.
   ASSERT_EQ(send_ud(0x2222, 100, 1), 0);
@@ -330,17 +338,9 @@ TEST_F(DataTest, UdDeliversGrhAndDropsWrongQkeyAndMissingReceive) {
   ibv_destroy_ah(back);
   // Larger than the UD MTU (4096): a local length error at the sender.
   Buffer big = make_buffer(a_, 8192, kFullAccess);
-  ibv_sge bs{reinterpret_cast<uint64_t>(big.data), 8192, big.mr->lkey};
-  ibv_send_wr bwr{};
-  bwr.opcode = IBV_WR_SEND;
-  bwr.sg_list = &bs;
-  bwr.num_sge = 1;
-  bwr.send_flags = IBV_SEND_SIGNALED;
-  bwr.wr.ud.ah = ah;
-  bwr.wr.ud.remote_qpn = qb->qp_num;
-  bwr.wr.ud.remote_qkey = 0x2222;
-  ibv_send_wr* bbad;
-  ASSERT_EQ(ibv_post_send(qa, &bwr, &bbad), 0);
+  ASSERT_EQ(
+      post_ud(qa, ah, qb->qp_num, 0x2222, reinterpret_cast<uint64_t>(big.data), 8192, big.mr->lkey),
+      0);
   sw = wait_wc(a_.cq, 1);
   EXPECT_EQ(sw[0].status, IBV_WC_LOC_LEN_ERR);
   ibv_destroy_ah(ah);
@@ -358,17 +358,10 @@ TEST_F(DataTest, QkeyWithHighBitUsesTheQpQkey) {
   ah_attr.dlid = b_.port.lid;
   ah_attr.port_num = 1;
   ibv_ah* ah = ibv_create_ah(a_.pd, &ah_attr);
-  ibv_sge s{reinterpret_cast<uint64_t>(src.data), 64, src.mr->lkey};
-  ibv_send_wr wr{};
-  wr.opcode = IBV_WR_SEND;
-  wr.sg_list = &s;
-  wr.num_sge = 1;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.wr.ud.ah = ah;
-  wr.wr.ud.remote_qpn = qb->qp_num;
-  wr.wr.ud.remote_qkey = 0x80000000;
-  ibv_send_wr* bad;
-  ASSERT_EQ(ibv_post_send(qa, &wr, &bad), 0);
+  // Q_Key with bit 31 set: the sender's own QP Q_Key (0x2222) is used.
+  ASSERT_EQ(post_ud(qa, ah, qb->qp_num, 0x80000000, reinterpret_cast<uint64_t>(src.data), 64,
+                    src.mr->lkey),
+            0);
   auto rw = wait_wc(b_.cq, 1);
   ASSERT_EQ(rw.size(), 1u);
   EXPECT_FALSE(rw[0].wc_flags & IBV_WC_GRH);  // LID-routed: no GRH
