@@ -198,17 +198,9 @@ TEST_F(DataTest, AtomicsReturnOldValueAndApplyOnce) {
   auto* t = reinterpret_cast<uint64_t*>(target.data);
   t[0] = 100;
   auto* r = reinterpret_cast<uint64_t*>(res.data);
-  ibv_sge s{reinterpret_cast<uint64_t>(res.data), 8, res.mr->lkey};
-  ibv_send_wr wr{};
-  wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
-  wr.sg_list = &s;
-  wr.num_sge = 1;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.wr.atomic.remote_addr = reinterpret_cast<uint64_t>(t);
-  wr.wr.atomic.rkey = target.mr->rkey;
-  wr.wr.atomic.compare_add = 5;
-  ibv_send_wr* bad;
-  for (int i = 0; i < 10; ++i) ASSERT_EQ(ibv_post_send(qa, &wr, &bad), 0);
+  const uint64_t raddr = reinterpret_cast<uint64_t>(t);
+  for (int i = 0; i < 10; ++i)
+    ASSERT_EQ(post_atomic(qa, IBV_WR_ATOMIC_FETCH_AND_ADD, res, raddr, target.mr->rkey, 5), 0);
   auto sw = wait_wc(a_.cq, 10);
   for (auto& w : sw) {
     EXPECT_EQ(w.status, IBV_WC_SUCCESS);
@@ -217,17 +209,13 @@ TEST_F(DataTest, AtomicsReturnOldValueAndApplyOnce) {
   EXPECT_EQ(t[0], 150u);
   EXPECT_EQ(r[0], 145u);  // the last fetch saw the value before its own add
 
-  wr.opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
-  wr.wr.atomic.compare_add = 150;
-  wr.wr.atomic.swap = 7;
-  ASSERT_EQ(ibv_post_send(qa, &wr, &bad), 0);
+  ASSERT_EQ(post_atomic(qa, IBV_WR_ATOMIC_CMP_AND_SWP, res, raddr, target.mr->rkey, 150, 7), 0);
   sw = wait_wc(a_.cq, 1);
   EXPECT_EQ(sw[0].opcode, IBV_WC_COMP_SWAP);
   EXPECT_EQ(r[0], 150u);
   EXPECT_EQ(t[0], 7u);
-  wr.wr.atomic.compare_add = 999;  // mismatch: no swap, old value returned
-  wr.wr.atomic.swap = 1;
-  ASSERT_EQ(ibv_post_send(qa, &wr, &bad), 0);
+  // Mismatch: no swap, the old value is returned.
+  ASSERT_EQ(post_atomic(qa, IBV_WR_ATOMIC_CMP_AND_SWP, res, raddr, target.mr->rkey, 999, 1), 0);
   wait_wc(a_.cq, 1);
   EXPECT_EQ(r[0], 7u);
   EXPECT_EQ(t[0], 7u);
@@ -253,17 +241,9 @@ TEST_F(DataTest, UnalignedBuffersUseTheSlowPathCorrectly) {
                                            (reinterpret_cast<uintptr_t>(dst.data) & 7));
   *word = 41;
   Buffer res = make_buffer(a_, 8, kFullAccess);
-  ibv_sge s{reinterpret_cast<uint64_t>(res.data), 8, res.mr->lkey};
-  ibv_send_wr wr{};
-  wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
-  wr.sg_list = &s;
-  wr.num_sge = 1;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.wr.atomic.remote_addr = reinterpret_cast<uint64_t>(word);
-  wr.wr.atomic.rkey = dst.mr->rkey;
-  wr.wr.atomic.compare_add = 1;
-  ibv_send_wr* bad;
-  ASSERT_EQ(ibv_post_send(qa, &wr, &bad), 0);
+  ASSERT_EQ(post_atomic(qa, IBV_WR_ATOMIC_FETCH_AND_ADD, res, reinterpret_cast<uint64_t>(word),
+                        dst.mr->rkey, 1),
+            0);
   sw = wait_wc(a_.cq, 1);
   EXPECT_EQ(sw[0].status, IBV_WC_SUCCESS);
   EXPECT_EQ(*word, 42u);

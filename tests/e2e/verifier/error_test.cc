@@ -107,17 +107,9 @@ TEST_F(ErrorTest, MisalignedAtomicIsRemInvReq) {
   rc_pair(&qa, &qb);
   Buffer res = make_buffer(a_, 64, kFullAccess);
   Buffer target = make_buffer(b_, 64, kFullAccess);
-  ibv_sge s{reinterpret_cast<uint64_t>(res.data), 8, res.mr->lkey};
-  ibv_send_wr wr{};
-  wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
-  wr.sg_list = &s;
-  wr.num_sge = 1;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.wr.atomic.remote_addr = reinterpret_cast<uint64_t>(target.data) + 4;
-  wr.wr.atomic.rkey = target.mr->rkey;
-  wr.wr.atomic.compare_add = 1;
-  ibv_send_wr* bad;
-  ASSERT_EQ(ibv_post_send(qa, &wr, &bad), 0);
+  ASSERT_EQ(post_atomic(qa, IBV_WR_ATOMIC_FETCH_AND_ADD, res,
+                        reinterpret_cast<uint64_t>(target.data) + 4, target.mr->rkey, 1),
+            0);
   EXPECT_EQ(wait_wc(a_.cq, 1)[0].status, IBV_WC_REM_INV_REQ_ERR);
 }
 

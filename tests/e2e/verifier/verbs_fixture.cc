@@ -249,4 +249,20 @@ int VerbsTest::post_send(ibv_qp* qp, ibv_wr_opcode op, std::vector<ibv_sge> sges
   return ibv_post_send(qp, &wr, &bad);
 }
 
+int VerbsTest::post_atomic(ibv_qp* qp, ibv_wr_opcode op, Buffer& result, uint64_t raddr,
+                           uint32_t rkey, uint64_t compare_add, uint64_t swap) {
+  ibv_sge s{reinterpret_cast<uint64_t>(result.data), 8, result.mr->lkey};
+  ibv_send_wr wr{};
+  wr.opcode = op;
+  wr.sg_list = &s;
+  wr.num_sge = 1;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.atomic.remote_addr = raddr;
+  wr.wr.atomic.rkey = rkey;
+  wr.wr.atomic.compare_add = compare_add;
+  wr.wr.atomic.swap = swap;
+  ibv_send_wr* bad = nullptr;
+  return ibv_post_send(qp, &wr, &bad);
+}
+
 }  // namespace wharf::verify

@@ -66,6 +66,9 @@ class VerbsTest : public ::testing::Test {
   void post_recv(ibv_qp* qp, Buffer& b, size_t off, uint32_t len, uint64_t wr_id);
   int post_send(ibv_qp* qp, ibv_wr_opcode op, std::vector<ibv_sge> sges, uint64_t wr_id,
                 int flags = IBV_SEND_SIGNALED, uint64_t raddr = 0, uint32_t rkey = 0);
+  // A signaled atomic on the 8 bytes at raddr; the old value lands in result (8 bytes).
+  int post_atomic(ibv_qp* qp, ibv_wr_opcode op, Buffer& result, uint64_t raddr, uint32_t rkey,
+                  uint64_t compare_add, uint64_t swap = 0);
 
   static RouterProcess* router_;
   Side a_, b_;
