@@ -81,8 +81,10 @@ WHARF_EXPORT ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_conte
     return nullptr;
   }
   cq->handle = rep.cq;
-  cq->ring = shm::RingConsumer(reinterpret_cast<shm::RingHeader*>(cq->map.data + layout.ring_off),
-                               cq->map.data + layout.slots_off, rep.entries, sizeof(shm::Cqe));
+  auto* ring_hdr = reinterpret_cast<shm::RingHeader*>(cq->map.data + layout.ring_off);
+  auto* slots = reinterpret_cast<shm::Cqe*>(cq->map.data + layout.slots_off);
+  cq->ring = shm::CqConsumer(ring_hdr, slots, rep.entries);
+  cq->producer = shm::CqProducer(ring_hdr, slots, rep.entries);
   cq->notify = reinterpret_cast<shm::CqNotify*>(cq->map.data + layout.notify_off);
   ibv_cq* c = &cq->cq;
   c->context = context;
@@ -153,12 +155,8 @@ int poll_cq(ibv_cq* ibcq, int n, ibv_wc* wc) {
   cq->lock.lock();
   int got = 0;
   while (got < n) {
-    shm::RingStatus st;
-    const uint8_t* slot = cq->ring.peek(&st);
-    if (slot == nullptr) break;
     shm::Cqe c;
-    std::memcpy(&c, slot, sizeof(c));
-    cq->ring.pop();
+    if (!cq->ring.pop(&c)) break;
     ibv_wc& w = wc[got++];
     w.wr_id = c.wr_id;
     w.status = static_cast<ibv_wc_status>(c.status);

@@ -78,18 +78,6 @@ uint64_t cached_node_guid = 0;
 
 }  // namespace
 
-int Mapping::map(int fd, size_t len) {
-  void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (p == MAP_FAILED) return errno;
-  data = static_cast<uint8_t*>(p);
-  size = len;
-  return 0;
-}
-
-Mapping::~Mapping() {
-  if (data != nullptr) munmap(data, size);
-}
-
 // The router frees its side when the connection closes; this frees ours. Pointers the
 // application still holds are dangling afterwards, as with rdma-core.
 void Context::free_objects() {

@@ -81,6 +81,8 @@ WHARF_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uin
   mr->mr.lkey = rep.lkey;
   mr->mr.rkey = rep.rkey;
   mr->handle = rep.handle;
+  mr->iova = (access & IBV_ACCESS_ZERO_BASED) ? 0 : iova;
+  mr->access = access;
   to_ctx(pd->context)->track(to_ctx(pd->context)->mrs, rep.handle, &mr->mr);
   return &mr->mr;
 }

@@ -13,22 +13,17 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "abi/verbs/direct_path.h"
+#include "abi/verbs/mapping.h"
 #include "abi/verbs/router_client.h"
 #include "common/spinlock.h"
 #include "common/unique_fd.h"
 #include "proto/messages.h"
+#include "shm/cq_ring.h"
 #include "shm/layout.h"
 #include "shm/ring.h"
 
 namespace wharf::abi {
-
-// A read-write shared mapping of a router-created memfd.
-struct Mapping {
-  uint8_t* data = nullptr;
-  size_t size = 0;
-  int map(int fd, size_t len);  // 0 or errno
-  ~Mapping();
-};
 
 struct Context {
   verbs_context vctx;  // ibv_context is its last member: must stay first here
@@ -89,6 +84,8 @@ inline Pd* to_pd(ibv_pd* p) { return reinterpret_cast<Pd*>(p); }
 struct Mr {
   ibv_mr mr;
   uint32_t handle;
+  uint64_t iova;    // address the keys are used with (mr.addr is where it lives)
+  uint32_t access;  // enum ibv_access_flags
 };
 inline Mr* to_mr(ibv_mr* m) { return reinterpret_cast<Mr*>(m); }
 
@@ -102,7 +99,8 @@ struct Cq {
   ibv_cq cq;
   uint32_t handle;
   Mapping map;
-  shm::RingConsumer ring;
+  shm::CqConsumer ring;
+  shm::CqProducer producer;  // for completions of the direct path
   shm::CqNotify* notify;
   SpinLock lock;
   uint32_t empty_polls;  // consecutive empty polls, guarded by lock
@@ -131,7 +129,9 @@ struct Qp {
   shm::RingProducer rq;
   SpinLock sq_lock;
   SpinLock rq_lock;
-  void reset_rings();  // after a transition to RESET (the router zeroed the indices)
+  shm::QpDirect* direct_line;  // in `map`, written by the router
+  DirectPath direct;           // guarded by sq_lock
+  void reset_rings();          // after a transition to RESET (the router zeroed the indices)
 };
 inline Qp* to_qp(ibv_qp* q) { return reinterpret_cast<Qp*>(q); }
 

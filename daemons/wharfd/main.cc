@@ -15,6 +15,7 @@ int run_wharfd(int argc, char** argv) {
   cfg.socket_path = "/run/wharf/wharfd.sock";
   std::string link_layer = "ib";
   std::string log_level = "info";
+  std::string direct_path = "on";
   uint64_t spin_us = cfg.spin_ns / 1000;
   app.add_option("--socket", cfg.socket_path, "Unix socket the verbs libraries connect to")
       ->capture_default_str();
@@ -23,6 +24,12 @@ int run_wharfd(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--spin-us", spin_us, "Keep polling this long after the last work before sleeping")
       ->capture_default_str();
+  app.add_option("--direct-path", direct_path,
+                 "on: RC QPs between containers of this host execute their sends in the sending "
+                 "library, which maps the peer's queues and registrations (containers trust each "
+                 "other); off: every operation goes through the router")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -30,6 +37,7 @@ int run_wharfd(int argc, char** argv) {
   spdlog::set_level(spdlog::level::from_str(log_level));
   cfg.link_layer = link_layer == "eth" ? IBV_LINK_LAYER_ETHERNET : IBV_LINK_LAYER_INFINIBAND;
   cfg.spin_ns = spin_us * 1000;
+  cfg.direct_path = direct_path == "on";
   wharf::router::Router router(cfg);
   if (router.start() != 0) return 1;
   router.run(/*handle_signals=*/true);

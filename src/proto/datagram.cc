@@ -71,4 +71,10 @@ ssize_t recv_datagram(int sock, uint8_t* buf, size_t cap, UniqueFd* fds, int max
   return n;
 }
 
+int send_cq_event(int sock, uint32_t cq) {
+  uint8_t buf[kCqEventSize];
+  encode(CqEventMsg{cq}, buf, sizeof(buf));
+  return send_datagram(sock, buf, sizeof(buf), nullptr, 0, MSG_DONTWAIT);
+}
+
 }  // namespace wharf::proto

@@ -20,4 +20,8 @@ int send_datagram(int sock, const uint8_t* buf, size_t len, const int* fds, int 
 ssize_t recv_datagram(int sock, uint8_t* buf, size_t cap, UniqueFd* fds, int max_fds, int* nfds,
                       int flags);
 
+// Sends one CqEventMsg naming `cq` on a completion channel socket without blocking (a full
+// channel already holds an event that wakes its reader). Returns 0 or an errno.
+int send_cq_event(int sock, uint32_t cq);
+
 }  // namespace wharf::proto

@@ -39,6 +39,8 @@ enum class Op : uint16_t {
   kDestroyAh = 19,
   kRegisterContainer = 20,
   kUnregisterContainer = 21,
+  kGetDirectPeer = 22,
+  kGetPeerMr = 23,
 };
 
 // Every datagram starts with this. `status` is 0 in requests; in replies it is 0 or a
@@ -330,6 +332,54 @@ struct UnregisterContainerReq {
   template <class V>
   void visit(V&& v) {
     v(name);
+  }
+};
+
+// ---- Direct intra-host path (docs/ARCHITECTURE.md, "The direct path") ----
+// GetDirectPeer: request Handle{qp}; answered while the QP's direct line is On (else EAGAIN).
+// Reply fds: [peer QP memfd (qp_layout of the peer_* sizes), peer receive CQ memfd
+// (cq_layout(peer_cq_entries))], then the router's end of the peer CQ's completion channel
+// if kPeerCqChannel, then that of this QP's send CQ if kSendCqChannel.
+enum DirectPeerFlags : uint8_t { kPeerCqChannel = 1, kSendCqChannel = 2 };
+struct DirectPeerRep {
+  uint32_t generation = 0;  // of the direct line this describes
+  uint32_t peer_qpn = 0;
+  uint32_t peer_sq_entries = 0;
+  uint32_t peer_sq_slot = 0;
+  uint32_t peer_rq_entries = 0;
+  uint32_t peer_rq_slot = 0;
+  uint32_t peer_max_recv_sge = 0;
+  uint32_t peer_access = 0;  // the peer QP's qp_access_flags
+  uint32_t peer_cq = 0;      // the peer's receive CQ, as its CqEventMsg names it
+  uint32_t peer_cq_entries = 0;
+  uint16_t slid = 0;  // what the peer's completions report as this QP's source LID
+  uint8_t sl = 0;
+  uint8_t flags = 0;  // DirectPeerFlags
+  template <class V>
+  void visit(V&& v) {
+    v(generation), v(peer_qpn), v(peer_sq_entries), v(peer_sq_slot), v(peer_rq_entries),
+        v(peer_rq_slot), v(peer_max_recv_sge), v(peer_access), v(peer_cq), v(peer_cq_entries),
+        v(slid), v(sl), v(flags);
+  }
+};
+// GetPeerMr: a registration of the QP's direct peer (its owner and PD), by key.
+struct PeerMrReq {
+  uint32_t qp = 0;
+  uint32_t key = 0;
+  template <class V>
+  void visit(V&& v) {
+    v(qp), v(key);
+  }
+};
+// Reply fds: [the registration's memfd] when mapped_len != 0.
+struct PeerMrRep {
+  uint64_t mapped_iova = 0;  // key-space address of the first memfd-backed byte
+  uint64_t mapped_len = 0;   // 0: nothing of it is reachable without the router
+  uint64_t memfd_offset = 0;
+  uint32_t access = 0;  // enum ibv_access_flags
+  template <class V>
+  void visit(V&& v) {
+    v(mapped_iova), v(mapped_len), v(memfd_offset), v(access);
   }
 };
 

@@ -23,4 +23,16 @@ inline bool opcode_allowed(ibv_qp_type type, uint32_t op) {
   }
 }
 
+// The ibv_wc opcode that completes send opcode `op`.
+inline ibv_wc_opcode send_wc_opcode(uint32_t op) {
+  switch (op) {
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM: return IBV_WC_RDMA_WRITE;
+    case IBV_WR_RDMA_READ: return IBV_WC_RDMA_READ;
+    case IBV_WR_ATOMIC_CMP_AND_SWP: return IBV_WC_COMP_SWAP;
+    case IBV_WR_ATOMIC_FETCH_AND_ADD: return IBV_WC_FETCH_ADD;
+    default: return IBV_WC_SEND;
+  }
+}
+
 }  // namespace wharf::proto

@@ -123,6 +123,7 @@ Session::~Session() {
   srqs_.clear();
   cqs_.clear();
   for (auto& [h, mr] : mrs_) router_->release_key(mr->key);
+  if (mrs_.size() != 0) router_->retire_mr_st();
   mrs_.clear();
   channels_.clear();
   pds_.clear();
@@ -214,6 +215,8 @@ bool Session::handle_request(const uint8_t* buf, size_t len, UniqueFd* fds, int 
     case Op::kDestroySrq: serve(h, body, blen, fds, nfds, &Session::on_destroy_srq); break;
     case Op::kCreateAh: serve(h, body, blen, fds, nfds, &Session::on_create_ah); break;
     case Op::kDestroyAh: serve(h, body, blen, fds, nfds, &Session::on_destroy_ah); break;
+    case Op::kGetDirectPeer: serve(h, body, blen, fds, nfds, &Session::on_get_direct_peer); break;
+    case Op::kGetPeerMr: serve(h, body, blen, fds, nfds, &Session::on_get_peer_mr); break;
     case Op::kRegisterContainer:
       serve(h, body, blen, fds, nfds, &Session::on_register_container);
       break;
@@ -307,6 +310,8 @@ int Session::on_reg_mr(const proto::RegMrReq& req, UniqueFd* fds, int nfds, prot
     mr->mapping_size = req.mapped_len;
     mr->mapped_start = req.mapped_start;
     mr->mapped_len = req.mapped_len;
+    mr->memfd = std::move(fds[0]);
+    mr->memfd_offset = req.memfd_offset;
   } else if (nfds != 0) {
     return EINVAL;
   }
@@ -322,6 +327,7 @@ int Session::on_dereg_mr(const proto::Handle& req, UniqueFd*, int, proto::Empty*
   auto mr = mrs_.take(req.handle);
   if (!mr) return EINVAL;
   router_->release_key(mr->key);
+  router_->retire_mr_st();
   mr->pd->users--;
   return 0;
 }
@@ -356,9 +362,9 @@ int Session::on_create_cq(const proto::CreateCqReq& req, UniqueFd*, int, proto::
   cq->owner = this;
   cq->layout = shm::cq_layout(static_cast<uint32_t>(round_up_pow2(req.cqe)));
   if (int err = cq->shm.create("wharf-cq", cq->layout.total); err != 0) return err;
-  cq->ring = shm::RingProducer(
+  cq->ring = shm::CqProducer(
       reinterpret_cast<shm::RingHeader*>(cq->shm.data() + cq->layout.ring_off),
-      cq->shm.data() + cq->layout.slots_off, cq->layout.entries, sizeof(shm::Cqe));
+      reinterpret_cast<shm::Cqe*>(cq->shm.data() + cq->layout.slots_off), cq->layout.entries);
   cq->notify = reinterpret_cast<shm::CqNotify*>(cq->shm.data() + cq->layout.notify_off);
   cq->channel = ch;
   if (ch != nullptr) ch->users++;
@@ -430,6 +436,7 @@ int Session::on_create_qp(const proto::CreateQpReq& req, UniqueFd*, int, proto::
   qp->attr.port_num = 1;
   qp->attr.path_mtu = IBV_MTU_4096;
   reset_qp_rings(qp.get());
+  qp->direct = reinterpret_cast<shm::QpDirect*>(qp->shm.data() + qp->layout.direct_off);
 
   Qp* raw = qps_.add(std::move(qp));
   raw->qpn = router_->allocate_qpn(raw);
@@ -457,6 +464,8 @@ int Session::on_modify_qp(const proto::ModifyQpReq& req, UniqueFd*, int, proto::
   const auto next = static_cast<ibv_qp_state>(wanted);  // validated above
   if (int err = validate_qp_attr_values(*qp, req.attr_mask, req.attr); err != 0) return err;
   apply_qp_attr(qp, req.attr_mask, req.attr);
+  // Before the switch below touches any ring: no library may be executing into this QP.
+  router_->refresh_direct_st(qp);
   if (wanted == cur) return 0;
   switch (next) {
     case IBV_QPS_RESET:
@@ -491,7 +500,11 @@ int Session::on_query_qp(const proto::Handle& req, UniqueFd*, int, proto::QueryQ
 
 void Session::destroy_qp(std::unique_ptr<Qp> qp) {
   router_->deactivate(qp.get());
+  // Its own library no longer posts to it (or is gone): no need to wait for it.
+  router_->disable_direct_st(qp.get(), /*wait_for_library=*/false);
   router_->release_qpn(qp->qpn);
+  // The QP it was connected to can no longer execute into it.
+  if (Qp* peer = router_->qp_by_qpn(qp->attr.dest_qp_num)) router_->refresh_direct_st(peer);
   qp->pd->users--;
   qp->send_cq->users--;
   qp->recv_cq->users--;

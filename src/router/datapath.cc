@@ -11,7 +11,9 @@
 #include "common/clock.h"
 #include "proto/datagram.h"
 #include "proto/device.h"
+#include "proto/qp_rules.h"
 #include "router/mr_access.h"
+#include "router/peer_rules.h"
 #include "router/router.h"
 #include "router/session.h"
 #include "router/wqe.h"
@@ -33,53 +35,20 @@ uint64_t ack_timeout_ns(uint8_t timeout) {
   return 4096ull << std::min<uint8_t>(timeout, 31);
 }
 
-bool can_receive(ibv_qp_state s) {
-  return s == IBV_QPS_RTR || s == IBV_QPS_RTS || s == IBV_QPS_SQD || s == IBV_QPS_SQE;
-}
-
-ibv_wc_opcode send_wc_opcode(uint8_t op) {
-  switch (op) {
-    case IBV_WR_RDMA_WRITE:
-    case IBV_WR_RDMA_WRITE_WITH_IMM: return IBV_WC_RDMA_WRITE;
-    case IBV_WR_RDMA_READ: return IBV_WC_RDMA_READ;
-    case IBV_WR_ATOMIC_CMP_AND_SWP: return IBV_WC_COMP_SWAP;
-    case IBV_WR_ATOMIC_FETCH_AND_ADD: return IBV_WC_FETCH_ADD;
-    default: return IBV_WC_SEND;
-  }
-}
-
-bool address_matches(const proto::AhAttr& ah, const Container* c, uint8_t link_layer) {
-  if (ah.is_global) return ah.dgid == c->gid;
-  return link_layer == IBV_LINK_LAYER_INFINIBAND && ah.dlid == c->lid;
-}
-
 // Writes one CQE and raises a completion event if the CQ is armed for it.
 void post_cqe_st(Cq* cq, const shm::Cqe& cqe, bool solicited) {
   if (cq->overrun) return;
-  shm::RingStatus st;
-  uint8_t* slot = cq->ring.reserve(&st);
-  if (slot == nullptr) {
+  if (cq->ring.push(cqe) != shm::RingStatus::kOk) {
     // C11-...: a CQ overrun is an asynchronous CQ error; the CQ stops accepting entries.
     cq->overrun = true;
     spdlog::warn("CQ {} of pid {} overrun", cq->handle, cq->owner->pid());
     cq->owner->post_async_event(IBV_EVENT_CQ_ERR, cq->handle);
     return;
   }
-  std::memcpy(slot, &cqe, sizeof(cqe));
-  cq->ring.commit();
-  if (cq->channel == nullptr) return;
-  // Pairs with the library's fence between arming and polling: either it sees this CQE or
-  // we see its arm request.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  uint32_t arm = cq->notify->arm.load(std::memory_order_relaxed);
-  if (arm == shm::kCqDisarmed) return;
-  if (arm != shm::kCqArmedAny && !solicited && cqe.status == IBV_WC_SUCCESS) return;
-  if (cq->notify->arm.exchange(shm::kCqDisarmed, std::memory_order_acq_rel) == shm::kCqDisarmed)
+  if (cq->channel == nullptr ||
+      !shm::claim_cq_event(cq->notify, solicited, cqe.status == IBV_WC_SUCCESS))
     return;
-  proto::CqEventMsg ev{cq->handle};
-  uint8_t buf[proto::kCqEventSize];
-  proto::encode(ev, buf, sizeof(buf));
-  proto::send_datagram(cq->channel->sock.get(), buf, sizeof(buf), nullptr, 0, MSG_DONTWAIT);
+  proto::send_cq_event(cq->channel->sock.get(), cq->handle);
 }
 
 shm::Cqe make_cqe(uint64_t wr_id, ibv_wc_status status, ibv_wc_opcode opcode, uint32_t qpn) {
@@ -165,12 +134,15 @@ bool Executor::process_qp_st(Qp* qp) {
     } else if (execute_st(qp, w, &status, &byte_len) == Step::kWait) {
       return true;  // head WQE stays queued until wait_until_ns
     }
+    // Once the failed WQE leaves the ring the library would see an idle send queue: it must
+    // not execute anything directly before the QP is in ERR.
+    if (status != IBV_WC_SUCCESS) r_->disable_direct_st(qp);
     qp->sq.pop();
     qp->rnr_attempts = qp->retry_attempts = 0;
     did = true;
     bool signaled = (w.hdr.flags & shm::kWqeSignaled) || qp->sq_sig_all;
     if (signaled || status != IBV_WC_SUCCESS) {
-      shm::Cqe c = make_cqe(w.hdr.wr_id, status, send_wc_opcode(w.hdr.opcode), qp->qpn);
+      shm::Cqe c = make_cqe(w.hdr.wr_id, status, proto::send_wc_opcode(w.hdr.opcode), qp->qpn);
       c.byte_len = byte_len;
       post_cqe_st(qp->send_cq, c, false);
     }
@@ -460,6 +432,7 @@ bool Executor::take_recv_st(Qp* dst, RecvSource* src, RecvWork* rw) {
     src->max_sge = dst->srq->max_sge;
     src->slot_size = dst->srq->layout.slot;
   } else {
+    dst->rq.resync();  // the direct path may have taken receive WQEs since we last did
     src->ring = &dst->rq;
     src->pd = dst->pd;
     src->max_sge = dst->caps.max_recv_sge;
@@ -511,6 +484,7 @@ void Executor::to_error_st(Qp* qp) {
   if (qp->state() == IBV_QPS_ERR) return;
   qp->attr.qp_state = qp->attr.cur_qp_state = IBV_QPS_ERR;
   qp->wait_until_ns = 0;
+  r_->refresh_direct_st(qp);  // before anything flushes its queues
   r_->activate(qp);
 }
 
@@ -530,10 +504,12 @@ bool Executor::flush_st(Qp* qp) {
     std::memcpy(&h, slot, sizeof(h));
     qp->sq.pop();
     post_cqe_st(qp->send_cq,
-                make_cqe(h.wr_id, IBV_WC_WR_FLUSH_ERR, send_wc_opcode(h.opcode), qp->qpn), false);
+                make_cqe(h.wr_id, IBV_WC_WR_FLUSH_ERR, proto::send_wc_opcode(h.opcode), qp->qpn),
+                false);
     did = true;
   }
   if (qp->srq == nullptr) {
+    qp->rq.resync();
     for (int budget = kBudgetPerQp; budget > 0; --budget) {
       const uint8_t* slot = qp->rq.peek(&st);
       if (slot == nullptr) break;

@@ -14,6 +14,7 @@
 #include "common/unique_fd.h"
 #include "proto/messages.h"
 #include "router/shm_region.h"
+#include "shm/cq_ring.h"
 #include "shm/layout.h"
 #include "shm/ring.h"
 
@@ -53,6 +54,8 @@ struct Mr {
   uint8_t* mapping = nullptr;
   size_t mapping_size = 0;  // of the mmap, for munmap
   pid_t pid = 0;            // for process_vm_readv/writev on the unmapped parts
+  UniqueFd memfd;           // backs the mapped part (at memfd_offset); handed to direct peers
+  uint64_t memfd_offset = 0;
   ~Mr();
 };
 
@@ -68,7 +71,7 @@ struct Cq {
   CompChannel* channel = nullptr;
   ShmRegion shm;
   shm::CqLayout layout{};
-  shm::RingProducer ring;
+  shm::CqProducer ring;
   shm::CqNotify* notify = nullptr;
   int users = 0;         // QPs using it
   bool overrun = false;  // an overrun was reported; no more CQEs are written
@@ -118,6 +121,13 @@ struct Qp {
   uint8_t retry_attempts = 0;
   bool active = false;  // in the router's polled list
   bool last_wqe_reported = false;
+
+  // Direct path: the shared line (in shm), the router's own view of it, and whether the
+  // library lost the right to it by staying Busy too long.
+  shm::QpDirect* direct = nullptr;
+  uint32_t direct_generation = 0;
+  bool direct_on = false;
+  bool direct_revoked = false;
 
   ibv_qp_state state() const { return static_cast<ibv_qp_state>(attr.qp_state); }
 };

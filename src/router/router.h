@@ -25,6 +25,8 @@ struct RouterConfig {
   uint8_t link_layer = IBV_LINK_LAYER_INFINIBAND;
   uint64_t spin_ns = 200000;  // keep polling this long after the last work before sleeping
   uint64_t node_guid = 0;     // 0: derived from the socket path
+  // RC QPs connected on this host execute their sends in the library (router/direct_path.cc).
+  bool direct_path = true;
 };
 
 class Router {
@@ -67,6 +69,19 @@ class Router {
   void activate(Qp* qp);
   void deactivate(Qp* qp);
 
+  // ---- Direct intra-host path (router/direct_path.cc) ----
+  // Re-decides, after any change to qp, whether qp and the QP it is connected to may execute
+  // their sends themselves; a QP whose line stays On gets a new generation (its library
+  // re-reads the peer's description).
+  void refresh_direct_st(Qp* qp);
+  // Turns qp's line Off, first waiting (bounded) for a work request its library executes.
+  void disable_direct_st(Qp* qp, bool wait_for_library = true);
+  // The QP qp executes into while its line is On, else nullptr.
+  Qp* direct_peer_st(const Qp* qp) const;
+  // After a registration went away: tells every library to drop its cached keys and waits
+  // (bounded) until no work request that might still use one is executing.
+  void retire_mr_st();
+
   // ---- Data path (router thread) ----
   // Executes pending work on every active QP. Returns true if anything was done.
   bool poll_datapath_st();
@@ -85,6 +100,10 @@ class Router {
   void accept_sessions();
   void close_session(int fd);
   void handle_session_input(Session* s);
+  bool direct_eligible_st(const Qp* qp) const;
+  void set_direct_st(Qp* qp, bool on);
+  // Waits while qp's library is Busy; false if it stayed Busy past the bound.
+  bool wait_direct_idle_st(Qp* qp);
 
   RouterConfig cfg_;
   UniqueFd listen_;
@@ -98,6 +117,8 @@ class Router {
   std::unordered_map<uint32_t, Qp*> qps_;                                // by QPN
   std::unordered_map<uint32_t, Mr*> keys_;                               // by lkey/rkey
   std::vector<Qp*> active_;
+  std::vector<Qp*> direct_;  // QPs whose direct line is On
+  uint32_t mr_epoch_ = 0;
   uint16_t next_lid_ = 1;
   uint32_t next_qpn_ = 0x100;
   uint32_t next_key_index_ = 1;

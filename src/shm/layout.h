@@ -69,7 +69,10 @@ struct Cqe {
   uint16_t slid;
   uint8_t sl;
   uint8_t dlid_path_bits;
-  uint8_t reserved[18];
+  uint8_t reserved[14];
+  // Publication stamp: index + 1 of the ring position this entry was written for, stored
+  // last with release (shm/cq_ring.h). Lets several producers share one CQ.
+  uint32_t seq;
 };
 static_assert(sizeof(Cqe) == 64);
 
@@ -94,6 +97,9 @@ struct ContextPage {
   // 1 while the router is (about to be) asleep; a producer that sees 1 after publishing
   // work swaps it to 0 and writes the doorbell eventfd.
   alignas(kCacheLine) std::atomic<uint32_t> router_sleeping;
+  // Bumped by the router whenever a memory registration on this host goes away; the direct
+  // path drops every key it cached under an older value (and checks it while busy).
+  alignas(kCacheLine) std::atomic<uint32_t> mr_epoch;
 };
 constexpr size_t kContextPageSize = kPageSize;
 
@@ -119,11 +125,21 @@ constexpr CqLayout cq_layout(uint32_t entries) {
   return l;
 }
 
-// ---- Queue pair: send ring, receive ring, then their slots. ----
+// ---- Direct intra-host path: may the QP's library execute its sends itself? ----
+// The router moves `state` between Off and On (and bumps `generation` while Off, before
+// every enable); the library moves it On -> Busy around each directly executed work
+// request and back. The router waits for Busy to end before it touches the peer's queues.
+enum DirectState : uint32_t { kDirectOff = 0, kDirectOn = 1, kDirectBusy = 2 };
+struct QpDirect {
+  alignas(kCacheLine) std::atomic<uint32_t> state;
+  std::atomic<uint32_t> generation;
+};
+
+// ---- Queue pair: send ring, receive ring, direct-path line, then the slots. ----
 struct QpLayout {
   uint32_t sq_entries, sq_slot;
   uint32_t rq_entries, rq_slot;  // rq_entries == 0 when the QP uses an SRQ
-  size_t sq_ring_off, rq_ring_off, sq_slots_off, rq_slots_off, total;
+  size_t sq_ring_off, rq_ring_off, direct_off, sq_slots_off, rq_slots_off, total;
 };
 constexpr QpLayout qp_layout(uint32_t sq_entries, uint32_t sq_slot, uint32_t rq_entries,
                              uint32_t rq_slot) {
@@ -134,7 +150,8 @@ constexpr QpLayout qp_layout(uint32_t sq_entries, uint32_t sq_slot, uint32_t rq_
   l.rq_slot = rq_slot;
   l.sq_ring_off = 0;
   l.rq_ring_off = sizeof(RingHeader);
-  l.sq_slots_off = 2 * sizeof(RingHeader);
+  l.direct_off = 2 * sizeof(RingHeader);
+  l.sq_slots_off = l.direct_off + sizeof(QpDirect);
   l.rq_slots_off = l.sq_slots_off + static_cast<size_t>(sq_entries) * sq_slot;
   l.total = align_up(l.rq_slots_off + static_cast<size_t>(rq_entries) * rq_slot, kPageSize);
   return l;

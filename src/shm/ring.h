@@ -119,6 +119,13 @@ class RingConsumer {
     hdr_->consumer.value.store(tail_, std::memory_order_release);
   }
 
+  // Takes the consumer index from shared memory: for a ring whose consumer role another
+  // party (a direct-path library) takes in turn. peek() validates it like any peer index.
+  void resync() {
+    tail_ = hdr_->consumer.value.load(std::memory_order_acquire);
+    cached_producer_ = tail_;
+  }
+
   uint32_t tail() const { return tail_; }
   uint32_t capacity() const { return capacity_; }
 

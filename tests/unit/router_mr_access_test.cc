@@ -93,9 +93,10 @@ TEST(MrAccessTest, CopyCrossesSegmentBoundariesOnBothSides) {
 
 TEST(MrAccessTest, CopyIntoAnUnmappedAddressFails) {
   Fixture f;
-  Mr gone = f.mr;
-  gone.mapping = nullptr;
-  gone.mapped_len = 0;
+  Mr gone;
+  gone.length = f.mr.length;
+  gone.iova = f.mr.iova;
+  gone.pid = f.mr.pid;
   gone.addr = 0x10;  // nothing is mapped at the bottom of the address space
   SegmentList s, d;
   ASSERT_TRUE(append_mr_range(&s, f.mr, f.mr.iova, 64));

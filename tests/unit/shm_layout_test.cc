@@ -59,11 +59,14 @@ static_assert(offsetof(Cqe, slid) == 42);
 static_assert(offsetof(Cqe, sl) == 44);
 static_assert(offsetof(Cqe, dlid_path_bits) == 45);
 static_assert(offsetof(Cqe, reserved) == 46);
+static_assert(offsetof(Cqe, seq) == 60);
 static_assert(alignof(Cqe) == 8);
 
 static_assert(offsetof(RingHeader, producer) == 0);
 static_assert(offsetof(RingHeader, consumer) == kCacheLine);
 static_assert(sizeof(CqNotify) == kCacheLine);
+static_assert(sizeof(QpDirect) == kCacheLine);
+static_assert(offsetof(ContextPage, mr_epoch) == kCacheLine);
 static_assert(sizeof(ContextPage) <= kContextPageSize);
 static_assert(kContextPageSize == kPageSize);
 
@@ -182,7 +185,7 @@ void PrintTo(const QpCase& c, std::ostream* os) { *os << c.name; }
 
 class QpLayoutTest : public ::testing::TestWithParam<QpCase> {};
 
-TEST_P(QpLayoutTest, SendRingRecvRingThenSendSlotsThenRecvSlots) {
+TEST_P(QpLayoutTest, RingsThenDirectLineThenSendSlotsThenRecvSlots) {
   const QpCase c = GetParam();
   const QpLayout l = qp_layout(c.sq_entries, c.sq_slot, c.rq_entries, c.rq_slot);
   EXPECT_EQ(l.sq_entries, c.sq_entries);
@@ -191,7 +194,8 @@ TEST_P(QpLayoutTest, SendRingRecvRingThenSendSlotsThenRecvSlots) {
   EXPECT_EQ(l.rq_slot, c.rq_slot);
   EXPECT_EQ(l.sq_ring_off, 0u);
   EXPECT_EQ(l.rq_ring_off, 128u);
-  EXPECT_EQ(l.sq_slots_off, 256u);
+  EXPECT_EQ(l.direct_off, 256u);
+  EXPECT_EQ(l.sq_slots_off, 320u);
   EXPECT_EQ(l.rq_slots_off, c.rq_slots_off);
   EXPECT_EQ(l.total, c.total);
 }
@@ -202,15 +206,15 @@ const uint32_t kBigRecv = recv_slot_size(kMaxRecvSge);              // 496
 INSTANTIATE_TEST_SUITE_P(
     Table, QpLayoutTest,
     ::testing::Values(
-        QpCase{"OneOfEach", 1, 64, 1, 16, 320, 4096},
+        QpCase{"OneOfEach", 1, 64, 1, 16, 384, 4096},
         // rq_entries == 0 (the QP uses an SRQ): no receive slots, nothing after the send slots.
-        QpCase{"NoRecvQueue", 16, 128, 0, 32, 256 + 2048, 4096},
-        QpCase{"NoRecvQueueEndsOnPage", 60, 64, 0, 16, 4096, 4096},
-        QpCase{"OneRecvSlotCrossesPage", 60, 64, 1, 16, 4096, 8192},
-        QpCase{"RecvSlotsEndOnPage", 1, 64, 236, 16, 320, 4096},  // 320 + 236*16 = 4096
-        QpCase{"RecvSlotsOneOver", 1, 64, 237, 16, 320, 8192},
-        QpCase{"Max", kMaxQueueDepth, kBigSend, kMaxQueueDepth, kBigRecv, 256 + 18874368,
-               35131392}),  // 256 + 32768 * (576 + 496) = 35127552 -> 8577 pages
+        QpCase{"NoRecvQueue", 16, 128, 0, 32, 320 + 2048, 4096},
+        QpCase{"NoRecvQueueEndsOnPage", 59, 64, 0, 16, 4096, 4096},
+        QpCase{"OneRecvSlotCrossesPage", 59, 64, 1, 16, 4096, 8192},
+        QpCase{"RecvSlotsEndOnPage", 1, 64, 232, 16, 384, 4096},  // 384 + 232*16 = 4096
+        QpCase{"RecvSlotsOneOver", 1, 64, 233, 16, 384, 8192},
+        QpCase{"Max", kMaxQueueDepth, kBigSend, kMaxQueueDepth, kBigRecv, 320 + 18874368,
+               35131392}),  // 320 + 32768 * (576 + 496) = 35127616 -> 8577 pages
     [](const ::testing::TestParamInfo<QpCase>& p) { return std::string(p.param.name); });
 
 TEST(QpLayoutTest, RegionsNeverOverlapAndSlotsStayAligned) {
@@ -221,7 +225,8 @@ TEST(QpLayoutTest, RegionsNeverOverlapAndSlotsStayAligned) {
         const QpLayout l = qp_layout(sq, ss, rq, rs);
         SCOPED_TRACE(std::to_string(sq) + "/" + std::to_string(rq) + "/" + std::to_string(sge));
         ASSERT_GE(l.rq_ring_off, l.sq_ring_off + sizeof(RingHeader));
-        ASSERT_GE(l.sq_slots_off, l.rq_ring_off + sizeof(RingHeader));
+        ASSERT_GE(l.direct_off, l.rq_ring_off + sizeof(RingHeader));
+        ASSERT_GE(l.sq_slots_off, l.direct_off + sizeof(QpDirect));
         ASSERT_EQ(l.rq_slots_off, l.sq_slots_off + static_cast<size_t>(sq) * ss);
         ASSERT_LE(l.rq_slots_off + static_cast<size_t>(rq) * rs, l.total);
         ASSERT_LT(l.total - (l.rq_slots_off + static_cast<size_t>(rq) * rs), kPageSize);

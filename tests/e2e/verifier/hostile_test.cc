@@ -56,9 +56,10 @@ class HostileTest : public VerbsTest {
   }
 };
 
-// Ring layout (docs/shm-rings.md): SQ producer index at 0, consumer at 64, SQ slots at 256.
+// QP region layout (docs/shm-rings.md): SQ producer index at 0, consumer at 64, RQ ring
+// header at 128, direct-path line at 256, SQ slots at 320.
 constexpr size_t kSqProducer = 0;
-constexpr size_t kSqSlots = 256;
+constexpr size_t kSqSlots = 320;
 
 TEST_F(HostileTest, SendRingIndexBeyondCapacityKillsOnlyThatQp) {
   Side c = open_side();

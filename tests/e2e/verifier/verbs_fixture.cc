@@ -25,7 +25,10 @@ RouterProcess::RouterProcess() {
     prctl(PR_SET_PDEATHSIG, SIGTERM);  // never outlive a crashed test process
     unsetenv("LD_PRELOAD");
     unsetenv("LD_LIBRARY_PATH");
-    execl(WHARFD_PATH, "wharfd", "--socket", sock.c_str(), "--log-level", "warn", nullptr);
+    // WHARF_VERIFY_DIRECT_PATH=off runs every test with all work through the router.
+    const char* direct = getenv("WHARF_VERIFY_DIRECT_PATH");
+    execl(WHARFD_PATH, "wharfd", "--socket", sock.c_str(), "--log-level", "warn", "--direct-path",
+          direct != nullptr ? direct : "on", nullptr);
     _exit(127);
   }
   setenv("WHARF_ROUTER", sock.c_str(), 1);

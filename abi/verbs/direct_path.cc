@@ -1,0 +1,373 @@
+// The direct intra-host path: see direct_path.h and docs/ARCHITECTURE.md.
+//
+// Handshake with the router, per work request: claim the QP's direct line (On -> Busy),
+// check that the peer description and the cached keys are still current (line generation,
+// MR epoch), execute, publish the completions, hand the line back (Busy -> On), and only
+// then make the completion-event syscalls. The router changes nothing the fast path relies
+// on without first turning the line Off or bumping the epoch and then waiting out Busy.
+// Control requests (describing the peer, fetching a key) are never made while Busy.
+#include "abi/verbs/direct_path.h"
+
+#include <infiniband/verbs.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+
+#include "abi/verbs/provider.h"
+#include "common/clock.h"
+#include "proto/datagram.h"
+#include "proto/device.h"
+#include "proto/qp_rules.h"
+
+namespace wharf::abi {
+namespace {
+
+// A work request may need the descriptions of a few keys (the rkey, the peer's receive
+// SGEs) and a fresh peer description; past that many rounds it goes to the router.
+constexpr int kAttempts = 6;
+
+// How long a send waits for the peer to post a receive before the router takes it over
+// (and applies RNR NAK timing): the time a message would spend on a wire, and enough for a
+// receiver on another core to repost its buffers.
+constexpr uint64_t kReceiveWaitNs = 50'000;
+constexpr int kSpinsBetweenYields = 64;
+
+struct SpanView {
+  uint8_t* p;
+  uint64_t len;
+};
+
+// Copies `len` bytes from the spans src to the spans dst (both hold at least len bytes).
+void scatter_copy(const SpanView* src, int nsrc, const SpanView* dst, int ndst, uint64_t len) {
+  int si = 0, di = 0;
+  uint64_t so = 0, dof = 0;
+  while (len != 0 && si < nsrc && di < ndst) {
+    uint64_t n = std::min({len, src[si].len - so, dst[di].len - dof});
+    std::memcpy(dst[di].p + dof, src[si].p + so, n);
+    len -= n;
+    so += n;
+    dof += n;
+    if (so == src[si].len) ++si, so = 0;
+    if (dof == dst[di].len) ++di, dof = 0;
+  }
+}
+
+}  // namespace
+
+ReachableKey* KeyCache::find(uint32_t key) {
+  for (ReachableKey& e : entries_)
+    if (e.used && e.key == key) return &e;
+  return nullptr;
+}
+
+ReachableKey* KeyCache::replace() {
+  ReachableKey& e = entries_[next_];
+  next_ = (next_ + 1) % kSize;
+  e.map.reset();
+  e.used = true;
+  e.key = e.access = e.pd = 0;
+  e.iova = e.len = 0;
+  e.base = nullptr;
+  return &e;
+}
+
+void KeyCache::clear() {
+  for (ReachableKey& e : entries_) {
+    e.map.reset();
+    e.used = false;
+  }
+}
+
+int DirectPath::describe(Qp* qp) {
+  described_ = false;
+  peer_keys_.clear();
+  proto::DirectPeerRep rep;
+  UniqueFd fds[4];
+  int err = to_ctx(qp->qp.context)
+                ->client.call(proto::Op::kGetDirectPeer, proto::Handle{qp->handle}, nullptr, 0,
+                              &rep, fds, 4);
+  if (err != 0) return err;
+  const shm::QpLayout ql =
+      shm::qp_layout(rep.peer_sq_entries, rep.peer_sq_slot, rep.peer_rq_entries, rep.peer_rq_slot);
+  const shm::CqLayout cl = shm::cq_layout(rep.peer_cq_entries);
+  if (!fds[0].valid() || !fds[1].valid() || !is_pow2(rep.peer_rq_entries) ||
+      !is_pow2(rep.peer_cq_entries) ||
+      rep.peer_rq_slot < shm::recv_slot_size(std::min(rep.peer_max_recv_sge, shm::kMaxRecvSge)))
+    return EPROTO;
+  if ((err = peer_qp_map_.map(fds[0].get(), ql.total)) != 0) return err;
+  if ((err = peer_cq_map_.map(fds[1].get(), cl.total)) != 0) return err;
+  int next = 2;
+  peer_channel_.reset();
+  send_channel_.reset();
+  if (rep.flags & proto::kPeerCqChannel) peer_channel_ = std::move(fds[next++]);
+  if (rep.flags & proto::kSendCqChannel) send_channel_ = std::move(fds[next++]);
+  peer_rq_hdr_ = reinterpret_cast<shm::RingHeader*>(peer_qp_map_.data + ql.rq_ring_off);
+  peer_rq_slots_ = peer_qp_map_.data + ql.rq_slots_off;
+  peer_cq_ =
+      shm::CqProducer(reinterpret_cast<shm::RingHeader*>(peer_cq_map_.data + cl.ring_off),
+                      reinterpret_cast<shm::Cqe*>(peer_cq_map_.data + cl.slots_off), cl.entries);
+  peer_notify_ = reinterpret_cast<shm::CqNotify*>(peer_cq_map_.data + cl.notify_off);
+  peer_ = rep;
+  described_ = true;
+  return 0;
+}
+
+// Own registrations are looked up in the context (the router checks the same facts).
+ReachableKey* DirectPath::own_key(Qp* qp, uint32_t lkey) {
+  if (ReachableKey* k = own_keys_.find(lkey)) return k;
+  Context* ctx = to_ctx(qp->qp.context);
+  std::lock_guard<std::mutex> g(ctx->objects_mu);
+  for (auto& [handle, m] : ctx->mrs) {
+    if (m->lkey != lkey) continue;
+    ReachableKey* k = own_keys_.replace();
+    k->key = lkey;
+    k->access = to_mr(m)->access;
+    k->pd = to_pd(m->pd)->handle;
+    k->iova = to_mr(m)->iova;
+    k->len = m->length;
+    k->base = static_cast<uint8_t*>(m->addr);
+    return k;
+  }
+  return nullptr;
+}
+
+// A key the router refuses, or whose memory it alone can reach, is cached with len == 0:
+// work that names it goes to the router without asking again.
+void DirectPath::fetch_peer_key(Qp* qp, uint32_t key) {
+  proto::PeerMrRep rep;
+  UniqueFd fd;
+  int err = to_ctx(qp->qp.context)
+                ->client.call(proto::Op::kGetPeerMr, proto::PeerMrReq{qp->handle, key}, nullptr, 0,
+                              &rep, &fd, 1);
+  ReachableKey* k = peer_keys_.replace();
+  k->key = key;
+  if (err != 0) return;
+  k->access = rep.access;
+  if (rep.mapped_len == 0 || !fd.valid() ||
+      k->map.map(fd.get(), rep.mapped_len, static_cast<off_t>(rep.memfd_offset)) != 0)
+    return;
+  k->iova = rep.mapped_iova;
+  k->len = rep.mapped_len;
+  k->base = k->map.data;
+}
+
+DirectPath::Outcome DirectPath::execute(Qp* qp, const ibv_send_wr* wr) {
+  shm::QpDirect* line = qp->direct_line;
+  Context* ctx = to_ctx(qp->qp.context);
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    if (line->state.load(std::memory_order_relaxed) != shm::kDirectOn) return Outcome::kToRouter;
+    if ((!described_ || line->generation.load(std::memory_order_relaxed) != peer_.generation) &&
+        describe(qp) != 0)
+      return Outcome::kToRouter;
+    uint32_t on = shm::kDirectOn;
+    if (!line->state.compare_exchange_strong(on, shm::kDirectBusy, std::memory_order_seq_cst))
+      return Outcome::kToRouter;
+    Step step = Step::kDescribe;
+    uint32_t missing = 0;
+    Events ev;
+    if (line->generation.load(std::memory_order_relaxed) == peer_.generation) {
+      // Pairs with the router's epoch bump before it waits out Busy lines.
+      uint32_t epoch = ctx->page->mr_epoch.load(std::memory_order_seq_cst);
+      if (epoch != keys_epoch_) {
+        own_keys_.clear();
+        peer_keys_.clear();
+        keys_epoch_ = epoch;
+      }
+      step = run(qp, wr, &missing, &ev);
+    }
+    uint32_t busy = shm::kDirectBusy;
+    line->state.compare_exchange_strong(busy, shm::kDirectOn, std::memory_order_release);
+    switch (step) {
+      case Step::kDone: send_events(qp, ev); return Outcome::kDone;
+      case Step::kToRouter: return Outcome::kToRouter;
+      case Step::kNeedPeerKey: fetch_peer_key(qp, missing); break;
+      case Step::kDescribe: described_ = false; break;
+      case Step::kNoReceive:
+        if (!wait_for_receive()) return Outcome::kToRouter;
+        --attempt;  // a receive arrived: not a round spent on descriptions
+        break;
+    }
+  }
+  return Outcome::kToRouter;
+}
+
+// Runs while Busy: the peer's queues and every cached key are current. Checks everything
+// the router would, and leaves the work to the router at the first thing that is not a
+// plain success.
+DirectPath::Step DirectPath::run(Qp* qp, const ibv_send_wr* wr, uint32_t* missing_key, Events* ev) {
+  const uint32_t op = wr->opcode;
+  const bool atomic = op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD;
+  const bool writes_local = atomic || op == IBV_WR_RDMA_READ;
+  const bool needs_recv =
+      op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_RDMA_WRITE_WITH_IMM;
+
+  // Our side: inline bytes, or registered memory of our PD.
+  SpanView local[shm::kMaxSendSge];
+  int nlocal = 0;
+  uint64_t len = 0;
+  const bool inline_data = (wr->send_flags & IBV_SEND_INLINE) && !writes_local;
+  const uint32_t pd = to_pd(qp->qp.pd)->handle;
+  for (int i = 0; i < wr->num_sge; ++i) {
+    const ibv_sge& s = wr->sg_list[i];
+    if (s.length == 0) continue;
+    uint8_t* p = reinterpret_cast<uint8_t*>(s.addr);
+    if (!inline_data) {
+      ReachableKey* k = own_key(qp, s.lkey);
+      if (k == nullptr || k->pd != pd || (writes_local && !(k->access & IBV_ACCESS_LOCAL_WRITE)) ||
+          (p = k->reach(s.addr, s.length)) == nullptr)
+        return Step::kToRouter;
+    }
+    local[nlocal++] = SpanView{p, s.length};
+    len += s.length;
+  }
+  if (len > device::kMaxMsgSize || (inline_data && len > qp->caps.max_inline_data))
+    return Step::kToRouter;
+
+  // The peer's memory named by remote_addr/rkey (RDMA and atomics).
+  uint8_t* remote = nullptr;
+  if (op != IBV_WR_SEND && op != IBV_WR_SEND_WITH_IMM) {
+    uint32_t need = IBV_ACCESS_REMOTE_WRITE;
+    if (op == IBV_WR_RDMA_READ) need = IBV_ACCESS_REMOTE_READ;
+    if (atomic) need = IBV_ACCESS_REMOTE_ATOMIC;
+    const uint64_t raddr = atomic ? wr->wr.atomic.remote_addr : wr->wr.rdma.remote_addr;
+    const uint32_t rkey = atomic ? wr->wr.atomic.rkey : wr->wr.rdma.rkey;
+    if (!(peer_.peer_access & need) || (atomic && (len != 8 || (raddr & 7) != 0)))
+      return Step::kToRouter;
+    if (len != 0) {
+      ReachableKey* k = peer_keys_.find(rkey);
+      if (k == nullptr) {
+        *missing_key = rkey;
+        return Step::kNeedPeerKey;
+      }
+      if (!(k->access & need) || (remote = k->reach(raddr, len)) == nullptr) return Step::kToRouter;
+    }
+  }
+
+  // The peer's next receive WQE (we are its receive queue's only consumer while On).
+  shm::RecvWqe rh{};
+  uint32_t rq_pos = 0;
+  SpanView target[shm::kMaxRecvSge];
+  int ntarget = 0;
+  if (needs_recv) {
+    const uint32_t prod = peer_rq_hdr_->producer.value.load(std::memory_order_acquire);
+    rq_pos = peer_rq_hdr_->consumer.value.load(std::memory_order_acquire);
+    if (prod == rq_pos) return Step::kNoReceive;
+    if (prod - rq_pos > peer_.peer_rq_entries) return Step::kToRouter;
+    const uint8_t* slot =
+        peer_rq_slots_ +
+        static_cast<size_t>(rq_pos & (peer_.peer_rq_entries - 1)) * peer_.peer_rq_slot;
+    std::memcpy(&rh, slot, sizeof(rh));
+    if (rh.num_sge > peer_.peer_max_recv_sge) return Step::kToRouter;
+    uint64_t room = 0;
+    for (uint32_t i = 0; i < rh.num_sge && op != IBV_WR_RDMA_WRITE_WITH_IMM; ++i) {
+      shm::Sge s;
+      std::memcpy(&s, slot + sizeof(shm::RecvWqe) + i * sizeof(shm::Sge), sizeof(s));
+      if (s.length == 0) continue;
+      ReachableKey* k = peer_keys_.find(s.lkey);
+      if (k == nullptr) {
+        *missing_key = s.lkey;
+        return Step::kNeedPeerKey;
+      }
+      uint8_t* p;
+      if (!(k->access & IBV_ACCESS_LOCAL_WRITE) || (p = k->reach(s.addr, s.length)) == nullptr)
+        return Step::kToRouter;
+      target[ntarget++] = SpanView{p, s.length};
+      room += s.length;
+    }
+    if (op != IBV_WR_RDMA_WRITE_WITH_IMM && room < len) return Step::kToRouter;
+  }
+
+  const bool signaled = (wr->send_flags & IBV_SEND_SIGNALED) || qp->sq_sig_all;
+  Cq* send_cq = to_cq(qp->qp.send_cq);
+  if ((signaled && !send_cq->producer.has_room(1)) || (needs_recv && !peer_cq_.has_room(1)))
+    return Step::kToRouter;  // the router reports the overrun
+
+  // Execute: nothing below can fail.
+  switch (op) {
+    case IBV_WR_SEND:
+    case IBV_WR_SEND_WITH_IMM: scatter_copy(local, nlocal, target, ntarget, len); break;
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM: {
+      SpanView dst{remote, len};
+      scatter_copy(local, nlocal, &dst, 1, len);
+      break;
+    }
+    case IBV_WR_RDMA_READ: {
+      SpanView src{remote, len};
+      scatter_copy(&src, 1, local, nlocal, len);
+      break;
+    }
+    default: {  // atomics: same-host atomicity with the router's (IBV_ATOMIC_HCA)
+      auto* word = reinterpret_cast<uint64_t*>(remote);
+      uint64_t orig;
+      if (op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+        orig = __atomic_fetch_add(word, wr->wr.atomic.compare_add, __ATOMIC_SEQ_CST);
+      } else {
+        orig = wr->wr.atomic.compare_add;
+        __atomic_compare_exchange_n(word, &orig, wr->wr.atomic.swap, false, __ATOMIC_SEQ_CST,
+                                    __ATOMIC_SEQ_CST);
+      }
+      SpanView src{reinterpret_cast<uint8_t*>(&orig), 8};
+      scatter_copy(&src, 1, local, nlocal, 8);
+      break;
+    }
+  }
+
+  if (needs_recv) {
+    peer_rq_hdr_->consumer.value.store(rq_pos + 1, std::memory_order_release);
+    shm::Cqe c{};
+    c.wr_id = rh.wr_id;
+    c.status = IBV_WC_SUCCESS;
+    c.opcode = op == IBV_WR_RDMA_WRITE_WITH_IMM ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV;
+    c.byte_len = static_cast<uint32_t>(len);
+    c.qp_num = peer_.peer_qpn;
+    c.src_qp = qp->qp.qp_num;
+    if (op != IBV_WR_SEND) {
+      c.wc_flags = IBV_WC_WITH_IMM;
+      c.imm_data = wr->imm_data;
+    }
+    c.slid = peer_.slid;
+    c.sl = peer_.sl;
+    // Room was checked above; only a producer racing for the CQ's last slots can take it,
+    // and a CQ that full is overrunning anyway.
+    (void)peer_cq_.push(c);
+    ev->peer = true;
+    ev->solicited = (wr->send_flags & IBV_SEND_SOLICITED) != 0;
+  }
+  if (signaled) {
+    shm::Cqe c{};
+    c.wr_id = wr->wr_id;
+    c.status = IBV_WC_SUCCESS;
+    c.opcode = proto::send_wc_opcode(op);
+    c.byte_len = static_cast<uint32_t>(len);
+    c.qp_num = qp->qp.qp_num;
+    (void)send_cq->producer.push(c);
+    ev->own = true;
+  }
+  return Step::kDone;
+}
+
+// Outside Busy: the peer's receive queue may gain an entry while we look.
+bool DirectPath::wait_for_receive() const {
+  const uint64_t deadline = now_ns() + kReceiveWaitNs;
+  for (int spins = 1;; ++spins) {
+    uint32_t prod = peer_rq_hdr_->producer.value.load(std::memory_order_acquire);
+    if (prod != peer_rq_hdr_->consumer.value.load(std::memory_order_acquire)) return true;
+    if (spins % kSpinsBetweenYields == 0) {
+      if (now_ns() > deadline) return false;
+      sched_yield();
+    }
+  }
+}
+
+void DirectPath::send_events(Qp* qp, const Events& ev) {
+  if (ev.peer && peer_channel_.valid() && shm::claim_cq_event(peer_notify_, ev.solicited, true))
+    proto::send_cq_event(peer_channel_.get(), peer_.peer_cq);
+  Cq* send_cq = to_cq(qp->qp.send_cq);
+  if (ev.own && send_channel_.valid() && shm::claim_cq_event(send_cq->notify, false, true))
+    proto::send_cq_event(send_channel_.get(), send_cq->handle);
+}
+
+}  // namespace wharf::abi

@@ -1,0 +1,108 @@
+// Completion queue rings: several producers, one consumer (see docs/shm-rings.md).
+//
+// A CQ has more than one producer: the router, and on the direct intra-host path
+// (docs/ARCHITECTURE.md) the verbs libraries of the CQ's owner and of its trusted peers.
+// As hardware CQEs carry an ownership bit, each Cqe carries a publication stamp `seq`:
+//  - a producer claims ring position p by compare-and-swap of the header's producer index
+//    from p to p+1, after checking that fewer than `capacity` entries are unconsumed;
+//  - it writes the entry into slot p & (capacity-1) and then stores seq = p+1 (release);
+//  - the consumer takes slot t only once its seq reads t+1 (acquire), copies the entry and
+//    publishes t+1 as the consumer index, which frees the slot for position t+capacity.
+// A claimed position is always published, so entries are consumed in claim order; a
+// producer preempted between claim and publish delays the entries after it, never loses them.
+//
+// The router produces into container-owned memory: indices it reads are validated (a
+// producer index more than `capacity` ahead of the consumer is kCorrupt), its attempts to
+// claim are bounded, and it writes nothing but whole slots inside the slot array.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "shm/layout.h"
+#include "shm/ring.h"
+
+namespace wharf::shm {
+
+class CqProducer {
+ public:
+  CqProducer() = default;
+  CqProducer(RingHeader* hdr, Cqe* slots, uint32_t capacity)
+      : hdr_(hdr), slots_(slots), capacity_(capacity) {}
+
+  // Appends c (its seq is ignored): kOk, kFull, or kCorrupt when the indices are out of
+  // range or keep changing faster than a claim can succeed.
+  RingStatus push(const Cqe& c) {
+    for (int attempt = 0; attempt < kClaimAttempts; ++attempt) {
+      // Consumer first: it never passes the producer index read after it.
+      uint32_t cons = hdr_->consumer.value.load(std::memory_order_acquire);
+      uint32_t pos = hdr_->producer.value.load(std::memory_order_acquire);
+      uint32_t used = pos - cons;
+      if (used > capacity_) continue;  // stale pair under concurrent producers, or corrupt
+      if (used == capacity_) return RingStatus::kFull;
+      if (!hdr_->producer.value.compare_exchange_weak(pos, pos + 1, std::memory_order_acq_rel,
+                                                      std::memory_order_relaxed))
+        continue;
+      Cqe* slot = slots_ + (pos & (capacity_ - 1));
+      std::memcpy(slot, &c, offsetof(Cqe, seq));
+      std::atomic_ref<uint32_t>(slot->seq).store(pos + 1, std::memory_order_release);
+      return RingStatus::kOk;
+    }
+    return RingStatus::kCorrupt;
+  }
+
+  // Whether n more entries fit now. A hint: another producer may take the room first.
+  bool has_room(uint32_t n) const {
+    uint32_t cons = hdr_->consumer.value.load(std::memory_order_acquire);
+    uint32_t pos = hdr_->producer.value.load(std::memory_order_acquire);
+    uint32_t used = pos - cons;
+    return used <= capacity_ && capacity_ - used >= n;
+  }
+
+ private:
+  static constexpr int kClaimAttempts = 64;
+  RingHeader* hdr_ = nullptr;
+  Cqe* slots_ = nullptr;
+  uint32_t capacity_ = 0;
+};
+
+// The CQ owner's side. Not thread-safe (the library holds the CQ's lock).
+class CqConsumer {
+ public:
+  CqConsumer() = default;
+  CqConsumer(RingHeader* hdr, Cqe* slots, uint32_t capacity)
+      : hdr_(hdr), slots_(slots), capacity_(capacity) {}
+
+  // Copies the oldest published entry into *out and frees its slot. False if none.
+  bool pop(Cqe* out) {
+    Cqe* slot = slots_ + (tail_ & (capacity_ - 1));
+    if (std::atomic_ref<uint32_t>(slot->seq).load(std::memory_order_acquire) != tail_ + 1)
+      return false;
+    std::memcpy(out, slot, sizeof(Cqe));
+    ++tail_;
+    hdr_->consumer.value.store(tail_, std::memory_order_release);
+    return true;
+  }
+
+ private:
+  RingHeader* hdr_ = nullptr;
+  Cqe* slots_ = nullptr;
+  uint32_t capacity_ = 0;
+  uint32_t tail_ = 0;
+};
+
+// Called by a producer after publishing an entry: true if this producer must now send the
+// completion event (it won the arm). The fence pairs with req_notify_cq's fence between
+// arming and polling: either the consumer sees the entry or the producer sees the arm.
+inline bool claim_cq_event(CqNotify* n, bool solicited, bool success) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  uint32_t arm = n->arm.load(std::memory_order_relaxed);
+  if (arm == kCqDisarmed) return false;
+  // Armed for solicited events only: unsolicited successful completions do not fire.
+  if (arm != kCqArmedAny && !solicited && success) return false;
+  return n->arm.exchange(kCqDisarmed, std::memory_order_acq_rel) != kCqDisarmed;
+}
+
+}  // namespace wharf::shm

@@ -1,0 +1,120 @@
+// Work that moves between the direct intra-host path and the router (docs/ARCHITECTURE.md,
+// "The direct path"): whichever path each work request takes, completions stay in order and
+// keys stop working the moment they are deregistered. Also run with the direct path off
+// (verify.router_only), where the same results must hold.
+#include <sys/mman.h>
+
+#include <cstring>
+
+#include "verbs_fixture.h"
+
+namespace wharf::verify {
+namespace {
+
+class PathTest : public VerbsTest {};
+
+// Sends posted before any receive wait (RNR) and then complete in order; later sends, once
+// the queue is drained, still do.
+TEST_F(PathTest, SendsWaitingForReceivesCompleteInOrderOnceTheyArePosted) {
+  ibv_qp *qa, *qb;
+  rc_pair(&qa, &qb);
+  Buffer src = make_buffer(a_, 4096, kFullAccess);
+  Buffer dst = make_buffer(b_, 4096, kFullAccess);
+  fill_pattern(src.data, 4096, 7);
+  for (uint32_t i = 0; i < 3; ++i)
+    ASSERT_EQ(
+        post_send(qa, IBV_WR_SEND,
+                  {{reinterpret_cast<uint64_t>(src.data + i * 64), 64, src.mr->lkey}}, 100 + i),
+        0);
+  ibv_wc early;
+  EXPECT_EQ(ibv_poll_cq(a_.cq, 1, &early), 0);  // nothing can complete without a receive
+  for (uint32_t i = 0; i < 4; ++i) post_recv(qb, dst, i * 64, 64, 200 + i);
+  auto sent = wait_wc(a_.cq, 3);
+  auto got = wait_wc(b_.cq, 3);
+  ASSERT_EQ(sent.size(), 3u);
+  ASSERT_EQ(got.size(), 3u);
+  for (uint32_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(sent[i].wr_id, 100 + i);
+    EXPECT_EQ(sent[i].status, IBV_WC_SUCCESS);
+    EXPECT_EQ(got[i].wr_id, 200 + i);
+    EXPECT_EQ(got[i].status, IBV_WC_SUCCESS);
+    EXPECT_EQ(got[i].byte_len, 64u);
+  }
+  ASSERT_EQ(post_send(qa, IBV_WR_SEND,
+                      {{reinterpret_cast<uint64_t>(src.data + 3 * 64), 64, src.mr->lkey}}, 103),
+            0);
+  EXPECT_EQ(wait_wc(a_.cq, 1).at(0).wr_id, 103u);
+  EXPECT_EQ(wait_wc(b_.cq, 1).at(0).wr_id, 203u);
+  EXPECT_EQ(memcmp(dst.data, src.data, 4 * 64), 0);
+}
+
+// A key the writer has used (and may have cached) is refused once its owner deregisters it.
+TEST_F(PathTest, WriteAfterThePeerDeregistersIsARemoteAccessError) {
+  ibv_qp *qa, *qb;
+  rc_pair(&qa, &qb);
+  Buffer src = make_buffer(a_, 4096, kFullAccess);
+  Buffer dst = make_buffer(b_, 4096, kFullAccess);
+  fill_pattern(src.data, 4096, 3);
+  ibv_sge sge{reinterpret_cast<uint64_t>(src.data), 256, src.mr->lkey};
+  const auto raddr = reinterpret_cast<uint64_t>(dst.data);
+  const uint32_t rkey = dst.mr->rkey;
+  ASSERT_EQ(post_send(qa, IBV_WR_RDMA_WRITE, {sge}, 1, IBV_SEND_SIGNALED, raddr, rkey), 0);
+  EXPECT_EQ(wait_wc(a_.cq, 1).at(0).status, IBV_WC_SUCCESS);
+  EXPECT_EQ(memcmp(dst.data, src.data, 256), 0);
+  ASSERT_EQ(ibv_dereg_mr(dst.mr), 0);
+  dst.mr = nullptr;
+  memset(dst.data, 0, 4096);
+  ASSERT_EQ(post_send(qa, IBV_WR_RDMA_WRITE, {sge}, 2, IBV_SEND_SIGNALED, raddr, rkey), 0);
+  auto wc = wait_wc(a_.cq, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].wr_id, 2u);
+  EXPECT_EQ(wc[0].status, IBV_WC_REM_ACCESS_ERR);
+  EXPECT_EQ(dst.data[0], 0);  // nothing written
+}
+
+// A post list alternating between memory the writer can map (memfd-backed) and memory only
+// the router reaches (a shared mapping, written with process_vm_writev): in order, all there.
+TEST_F(PathTest, WorkRequestsAcrossBothPathsCompleteInOrder) {
+  ibv_qp *qa, *qb;
+  rc_pair(&qa, &qb);
+  Buffer src = make_buffer(a_, 8192, kFullAccess);
+  Buffer mapped = make_buffer(b_, 8192, kFullAccess);
+  void* shared = mmap(nullptr, 8192, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(shared, MAP_FAILED);
+  ibv_mr* shared_mr = ibv_reg_mr(b_.pd, shared, 8192, kFullAccess);
+  ASSERT_NE(shared_mr, nullptr);
+  fill_pattern(src.data, 8192, 11);
+
+  constexpr int kWrites = 8;
+  ibv_sge sges[kWrites];
+  ibv_send_wr wrs[kWrites] = {};
+  for (int i = 0; i < kWrites; ++i) {
+    sges[i] = ibv_sge{reinterpret_cast<uint64_t>(src.data + i * 1024), 1024, src.mr->lkey};
+    wrs[i].wr_id = i;
+    wrs[i].opcode = IBV_WR_RDMA_WRITE;
+    wrs[i].sg_list = &sges[i];
+    wrs[i].num_sge = 1;
+    wrs[i].send_flags = IBV_SEND_SIGNALED;
+    const bool to_shared = i % 2 == 1;
+    wrs[i].wr.rdma.remote_addr =
+        reinterpret_cast<uint64_t>(to_shared ? static_cast<uint8_t*>(shared) : mapped.data) +
+        i * 1024;
+    wrs[i].wr.rdma.rkey = to_shared ? shared_mr->rkey : mapped.mr->rkey;
+    wrs[i].next = i + 1 < kWrites ? &wrs[i + 1] : nullptr;
+  }
+  ibv_send_wr* bad = nullptr;
+  ASSERT_EQ(ibv_post_send(qa, wrs, &bad), 0);
+  auto wc = wait_wc(a_.cq, kWrites);
+  ASSERT_EQ(wc.size(), static_cast<size_t>(kWrites));
+  for (int i = 0; i < kWrites; ++i) {
+    EXPECT_EQ(wc[i].wr_id, static_cast<uint64_t>(i));
+    EXPECT_EQ(wc[i].status, IBV_WC_SUCCESS);
+    const uint8_t* landed = (i % 2 == 1 ? static_cast<uint8_t*>(shared) : mapped.data) + i * 1024;
+    EXPECT_EQ(memcmp(landed, src.data + i * 1024, 1024), 0) << i;
+  }
+  EXPECT_EQ(ibv_dereg_mr(shared_mr), 0);
+  munmap(shared, 8192);
+}
+
+}  // namespace
+}  // namespace wharf::verify
