@@ -1,5 +1,6 @@
 // wharfd: the per-host router, the software RNIC shared by all containers on the host.
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
 #include <exception>
@@ -8,6 +9,15 @@
 #include "router/router.h"
 
 namespace {
+
+// The router holds descriptors per container object (ring memfds, one memfd per registration,
+// channel sockets): allow as many as the hard limit permits.
+void raise_fd_limit() {
+  rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == rl.rlim_max) return;
+  rl.rlim_cur = rl.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &rl) != 0) spdlog::warn("could not raise the descriptor limit");
+}
 
 int run_wharfd(int argc, char** argv) {
   CLI::App app{"wharfd - Wharf router: a software RDMA NIC shared by the host's containers"};
@@ -38,6 +48,7 @@ int run_wharfd(int argc, char** argv) {
   cfg.link_layer = link_layer == "eth" ? IBV_LINK_LAYER_ETHERNET : IBV_LINK_LAYER_INFINIBAND;
   cfg.spin_ns = spin_us * 1000;
   cfg.direct_path = direct_path == "on";
+  raise_fd_limit();
   wharf::router::Router router(cfg);
   if (router.start() != 0) return 1;
   router.run(/*handle_signals=*/true);
