@@ -26,6 +26,8 @@ int run_wharfd(int argc, char** argv) {
   std::string link_layer = "ib";
   std::string log_level = "info";
   std::string direct_path = "on";
+  uint32_t lid_base = cfg.lid_base;
+  uint32_t lid_count = cfg.lid_count;
   uint64_t spin_us = cfg.spin_ns / 1000;
   app.add_option("--socket", cfg.socket_path, "Unix socket the verbs libraries connect to")
       ->capture_default_str();
@@ -40,9 +42,21 @@ int run_wharfd(int argc, char** argv) {
                  "other); off: every operation goes through the router")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
+  app.add_option("--lid-base", lid_base, "First LID handed to containers")
+      ->check(CLI::Range(1, 0xbfff))
+      ->capture_default_str();
+  app.add_option("--lid-count", lid_count, "How many LIDs this router may hand out")
+      ->check(CLI::Range(1, 0xbfff))
+      ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  if (lid_base + lid_count - 1 > 0xbfff) {
+    fprintf(stderr, "wharfd: --lid-base + --lid-count - 1 must not exceed 0xbfff (49151)\n");
+    return 2;
+  }
+  cfg.lid_base = static_cast<uint16_t>(lid_base);
+  cfg.lid_count = static_cast<uint16_t>(lid_count);
 
   spdlog::set_level(spdlog::level::from_str(log_level));
   cfg.link_layer = link_layer == "eth" ? IBV_LINK_LAYER_ETHERNET : IBV_LINK_LAYER_INFINIBAND;

@@ -221,6 +221,7 @@ void Router::accept_sessions() {
     if (getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) continue;
     uint64_t ns = netns_of_pid(cred.pid);
     Container* c = container_for_netns(ns);
+    if (c == nullptr) continue;  // closes the connection: the library reports ENODEV
     int raw = fd.get();
     auto session = std::make_unique<Session>(this, std::move(fd), cred.pid, cred.uid, c);
     epoll_event ev{};
@@ -280,7 +281,12 @@ Container* Router::container_for_netns(uint64_t netns_ino) {
   auto c = std::make_unique<Container>();
   c->netns_ino = netns_ino;
   c->name = "netns-" + std::to_string(netns_ino);
-  c->lid = next_lid_++;
+  c->lid = allocate_lid();
+  if (c->lid == 0) {
+    spdlog::warn("all {} LIDs from {} are in use; refusing a new container", cfg_.lid_count,
+                 cfg_.lid_base);
+    return nullptr;
+  }
   c->gid = gid_link_local(cfg_.node_guid, c->lid);
   Container* raw = c.get();
   containers_.emplace(netns_ino, std::move(c));
@@ -293,6 +299,7 @@ int Router::register_container(const std::string& name, uint64_t netns_ino, uint
     if (c->registered && (c->name == name || c->vip == vip)) return EEXIST;
   }
   Container* c = container_for_netns(netns_ino);
+  if (c == nullptr) return ENOSPC;
   if (c->registered) return EEXIST;
   c->name = name;
   c->vip = vip;
@@ -320,6 +327,19 @@ void Router::unregister_container(const std::string& name) {
 void Router::release_container(Container* c) {
   if (c->sessions > 0) c->sessions--;
   if (c->sessions == 0 && !c->registered) containers_.erase(c->netns_ino);
+}
+
+// LIDs are reused once their container is gone; the search starts after the last one handed
+// out so that a LID is not reused at once.
+uint16_t Router::allocate_lid() {
+  for (uint32_t i = 0; i < cfg_.lid_count; ++i) {
+    const uint32_t offset = (next_lid_offset_ + i) % cfg_.lid_count;
+    const auto lid = static_cast<uint16_t>(cfg_.lid_base + offset);
+    if (container_by_lid(lid) != nullptr) continue;
+    next_lid_offset_ = (offset + 1) % cfg_.lid_count;
+    return lid;
+  }
+  return 0;
 }
 
 Container* Router::container_by_lid(uint16_t lid) {

@@ -27,6 +27,10 @@ struct RouterConfig {
   uint64_t node_guid = 0;     // 0: derived from the socket path
   // RC QPs connected on this host execute their sends in the library (router/direct_path.cc).
   bool direct_path = true;
+  // LIDs this router hands out: [lid_base, lid_base + lid_count), within the unicast range
+  // 1..0xbfff. Routers of one cluster get disjoint ranges (wharf-lab: 1024 per host).
+  uint16_t lid_base = 1;
+  uint16_t lid_count = 0xbfff;
 };
 
 class Router {
@@ -44,6 +48,8 @@ class Router {
   const RouterConfig& config() const { return cfg_; }
 
   // ---- Registries shared by sessions (router thread only) ----
+  // The container of a network namespace, made (anonymous) on first use; nullptr when no
+  // LID is free for a new one.
   Container* container_for_netns(uint64_t netns_ino);
   int register_container(const std::string& name, uint64_t netns_ino, uint32_t vip, uint16_t* lid);
   void unregister_container(const std::string& name);
@@ -100,6 +106,7 @@ class Router {
   void accept_sessions();
   void close_session(int fd);
   void handle_session_input(Session* s);
+  uint16_t allocate_lid();  // 0 when the range is exhausted
   bool direct_eligible_st(const Qp* qp) const;
   void set_direct_st(Qp* qp, bool on);
   // Waits while qp's library is Busy; false if it stayed Busy past the bound.
@@ -119,7 +126,7 @@ class Router {
   std::vector<Qp*> active_;
   std::vector<Qp*> direct_;  // QPs whose direct line is On
   uint32_t mr_epoch_ = 0;
-  uint16_t next_lid_ = 1;
+  uint32_t next_lid_offset_ = 0;  // where the search for a free LID starts
   uint32_t next_qpn_ = 0x100;
   uint32_t next_key_index_ = 1;
   uint32_t next_srqn_ = 1;

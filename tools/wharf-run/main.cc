@@ -100,17 +100,34 @@ int run(const Options& o) {
   RouterSession session;
   if (!session.connect(router)) return kExitSetupFailed;
 
-  NetConfig cfg{o.name, o.vip, o.prefix, o.bridge_ip, o.verbose};
+  // The container joins the router's host: this namespace, or a wharf-lab host's, whose
+  // bridge fixes the gateway and the container subnet.
+  NetConfig cfg{o.name, o.vip, o.prefix, o.bridge_ip, o.verbose, {}};
+  std::string err;
+  if (!named_netns_of(session.router_pid(), &cfg.host_netns, &err)) {
+    std::fprintf(stderr, "wharf-run: %s\n", err.c_str());
+    return kExitSetupFailed;
+  }
+  if (!cfg.host_netns.empty()) {
+    if (!lab_bridge_address(cfg.host_netns, &cfg.bridge_ip, &cfg.prefix)) return kExitSetupFailed;
+    if (std::string bad = check_addresses(cfg.vip, cfg.bridge_ip, cfg.prefix); !bad.empty()) {
+      std::fprintf(stderr, "wharf-run: %s (the container subnet of host %s)\n", bad.c_str(),
+                   cfg.host_netns.c_str());
+      return kExitSetupFailed;
+    }
+  }
   ContainerNet net(cfg);  // declared before the lock: on error it is torn down after unlocking
   {
     HostLock lock;
-    if (!lock.acquire(kLockTimeoutMs) || !check_name_free(o.name) ||
-        !ensure_bridge(o.bridge_ip, o.prefix, o.verbose) || !net.create()) {
+    if (!lock.acquire(kLockTimeoutMs) || !check_name_free(o.name, cfg.host_netns) ||
+        (cfg.host_netns.empty() && !ensure_bridge(cfg.bridge_ip, cfg.prefix, o.verbose)) ||
+        !net.create()) {
       return kExitSetupFailed;
     }
   }
   say(o, "network namespace " + netns_name(o.name) + " ready, " + format_ipv4(o.vip) + "/" +
-             std::to_string(o.prefix) + " via " + format_ipv4(o.bridge_ip));
+             std::to_string(cfg.prefix) + " via " + format_ipv4(cfg.bridge_ip) +
+             (cfg.host_netns.empty() ? "" : " on host " + cfg.host_netns));
 
   UniqueFd netns_fd(::open(netns_path(o.name).c_str(), O_RDONLY | O_CLOEXEC));
   if (!netns_fd.valid()) {

@@ -59,4 +59,35 @@ size_t terminate_netns_pids(const std::string& path, int grace_ms) {
 
 bool link_exists(const std::string& ifname) { return ::if_nametoindex(ifname.c_str()) != 0; }
 
+bool named_netns_of(pid_t pid, std::string* name, std::string* error) {
+  struct stat theirs {
+  }, ours{};
+  std::string link = "/proc/" + std::to_string(pid) + "/ns/net";
+  if (::stat(link.c_str(), &theirs) != 0 || ::stat("/proc/self/ns/net", &ours) != 0) {
+    *error = "cannot read the network namespace of router pid " + std::to_string(pid);
+    return false;
+  }
+  name->clear();
+  if (theirs.st_ino == ours.st_ino && theirs.st_dev == ours.st_dev) return true;
+  if (DIR* dir = ::opendir("/run/netns")) {
+    while (dirent* e = ::readdir(dir)) {
+      struct stat st {};
+      std::string path = std::string("/run/netns/") + e->d_name;
+      if (e->d_name[0] != '.' && ::stat(path.c_str(), &st) == 0 && st.st_ino == theirs.st_ino &&
+          st.st_dev == theirs.st_dev) {
+        *name = e->d_name;
+        break;
+      }
+    }
+    ::closedir(dir);
+  }
+  if (name->empty()) {
+    *error = "the router (pid " + std::to_string(pid) +
+             ") runs in a network namespace without a name under /run/netns; containers can "
+             "only be attached to a router in this namespace or on a wharf-lab host";
+    return false;
+  }
+  return true;
+}
+
 }  // namespace wharf::run

@@ -22,4 +22,9 @@ size_t terminate_netns_pids(const std::string& path, int grace_ms);
 // True when a network interface with this name exists in the calling thread's namespace.
 bool link_exists(const std::string& ifname);
 
+// Where the process `pid` (the router) lives: "" when it shares our network namespace, else
+// the name under /run/netns of its namespace (a wharf-lab host). False, with *error set,
+// when its namespace cannot be read or has no name there.
+bool named_netns_of(pid_t pid, std::string* name, std::string* error);
+
 }  // namespace wharf::run

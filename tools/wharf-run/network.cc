@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -21,6 +22,18 @@ constexpr int kTerminateGraceMs = 2000;
 
 std::string cidr(uint32_t addr, int prefix) {
   return format_ipv4(addr) + "/" + std::to_string(prefix);
+}
+
+// `ip ARGS` in the host namespace: ours, or a wharf-lab host's.
+bool run_host_ip(const std::string& host_netns, std::vector<std::string> args, bool verbose,
+                 bool quiet = false) {
+  if (!host_netns.empty()) args.insert(args.begin(), {"-n", host_netns});
+  return run_ip(args, verbose, quiet);
+}
+
+bool host_link_exists(const std::string& host_netns, const std::string& ifname) {
+  if (host_netns.empty()) return link_exists(ifname);
+  return run_ip({"-n", host_netns, "link", "show", ifname}, false, /*quiet=*/true);
 }
 
 }  // namespace
@@ -71,7 +84,28 @@ void remove_bridge_if_unused(bool verbose) {
   (void)run_ip({"link", "del", br}, verbose);
 }
 
-bool check_name_free(const std::string& name) {
+bool lab_bridge_address(const std::string& host_netns, uint32_t* ip, int* prefix) {
+  CommandResult r = run_command(
+      {"ip", "-n", host_netns, "-4", "-o", "addr", "show", "dev", std::string(kBridgeName)});
+  // One line per address: "N: wharfbr0    inet A.B.C.D/P brd ... scope global wharfbr0".
+  size_t at = r.output.find(" inet ");
+  if (r.status == 0 && at != std::string::npos) {
+    std::string addr = r.output.substr(at + 6, r.output.find(' ', at + 6) - (at + 6));
+    size_t slash = addr.find('/');
+    auto parsed = parse_ipv4(addr.substr(0, slash));
+    if (slash != std::string::npos && parsed) {
+      *ip = *parsed;
+      *prefix = std::atoi(addr.c_str() + slash + 1);
+      return true;
+    }
+  }
+  std::fprintf(stderr,
+               "wharf-run: host namespace %s has no IPv4 bridge %s (is it a wharf-lab host?)\n",
+               host_netns.c_str(), std::string(kBridgeName).c_str());
+  return false;
+}
+
+bool check_name_free(const std::string& name, const std::string& host_netns) {
   std::string path = netns_path(name);
   if (netns_file_exists(path)) {
     std::vector<pid_t> pids = netns_pids(path);
@@ -89,7 +123,7 @@ bool check_name_free(const std::string& name) {
     }
     return false;
   }
-  if (link_exists(veth_name(name))) {
+  if (host_link_exists(host_netns, veth_name(name))) {
     std::fprintf(stderr,
                  "wharf-run: interface %s already exists (left by a killed wharf-run?). Remove "
                  "it with: wharf-run --cleanup %s\n",
@@ -125,8 +159,10 @@ bool ContainerNet::create() {
   if (!run_ip({"netns", "add", ns}, v)) return false;
   created_ = true;
   // The peer is created directly inside the namespace: "eth0" usually exists on the host.
-  return run_ip({"link", "add", veth, "type", "veth", "peer", "name", ifname, "netns", ns}, v) &&
-         run_ip({"link", "set", veth, "master", std::string(kBridgeName), "up"}, v) &&
+  const std::string& host = cfg_.host_netns;
+  return run_host_ip(
+             host, {"link", "add", veth, "type", "veth", "peer", "name", ifname, "netns", ns}, v) &&
+         run_host_ip(host, {"link", "set", veth, "master", std::string(kBridgeName), "up"}, v) &&
          run_ip({"-n", ns, "link", "set", "lo", "up"}, v) &&
          run_ip({"-n", ns, "addr", "add", cidr(cfg_.vip, cfg_.prefix), "dev", ifname}, v) &&
          run_ip({"-n", ns, "link", "set", ifname, "up"}, v) &&
@@ -142,8 +178,9 @@ void ContainerNet::teardown() {
   // container; remove anyway if the lock cannot be had, leaving nothing behind is worth more.
   HostLock lock;
   (void)lock.acquire(10000);
+  // Deleting the namespace deletes the veth pair, wherever its host end is.
   remove_container_net(cfg_.name, cfg_.verbose);
-  remove_bridge_if_unused(cfg_.verbose);
+  if (cfg_.host_netns.empty()) remove_bridge_if_unused(cfg_.verbose);
 }
 
 }  // namespace wharf::run

@@ -2,6 +2,10 @@
 //
 // Layout (host namespace on the left):
 //   wharfbr0 (bridge, gateway IP) -- wv-NAME  <veth>  eth0 (VIP/prefix) in netns wharf-NAME
+//
+// The host namespace is the router's: our own, where wharf-run creates the bridge on first
+// use and removes it with the last container, or a wharf-lab host's named namespace, whose
+// bridge and container subnet belong to the lab.
 #pragma once
 
 #include <cstdint>
@@ -32,7 +36,12 @@ struct NetConfig {
   int prefix = 0;
   uint32_t bridge_ip = 0;  // host order
   bool verbose = false;
+  std::string host_netns;  // "" = ours; else the router's named namespace (a wharf-lab host)
 };
+
+// The address and prefix of wharf-lab host `host_netns`'s bridge. Prints an error and returns
+// false when the host has no such bridge.
+[[nodiscard]] bool lab_bridge_address(const std::string& host_netns, uint32_t* ip, int* prefix);
 
 // Deletes the bridge when no container port is attached any more. Caller holds HostLock.
 void remove_bridge_if_unused(bool verbose);
@@ -42,8 +51,8 @@ void remove_bridge_if_unused(bool verbose);
 [[nodiscard]] bool ensure_bridge(uint32_t bridge_ip, int prefix, bool verbose);
 
 // Refuses (with a message naming --cleanup where useful) when the container's namespace or
-// host-side veth already exists. Caller holds HostLock.
-[[nodiscard]] bool check_name_free(const std::string& name);
+// host-side veth (in host_netns) already exists. Caller holds HostLock.
+[[nodiscard]] bool check_name_free(const std::string& name, const std::string& host_netns);
 
 // Removes whatever is left of container `name`: processes in its namespace, the veth pair and
 // the namespace. Best effort; safe when nothing exists. Returns true when something was removed.

@@ -54,6 +54,13 @@ bool RouterSession::connect(const std::string& socket_path) {
   return true;
 }
 
+pid_t RouterSession::router_pid() const {
+  ucred cred{};
+  socklen_t len = sizeof(cred);
+  if (::getsockopt(sock_.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return -1;
+  return cred.pid;
+}
+
 template <class Req>
 int RouterSession::call(uint16_t op, const Req& req, const int* fds, int nfds, int timeout_ms,
                         bool quiet, uint8_t* body_out, size_t body_cap, size_t* body_len) {

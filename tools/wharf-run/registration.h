@@ -3,6 +3,8 @@
 // as unregistration. Messages: proto::Op::kRegisterContainer / kUnregisterContainer.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <string>
 
@@ -26,6 +28,8 @@ class RouterSession {
 
   // The connected socket; readable with 0 bytes once the router closes it.
   int fd() const { return sock_.get(); }
+  // The router's pid (SO_PEERCRED), or -1.
+  pid_t router_pid() const;
 
  private:
   // Sends header(op, next seq) + body and waits for the matching reply. Returns the reply's

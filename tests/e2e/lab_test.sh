@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# End-to-end test of the multi-host lab (tools/wharf-lab): two hosts, a container on each,
+# TCP between their VIPs across the hosts, each container served by its own host's router,
+# a VIP outside the host's subnet refused, and nothing left after `wharf-lab down`.
+#
+#   WHARF_BIN_DIR=build/bin bash tests/e2e/lab_test.sh
+#
+# Exit 77 (skipped) when not root. Bounded: every wait has a timeout; the trap tears down.
+set -uo pipefail
+readonly HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+readonly BIN=${WHARF_BIN_DIR:?set WHARF_BIN_DIR to the directory holding wharfd and wharf-run}
+readonly LAB=$BIN/wharf-lab
+readonly NAMES=(labA$$ labB$$ labC$$)
+(($(id -u) == 0)) || { echo "lab_test: needs root; skipped"; exit 77; }
+if ip netns list | grep -q '^wharf-lab-'; then
+  echo "lab_test: a lab is already up; skipped so as not to disturb it"
+  exit 77
+fi
+
+TMP=$(mktemp -d /tmp/wharf-lab-test.XXXXXX)
+SERVER_PID=
+cleanup() {
+  [[ -n $SERVER_PID ]] && kill "$SERVER_PID" 2> /dev/null
+  for n in "${NAMES[@]}"; do "$BIN/wharf-run" --cleanup "${n:0:12}" > /dev/null 2>&1; done
+  "$LAB" down > /dev/null 2>&1
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+fail() {
+  echo "lab_test: FAIL: $*" >&2
+  for f in "$TMP"/*.log /run/wharf-lab/h*/wharfd.log; do
+    [[ -f $f ]] && { echo "--- $f" >&2; cat "$f" >&2; }
+  done
+  exit 1
+}
+
+timeout 60 "$LAB" up --hosts 2 --wharfd "$BIN/wharfd" > "$TMP/up.log" 2>&1 || fail "wharf-lab up"
+grep -q "^h2 .*pid" "$TMP/up.log" || fail "status does not show h2's router"
+timeout 10 "$LAB" up --hosts 2 --wharfd "$BIN/wharfd" > "$TMP/again.log" 2>&1 &&
+  fail "a second 'up' succeeded"
+grep -q "already up" "$TMP/again.log" || fail "a second 'up' did not say the lab is up"
+
+H1=/run/wharf-lab/h1/wharfd.sock
+H2=/run/wharf-lab/h2/wharfd.sock
+timeout 30 "$BIN/wharf-run" --router "$H1" --name "${NAMES[0]}" --vip 198.18.1.10 -- \
+  perl "$HERE/tcp_pong.pl" 18515 > "$TMP/server.log" 2>&1 &
+SERVER_PID=$!
+got=
+for _ in $(seq 100); do
+  got=$(timeout 20 "$BIN/wharf-run" --router "$H2" --name "${NAMES[1]}" --vip 198.18.2.10 -- \
+    bash -c 'exec 3<>/dev/tcp/198.18.1.10/18515 && head -n 1 <&3' 2> "$TMP/client.log") && break
+  sleep 0.1
+done
+[[ $got == pong ]] || fail "TCP from h2's container to h1's container: got '$got'"
+wait "$SERVER_PID" || fail "server container exited with $?"
+SERVER_PID=
+grep -q "serving 198.18.2.10" "$TMP/server.log" || fail "server did not see h2's container"
+
+# The container on h2 is served by h2's router: its GID carries its own VIP.
+timeout 30 "$BIN/wharf-run" --router "$H2" --name "${NAMES[2]}" --vip 198.18.2.20 -- \
+  ibv_devinfo -v > "$TMP/devinfo.log" 2>&1 || fail "ibv_devinfo on h2"
+grep -q "wharf0" "$TMP/devinfo.log" || fail "no wharf0 on h2"
+# GID[0] = ::ffff:198.18.2.20, as ibv_devinfo prints it.
+grep -q "GID\[  0\]:.*0000:ffff:c612:0214" "$TMP/devinfo.log" || fail "GID on h2 is not ::ffff:198.18.2.20"
+lid=$(awk '/port_lid:/ {print $2; exit}' "$TMP/devinfo.log")
+((lid >= 1025 && lid <= 2048)) || fail "LID $lid on h2 is outside h2's range 1025-2048"
+
+# A VIP outside the host's container subnet is refused before anything is created.
+timeout 30 "$BIN/wharf-run" --router "$H2" --name "${NAMES[2]}" --vip 198.18.1.20 -- true \
+  > "$TMP/refused.log" 2>&1
+rc=$?
+((rc == 125)) || fail "VIP outside h2's subnet: exit $rc, expected 125"
+grep -q "container subnet of host wharf-lab-h2" "$TMP/refused.log" || fail "no clear refusal"
+
+timeout 30 "$LAB" down || fail "wharf-lab down"
+if ip netns list | grep -q '^wharf-lab-'; then fail "namespaces left after down"; fi
+[[ ! -e /run/wharf-lab ]] || fail "/run/wharf-lab left after down"
+echo "lab_test: PASS"

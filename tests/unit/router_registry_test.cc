@@ -1,0 +1,54 @@
+// The router's container registry: LIDs come from the router's range, are reused once free,
+// and run out cleanly.
+#include <errno.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "router/router.h"
+
+namespace wharf::router {
+namespace {
+
+constexpr uint32_t kVip = 0xc6120a00;  // 198.18.10.0 + n
+
+RouterConfig config(uint16_t base, uint16_t count) {
+  RouterConfig cfg;
+  cfg.socket_path = "/nonexistent/unused.sock";  // never started
+  cfg.lid_base = base;
+  cfg.lid_count = count;
+  return cfg;
+}
+
+TEST(RouterRegistryTest, LidsComeFromTheRouterRangeAndRunOut) {
+  Router r(config(100, 2));
+  uint16_t a = 0, b = 0, c = 0;
+  ASSERT_EQ(r.register_container("a", 1, kVip + 1, &a), 0);
+  ASSERT_EQ(r.register_container("b", 2, kVip + 2, &b), 0);
+  EXPECT_EQ(a, 100);
+  EXPECT_EQ(b, 101);
+  EXPECT_EQ(r.register_container("c", 3, kVip + 3, &c), ENOSPC);
+  r.unregister_container("a");
+  ASSERT_EQ(r.register_container("c", 3, kVip + 3, &c), 0);
+  EXPECT_EQ(c, 100);
+  EXPECT_EQ(r.container_by_lid(101)->name, "b");
+}
+
+// Regression: LIDs came from a counter that wrapped to 0 (not a valid LID) and then handed
+// out LIDs still in use, after 65535 container starts on one router.
+TEST(RouterRegistryTest, ManyContainerStartsNeverYieldAnInvalidOrDuplicateLid) {
+  Router r(config(1, 0xbfff));
+  uint16_t keep = 0;
+  ASSERT_EQ(r.register_container("long-lived", 1, kVip + 1, &keep), 0);
+  for (int i = 0; i < 70000; ++i) {
+    uint16_t lid = 0;
+    ASSERT_EQ(r.register_container("short", 2, kVip + 2, &lid), 0) << i;
+    ASSERT_GE(lid, 1);
+    ASSERT_LE(lid, 0xbfff);
+    ASSERT_NE(lid, keep) << i;
+    r.unregister_container("short");
+  }
+}
+
+}  // namespace
+}  // namespace wharf::router
