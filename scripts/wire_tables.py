@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""Byte-offset tables of the control messages, generated from src/proto/messages.h.
+"""Byte-offset tables of the wire formats, generated from their headers.
 
 The `visit` field list of each message is its wire layout (src/proto/codec.h): fields in
-that order, little-endian, no padding. `wire_tables.py` prints the tables;
-`wire_tables.py --check docs/wire-protocol.md` fails if the doc's generated section differs.
+that order, little-endian, no padding. Two sections: the control messages
+(src/proto/messages.h) and the host-to-host headers (src/proto/host_wire.h).
+`wire_tables.py` prints both; `wire_tables.py --check docs/wire-protocol.md` fails if either
+generated section of the doc differs.
 """
 import re
 import sys
@@ -11,15 +13,21 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SIZES = {'uint8_t': 1, 'uint16_t': 2, 'uint32_t': 4, 'uint64_t': 8, 'Gid': 16, 'Name': 32}
-BEGIN, END = '<!-- BEGIN GENERATED: wire_tables.py -->', '<!-- END GENERATED -->'
+SOURCES = {'control': 'src/proto/messages.h', 'host': 'src/proto/host_wire.h'}
+END = '<!-- END GENERATED -->'
+
+
+def begin(section):
+    return f'<!-- BEGIN GENERATED: wire_tables.py {section} -->'
 
 
 def parse(src):
     structs = {}
     for m in re.finditer(r'struct (\w+) \{(.*?)\n\};', src, re.S):
         name, body = m.group(1), m.group(2)
-        members = {d.group(2): d.group(1)
-                   for d in re.finditer(r'^\s+(\w+)\s+(\w+)(?:\{\}|\s*=\s*[^;]+)?;', body, re.M)}
+        members = {d.group(2): d.group(1) + (d.group(3) or '')
+                   for d in re.finditer(r'^\s+(\w+)\s+(\w+)(\[\d+\])?(?:\{\}|\s*=\s*[^;]+)?;',
+                                        body, re.M)}
         v = re.search(r'void visit\(V&& ?v?\) \{\s*(.*?)\s*\}', body, re.S)
         order = re.findall(r'v\((\w+)\)', v.group(1)) if v else []
         structs[name] = [(f, members[f]) for f in order]
@@ -28,6 +36,9 @@ def parse(src):
 
 def tables(structs):
     def size(t):
+        array = re.fullmatch(r'(\w+)\[(\d+)\]', t)
+        if array:
+            return size(array.group(1)) * int(array.group(2))
         return SIZES[t] if t in SIZES else sum(size(tt) for _, tt in structs[t])
 
     def rows(name, base=0, prefix=''):
@@ -36,7 +47,7 @@ def tables(structs):
             if t in structs:
                 out += rows(t, off, prefix + f + '.')
             else:
-                out.append((off, SIZES[t], prefix + f))
+                out.append((off, size(t), prefix + f))
             off += size(t)
         return out
 
@@ -52,17 +63,27 @@ def tables(structs):
     return '\n'.join(lines)
 
 
+def generated(section):
+    return tables(parse((ROOT / SOURCES[section]).read_text()))
+
+
 def main():
-    text = tables(parse((ROOT / 'src/proto/messages.h').read_text()))
     if len(sys.argv) == 3 and sys.argv[1] == '--check':
         doc = Path(sys.argv[2]).read_text()
-        section = doc[doc.index(BEGIN) + len(BEGIN):doc.index(END)].strip()
-        if section != text.strip():
-            print(f'{sys.argv[2]} is out of date: run scripts/wire_tables.py and paste its output')
-            return 1
-        print('wire tables match messages.h')
+        for section in SOURCES:
+            start = doc.index(begin(section)) + len(begin(section))
+            found = doc[start:doc.index(END, start)].strip()
+            if found != generated(section).strip():
+                print(f'{sys.argv[2]}: section "{section}" is out of date: '
+                      f'run scripts/wire_tables.py and paste its output')
+                return 1
+        print('wire tables match ' + ' and '.join(SOURCES.values()))
         return 0
-    print(text)
+    for section in SOURCES:
+        print(begin(section))
+        print(generated(section))
+        print(END)
+        print()
     return 0
 
 
