@@ -48,11 +48,19 @@ int run_wharfd(int argc, char** argv) {
   app.add_option("--lid-count", lid_count, "How many LIDs this router may hand out")
       ->check(CLI::Range(1, 0xbfff))
       ->capture_default_str();
+  app.add_option("--cluster", cfg.cluster_file,
+                 "Cluster file (hosts, addresses, subnets, LID ranges, ports): routes RDMA to "
+                 "containers on other hosts");
+  app.add_option("--host", cfg.host_name, "This host's name in the cluster file");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (lid_base + lid_count - 1 > 0xbfff) {
     fprintf(stderr, "wharfd: --lid-base + --lid-count - 1 must not exceed 0xbfff (49151)\n");
+    return 2;
+  }
+  if (cfg.cluster_file.empty() != cfg.host_name.empty()) {
+    fprintf(stderr, "wharfd: --cluster and --host go together\n");
     return 2;
   }
   cfg.lid_base = static_cast<uint16_t>(lid_base);

@@ -13,6 +13,7 @@
 #include "proto/datagram.h"
 #include "proto/device.h"
 #include "router/qp_state.h"
+#include "router/remote.h"
 #include "router/router.h"
 #include "router/session.h"
 
@@ -471,6 +472,7 @@ int Session::on_modify_qp(const proto::ModifyQpReq& req, UniqueFd*, int, proto::
     case IBV_QPS_RESET:
       router_->deactivate(qp);
       reset_qp_rings(qp);
+      if (router_->remote() != nullptr) router_->remote()->forget_st(qp);
       break;
     case IBV_QPS_RTS:
     case IBV_QPS_ERR:
@@ -500,6 +502,7 @@ int Session::on_query_qp(const proto::Handle& req, UniqueFd*, int, proto::QueryQ
 
 void Session::destroy_qp(std::unique_ptr<Qp> qp) {
   router_->deactivate(qp.get());
+  if (router_->remote() != nullptr) router_->remote()->forget_st(qp.get());
   // Its own library no longer posts to it (or is gone): no need to wait for it.
   router_->disable_direct_st(qp.get(), /*wait_for_library=*/false);
   router_->release_qpn(qp->qpn);

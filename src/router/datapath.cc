@@ -12,8 +12,10 @@
 #include "proto/datagram.h"
 #include "proto/device.h"
 #include "proto/qp_rules.h"
+#include "router/executor.h"
 #include "router/mr_access.h"
 #include "router/peer_rules.h"
+#include "router/remote.h"
 #include "router/router.h"
 #include "router/session.h"
 #include "router/wqe.h"
@@ -23,17 +25,7 @@ namespace {
 
 constexpr int kBudgetPerQp = 32;
 
-// IBTA table 45: RNR NAK timer field -> microseconds (field 0 means 655.36 ms).
-constexpr uint32_t kRnrTimerUs[32] = {655360, 10,    20,    30,     40,     60,     80,     120,
-                                      160,    240,   320,   480,    640,    960,    1280,   1920,
-                                      2560,   3840,  5120,  7680,   10240,  15360,  20480,  30720,
-                                      40960,  61440, 81920, 122880, 163840, 245760, 327680, 491520};
-
-// Local ACK timeout 4.096 us * 2^timeout; 0 = infinite, polled every 100 ms.
-uint64_t ack_timeout_ns(uint8_t timeout) {
-  if (timeout == 0) return 100000000ull;
-  return 4096ull << std::min<uint8_t>(timeout, 31);
-}
+}  // namespace
 
 // Writes one CQE and raises a completion event if the CQ is armed for it.
 void post_cqe_st(Cq* cq, const shm::Cqe& cqe, bool solicited) {
@@ -60,51 +52,10 @@ shm::Cqe make_cqe(uint64_t wr_id, ibv_wc_status status, ibv_wc_opcode opcode, ui
   return c;
 }
 
-// A receive WQE taken (peeked) from a QP's RQ or its SRQ.
-struct RecvSource {
-  shm::RingConsumer* ring = nullptr;
-  Srq* srq = nullptr;
-  Pd* pd = nullptr;
-  uint32_t max_sge = 0;
-  uint32_t slot_size = 0;
-};
-
-}  // namespace
-
-// Executes WQEs of one QP. Friend-free: uses only public object state.
-class Executor {
- public:
-  Executor(Router* r, uint64_t now) : r_(r), now_(now) {}
-
-  bool process_qp_st(Qp* qp);
-
- private:
-  enum class Step { kDone, kWait };
-
-  bool flush_st(Qp* qp);
-  Step execute_st(Qp* qp, const SendWork& w, ibv_wc_status* status, uint32_t* byte_len);
-  Step execute_connected_st(Qp* qp, const SendWork& w, const SegmentList& local,
-                            ibv_wc_status* status);
-  void execute_ud_st(Qp* qp, const SendWork& w, const SegmentList& local, ibv_wc_status* status);
-  bool gather_local_st(Qp* qp, const SendWork& w, bool need_write, SegmentList* out);
-  bool resolve_sges_st(const shm::Sge* sges, uint32_t n, const Session* owner, const Pd* pd,
-                       bool need_write, SegmentList* out);
-  bool take_recv_st(Qp* dst, RecvSource* src, RecvWork* rw);
-  void consume_recv_st(RecvSource* src);
-  Step no_peer_st(Qp* qp, ibv_wc_status* status);
-  void to_error_st(Qp* qp);
-  void qp_fatal_st(Qp* qp, const char* why);
-  void complete_recv_st(Qp* dst, const RecvWork& rw, ibv_wc_status status, ibv_wc_opcode op,
-                        uint32_t byte_len, const SendWork* w, const Qp* src, uint32_t flags);
-
-  Router* r_;
-  uint64_t now_;
-};
-
 bool Router::poll_datapath_st() {
-  if (active_.empty()) return false;
+  bool did = remote_ != nullptr && remote_->poll_st();
+  if (active_.empty()) return did;
   Executor ex(this, now_ns());
-  bool did = false;
   // Index loop: executing may append QPs (peers entering ERR) but never removes any.
   for (size_t i = 0; i < active_.size(); ++i) did |= ex.process_qp_st(active_[i]);
   return did;
@@ -114,6 +65,10 @@ bool Executor::process_qp_st(Qp* qp) {
   ibv_qp_state state = qp->state();
   if (state == IBV_QPS_ERR) return flush_st(qp);
   if (state != IBV_QPS_RTS) return false;
+  if (RemotePath* remote = r_->remote()) {
+    if (int host = remote->peer_host(qp); host >= 0)
+      return remote->process_requester_st(this, qp, host, now_);
+  }
   if (qp->wait_until_ns != 0) {
     if (now_ < qp->wait_until_ns) return false;
     qp->wait_until_ns = 0;
@@ -495,7 +450,7 @@ void Executor::qp_fatal_st(Qp* qp, const char* why) {
 }
 
 bool Executor::flush_st(Qp* qp) {
-  bool did = false;
+  bool did = r_->remote() != nullptr && r_->remote()->flush_st(qp);
   shm::RingStatus st;
   for (int budget = kBudgetPerQp; budget > 0; --budget) {
     const uint8_t* slot = qp->sq.peek(&st);

@@ -15,11 +15,14 @@
 
 #include <atomic>
 #include <cstring>
+#include <fstream>
 #include <functional>
+#include <sstream>
 
 #include "common/clock.h"
 #include "proto/datagram.h"
 #include "proto/messages.h"
+#include "router/remote.h"
 
 namespace wharf::router {
 namespace {
@@ -29,6 +32,7 @@ constexpr uint64_t kTagListen = 1ull << 40;
 constexpr uint64_t kTagSignal = 1ull << 41;
 constexpr uint64_t kTagWake = 1ull << 42;
 constexpr uint64_t kTagDoorbell = 1ull << 43;  // | fd
+constexpr uint64_t kTagLinks = 1ull << 44;
 constexpr uint64_t kFdMask = 0xffffffffull;
 
 proto::Gid gid_for_vip(uint32_t vip) {
@@ -71,6 +75,7 @@ Router::Router(RouterConfig cfg) : cfg_(std::move(cfg)) {
 Router::~Router() {
   active_.clear();
   sessions_.clear();
+  remote_.reset();
   if (listen_.valid()) unlink(cfg_.socket_path.c_str());
 }
 
@@ -102,9 +107,41 @@ int Router::start() {
   if (!wake_.valid()) return errno;
   ev.data.u64 = kTagWake;
   epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_.get(), &ev);
+  if (int err = start_remote(); err != 0) return err;
   spdlog::info("wharfd listening on {} (link layer {}, node GUID {:016x})", cfg_.socket_path,
                cfg_.link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "InfiniBand",
                cfg_.node_guid);
+  return 0;
+}
+
+// Joins the cluster of cfg_.cluster_file as cfg_.host_name (nothing when not configured).
+int Router::start_remote() {
+  if (cfg_.cluster_file.empty()) return 0;
+  std::ifstream in(cfg_.cluster_file);
+  std::stringstream text;
+  text << in.rdbuf();
+  auto dir = std::make_unique<transport::StaticCluster>();
+  std::string err = in ? dir->load(text.str(), cfg_.host_name) : "cannot read it";
+  if (!err.empty()) {
+    spdlog::error("cluster file {}: {}", cfg_.cluster_file, err);
+    return EINVAL;
+  }
+  const transport::ClusterHost& me = dir->hosts()[static_cast<size_t>(dir->self())];
+  if (cfg_.lid_base != me.lid_first || cfg_.lid_base + cfg_.lid_count - 1 != me.lid_last) {
+    cfg_.lid_base = me.lid_first;  // the cluster file decides this router's LIDs
+    cfg_.lid_count = static_cast<uint16_t>(me.lid_last - me.lid_first + 1);
+  }
+  remote_ = std::make_unique<RemotePath>(this, std::move(dir), cfg_.node_guid);
+  if (int e = remote_->start(); e != 0) {
+    spdlog::error("host-to-host listen on port {}: {}", me.port, strerror(e));
+    return e;
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kTagLinks;
+  epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, remote_->epoll_fd(), &ev);
+  spdlog::info("host {} of the cluster: LIDs {}-{}, host-to-host port {}", me.name, me.lid_first,
+               me.lid_last, me.port);
   return 0;
 }
 
@@ -158,11 +195,13 @@ bool Router::sleep_until_work() {
   if (!busy) {
     int timeout_ms = -1;
     uint64_t now = now_ns();
-    for (Qp* qp : active_) {
-      if (qp->wait_until_ns == 0) continue;
-      uint64_t ms = qp->wait_until_ns > now ? (qp->wait_until_ns - now) / 1000000 + 1 : 0;
+    auto wake_at = [&](uint64_t t) {
+      uint64_t ms = t > now ? (t - now) / 1000000 + 1 : 0;
       if (timeout_ms < 0 || static_cast<int>(ms) < timeout_ms) timeout_ms = static_cast<int>(ms);
-    }
+    };
+    for (Qp* qp : active_)
+      if (qp->wait_until_ns != 0) wake_at(qp->wait_until_ns);
+    if (remote_ != nullptr && remote_->next_deadline() != 0) wake_at(remote_->next_deadline());
     // A stop consumed by an earlier poll_control() would never wake this wait.
     if (!stopping_) poll_control(timeout_ms);
   }
@@ -183,6 +222,8 @@ void Router::poll_control(int timeout_ms) {
       while (read(signal_.get(), &si, sizeof(si)) == sizeof(si)) {
       }
       stopping_ = true;
+    } else if (tag == kTagLinks) {
+      // Host links have input: the data path polls them.
     } else if (tag == kTagWake) {
       uint64_t v;
       while (read(wake_.get(), &v, sizeof(v)) == sizeof(v)) {

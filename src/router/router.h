@@ -31,7 +31,13 @@ struct RouterConfig {
   // 1..0xbfff. Routers of one cluster get disjoint ranges (wharf-lab: 1024 per host).
   uint16_t lid_base = 1;
   uint16_t lid_count = 0xbfff;
+  // Host-to-host: the cluster file (transport/cluster.h) and this host's name in it; empty:
+  // this router serves only its own host.
+  std::string cluster_file;
+  std::string host_name;
 };
+
+class RemotePath;
 
 class Router {
  public:
@@ -88,6 +94,8 @@ class Router {
   // (bounded) until no work request that might still use one is executing.
   void retire_mr_st();
 
+  RemotePath* remote() const { return remote_.get(); }
+
   // ---- Data path (router thread) ----
   // Executes pending work on every active QP. Returns true if anything was done.
   bool poll_datapath_st();
@@ -107,6 +115,7 @@ class Router {
   void close_session(int fd);
   void handle_session_input(Session* s);
   uint16_t allocate_lid();  // 0 when the range is exhausted
+  int start_remote();
   bool direct_eligible_st(const Qp* qp) const;
   void set_direct_st(Qp* qp, bool on);
   // Waits while qp's library is Busy; false if it stayed Busy past the bound.
@@ -125,6 +134,7 @@ class Router {
   std::unordered_map<uint32_t, Mr*> keys_;                               // by lkey/rkey
   std::vector<Qp*> active_;
   std::vector<Qp*> direct_;  // QPs whose direct line is On
+  std::unique_ptr<RemotePath> remote_;
   uint32_t mr_epoch_ = 0;
   uint32_t next_lid_offset_ = 0;  // where the search for a free LID starts
   uint32_t next_qpn_ = 0x100;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end test of the multi-host lab (tools/wharf-lab): two hosts, a container on each,
 # TCP between their VIPs across the hosts, each container served by its own host's router,
+# unmodified RDMA programs between containers on the two hosts (the host-to-host transport),
 # a VIP outside the host's subnet refused, and nothing left after `wharf-lab down`.
 #
 #   WHARF_BIN_DIR=build/bin bash tests/e2e/lab_test.sh
@@ -64,6 +65,30 @@ grep -q "wharf0" "$TMP/devinfo.log" || fail "no wharf0 on h2"
 grep -q "GID\[  0\]:.*0000:ffff:c612:0214" "$TMP/devinfo.log" || fail "GID on h2 is not ::ffff:198.18.2.20"
 lid=$(awk '/port_lid:/ {print $2; exit}' "$TMP/devinfo.log")
 ((lid >= 1025 && lid <= 2048)) || fail "LID $lid on h2 is outside h2's range 1025-2048"
+
+# RDMA between containers on different hosts, through the routers' host-to-host transport:
+# unmodified programs, server on h1, client on h2.
+rdma_pair() {
+  local label=$1
+  shift
+  timeout 60 "$BIN/wharf-run" --router "$H1" --name "${NAMES[0]}" --vip 198.18.1.10 -- "$@" \
+    > "$TMP/$label.server.log" 2>&1 &
+  SERVER_PID=$!
+  sleep 0.5
+  timeout 60 "$BIN/wharf-run" --router "$H2" --name "${NAMES[1]}" --vip 198.18.2.10 -- "$@" \
+    198.18.1.10 > "$TMP/$label.client.log" 2>&1 || fail "$label: client failed"
+  wait "$SERVER_PID" || fail "$label: server failed"
+  SERVER_PID=
+  echo "lab_test: $label across hosts: $(grep -E '^ *[0-9]+ +[0-9]+ |usec/iter' \
+    "$TMP/$label.client.log" | tail -1)"
+}
+rdma_pair rc_pingpong ibv_rc_pingpong -d wharf0 -n 200
+rdma_pair rc_pingpong_e_g0 ibv_rc_pingpong -d wharf0 -n 200 -e -g 0
+rdma_pair rc_pingpong_c ibv_rc_pingpong -d wharf0 -n 200 -c
+rdma_pair ib_send_bw ib_send_bw -d wharf0 -n 2000
+rdma_pair ib_send_lat ib_send_lat -d wharf0 -n 1000
+rdma_pair ib_write_bw ib_write_bw -d wharf0 -s 1048576 -n 500
+rdma_pair ib_write_lat ib_write_lat -d wharf0 -n 1000
 
 # A VIP outside the host's container subnet is refused before anything is created.
 timeout 30 "$BIN/wharf-run" --router "$H2" --name "${NAMES[2]}" --vip 198.18.1.20 -- true \

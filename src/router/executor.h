@@ -1,0 +1,77 @@
+// The executor of send work and its building blocks, shared by the local data path
+// (datapath.cc) and the host-to-host engine (remote.cc). Router thread only (`_st`).
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "router/mr_access.h"
+#include "router/objects.h"
+#include "router/wqe.h"
+#include "shm/layout.h"
+
+namespace wharf::router {
+
+class Router;
+class Session;
+
+// A receive WQE taken (peeked) from a QP's RQ or its SRQ.
+struct RecvSource {
+  shm::RingConsumer* ring = nullptr;
+  Srq* srq = nullptr;
+  Pd* pd = nullptr;
+  uint32_t max_sge = 0;
+  uint32_t slot_size = 0;
+};
+
+// IBTA table 45: RNR NAK timer field -> microseconds (field 0 means 655.36 ms).
+inline constexpr uint32_t kRnrTimerUs[32] = {
+    655360, 10,    20,    30,    40,    60,     80,     120,    160,    240,   320,
+    480,    640,   960,   1280,  1920,  2560,   3840,   5120,   7680,   10240, 15360,
+    20480,  30720, 40960, 61440, 81920, 122880, 163840, 245760, 327680, 491520};
+
+// Local ACK timeout 4.096 us * 2^timeout; 0 = infinite, polled every 100 ms.
+inline uint64_t ack_timeout_ns(uint8_t timeout) {
+  if (timeout == 0) return 100000000ull;
+  return 4096ull << std::min<uint8_t>(timeout, 31);
+}
+
+// Writes one CQE and raises a completion event if the CQ is armed for it.
+void post_cqe_st(Cq* cq, const shm::Cqe& cqe, bool solicited);
+shm::Cqe make_cqe(uint64_t wr_id, ibv_wc_status status, ibv_wc_opcode opcode, uint32_t qpn);
+
+// Executes WQEs of one QP. Friend-free: uses only public object state.
+class Executor {
+ public:
+  Executor(Router* r, uint64_t now) : r_(r), now_(now) {}
+
+  bool process_qp_st(Qp* qp);
+
+  // Building blocks the host-to-host engine shares.
+  bool gather_local_st(Qp* qp, const SendWork& w, bool need_write, SegmentList* out);
+  bool resolve_sges_st(const shm::Sge* sges, uint32_t n, const Session* owner, const Pd* pd,
+                       bool need_write, SegmentList* out);
+  bool take_recv_st(Qp* dst, RecvSource* src, RecvWork* rw);
+  void consume_recv_st(RecvSource* src);
+  void to_error_st(Qp* qp);
+
+ private:
+  enum class Step { kDone, kWait };
+
+  bool flush_st(Qp* qp);
+  Step execute_st(Qp* qp, const SendWork& w, ibv_wc_status* status, uint32_t* byte_len);
+  Step execute_connected_st(Qp* qp, const SendWork& w, const SegmentList& local,
+                            ibv_wc_status* status);
+  void execute_ud_st(Qp* qp, const SendWork& w, const SegmentList& local, ibv_wc_status* status);
+  Step no_peer_st(Qp* qp, ibv_wc_status* status);
+  void qp_fatal_st(Qp* qp, const char* why);
+  void complete_recv_st(Qp* dst, const RecvWork& rw, ibv_wc_status status, ibv_wc_opcode op,
+                        uint32_t byte_len, const SendWork* w, const Qp* src, uint32_t flags);
+
+  Router* r_;
+  uint64_t now_;
+};
+
+}  // namespace wharf::router

@@ -1,0 +1,475 @@
+// The host-to-host engine: see remote.h.
+#include "router/remote.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "common/clock.h"
+#include "proto/device.h"
+#include "proto/qp_rules.h"
+#include "router/peer_rules.h"
+#include "router/router.h"
+#include "router/session.h"
+
+namespace wharf::router {
+namespace {
+
+using proto::host::Packet;
+namespace host = proto::host;
+
+constexpr int kBudgetPerQp = 32;
+constexpr uint32_t kPsnMask = 0xffffff;
+
+uint32_t psn_add(uint32_t psn, uint32_t n) { return (psn + n) & kPsnMask; }
+// a before b in 24-bit serial arithmetic.
+bool psn_lt(uint32_t a, uint32_t b) {
+  const uint32_t d = (b - a) & kPsnMask;
+  return d != 0 && d < 0x800000;
+}
+bool psn_le(uint32_t a, uint32_t b) { return a == b || psn_lt(a, b); }
+
+uint32_t packets_for(uint64_t len) {
+  return len == 0 ? 1 : static_cast<uint32_t>((len + host::kMaxSegment - 1) / host::kMaxSegment);
+}
+
+// The bytes [off, off + len) of a segment list.
+SegmentList slice(const SegmentList& l, uint64_t off, uint64_t len) {
+  SegmentList out;
+  for (uint32_t i = 0; i < l.count && len != 0; ++i) {
+    Segment s = l.seg[i];
+    if (off >= s.len) {
+      off -= s.len;
+      continue;
+    }
+    if (s.local != nullptr)
+      s.local += off;
+    else
+      s.remote += off;
+    s.len -= off;
+    off = 0;
+    s.len = std::min(s.len, len);
+    len -= s.len;
+    out.push(s);
+  }
+  return out;
+}
+
+bool is_send(uint8_t op) { return op <= host::kSendOnlyImm; }
+bool is_write(uint8_t op) { return op >= host::kWriteFirst && op <= host::kWriteOnlyImm; }
+bool starts_message(uint8_t op) {
+  return op == host::kSendFirst || op == host::kSendOnly || op == host::kSendOnlyImm ||
+         op == host::kWriteFirst || op == host::kWriteOnly || op == host::kWriteOnlyImm;
+}
+bool ends_message(uint8_t op) {
+  return op == host::kSendLast || op == host::kSendLastImm || op == host::kSendOnly ||
+         op == host::kSendOnlyImm || op == host::kWriteLast || op == host::kWriteLastImm ||
+         op == host::kWriteOnly || op == host::kWriteOnlyImm;
+}
+bool has_imm(uint8_t op) {
+  return op == host::kSendLastImm || op == host::kSendOnlyImm || op == host::kWriteLastImm ||
+         op == host::kWriteOnlyImm;
+}
+
+// The operation of packet k of n of a SEND or WRITE message.
+uint8_t packet_operation(uint8_t wr_opcode, uint32_t k, uint32_t n) {
+  const bool write = wr_opcode == IBV_WR_RDMA_WRITE || wr_opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+  const bool imm = wr_opcode == IBV_WR_SEND_WITH_IMM || wr_opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+  const uint8_t base = write ? host::kWriteFirst : host::kSendFirst;
+  if (n == 1) return static_cast<uint8_t>(base + (imm ? 5 : 4));
+  if (k == 0) return base;
+  if (k + 1 < n) return static_cast<uint8_t>(base + 1);
+  return static_cast<uint8_t>(base + (imm ? 3 : 2));
+}
+
+ibv_wc_status nak_status(uint8_t code) {
+  switch (code) {
+    case host::kNakInvalidRequest: return IBV_WC_REM_INV_REQ_ERR;
+    case host::kNakRemoteAccess: return IBV_WC_REM_ACCESS_ERR;
+    default: return IBV_WC_REM_OP_ERR;
+  }
+}
+
+}  // namespace
+
+RemotePath::RemotePath(Router* r, std::unique_ptr<transport::StaticCluster> dir, uint64_t node_guid)
+    : r_(r),
+      dir_(std::move(dir)),
+      links_(dir_.get(), node_guid, this),
+      bounce_(host::kMaxSegment) {}
+
+RemotePath::~RemotePath() = default;
+
+int RemotePath::peer_host(const Qp* qp) const {
+  if (qp->type != IBV_QPT_RC) return -1;
+  const int h = dir_->host_for(qp->attr.ah_attr, r_->config().link_layer);
+  return h >= 0 && h != dir_->self() ? h : -1;
+}
+
+RemotePath::State& RemotePath::state(Qp* qp) {
+  State& st = states_[qp];
+  if (!st.started) {
+    st.started = true;
+    st.next_psn = qp->attr.sq_psn & kPsnMask;
+    st.epsn = qp->attr.rq_psn & kPsnMask;
+  }
+  return st;
+}
+
+void RemotePath::forget_st(Qp* qp) { states_.erase(qp); }
+
+uint64_t RemotePath::next_deadline() const {
+  uint64_t next = 0;
+  for (const auto& [qp, st] : states_) {
+    if (st.outstanding.empty()) continue;
+    const uint64_t t = st.resend_at_ns != 0 ? st.resend_at_ns : st.ack_deadline_ns;
+    if (next == 0 || t < next) next = t;
+  }
+  return next;
+}
+
+bool RemotePath::poll_st() { return links_.poll(); }
+
+// ---- Requester ----
+
+// Sends every packet of one SEND or WRITE message. The caller checked the link's room.
+bool RemotePath::send_message_st(Executor* ex, Qp* qp, int dest, const Outstanding& o) {
+  SegmentList local;
+  if (!ex->gather_local_st(qp, o.w, false, &local)) return false;
+  const uint8_t op = o.w.hdr.opcode;
+  const uint64_t len = local.total;
+  const uint32_t n = packets_for(len);
+  const Container* me = qp->owner->container();
+  for (uint32_t k = 0; k < n; ++k) {
+    const uint64_t off = uint64_t{k} * host::kMaxSegment;
+    const uint32_t chunk = static_cast<uint32_t>(std::min<uint64_t>(host::kMaxSegment, len - off));
+    Packet p;
+    p.hdr.opcode =
+        host::opcode_of(host::kRc, static_cast<host::Operation>(packet_operation(op, k, n)));
+    p.hdr.sl = qp->attr.ah_attr.sl;
+    p.hdr.dlid = qp->attr.ah_attr.dlid;
+    p.hdr.slid = r_->config().link_layer == IBV_LINK_LAYER_ETHERNET ? 0 : me->lid;
+    p.hdr.dest_qpn = qp->attr.dest_qp_num;
+    p.hdr.src_qpn = qp->qpn;
+    p.hdr.psn = psn_add(o.first_psn, k);
+    if (k + 1 == n) {
+      p.hdr.flags =
+          host::kAckRequest | ((o.w.hdr.flags & shm::kWqeSolicited) ? host::kSolicited : 0);
+    }
+    p.reth = host::Reth{o.w.hdr.remote_addr, o.w.hdr.rkey, static_cast<uint32_t>(len)};
+    p.imm = o.w.hdr.imm_data;
+    if (chunk != 0) {
+      SegmentList dst;
+      dst.push(Segment{bounce_.data(), 0, 0, chunk});
+      if (copy_segments(slice(local, off, chunk), dst, chunk) != 0) return false;
+    }
+    p.payload = bounce_.data();
+    p.payload_len = chunk;
+    if (!host::finish_packet(&p) || !links_.send(dest, p)) return false;
+  }
+  return true;
+}
+
+void RemotePath::resend_all_st(Executor* ex, Qp* qp, int dest) {
+  State& st = state(qp);
+  for (const Outstanding& o : st.outstanding)
+    if (!send_message_st(ex, qp, dest, o)) break;  // the next timeout tries again
+}
+
+void RemotePath::complete_send_st(Qp* qp, const Outstanding& o, ibv_wc_status status) {
+  if (!o.signaled && status == IBV_WC_SUCCESS) return;
+  shm::Cqe c = make_cqe(o.w.hdr.wr_id, status, proto::send_wc_opcode(o.w.hdr.opcode), qp->qpn);
+  c.byte_len = o.byte_len;
+  post_cqe_st(qp->send_cq, c, false);
+}
+
+bool RemotePath::process_requester_st(Executor* ex, Qp* qp, int dest, uint64_t now) {
+  State& st = state(qp);
+  bool did = false;
+  if (!st.outstanding.empty()) {
+    if (st.resend_at_ns != 0 && now >= st.resend_at_ns) {
+      st.resend_at_ns = 0;
+      st.ack_deadline_ns = now + ack_timeout_ns(qp->attr.timeout);
+      resend_all_st(ex, qp, dest);
+      did = true;
+    } else if (st.resend_at_ns == 0 && now >= st.ack_deadline_ns) {
+      if (qp->retry_attempts >= qp->attr.retry_cnt) {
+        complete_send_st(qp, st.outstanding.front(), IBV_WC_RETRY_EXC_ERR);
+        st.outstanding.pop_front();
+        ex->to_error_st(qp);
+        return true;
+      }
+      qp->retry_attempts++;
+      st.ack_deadline_ns = now + ack_timeout_ns(qp->attr.timeout);
+      resend_all_st(ex, qp, dest);
+      did = true;
+    }
+  }
+  if (st.resend_at_ns != 0) return did;  // an RNR wait holds everything behind it
+
+  for (int budget = kBudgetPerQp; budget > 0; --budget) {
+    shm::RingStatus rs;
+    const uint8_t* slot = qp->sq.peek(&rs);
+    if (slot == nullptr) break;
+    Outstanding o;
+    ibv_wc_status failure = IBV_WC_SUCCESS;
+    SegmentList local;
+    // A malformed WQE, or READ and atomics, which do not cross hosts yet (remote.h, "Status").
+    if (!copy_send_wqe(slot, qp->layout.sq_slot, qp->type, qp->caps.max_send_sge, &o.w) ||
+        o.w.hdr.opcode == IBV_WR_RDMA_READ || o.w.hdr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+        o.w.hdr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+      failure = IBV_WC_LOC_QP_OP_ERR;
+    } else if (!ex->gather_local_st(qp, o.w, false, &local)) {
+      failure = IBV_WC_LOC_PROT_ERR;
+    } else if (local.total > device::kMaxMsgSize) {
+      failure = IBV_WC_LOC_LEN_ERR;
+    }
+    if (failure != IBV_WC_SUCCESS) {
+      // Completions stay in order: the failure waits until everything before it completed.
+      if (!st.outstanding.empty()) break;
+      qp->sq.pop();
+      o.byte_len = static_cast<uint32_t>(local.total);
+      complete_send_st(qp, o, failure);
+      ex->to_error_st(qp);
+      return true;
+    }
+    const uint32_t n = packets_for(local.total);
+    const size_t need = local.total + n * (host::kPacketHeaderSize + 64);
+    if (links_.room(dest) < need) break;  // the link is busy: this QP waits, others go on
+    o.first_psn = st.next_psn;
+    o.last_psn = psn_add(st.next_psn, n - 1);
+    o.byte_len = static_cast<uint32_t>(local.total);
+    o.signaled = (o.w.hdr.flags & shm::kWqeSignaled) || qp->sq_sig_all;
+    st.next_psn = psn_add(st.next_psn, n);
+    if (st.outstanding.empty()) st.ack_deadline_ns = now + ack_timeout_ns(qp->attr.timeout);
+    st.outstanding.push_back(o);
+    qp->sq.pop();
+    send_message_st(ex, qp, dest, st.outstanding.back());
+    did = true;
+  }
+  return did;
+}
+
+bool RemotePath::flush_st(Qp* qp) {
+  auto it = states_.find(qp);
+  if (it == states_.end() || it->second.outstanding.empty()) return false;
+  for (const Outstanding& o : it->second.outstanding) complete_send_st(qp, o, IBV_WC_WR_FLUSH_ERR);
+  it->second.outstanding.clear();
+  it->second.resend_at_ns = 0;
+  return true;
+}
+
+// The local RC QP a packet from `src_host` is for: it must be connected to the sender.
+Qp* RemotePath::local_qp_for(int src_host, const Packet& p) const {
+  Qp* q = r_->qp_by_qpn(p.hdr.dest_qpn);
+  if (q == nullptr || q->type != IBV_QPT_RC || q->attr.dest_qp_num != p.hdr.src_qpn ||
+      peer_host(q) != src_host)
+    return nullptr;
+  return q;
+}
+
+void RemotePath::on_packet(int src_host, const Packet& p) {
+  if ((p.hdr.opcode & 0xe0) != host::kRc) return;  // UC and UD: not across hosts yet
+  const uint8_t op = p.hdr.opcode & 0x1f;
+  if (op == host::kAcknowledge || op == host::kAtomicAcknowledge ||
+      (op >= host::kReadResponseFirst && op <= host::kReadResponseOnly))
+    on_response_st(src_host, p);
+  else
+    on_request_st(src_host, p);
+}
+
+void RemotePath::on_response_st(int src_host, const Packet& p) {
+  Qp* qp = local_qp_for(src_host, p);
+  if (qp == nullptr || !p.has_aeth) return;
+  auto it = states_.find(qp);
+  if (it == states_.end()) return;
+  State& st = it->second;
+  const uint64_t now = now_ns();
+  Executor ex(r_, now);
+  const uint32_t psn = p.hdr.psn;
+  const uint8_t syndrome = p.aeth.syndrome;
+  const auto kind = host::aeth_kind(syndrome);
+  // Whatever precedes the PSN a response names was received (IBA: responses are cumulative).
+  while (!st.outstanding.empty() && psn_lt(st.outstanding.front().last_psn, psn)) {
+    complete_send_st(qp, st.outstanding.front(), IBV_WC_SUCCESS);
+    st.outstanding.pop_front();
+  }
+  if (kind == host::AethKind::kAck) {
+    if (!st.outstanding.empty() && st.outstanding.front().last_psn == psn) {
+      complete_send_st(qp, st.outstanding.front(), IBV_WC_SUCCESS);
+      st.outstanding.pop_front();
+    }
+    qp->retry_attempts = qp->rnr_attempts = 0;
+  } else if (kind == host::AethKind::kRnr) {
+    if (st.outstanding.empty()) return;
+    if (qp->attr.rnr_retry != 7 && qp->rnr_attempts >= qp->attr.rnr_retry) {
+      complete_send_st(qp, st.outstanding.front(), IBV_WC_RNR_RETRY_EXC_ERR);
+      st.outstanding.pop_front();
+      ex.to_error_st(qp);
+      return;
+    }
+    qp->rnr_attempts++;
+    st.resend_at_ns = now + kRnrTimerUs[syndrome & 0x1f] * 1000ull;
+    r_->activate(qp);
+    return;
+  } else if (kind == host::AethKind::kNak) {
+    if (st.outstanding.empty()) return;
+    const uint8_t code = syndrome & 0x1f;
+    if (code == host::kNakPsnSequence) {
+      if (st.resend_at_ns == 0) resend_all_st(&ex, qp, src_host);  // else the RNR wait does
+    } else {
+      complete_send_st(qp, st.outstanding.front(), nak_status(code));
+      st.outstanding.pop_front();
+      ex.to_error_st(qp);
+      return;
+    }
+  }
+  st.ack_deadline_ns = now + ack_timeout_ns(qp->attr.timeout);
+}
+
+// ---- Responder ----
+
+void RemotePath::respond_st(int dest, Qp* dst, uint32_t psn, uint8_t syndrome) {
+  State& st = state(dst);
+  Packet a;
+  a.hdr.opcode = host::opcode_of(host::kRc, host::kAcknowledge);
+  a.hdr.dest_qpn = dst->attr.dest_qp_num;
+  a.hdr.src_qpn = dst->qpn;
+  a.hdr.psn = psn;
+  a.aeth.syndrome = syndrome;
+  a.aeth.msn = st.msn & kPsnMask;
+  if (host::finish_packet(&a)) (void)links_.send(dest, a);  // a lost ACK is a timeout upstream
+}
+
+void RemotePath::on_request_st(int src_host, const Packet& p) {
+  Qp* dst = local_qp_for(src_host, p);
+  if (dst == nullptr || !can_receive(dst->state())) return;  // IBA: silently dropped
+  State& st = state(dst);
+  const uint32_t psn = p.hdr.psn;
+  if (psn != st.epsn) {
+    if (psn_lt(psn, st.epsn)) {  // a duplicate: acknowledge again
+      if (p.hdr.flags & host::kAckRequest)
+        respond_st(src_host, dst, psn_add(st.epsn, kPsnMask), host::aeth_ack());
+    } else if (!st.nak_sent) {  // a gap: ask once for a retransmission from epsn
+      st.nak_sent = true;
+      respond_st(src_host, dst, st.epsn, host::aeth_nak(host::kNakPsnSequence));
+    }
+    return;
+  }
+  st.nak_sent = false;
+  Executor ex(r_, now_ns());
+  const uint8_t op = p.hdr.opcode & 0x1f;
+  auto fail = [&](uint8_t nak, ibv_wc_status recv_status) {
+    if (st.in_send) {
+      ex.consume_recv_st(&st.rsrc);
+      shm::Cqe c = make_cqe(st.rw.hdr.wr_id, recv_status, IBV_WC_RECV, dst->qpn);
+      post_cqe_st(dst->recv_cq, c, false);
+    }
+    st.in_send = st.in_write = false;
+    respond_st(src_host, dst, psn, host::aeth_nak(static_cast<host::NakCode>(nak)));
+    ex.to_error_st(dst);
+  };
+
+  if (!is_send(op) && !is_write(op)) {  // READ and atomics: not across hosts yet
+    respond_st(src_host, dst, psn, host::aeth_nak(host::kNakInvalidRequest));
+    return;
+  }
+  if (starts_message(op)) {
+    if (st.in_send || st.in_write) return fail(host::kNakInvalidRequest, IBV_WC_REM_INV_REQ_ERR);
+    st.offset = 0;
+    st.message_psn = psn;
+    if (is_send(op)) {
+      if (!ex.take_recv_st(dst, &st.rsrc, &st.rw)) {
+        // No receive posted: RNR NAK, and the rest of the message is dropped quietly until
+        // the requester starts again from this PSN. A corrupt queue: nothing at all.
+        st.nak_sent = true;
+        if (st.rsrc.ring != nullptr)
+          respond_st(src_host, dst, psn, host::aeth_rnr(dst->attr.min_rnr_timer));
+        return;
+      }
+      st.in_send = true;
+    } else {
+      // C9-... 9.7.4.1: the QP's access rights and the rkey, for the whole message.
+      const uint64_t len = p.reth.dma_length;
+      st.rmr = nullptr;
+      if (!(dst->attr.qp_access_flags & IBV_ACCESS_REMOTE_WRITE))
+        return fail(host::kNakRemoteAccess, IBV_WC_SUCCESS);
+      if (len != 0) {
+        Mr* mr = r_->mr_by_key(p.reth.rkey);
+        if (mr == nullptr || mr->owner != dst->owner || mr->pd != dst->pd ||
+            !(mr->access & IBV_ACCESS_REMOTE_WRITE) || !mr_contains(*mr, p.reth.va, len))
+          return fail(host::kNakRemoteAccess, IBV_WC_SUCCESS);
+        st.rmr = mr;
+      }
+      st.va = p.reth.va;
+      st.dma_length = len;
+      st.in_write = true;
+    }
+  } else if ((is_send(op) && !st.in_send) || (is_write(op) && !st.in_write)) {
+    return fail(host::kNakInvalidRequest, IBV_WC_SUCCESS);
+  }
+
+  // Place the payload.
+  SegmentList src;
+  if (p.payload_len != 0) src.push(Segment{const_cast<uint8_t*>(p.payload), 0, 0, p.payload_len});
+  if (st.in_send) {
+    SegmentList target;
+    if (!ex.resolve_sges_st(st.rw.sge, st.rw.hdr.num_sge, dst->owner, st.rsrc.pd, true, &target))
+      return fail(host::kNakRemoteOperational, IBV_WC_LOC_PROT_ERR);
+    if (st.offset + p.payload_len > target.total)
+      return fail(host::kNakInvalidRequest, IBV_WC_LOC_LEN_ERR);
+    if (p.payload_len != 0 &&
+        copy_segments(src, slice(target, st.offset, p.payload_len), p.payload_len) != 0)
+      return fail(host::kNakRemoteOperational, IBV_WC_LOC_PROT_ERR);
+  } else {
+    if (st.offset + p.payload_len > st.dma_length)
+      return fail(host::kNakInvalidRequest, IBV_WC_SUCCESS);
+    if (p.payload_len != 0) {
+      SegmentList target;
+      append_mr_range(&target, *st.rmr, st.va + st.offset, p.payload_len);
+      if (copy_segments(src, target, p.payload_len) != 0)
+        return fail(host::kNakRemoteAccess, IBV_WC_SUCCESS);
+    }
+  }
+  st.offset += p.payload_len;
+
+  if (ends_message(op)) {
+    if (is_write(op) && has_imm(op)) {
+      if (!ex.take_recv_st(dst, &st.rsrc, &st.rw)) {
+        // RNR at the end of a WRITE: the requester sends the whole message again.
+        st.in_write = false;
+        st.epsn = st.message_psn;
+        st.nak_sent = true;
+        if (st.rsrc.ring != nullptr)
+          respond_st(src_host, dst, psn, host::aeth_rnr(dst->attr.min_rnr_timer));
+        return;
+      }
+    }
+    if (is_send(op) || has_imm(op)) {
+      ex.consume_recv_st(&st.rsrc);
+      shm::Cqe c = make_cqe(st.rw.hdr.wr_id, IBV_WC_SUCCESS,
+                            is_send(op) ? IBV_WC_RECV : IBV_WC_RECV_RDMA_WITH_IMM, dst->qpn);
+      c.byte_len = static_cast<uint32_t>(st.offset);
+      c.src_qp = p.hdr.src_qpn;
+      c.slid = p.hdr.slid;
+      c.sl = p.hdr.sl;
+      if (has_imm(op)) {
+        c.wc_flags = IBV_WC_WITH_IMM;
+        c.imm_data = p.imm;
+      }
+      post_cqe_st(dst->recv_cq, c, (p.hdr.flags & host::kSolicited) != 0);
+    }
+    st.in_send = st.in_write = false;
+    st.msn = psn_add(st.msn, 1);
+  }
+  st.epsn = psn_add(psn, 1);
+  if (p.hdr.flags & host::kAckRequest) respond_st(src_host, dst, psn, host::aeth_ack());
+}
+
+void RemotePath::on_link_down(int) {}  // the requesters' ACK timeouts retransmit
+
+void RemotePath::on_peer_restarted(int dest) {
+  spdlog::info("router of {} restarted", dir_->hosts()[static_cast<size_t>(dest)].name);
+}
+
+}  // namespace wharf::router

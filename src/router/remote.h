@@ -1,0 +1,106 @@
+// The host-to-host engine (issue #3): RC between a QP on this host and one on another,
+// carried as IBA-style packets (proto/host_wire.h) over the shared host links
+// (transport/host_links.h).
+//
+// Requester: work requests leave the send ring as packets with PSNs and wait, in order, in
+// an outstanding list until acknowledged; ACKs complete them, RNR NAKs and ACK timeouts
+// retransmit from the oldest unacknowledged (go-back-N), NAKs complete with the error IBTA
+// names and move the QP to ERR.
+// Responder: checks each packet against its expected PSN, executes SENDs and WRITEs into the
+// QP's receive queue and registered memory with the same checks as the local path, and
+// acknowledges each message.
+//
+// Status: SEND, SEND_WITH_IMM, RDMA_WRITE and RDMA_WRITE_WITH_IMM. RDMA_READ and atomics
+// across hosts, UC and UD, reconnect replay and the watchdog are not built yet.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "proto/host_wire.h"
+#include "router/executor.h"
+#include "transport/cluster.h"
+#include "transport/host_links.h"
+
+namespace wharf::router {
+
+class Router;
+
+class RemotePath final : public transport::HostLinks::Handler {
+ public:
+  RemotePath(Router* r, std::unique_ptr<transport::StaticCluster> dir, uint64_t node_guid);
+  ~RemotePath() override;
+
+  int start() { return links_.start(); }
+  int epoll_fd() const { return links_.epoll_fd(); }
+  const transport::AddressDirectory& directory() const { return *dir_; }
+
+  // Index of the host serving qp's connected peer when that is another host, else -1.
+  int peer_host(const Qp* qp) const;
+
+  // Requester work of an RTS QP whose peer is on `host`. True if anything was done.
+  bool process_requester_st(Executor* ex, Qp* qp, int host, uint64_t now);
+  // Completes qp's outstanding work with WR_FLUSH_ERR (the QP is in ERR).
+  bool flush_st(Qp* qp);
+  // Drops all state of qp (reset or destroyed).
+  void forget_st(Qp* qp);
+  // Moves packets on the host links. True if anything moved.
+  bool poll_st();
+  // Earliest retransmission deadline, 0 if none.
+  uint64_t next_deadline() const;
+
+  // transport::HostLinks::Handler
+  void on_packet(int host, const proto::host::Packet& p) override;
+  void on_link_down(int host) override;
+  void on_peer_restarted(int host) override;
+
+ private:
+  struct Outstanding {
+    SendWork w;
+    uint32_t first_psn = 0;
+    uint32_t last_psn = 0;
+    uint32_t byte_len = 0;
+    bool signaled = false;
+  };
+  struct State {
+    bool started = false;
+    // Requester.
+    uint32_t next_psn = 0;
+    std::deque<Outstanding> outstanding;
+    uint64_t ack_deadline_ns = 0;  // the oldest outstanding is retransmitted after this
+    uint64_t resend_at_ns = 0;     // RNR: retransmit everything outstanding at this time
+    // Responder.
+    uint32_t epsn = 0;
+    uint32_t msn = 0;
+    bool nak_sent = false;
+    bool in_send = false;  // between SEND first and last
+    bool in_write = false;
+    uint32_t message_psn = 0;  // first PSN of the message in progress
+    RecvSource rsrc;
+    RecvWork rw;
+    uint64_t offset = 0;  // bytes of the message placed so far
+    Mr* rmr = nullptr;    // WRITE target
+    uint64_t va = 0;
+    uint64_t dma_length = 0;
+  };
+
+  State& state(Qp* qp);
+  bool send_message_st(Executor* ex, Qp* qp, int host, const Outstanding& o);
+  void resend_all_st(Executor* ex, Qp* qp, int host);
+  void complete_send_st(Qp* qp, const Outstanding& o, ibv_wc_status status);
+  void on_response_st(int host, const proto::host::Packet& p);
+  void on_request_st(int host, const proto::host::Packet& p);
+  void respond_st(int host, Qp* dst, uint32_t psn, uint8_t syndrome);
+  Qp* local_qp_for(int host, const proto::host::Packet& p) const;
+
+  Router* r_;
+  std::unique_ptr<transport::StaticCluster> dir_;
+  transport::HostLinks links_;
+  std::unordered_map<const Qp*, State> states_;
+  std::vector<uint8_t> bounce_;  // one packet's payload
+};
+
+}  // namespace wharf::router

@@ -1,0 +1,320 @@
+#include "transport/host_links.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <spdlog/spdlog.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace wharf::transport {
+namespace {
+
+constexpr size_t kReadChunk = 256 * 1024;
+constexpr size_t kReadBudget = 1u << 20;  // per connection per poll: keeps peers fair
+constexpr uint64_t kBackoffFirstNs = 50'000'000;
+constexpr uint64_t kBackoffMaxNs = 2'000'000'000;
+
+uint64_t mono_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+sockaddr_in address_of(const ClusterHost& h) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(h.address);
+  a.sin_port = htons(h.port);
+  return a;
+}
+
+void tune(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+}  // namespace
+
+struct HostLinks::Conn {
+  UniqueFd fd;
+  int host = -1;  // outgoing: the peer; incoming: learned from its Hello
+  bool outgoing = false;
+  bool connected = false;  // the TCP connection is established
+  bool hello_done = false;
+  bool watching_out = false;
+  uint64_t connect_at_ns = 0;  // outgoing, not yet connected: when to try
+  std::vector<uint8_t> rx;
+  std::vector<uint8_t> tx;
+  size_t tx_off = 0;
+};
+
+HostLinks::HostLinks(const AddressDirectory* dir, uint64_t node_guid, Handler* handler)
+    : dir_(dir), handler_(handler) {
+  const size_t n = dir->hosts().size();
+  out_.resize(n);
+  incarnation_.assign(n, 0);
+  retry_ns_.assign(n, 0);
+  hello_.node_guid = node_guid;
+  hello_.incarnation = static_cast<uint32_t>(mono_ns() ^ (mono_ns() >> 32) ^ getpid()) | 1u;
+  const std::string& me = dir->hosts()[static_cast<size_t>(dir->self())].name;
+  std::strncpy(hello_.host.data(), me.c_str(), hello_.host.size() - 1);
+}
+
+HostLinks::~HostLinks() = default;
+
+int HostLinks::start() {
+  epoll_.reset(epoll_create1(EPOLL_CLOEXEC));
+  if (!epoll_.valid()) return errno;
+  listen_.reset(socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!listen_.valid()) return errno;
+  int one = 1;
+  setsockopt(listen_.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in a = address_of(dir_->hosts()[static_cast<size_t>(dir_->self())]);
+  if (bind(listen_.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+      listen(listen_.get(), 64) != 0)
+    return errno;
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.ptr = nullptr;  // the listening socket
+  if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, listen_.get(), &ev) != 0) return errno;
+  return 0;
+}
+
+void HostLinks::watch(Conn* c) {
+  if (!c->fd.valid()) return;
+  const bool want_out = !c->connected || c->tx_off < c->tx.size();
+  epoll_event ev{};
+  ev.events = EPOLLIN | (want_out ? EPOLLOUT : 0u);
+  ev.data.ptr = c;
+  epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, c->fd.get(), &ev);
+  c->watching_out = want_out;
+}
+
+void HostLinks::open(int host) {
+  auto c = std::make_unique<Conn>();
+  c->host = host;
+  c->outgoing = true;
+  c->connect_at_ns = retry_ns_[static_cast<size_t>(host)];
+  c->tx.resize(proto::host::kHelloSize);
+  proto::encode(hello_, c->tx.data(), c->tx.size());
+  out_[static_cast<size_t>(host)] = std::move(c);
+}
+
+// Starts the nonblocking connect of an outgoing connection whose time has come.
+bool HostLinks::connect_due(Conn* c, uint64_t now) {
+  if (c->fd.valid() || now < c->connect_at_ns) return false;
+  c->fd.reset(socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!c->fd.valid()) return false;
+  tune(c->fd.get());
+  sockaddr_in a = address_of(dir_->hosts()[static_cast<size_t>(c->host)]);
+  if (connect(c->fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 &&
+      errno != EINPROGRESS) {
+    close_conn(c, true);
+    return true;
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLOUT;
+  ev.data.ptr = c;
+  epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, c->fd.get(), &ev);
+  c->watching_out = true;
+  return true;
+}
+
+bool HostLinks::send(int host, const proto::host::Packet& p) {
+  if (host < 0 || static_cast<size_t>(host) >= out_.size() || host == dir_->self()) return false;
+  Conn* c = out_[static_cast<size_t>(host)].get();
+  if (c == nullptr) {
+    open(host);
+    c = out_[static_cast<size_t>(host)].get();
+  }
+  if (c->tx.size() - c->tx_off > kQueueLimit) return false;
+  const size_t at = c->tx.size();
+  c->tx.resize(at + proto::host::kPacketHeaderSize + p.hdr.length);
+  size_t n = proto::host::encode_headers(p, c->tx.data() + at, c->tx.size() - at);
+  if (n == 0 || n + p.payload_len != proto::host::kPacketHeaderSize + p.hdr.length) {
+    c->tx.resize(at);
+    return false;
+  }
+  if (p.payload_len != 0) std::memcpy(c->tx.data() + at + n, p.payload, p.payload_len);
+  if (c->connected) write_conn(c);
+  return true;
+}
+
+size_t HostLinks::room(int host) const {
+  const Conn* c = out_[static_cast<size_t>(host)].get();
+  if (c == nullptr) return kQueueLimit;
+  size_t queued = c->tx.size() - c->tx_off;
+  return queued >= kQueueLimit ? 0 : kQueueLimit - queued;
+}
+
+void HostLinks::close_conn(Conn* c, bool report) {
+  const int host = c->host;
+  if (c->fd.valid()) epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c->fd.get(), nullptr);
+  if (c->outgoing) {
+    uint64_t& retry = retry_ns_[static_cast<size_t>(host)];
+    uint64_t backoff = c->hello_done ? kBackoffFirstNs : std::max(kBackoffFirstNs, backoff_ns_);
+    backoff_ns_ = std::min(backoff * 2, kBackoffMaxNs);
+    retry = mono_ns() + backoff;
+    spdlog::warn("link to {} down", dir_->hosts()[static_cast<size_t>(host)].name);
+    out_[static_cast<size_t>(host)].reset();
+    if (report) handler_->on_link_down(host);
+    return;
+  }
+  in_.erase(std::find_if(in_.begin(), in_.end(), [c](const auto& p) { return p.get() == c; }));
+}
+
+void HostLinks::accept_all() {
+  for (;;) {
+    UniqueFd fd(accept4(listen_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+    if (!fd.valid()) return;
+    tune(fd.get());
+    auto c = std::make_unique<Conn>();
+    c->fd = std::move(fd);
+    c->connected = true;
+    c->tx.resize(proto::host::kHelloSize);
+    proto::encode(hello_, c->tx.data(), c->tx.size());
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLOUT;
+    ev.data.ptr = c.get();
+    epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, c->fd.get(), &ev);
+    c->watching_out = true;
+    in_.push_back(std::move(c));
+  }
+}
+
+// The peer's Hello: who it is (incoming), whether we share a version, whether it restarted.
+bool HostLinks::handle_hello(Conn* c) {
+  proto::host::Hello theirs;
+  if (!proto::decode(c->rx.data(), proto::host::kHelloSize, &theirs)) return false;
+  c->rx.erase(c->rx.begin(), c->rx.begin() + proto::host::kHelloSize);
+  if (proto::host::negotiate(hello_, theirs) == 0) {
+    spdlog::warn("host link: peer speaks no common version ({}-{})", theirs.version_min,
+                 theirs.version_max);
+    return false;
+  }
+  std::string name(theirs.host.data(), strnlen(theirs.host.data(), theirs.host.size()));
+  int host = -1;
+  const auto& hosts = dir_->hosts();
+  for (size_t i = 0; i < hosts.size(); ++i)
+    if (hosts[i].name == name) host = static_cast<int>(i);
+  if (host < 0 || host == dir_->self() || (c->outgoing && host != c->host)) {
+    spdlog::warn("host link: unexpected peer '{}'", name);
+    return false;
+  }
+  c->host = host;
+  c->hello_done = true;
+  if (c->outgoing) backoff_ns_ = 0;
+  uint32_t& known = incarnation_[static_cast<size_t>(host)];
+  if (known != theirs.incarnation) {
+    const bool restarted = known != 0;
+    known = theirs.incarnation;
+    spdlog::info("link with {} up", name);
+    if (restarted) handler_->on_peer_restarted(host);
+  }
+  return true;
+}
+
+// Reads what is ready (bounded), decodes whole packets and hands them up; what arrived
+// before an end of stream is still handled. False: close the connection.
+bool HostLinks::read_conn(Conn* c) {
+  bool alive = true;
+  for (size_t budget = 0; budget < kReadBudget;) {
+    const size_t at = c->rx.size();
+    c->rx.resize(at + kReadChunk);
+    ssize_t n = recv(c->fd.get(), c->rx.data() + at, kReadChunk, MSG_DONTWAIT);
+    c->rx.resize(at + (n > 0 ? static_cast<size_t>(n) : 0));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    if (n <= 0) {
+      alive = false;
+      break;
+    }
+    budget += static_cast<size_t>(n);
+  }
+  if (!c->hello_done) {
+    if (c->rx.size() < proto::host::kHelloSize) return alive;
+    if (!handle_hello(c)) return false;
+  }
+  size_t off = 0;
+  for (;;) {
+    proto::host::Packet p;
+    size_t used = 0;
+    auto st = proto::host::decode_packet(c->rx.data() + off, c->rx.size() - off, &p, &used);
+    if (st == proto::host::DecodeStatus::kNeedMore) break;
+    if (st == proto::host::DecodeStatus::kBad) {
+      spdlog::warn("host link from {}: malformed packet; closing",
+                   dir_->hosts()[static_cast<size_t>(c->host)].name);
+      return false;
+    }
+    handler_->on_packet(c->host, p);
+    off += used;
+  }
+  c->rx.erase(c->rx.begin(), c->rx.begin() + static_cast<ptrdiff_t>(off));
+  return alive;
+}
+
+bool HostLinks::write_conn(Conn* c) {
+  while (c->tx_off < c->tx.size()) {
+    ssize_t n = ::send(c->fd.get(), c->tx.data() + c->tx_off, c->tx.size() - c->tx_off,
+                       MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n > 0) {
+      c->tx_off += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    return false;
+  }
+  if (c->tx_off == c->tx.size()) {
+    c->tx.clear();
+    c->tx_off = 0;
+  } else if (c->tx_off > (1u << 20)) {
+    c->tx.erase(c->tx.begin(), c->tx.begin() + static_cast<ptrdiff_t>(c->tx_off));
+    c->tx_off = 0;
+  }
+  const bool want_out = c->tx_off < c->tx.size();
+  if (want_out != c->watching_out) watch(c);
+  return true;
+}
+
+bool HostLinks::poll() {
+  bool did = false;
+  const uint64_t now = mono_ns();
+  for (auto& c : out_)
+    if (c != nullptr) did |= connect_due(c.get(), now);
+  epoll_event events[64];
+  int n = epoll_wait(epoll_.get(), events, 64, 0);
+  for (int i = 0; i < n; ++i) {
+    auto* c = static_cast<Conn*>(events[i].data.ptr);
+    did = true;
+    if (c == nullptr) {
+      accept_all();
+      continue;
+    }
+    if (!c->connected) {
+      int err = 0;
+      socklen_t len = sizeof(err);
+      getsockopt(c->fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+      if (err != 0) {
+        close_conn(c, true);
+        continue;
+      }
+      c->connected = true;
+    }
+    if ((events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !read_conn(c)) {
+      close_conn(c, true);
+      continue;
+    }
+    if (c->tx_off < c->tx.size() && !write_conn(c)) close_conn(c, true);
+  }
+  return did;
+}
+
+}  // namespace wharf::transport

@@ -1,0 +1,82 @@
+// TCP connections between this router and the other routers of the cluster
+// (docs/ARCHITECTURE.md, "Between hosts"; wire format in docs/wire-protocol.md section 2).
+//
+// A router opens one connection to each peer it has traffic for, on demand, and sends
+// everything for that peer on it; it receives on the connection the peer opened. A host pair
+// therefore shares two connections, one per direction, however many QPs talk (SRC: state
+// grows with hosts, not with QP pairs). Both ends start with a Hello and agree on a version.
+// A broken outgoing connection is reopened with exponential backoff; whatever was queued on
+// it is dropped (the QPs above retransmit what was not acknowledged).
+//
+// Single-threaded and nonblocking: the router's loop calls poll(); epoll_fd() becomes
+// readable when poll() has something to do, for the router's sleeping epoll_wait.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "common/unique_fd.h"
+#include "proto/host_wire.h"
+#include "transport/cluster.h"
+
+namespace wharf::transport {
+
+class HostLinks {
+ public:
+  class Handler {
+   public:
+    virtual ~Handler() = default;
+    // A packet from host `host`; p.payload is valid only during the call.
+    virtual void on_packet(int host, const proto::host::Packet& p) = 0;
+    // Our connection to `host` broke or could not be opened (queued packets are gone).
+    virtual void on_link_down(int host) = 0;
+    // `host`'s router is a new incarnation (it restarted): nothing of its old state exists.
+    virtual void on_peer_restarted(int host) = 0;
+  };
+
+  HostLinks(const AddressDirectory* dir, uint64_t node_guid, Handler* handler);
+  ~HostLinks();
+  HostLinks(const HostLinks&) = delete;
+  HostLinks& operator=(const HostLinks&) = delete;
+
+  // Listens on this host's address and port. Returns 0 or an errno.
+  int start();
+  int epoll_fd() const { return epoll_.get(); }
+
+  // Queues a finished packet (proto::host::finish_packet) for `host`, opening the connection
+  // if needed. False when that host's queue is full: the caller retries later.
+  bool send(int host, const proto::host::Packet& p);
+  // Bytes that may still be queued for `host` before send() refuses.
+  size_t room(int host) const;
+
+  // Accepts, connects, reads, dispatches and writes whatever is ready. True if anything moved.
+  bool poll();
+
+  static constexpr size_t kQueueLimit = 4u << 20;
+
+ private:
+  struct Conn;
+  void accept_all();
+  void open(int host);
+  bool connect_due(Conn* c, uint64_t now_ns);
+  void close_conn(Conn* c, bool report);
+  bool read_conn(Conn* c);
+  bool write_conn(Conn* c);
+  bool handle_hello(Conn* c);
+  void watch(Conn* c);
+
+  const AddressDirectory* dir_;
+  Handler* handler_;
+  proto::host::Hello hello_;
+  UniqueFd epoll_;
+  UniqueFd listen_;
+  std::vector<std::unique_ptr<Conn>> out_;  // by host index: the connection we opened
+  std::vector<std::unique_ptr<Conn>> in_;   // connections peers opened
+  std::vector<uint32_t> incarnation_;       // last seen per host (0: never)
+  std::vector<uint64_t> retry_ns_;          // per host: no connect attempt before this
+  uint64_t backoff_ns_ = 0;                 // grows while connects keep failing
+};
+
+}  // namespace wharf::transport

@@ -1,0 +1,128 @@
+// Host links (transport/host_links.h) between two routers' ends on loopback: packets arrive
+// whole and in order, queues are bounded, and a peer that restarts is noticed.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "transport/host_links.h"
+
+namespace wharf::transport {
+namespace {
+
+namespace host = proto::host;
+
+std::string cluster_text(uint16_t port1, uint16_t port2) {
+  return "a 127.0.0.1 198.18.1.0/24 1-1024 " + std::to_string(port1) +
+         "\nb 127.0.0.1 198.18.2.0/24 1025-2048 " + std::to_string(port2) + "\n";
+}
+
+struct Recorder : HostLinks::Handler {
+  std::vector<uint32_t> psns;
+  std::vector<std::vector<uint8_t>> payloads;
+  int link_down = 0;
+  int restarted = 0;
+  void on_packet(int, const host::Packet& p) override {
+    psns.push_back(p.hdr.psn);
+    payloads.emplace_back(p.payload, p.payload + p.payload_len);
+  }
+  void on_link_down(int) override { ++link_down; }
+  void on_peer_restarted(int) override { ++restarted; }
+};
+
+struct End {
+  StaticCluster dir;
+  Recorder rec;
+  std::unique_ptr<HostLinks> links;
+  End(const std::string& text, const char* name) {
+    EXPECT_EQ(dir.load(text, name), "");
+    links = std::make_unique<HostLinks>(&dir, 0x1234, &rec);
+    EXPECT_EQ(links->start(), 0);
+  }
+};
+
+host::Packet packet(uint32_t psn, const std::vector<uint8_t>& payload) {
+  host::Packet p;
+  p.hdr.opcode = host::opcode_of(host::kRc, host::kSendOnly);
+  p.hdr.dest_qpn = 0x100;
+  p.hdr.src_qpn = 0x101;
+  p.hdr.psn = psn;
+  p.payload = payload.data();
+  p.payload_len = static_cast<uint32_t>(payload.size());
+  EXPECT_TRUE(host::finish_packet(&p));
+  return p;
+}
+
+template <class Done>
+bool pump(std::vector<End*> ends, Done done) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    for (End* e : ends) e->links->poll();
+  }
+  return true;
+}
+
+// Ports in the dynamic range, different for each test run of this binary.
+uint16_t base_port() { return static_cast<uint16_t>(40000 + (getpid() % 10000) * 2); }
+
+TEST(HostLinksTest, PacketsArriveWholeAndInOrder) {
+  const std::string text = cluster_text(base_port(), base_port() + 1);
+  End a(text, "a"), b(text, "b");
+  std::vector<std::vector<uint8_t>> sent;
+  for (uint32_t i = 0; i < 200; ++i) {
+    sent.emplace_back((i * 977) % host::kMaxSegment, static_cast<uint8_t>(i));
+    ASSERT_TRUE(a.links->send(1, packet(i, sent.back())));
+    a.links->poll();
+  }
+  ASSERT_TRUE(pump({&a, &b}, [&] { return b.rec.psns.size() == sent.size(); }));
+  for (uint32_t i = 0; i < sent.size(); ++i) {
+    EXPECT_EQ(b.rec.psns[i], i);
+    EXPECT_EQ(b.rec.payloads[i], sent[i]) << i;
+  }
+  // And back, on the connection b opens.
+  std::vector<uint8_t> reply(10, 0xee);
+  ASSERT_TRUE(b.links->send(0, packet(7, reply)));
+  ASSERT_TRUE(pump({&a, &b}, [&] { return a.rec.psns.size() == 1; }));
+  EXPECT_EQ(a.rec.payloads[0], reply);
+  EXPECT_EQ(a.rec.link_down + b.rec.link_down, 0);
+}
+
+TEST(HostLinksTest, AFullQueueRefusesUntilItDrains) {
+  const std::string text = cluster_text(base_port() + 2, base_port() + 3);
+  End a(text, "a"), b(text, "b");
+  std::vector<uint8_t> big(host::kMaxSegment, 1);
+  int queued = 0;
+  while (a.links->send(1, packet(static_cast<uint32_t>(queued), big))) ++queued;  // never polled
+  EXPECT_GE(static_cast<size_t>(queued) * big.size(), HostLinks::kQueueLimit);
+  EXPECT_EQ(a.links->room(1), 0u);
+  ASSERT_TRUE(pump({&a, &b}, [&] { return b.rec.psns.size() == static_cast<size_t>(queued); }));
+  EXPECT_EQ(a.links->room(1), HostLinks::kQueueLimit);
+  EXPECT_TRUE(a.links->send(1, packet(0, big)));
+}
+
+TEST(HostLinksTest, APeerThatRestartsIsNoticed) {
+  const std::string text = cluster_text(base_port() + 4, base_port() + 5);
+  End a(text, "a");
+  std::vector<uint8_t> one(1, 1);
+  {
+    End b(text, "b");
+    ASSERT_TRUE(a.links->send(1, packet(1, one)));
+    ASSERT_TRUE(pump({&a, &b}, [&] { return b.rec.psns.size() == 1; }));
+  }
+  // b is gone: a's connection breaks; a new b (a new incarnation) takes its place.
+  ASSERT_TRUE(pump({&a}, [&] {
+    a.links->send(1, packet(2, one));
+    return a.rec.link_down > 0;
+  }));
+  End b2(text, "b");
+  ASSERT_TRUE(pump({&a, &b2}, [&] {
+    a.links->send(1, packet(3, one));
+    return a.rec.restarted == 1 && !b2.rec.psns.empty();
+  }));
+}
+
+}  // namespace
+}  // namespace wharf::transport
