@@ -254,28 +254,9 @@ Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w, const S
   if (rmr != nullptr) append_mr_range(&remote, *rmr, w.hdr.remote_addr, rlen);
   if (atomic) {
     uint64_t orig = 0;
-    uint64_t* p = mapped_u64(*rmr, w.hdr.remote_addr);
-    if (p != nullptr) {
-      if (op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
-        orig = __atomic_fetch_add(p, w.hdr.compare_add, __ATOMIC_SEQ_CST);
-      } else {
-        orig = w.hdr.compare_add;
-        __atomic_compare_exchange_n(p, &orig, w.hdr.swap, false, __ATOMIC_SEQ_CST,
-                                    __ATOMIC_SEQ_CST);
-      }
-    } else {
-      // Unmapped target: read-modify-write through the owner's address space. Atomic with
-      // respect to other RDMA atomics (all run on this thread): IBV_ATOMIC_HCA semantics.
-      SegmentList mine;
-      mine.push(Segment{reinterpret_cast<uint8_t*>(&orig), 0, 0, 8});
-      if (copy_segments(remote, mine, 8) != 0) return responder_error(IBV_WC_REM_ACCESS_ERR);
-      uint64_t next = op == IBV_WR_ATOMIC_FETCH_AND_ADD ? orig + w.hdr.compare_add
-                      : orig == w.hdr.compare_add       ? w.hdr.swap
-                                                        : orig;
-      SegmentList val;
-      val.push(Segment{reinterpret_cast<uint8_t*>(&next), 0, 0, 8});
-      if (copy_segments(val, remote, 8) != 0) return responder_error(IBV_WC_REM_ACCESS_ERR);
-    }
+    if (atomic_on_mr(*rmr, w.hdr.remote_addr, op == IBV_WR_ATOMIC_FETCH_AND_ADD, w.hdr.compare_add,
+                     w.hdr.swap, &orig) != 0)
+      return responder_error(IBV_WC_REM_ACCESS_ERR);
     SegmentList result;
     result.push(Segment{reinterpret_cast<uint8_t*>(&orig), 0, 0, 8});
     if (copy_segments(result, local, 8) != 0) *status = IBV_WC_LOC_PROT_ERR;

@@ -89,4 +89,25 @@ uint64_t* mapped_u64(const Mr& mr, uint64_t va) {
   return reinterpret_cast<uint64_t*>(mr.mapping + (addr - mr.mapped_start));
 }
 
+int atomic_on_mr(const Mr& mr, uint64_t va, bool fetch_add, uint64_t compare_add, uint64_t swap,
+                 uint64_t* orig) {
+  if (uint64_t* p = mapped_u64(mr, va)) {
+    if (fetch_add) {
+      *orig = __atomic_fetch_add(p, compare_add, __ATOMIC_SEQ_CST);
+    } else {
+      *orig = compare_add;
+      __atomic_compare_exchange_n(p, orig, swap, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    }
+    return 0;
+  }
+  SegmentList remote, mine;
+  if (!append_mr_range(&remote, mr, va, 8)) return EFAULT;
+  mine.push(Segment{reinterpret_cast<uint8_t*>(orig), 0, 0, 8});
+  if (copy_segments(remote, mine, 8) != 0) return EFAULT;
+  uint64_t next = fetch_add ? *orig + compare_add : *orig == compare_add ? swap : *orig;
+  SegmentList val;
+  val.push(Segment{reinterpret_cast<uint8_t*>(&next), 0, 0, 8});
+  return copy_segments(val, remote, 8);
+}
+
 }  // namespace wharf::router

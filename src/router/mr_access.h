@@ -45,4 +45,12 @@ int copy_segments(const SegmentList& src, const SegmentList& dst, uint64_t len);
 // Direct pointer to 8 bytes at va when they lie in the mapped part, else nullptr.
 uint64_t* mapped_u64(const Mr& mr, uint64_t va);
 
+// Fetch-and-add (fetch_add) or compare-and-swap on the 8 aligned bytes at va (bounds
+// already checked); the value before goes to *orig. Mapped memory gets a real atomic; an
+// unmapped target a read-modify-write through its owner's address space, atomic with respect
+// to other RDMA atomics because all run on the router thread (IBV_ATOMIC_HCA). Returns 0 or
+// EFAULT.
+int atomic_on_mr(const Mr& mr, uint64_t va, bool fetch_add, uint64_t compare_add, uint64_t swap,
+                 uint64_t* orig);
+
 }  // namespace wharf::router

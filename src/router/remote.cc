@@ -27,7 +27,6 @@ bool psn_lt(uint32_t a, uint32_t b) {
   const uint32_t d = (b - a) & kPsnMask;
   return d != 0 && d < 0x800000;
 }
-bool psn_le(uint32_t a, uint32_t b) { return a == b || psn_lt(a, b); }
 
 uint32_t packets_for(uint64_t len) {
   return len == 0 ? 1 : static_cast<uint32_t>((len + host::kMaxSegment - 1) / host::kMaxSegment);
@@ -82,6 +81,11 @@ uint8_t packet_operation(uint8_t wr_opcode, uint32_t k, uint32_t n) {
   return static_cast<uint8_t>(base + (imm ? 3 : 2));
 }
 
+bool is_read_or_atomic(uint8_t wr_opcode) {
+  return wr_opcode == IBV_WR_RDMA_READ || wr_opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+         wr_opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
 ibv_wc_status nak_status(uint8_t code) {
   switch (code) {
     case host::kNakInvalidRequest: return IBV_WC_REM_INV_REQ_ERR;
@@ -116,7 +120,10 @@ RemotePath::State& RemotePath::state(Qp* qp) {
   return st;
 }
 
-void RemotePath::forget_st(Qp* qp) { states_.erase(qp); }
+void RemotePath::forget_st(Qp* qp) {
+  states_.erase(qp);
+  responding_.erase(std::remove(responding_.begin(), responding_.end(), qp), responding_.end());
+}
 
 uint64_t RemotePath::next_deadline() const {
   uint64_t next = 0;
@@ -128,7 +135,20 @@ uint64_t RemotePath::next_deadline() const {
   return next;
 }
 
-bool RemotePath::poll_st() { return links_.poll(); }
+bool RemotePath::poll_st() {
+  bool did = links_.poll();
+  // Responders whose answers waited for room on their link.
+  for (size_t i = 0; i < responding_.size();) {
+    did |= pump_responses_st(responding_[i]);
+    if (states_[responding_[i]].responses.empty()) {
+      responding_[i] = responding_.back();
+      responding_.pop_back();
+    } else {
+      ++i;
+    }
+  }
+  return did;
+}
 
 // ---- Requester ----
 
@@ -170,10 +190,36 @@ bool RemotePath::send_message_st(Executor* ex, Qp* qp, int dest, const Outstandi
   return true;
 }
 
+// Sends the request of one work request: a SEND or WRITE message, or a READ or atomic request.
+bool RemotePath::send_request_st(Executor* ex, Qp* qp, int dest, const Outstanding& o) {
+  const uint8_t op = o.w.hdr.opcode;
+  if (!is_read_or_atomic(op)) return send_message_st(ex, qp, dest, o);
+  Packet p;
+  p.hdr.opcode =
+      host::opcode_of(host::kRc, op == IBV_WR_RDMA_READ              ? host::kReadRequest
+                                 : op == IBV_WR_ATOMIC_FETCH_AND_ADD ? host::kFetchAdd
+                                                                     : host::kCompareSwap);
+  p.hdr.sl = qp->attr.ah_attr.sl;
+  p.hdr.dlid = qp->attr.ah_attr.dlid;
+  p.hdr.slid = r_->config().link_layer == IBV_LINK_LAYER_ETHERNET ? 0 : qp->owner->container()->lid;
+  p.hdr.dest_qpn = qp->attr.dest_qp_num;
+  p.hdr.src_qpn = qp->qpn;
+  p.hdr.psn = o.first_psn;
+  p.hdr.flags = host::kAckRequest;
+  p.reth = host::Reth{o.w.hdr.remote_addr, o.w.hdr.rkey, o.byte_len};
+  p.atomic.va = o.w.hdr.remote_addr;
+  p.atomic.rkey = o.w.hdr.rkey;
+  p.atomic.swap_add = op == IBV_WR_ATOMIC_FETCH_AND_ADD ? o.w.hdr.compare_add : o.w.hdr.swap;
+  p.atomic.compare = o.w.hdr.compare_add;
+  return host::finish_packet(&p) && links_.send(dest, p);
+}
+
 void RemotePath::resend_all_st(Executor* ex, Qp* qp, int dest) {
   State& st = state(qp);
-  for (const Outstanding& o : st.outstanding)
-    if (!send_message_st(ex, qp, dest, o)) break;  // the next timeout tries again
+  for (Outstanding& o : st.outstanding) {
+    o.responses = 0;                               // a READ's responses all come again
+    if (!send_request_st(ex, qp, dest, o)) break;  // the next timeout tries again
+  }
 }
 
 void RemotePath::complete_send_st(Qp* qp, const Outstanding& o, ibv_wc_status status) {
@@ -214,14 +260,13 @@ bool RemotePath::process_requester_st(Executor* ex, Qp* qp, int dest, uint64_t n
     Outstanding o;
     ibv_wc_status failure = IBV_WC_SUCCESS;
     SegmentList local;
-    // A malformed WQE, or READ and atomics, which do not cross hosts yet (remote.h, "Status").
-    if (!copy_send_wqe(slot, qp->layout.sq_slot, qp->type, qp->caps.max_send_sge, &o.w) ||
-        o.w.hdr.opcode == IBV_WR_RDMA_READ || o.w.hdr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
-        o.w.hdr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+    if (!copy_send_wqe(slot, qp->layout.sq_slot, qp->type, qp->caps.max_send_sge, &o.w)) {
       failure = IBV_WC_LOC_QP_OP_ERR;
-    } else if (!ex->gather_local_st(qp, o.w, false, &local)) {
-      failure = IBV_WC_LOC_PROT_ERR;
-    } else if (local.total > device::kMaxMsgSize) {
+    } else if (!ex->gather_local_st(qp, o.w, is_read_or_atomic(o.w.hdr.opcode), &local)) {
+      failure = IBV_WC_LOC_PROT_ERR;  // READ and atomic results need local write access
+    } else if (local.total > device::kMaxMsgSize ||
+               (is_read_or_atomic(o.w.hdr.opcode) && o.w.hdr.opcode != IBV_WR_RDMA_READ &&
+                local.total != 8)) {
       failure = IBV_WC_LOC_LEN_ERR;
     }
     if (failure != IBV_WC_SUCCESS) {
@@ -233,8 +278,11 @@ bool RemotePath::process_requester_st(Executor* ex, Qp* qp, int dest, uint64_t n
       ex->to_error_st(qp);
       return true;
     }
-    const uint32_t n = packets_for(local.total);
-    const size_t need = local.total + n * (host::kPacketHeaderSize + 64);
+    const bool read = o.w.hdr.opcode == IBV_WR_RDMA_READ;
+    const bool atomic = is_read_or_atomic(o.w.hdr.opcode) && !read;
+    const uint32_t n = atomic ? 1 : packets_for(local.total);  // a READ uses one PSN per response
+    const size_t need =
+        (is_read_or_atomic(o.w.hdr.opcode) ? 0 : local.total) + n * (host::kPacketHeaderSize + 64);
     if (links_.room(dest) < need) break;  // the link is busy: this QP waits, others go on
     o.first_psn = st.next_psn;
     o.last_psn = psn_add(st.next_psn, n - 1);
@@ -244,7 +292,7 @@ bool RemotePath::process_requester_st(Executor* ex, Qp* qp, int dest, uint64_t n
     if (st.outstanding.empty()) st.ack_deadline_ns = now + ack_timeout_ns(qp->attr.timeout);
     st.outstanding.push_back(o);
     qp->sq.pop();
-    send_message_st(ex, qp, dest, st.outstanding.back());
+    send_request_st(ex, qp, dest, st.outstanding.back());
     did = true;
   }
   return did;
@@ -280,24 +328,48 @@ void RemotePath::on_packet(int src_host, const Packet& p) {
 
 void RemotePath::on_response_st(int src_host, const Packet& p) {
   Qp* qp = local_qp_for(src_host, p);
-  if (qp == nullptr || !p.has_aeth) return;
+  if (qp == nullptr) return;
   auto it = states_.find(qp);
   if (it == states_.end()) return;
   State& st = it->second;
   const uint64_t now = now_ns();
   Executor ex(r_, now);
   const uint32_t psn = p.hdr.psn;
-  const uint8_t syndrome = p.aeth.syndrome;
-  const auto kind = host::aeth_kind(syndrome);
-  // Whatever precedes the PSN a response names was received (IBA: responses are cumulative).
-  while (!st.outstanding.empty() && psn_lt(st.outstanding.front().last_psn, psn)) {
+  const uint8_t op = p.hdr.opcode & 0x1f;
+  // Whatever precedes the PSN a response names was received (IBA: responses are cumulative),
+  // except a READ or atomic still missing its data: that is retransmitted on the timeout.
+  while (!st.outstanding.empty() && psn_lt(st.outstanding.front().last_psn, psn) &&
+         !is_read_or_atomic(st.outstanding.front().w.hdr.opcode)) {
     complete_send_st(qp, st.outstanding.front(), IBV_WC_SUCCESS);
     st.outstanding.pop_front();
   }
+  if (op >= host::kReadResponseFirst && op <= host::kReadResponseOnly) {
+    on_read_response_st(qp, st, p);
+    return;
+  }
+  if (!p.has_aeth) return;
+  const uint8_t syndrome = p.aeth.syndrome;
+  const auto kind = host::aeth_kind(syndrome);
   if (kind == host::AethKind::kAck) {
-    if (!st.outstanding.empty() && st.outstanding.front().last_psn == psn) {
-      complete_send_st(qp, st.outstanding.front(), IBV_WC_SUCCESS);
-      st.outstanding.pop_front();
+    if (!st.outstanding.empty()) {
+      Outstanding& o = st.outstanding.front();
+      const bool atomic = is_read_or_atomic(o.w.hdr.opcode) && o.w.hdr.opcode != IBV_WR_RDMA_READ;
+      if (atomic && op == host::kAtomicAcknowledge && o.first_psn == psn) {
+        SegmentList local, result;
+        uint64_t orig = p.atomic_orig;
+        result.push(Segment{reinterpret_cast<uint8_t*>(&orig), 0, 0, 8});
+        const bool placed =
+            ex.gather_local_st(qp, o.w, true, &local) && copy_segments(result, local, 8) == 0;
+        complete_send_st(qp, o, placed ? IBV_WC_SUCCESS : IBV_WC_LOC_PROT_ERR);
+        st.outstanding.pop_front();
+        if (!placed) {
+          ex.to_error_st(qp);
+          return;
+        }
+      } else if (!is_read_or_atomic(o.w.hdr.opcode) && o.last_psn == psn) {
+        complete_send_st(qp, o, IBV_WC_SUCCESS);
+        st.outstanding.pop_front();
+      }
     }
     qp->retry_attempts = qp->rnr_attempts = 0;
   } else if (kind == host::AethKind::kRnr) {
@@ -310,7 +382,6 @@ void RemotePath::on_response_st(int src_host, const Packet& p) {
     }
     qp->rnr_attempts++;
     st.resend_at_ns = now + kRnrTimerUs[syndrome & 0x1f] * 1000ull;
-    r_->activate(qp);
     return;
   } else if (kind == host::AethKind::kNak) {
     if (st.outstanding.empty()) return;
@@ -327,38 +398,182 @@ void RemotePath::on_response_st(int src_host, const Packet& p) {
   st.ack_deadline_ns = now + ack_timeout_ns(qp->attr.timeout);
 }
 
+// A READ response packet: placed at its offset in the READ's local buffers; the last one
+// completes it. Anything but the next expected response is a duplicate and ignored.
+void RemotePath::on_read_response_st(Qp* qp, State& st, const Packet& p) {
+  if (st.outstanding.empty()) return;
+  Outstanding& o = st.outstanding.front();
+  if (o.w.hdr.opcode != IBV_WR_RDMA_READ || p.hdr.psn != psn_add(o.first_psn, o.responses)) return;
+  Executor ex(r_, now_ns());
+  const uint64_t off = uint64_t{o.responses} * host::kMaxSegment;
+  SegmentList local;
+  bool ok = ex.gather_local_st(qp, o.w, true, &local) && off + p.payload_len <= local.total;
+  if (ok && p.payload_len != 0) {
+    SegmentList src;
+    src.push(Segment{const_cast<uint8_t*>(p.payload), 0, 0, p.payload_len});
+    ok = copy_segments(src, slice(local, off, p.payload_len), p.payload_len) == 0;
+  }
+  if (!ok) {
+    complete_send_st(qp, o, IBV_WC_LOC_PROT_ERR);
+    st.outstanding.pop_front();
+    ex.to_error_st(qp);
+    return;
+  }
+  o.responses++;
+  qp->retry_attempts = qp->rnr_attempts = 0;
+  st.ack_deadline_ns = now_ns() + ack_timeout_ns(qp->attr.timeout);
+  if (p.hdr.psn == o.last_psn) {
+    complete_send_st(qp, o, IBV_WC_SUCCESS);
+    st.outstanding.pop_front();
+  }
+}
+
 // ---- Responder ----
 
-void RemotePath::respond_st(int dest, Qp* dst, uint32_t psn, uint8_t syndrome) {
+// The registration an rkey names for an access of `need` to [va, va + len) through dst
+// (C9-... 9.7.4.1), or nullptr.
+Mr* RemotePath::target_mr(const Qp* dst, uint32_t rkey, uint64_t va, uint64_t len,
+                          uint32_t need) const {
+  Mr* mr = r_->mr_by_key(rkey);
+  if (mr == nullptr || mr->owner != dst->owner || mr->pd != dst->pd || !(mr->access & need) ||
+      !mr_contains(*mr, va, len))
+    return nullptr;
+  return mr;
+}
+
+void RemotePath::queue_response_st(Qp* dst, const Response& r) {
   State& st = state(dst);
-  Packet a;
-  a.hdr.opcode = host::opcode_of(host::kRc, host::kAcknowledge);
-  a.hdr.dest_qpn = dst->attr.dest_qp_num;
-  a.hdr.src_qpn = dst->qpn;
-  a.hdr.psn = psn;
-  a.aeth.syndrome = syndrome;
-  a.aeth.msn = st.msn & kPsnMask;
-  if (host::finish_packet(&a)) (void)links_.send(dest, a);  // a lost ACK is a timeout upstream
+  st.responses.push_back(r);
+  if (!pump_responses_st(dst) &&
+      std::find(responding_.begin(), responding_.end(), dst) == responding_.end())
+    responding_.push_back(dst);
+}
+
+// Sends queued responses in order while the link has room. True when the queue emptied.
+bool RemotePath::pump_responses_st(Qp* dst) {
+  State& st = state(dst);
+  const int dest = st.requester_host;
+  while (!st.responses.empty()) {
+    Response& r = st.responses.front();
+    Packet a;
+    a.hdr.dest_qpn = dst->attr.dest_qp_num;
+    a.hdr.src_qpn = dst->qpn;
+    a.aeth.syndrome = r.syndrome;
+    a.aeth.msn = r.msn & kPsnMask;
+    if (r.kind != Response::kRead) {
+      a.hdr.opcode =
+          host::opcode_of(host::kRc, r.kind == Response::kAtomicAck ? host::kAtomicAcknowledge
+                                                                    : host::kAcknowledge);
+      a.hdr.psn = r.psn;
+      a.atomic_orig = r.orig;
+      if (!host::finish_packet(&a) || !links_.send(dest, a)) return false;
+      st.responses.pop_front();
+      continue;
+    }
+    const uint32_t n = packets_for(r.len);
+    bool failed = false;
+    while (r.sent < n) {
+      const uint64_t off = uint64_t{r.sent} * host::kMaxSegment;
+      const auto chunk = static_cast<uint32_t>(std::min<uint64_t>(host::kMaxSegment, r.len - off));
+      if (links_.room(dest) < chunk + 256u) return false;
+      if (chunk != 0) {
+        // The key is looked up again: a registration may go away while its READ is answered.
+        Mr* mr = target_mr(dst, r.rkey, r.va, r.len, IBV_ACCESS_REMOTE_READ);
+        SegmentList src, out;
+        out.push(Segment{bounce_.data(), 0, 0, chunk});
+        if (mr == nullptr || !append_mr_range(&src, *mr, r.va + off, chunk) ||
+            copy_segments(src, out, chunk) != 0) {
+          failed = true;
+          break;
+        }
+      }
+      const uint8_t op = n == 1            ? host::kReadResponseOnly
+                         : r.sent == 0     ? host::kReadResponseFirst
+                         : r.sent + 1 == n ? host::kReadResponseLast
+                                           : host::kReadResponseMiddle;
+      a.hdr.opcode = host::opcode_of(host::kRc, static_cast<host::Operation>(op));
+      a.hdr.psn = psn_add(r.psn, r.sent);
+      a.payload = bounce_.data();
+      a.payload_len = chunk;
+      if (!host::finish_packet(&a) || !links_.send(dest, a)) return false;
+      r.sent++;
+    }
+    if (failed) {  // the rest of the READ: a remote access error at the next PSN
+      r = Response{Response::kAck, psn_add(r.psn, r.sent), host::aeth_nak(host::kNakRemoteAccess),
+                   r.msn};
+      continue;
+    }
+    st.responses.pop_front();
+  }
+  return true;
+}
+
+void RemotePath::respond_st(Qp* dst, uint32_t psn, uint8_t syndrome) {
+  queue_response_st(dst, Response{Response::kAck, psn, syndrome, state(dst).msn});
+}
+
+// Compare-and-swap or fetch-and-add; a duplicate is answered from the cache of results.
+void RemotePath::on_atomic_request_st(Qp* dst, State& st, const Packet& p, bool duplicate) {
+  const uint32_t psn = p.hdr.psn;
+  if (duplicate) {
+    for (const auto& a : st.atomics)
+      if (a.valid && a.psn == psn)
+        queue_response_st(dst,
+                          Response{Response::kAtomicAck, psn, host::aeth_ack(), st.msn, a.orig});
+    return;
+  }
+  Executor ex(r_, now_ns());
+  auto nak = [&](host::NakCode code) {
+    respond_st(dst, psn, host::aeth_nak(code));
+    ex.to_error_st(dst);
+  };
+  if ((p.atomic.va & 7) != 0) return nak(host::kNakInvalidRequest);
+  Mr* mr = (dst->attr.qp_access_flags & IBV_ACCESS_REMOTE_ATOMIC)
+               ? target_mr(dst, p.atomic.rkey, p.atomic.va, 8, IBV_ACCESS_REMOTE_ATOMIC)
+               : nullptr;
+  uint64_t orig = 0;
+  const bool fetch_add = (p.hdr.opcode & 0x1f) == host::kFetchAdd;
+  if (mr == nullptr ||
+      atomic_on_mr(*mr, p.atomic.va, fetch_add, fetch_add ? p.atomic.swap_add : p.atomic.compare,
+                   p.atomic.swap_add, &orig) != 0)
+    return nak(host::kNakRemoteAccess);
+  auto& slot = st.atomics[st.next_atomic];
+  st.next_atomic = (st.next_atomic + 1) % kAtomicCache;
+  slot.psn = psn;
+  slot.orig = orig;
+  slot.valid = true;
+  st.epsn = psn_add(psn, 1);
+  st.msn = psn_add(st.msn, 1);
+  queue_response_st(dst, Response{Response::kAtomicAck, psn, host::aeth_ack(), st.msn, orig});
 }
 
 void RemotePath::on_request_st(int src_host, const Packet& p) {
   Qp* dst = local_qp_for(src_host, p);
   if (dst == nullptr || !can_receive(dst->state())) return;  // IBA: silently dropped
   State& st = state(dst);
+  st.requester_host = src_host;
   const uint32_t psn = p.hdr.psn;
+  const uint8_t op = p.hdr.opcode & 0x1f;
   if (psn != st.epsn) {
-    if (psn_lt(psn, st.epsn)) {  // a duplicate: acknowledge again
-      if (p.hdr.flags & host::kAckRequest)
-        respond_st(src_host, dst, psn_add(st.epsn, kPsnMask), host::aeth_ack());
+    if (psn_lt(psn, st.epsn)) {  // a duplicate: answered again, never executed twice
+      if (op == host::kReadRequest) {
+        if (p.reth.dma_length == 0 || target_mr(dst, p.reth.rkey, p.reth.va, p.reth.dma_length,
+                                                IBV_ACCESS_REMOTE_READ) != nullptr)
+          queue_response_st(dst, Response{Response::kRead, psn, host::aeth_ack(), st.msn, 0,
+                                          p.reth.rkey, p.reth.va, p.reth.dma_length});
+      } else if (op == host::kCompareSwap || op == host::kFetchAdd) {
+        on_atomic_request_st(dst, st, p, /*duplicate=*/true);
+      } else if (p.hdr.flags & host::kAckRequest) {
+        respond_st(dst, psn_add(st.epsn, kPsnMask), host::aeth_ack());
+      }
     } else if (!st.nak_sent) {  // a gap: ask once for a retransmission from epsn
       st.nak_sent = true;
-      respond_st(src_host, dst, st.epsn, host::aeth_nak(host::kNakPsnSequence));
+      respond_st(dst, st.epsn, host::aeth_nak(host::kNakPsnSequence));
     }
     return;
   }
   st.nak_sent = false;
   Executor ex(r_, now_ns());
-  const uint8_t op = p.hdr.opcode & 0x1f;
   auto fail = [&](uint8_t nak, ibv_wc_status recv_status) {
     if (st.in_send) {
       ex.consume_recv_st(&st.rsrc);
@@ -366,12 +581,22 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
       post_cqe_st(dst->recv_cq, c, false);
     }
     st.in_send = st.in_write = false;
-    respond_st(src_host, dst, psn, host::aeth_nak(static_cast<host::NakCode>(nak)));
+    respond_st(dst, psn, host::aeth_nak(static_cast<host::NakCode>(nak)));
     ex.to_error_st(dst);
   };
 
-  if (!is_send(op) && !is_write(op)) {  // READ and atomics: not across hosts yet
-    respond_st(src_host, dst, psn, host::aeth_nak(host::kNakInvalidRequest));
+  if (op == host::kCompareSwap || op == host::kFetchAdd || op == host::kReadRequest) {
+    if (st.in_send || st.in_write) return fail(host::kNakInvalidRequest, IBV_WC_REM_INV_REQ_ERR);
+    if (op != host::kReadRequest) return on_atomic_request_st(dst, st, p, /*duplicate=*/false);
+    const uint64_t len = p.reth.dma_length;
+    if (!(dst->attr.qp_access_flags & IBV_ACCESS_REMOTE_READ) ||
+        (len != 0 &&
+         target_mr(dst, p.reth.rkey, p.reth.va, len, IBV_ACCESS_REMOTE_READ) == nullptr))
+      return fail(host::kNakRemoteAccess, IBV_WC_SUCCESS);
+    st.epsn = psn_add(psn, packets_for(len));
+    st.msn = psn_add(st.msn, 1);
+    queue_response_st(dst, Response{Response::kRead, psn, host::aeth_ack(), st.msn, 0, p.reth.rkey,
+                                    p.reth.va, len});
     return;
   }
   if (starts_message(op)) {
@@ -383,24 +608,18 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
         // No receive posted: RNR NAK, and the rest of the message is dropped quietly until
         // the requester starts again from this PSN. A corrupt queue: nothing at all.
         st.nak_sent = true;
-        if (st.rsrc.ring != nullptr)
-          respond_st(src_host, dst, psn, host::aeth_rnr(dst->attr.min_rnr_timer));
+        if (st.rsrc.ring != nullptr) respond_st(dst, psn, host::aeth_rnr(dst->attr.min_rnr_timer));
         return;
       }
       st.in_send = true;
     } else {
       // C9-... 9.7.4.1: the QP's access rights and the rkey, for the whole message.
       const uint64_t len = p.reth.dma_length;
-      st.rmr = nullptr;
-      if (!(dst->attr.qp_access_flags & IBV_ACCESS_REMOTE_WRITE))
+      if (!(dst->attr.qp_access_flags & IBV_ACCESS_REMOTE_WRITE) ||
+          (len != 0 &&
+           target_mr(dst, p.reth.rkey, p.reth.va, len, IBV_ACCESS_REMOTE_WRITE) == nullptr))
         return fail(host::kNakRemoteAccess, IBV_WC_SUCCESS);
-      if (len != 0) {
-        Mr* mr = r_->mr_by_key(p.reth.rkey);
-        if (mr == nullptr || mr->owner != dst->owner || mr->pd != dst->pd ||
-            !(mr->access & IBV_ACCESS_REMOTE_WRITE) || !mr_contains(*mr, p.reth.va, len))
-          return fail(host::kNakRemoteAccess, IBV_WC_SUCCESS);
-        st.rmr = mr;
-      }
+      st.rkey = p.reth.rkey;
       st.va = p.reth.va;
       st.dma_length = len;
       st.in_write = true;
@@ -425,9 +644,11 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
     if (st.offset + p.payload_len > st.dma_length)
       return fail(host::kNakInvalidRequest, IBV_WC_SUCCESS);
     if (p.payload_len != 0) {
+      // Looked up again: the registration may have gone since the first packet.
+      Mr* mr = target_mr(dst, st.rkey, st.va, st.dma_length, IBV_ACCESS_REMOTE_WRITE);
       SegmentList target;
-      append_mr_range(&target, *st.rmr, st.va + st.offset, p.payload_len);
-      if (copy_segments(src, target, p.payload_len) != 0)
+      if (mr == nullptr || !append_mr_range(&target, *mr, st.va + st.offset, p.payload_len) ||
+          copy_segments(src, target, p.payload_len) != 0)
         return fail(host::kNakRemoteAccess, IBV_WC_SUCCESS);
     }
   }
@@ -440,8 +661,7 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
         st.in_write = false;
         st.epsn = st.message_psn;
         st.nak_sent = true;
-        if (st.rsrc.ring != nullptr)
-          respond_st(src_host, dst, psn, host::aeth_rnr(dst->attr.min_rnr_timer));
+        if (st.rsrc.ring != nullptr) respond_st(dst, psn, host::aeth_rnr(dst->attr.min_rnr_timer));
         return;
       }
     }
@@ -463,7 +683,7 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
     st.msn = psn_add(st.msn, 1);
   }
   st.epsn = psn_add(psn, 1);
-  if (p.hdr.flags & host::kAckRequest) respond_st(src_host, dst, psn, host::aeth_ack());
+  if (p.hdr.flags & host::kAckRequest) respond_st(dst, psn, host::aeth_ack());
 }
 
 void RemotePath::on_link_down(int) {}  // the requesters' ACK timeouts retransmit

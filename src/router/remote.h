@@ -6,12 +6,14 @@
 // an outstanding list until acknowledged; ACKs complete them, RNR NAKs and ACK timeouts
 // retransmit from the oldest unacknowledged (go-back-N), NAKs complete with the error IBTA
 // names and move the QP to ERR.
-// Responder: checks each packet against its expected PSN, executes SENDs and WRITEs into the
-// QP's receive queue and registered memory with the same checks as the local path, and
-// acknowledges each message.
+// Responder: checks each packet against its expected PSN, executes SENDs, WRITEs, READs and
+// atomics against the QP's receive queue and registered memory with the same checks as the
+// local path, and answers in PSN order through a per-QP response queue (READ responses are
+// paced by the link's room). Duplicates are acknowledged again, READs re-executed, atomics
+// answered from a cache of recent results, so nothing executes twice.
 //
-// Status: SEND, SEND_WITH_IMM, RDMA_WRITE and RDMA_WRITE_WITH_IMM. RDMA_READ and atomics
-// across hosts, UC and UD, reconnect replay and the watchdog are not built yet.
+// Status: all RC operations. UC and UD across hosts, per-class connections (DSCP), the
+// watchdog and failing QPs as soon as a peer router dies are not built yet.
 #pragma once
 
 #include <cstdint>
@@ -63,8 +65,22 @@ class RemotePath final : public transport::HostLinks::Handler {
     uint32_t first_psn = 0;
     uint32_t last_psn = 0;
     uint32_t byte_len = 0;
+    uint32_t responses = 0;  // READ response packets placed so far
     bool signaled = false;
   };
+  // What a responder owes its requester, sent strictly in PSN order.
+  struct Response {
+    enum Kind { kAck, kAtomicAck, kRead } kind = kAck;
+    uint32_t psn = 0;
+    uint8_t syndrome = 0;
+    uint32_t msn = 0;
+    uint64_t orig = 0;  // atomic ACK
+    uint32_t rkey = 0;  // READ: the source, and how many packets went out
+    uint64_t va = 0;
+    uint64_t len = 0;
+    uint32_t sent = 0;
+  };
+  static constexpr int kAtomicCache = 16;
   struct State {
     bool started = false;
     // Requester.
@@ -82,24 +98,39 @@ class RemotePath final : public transport::HostLinks::Handler {
     RecvSource rsrc;
     RecvWork rw;
     uint64_t offset = 0;  // bytes of the message placed so far
-    Mr* rmr = nullptr;    // WRITE target
+    uint32_t rkey = 0;    // WRITE target (looked up again for every packet)
     uint64_t va = 0;
     uint64_t dma_length = 0;
+    int requester_host = -1;
+    std::deque<Response> responses;
+    struct {
+      uint32_t psn = 0;
+      uint64_t orig = 0;
+      bool valid = false;
+    } atomics[kAtomicCache];
+    int next_atomic = 0;
   };
 
   State& state(Qp* qp);
+  bool send_request_st(Executor* ex, Qp* qp, int host, const Outstanding& o);
   bool send_message_st(Executor* ex, Qp* qp, int host, const Outstanding& o);
+  bool pump_responses_st(Qp* dst);
+  void queue_response_st(Qp* dst, const Response& r);
+  Mr* target_mr(const Qp* dst, uint32_t rkey, uint64_t va, uint64_t len, uint32_t need) const;
+  void on_read_response_st(Qp* qp, State& st, const proto::host::Packet& p);
+  void on_atomic_request_st(Qp* dst, State& st, const proto::host::Packet& p, bool duplicate);
   void resend_all_st(Executor* ex, Qp* qp, int host);
   void complete_send_st(Qp* qp, const Outstanding& o, ibv_wc_status status);
   void on_response_st(int host, const proto::host::Packet& p);
   void on_request_st(int host, const proto::host::Packet& p);
-  void respond_st(int host, Qp* dst, uint32_t psn, uint8_t syndrome);
+  void respond_st(Qp* dst, uint32_t psn, uint8_t syndrome);
   Qp* local_qp_for(int host, const proto::host::Packet& p) const;
 
   Router* r_;
   std::unique_ptr<transport::StaticCluster> dir_;
   transport::HostLinks links_;
   std::unordered_map<const Qp*, State> states_;
+  std::vector<Qp*> responding_;  // responders whose response queue is not empty
   std::vector<uint8_t> bounce_;  // one packet's payload
 };
 

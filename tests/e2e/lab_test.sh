@@ -89,6 +89,10 @@ rdma_pair ib_send_bw ib_send_bw -d wharf0 -n 2000
 rdma_pair ib_send_lat ib_send_lat -d wharf0 -n 1000
 rdma_pair ib_write_bw ib_write_bw -d wharf0 -s 1048576 -n 500
 rdma_pair ib_write_lat ib_write_lat -d wharf0 -n 1000
+rdma_pair ib_read_bw ib_read_bw -d wharf0 -s 1048576 -n 200
+rdma_pair ib_read_lat ib_read_lat -d wharf0 -n 1000
+rdma_pair ib_atomic_bw ib_atomic_bw -d wharf0 -n 1000
+rdma_pair ib_atomic_lat ib_atomic_lat -d wharf0 -n 1000
 
 # A VIP outside the host's container subnet is refused before anything is created.
 timeout 30 "$BIN/wharf-run" --router "$H2" --name "${NAMES[2]}" --vip 198.18.1.20 -- true \

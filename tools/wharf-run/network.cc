@@ -178,7 +178,10 @@ void ContainerNet::teardown() {
   // container; remove anyway if the lock cannot be had, leaving nothing behind is worth more.
   HostLock lock;
   (void)lock.acquire(10000);
-  // Deleting the namespace deletes the veth pair, wherever its host end is.
+  // On a lab host the host end goes first, synchronously: the kernel removes a veth pair
+  // whose namespace is deleted only later, and a new container could not reuse the name.
+  if (!cfg_.host_netns.empty() && host_link_exists(cfg_.host_netns, veth_name(cfg_.name)))
+    (void)run_host_ip(cfg_.host_netns, {"link", "del", veth_name(cfg_.name)}, cfg_.verbose, true);
   remove_container_net(cfg_.name, cfg_.verbose);
   if (cfg_.host_netns.empty()) remove_bridge_if_unused(cfg_.verbose);
 }

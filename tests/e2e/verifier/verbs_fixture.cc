@@ -16,19 +16,29 @@ namespace wharf::verify {
 
 RouterProcess* VerbsTest::router_ = nullptr;
 
-RouterProcess::RouterProcess() {
+RouterProcess::RouterProcess(const std::vector<std::string>& extra_args) {
   char tmpl[] = "/tmp/wharf-verify.XXXXXX";
   dir_ = mkdtemp(tmpl);
   std::string sock = dir_ + "/wharfd.sock";
+  // WHARF_VERIFY_DIRECT_PATH=off runs every test with all work through the router.
+  const char* direct = getenv("WHARF_VERIFY_DIRECT_PATH");
+  std::vector<std::string> args{"wharfd",
+                                "--socket",
+                                sock,
+                                "--log-level",
+                                "warn",
+                                "--direct-path",
+                                direct != nullptr ? direct : "on"};
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
   pid_ = fork();
   if (pid_ == 0) {
     prctl(PR_SET_PDEATHSIG, SIGTERM);  // never outlive a crashed test process
     unsetenv("LD_PRELOAD");
     unsetenv("LD_LIBRARY_PATH");
-    // WHARF_VERIFY_DIRECT_PATH=off runs every test with all work through the router.
-    const char* direct = getenv("WHARF_VERIFY_DIRECT_PATH");
-    execl(WHARFD_PATH, "wharfd", "--socket", sock.c_str(), "--log-level", "warn", "--direct-path",
-          direct != nullptr ? direct : "on", nullptr);
+    execv(WHARFD_PATH, argv.data());
     _exit(127);
   }
   setenv("WHARF_ROUTER", sock.c_str(), 1);

@@ -15,9 +15,10 @@ namespace wharf::verify {
 // A wharfd child process on a temporary socket; WHARF_ROUTER points at it.
 class RouterProcess {
  public:
-  RouterProcess();
+  explicit RouterProcess(const std::vector<std::string>& extra_args = {});
   ~RouterProcess();
   void kill_hard();  // SIGKILL, for crash tests
+  std::string socket() const { return dir_ + "/wharfd.sock"; }
 
  private:
   std::string dir_;

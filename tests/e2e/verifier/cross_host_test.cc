@@ -1,0 +1,238 @@
+// RC between two hosts: two routers joined as a cluster over loopback TCP (the host-to-host
+// engine, src/router/remote.h), one context on each. Data, order and the error completions
+// hardware reports must be the same as on one host.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include "verbs_fixture.h"
+
+namespace wharf::verify {
+namespace {
+
+// Two routers "a" and "b" on 127.0.0.1, sharing a cluster file in a temporary directory.
+class Cluster {
+ public:
+  Cluster() {
+    char tmpl[] = "/tmp/wharf-verify-cluster.XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    file_ = dir_ + "/cluster";
+    const int port = 30000 + static_cast<int>(getpid() % 15000) * 2;
+    std::ofstream(file_) << "a 127.0.0.1 198.18.1.0/24 1-1024 " << port << "\n"
+                         << "b 127.0.0.1 198.18.2.0/24 1025-2048 " << port + 1 << "\n";
+    a_ = std::make_unique<RouterProcess>(
+        std::vector<std::string>{"--cluster", file_, "--host", "a"});
+    b_ = std::make_unique<RouterProcess>(
+        std::vector<std::string>{"--cluster", file_, "--host", "b"});
+  }
+  ~Cluster() {
+    a_.reset();
+    b_.reset();
+    unlink(file_.c_str());
+    rmdir(dir_.c_str());
+  }
+  RouterProcess& a() { return *a_; }
+  RouterProcess& b() { return *b_; }
+
+ private:
+  std::string dir_, file_;
+  std::unique_ptr<RouterProcess> a_, b_;
+};
+
+class CrossHostTest : public VerbsTest {
+ protected:
+  static void SetUpTestSuite() { cluster_ = new Cluster(); }
+  static void TearDownTestSuite() {
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+  // a_ is served by router a, b_ by router b: their QPs talk across "hosts".
+  void SetUp() override {
+    setenv("WHARF_ROUTER", cluster_->a().socket().c_str(), 1);
+    a_ = open_side();
+    setenv("WHARF_ROUTER", cluster_->b().socket().c_str(), 1);
+    b_ = open_side();
+  }
+  static Cluster* cluster_;
+};
+Cluster* CrossHostTest::cluster_ = nullptr;
+
+TEST_F(CrossHostTest, EachSideHasItsOwnRoutersLids) {
+  EXPECT_GE(a_.port.lid, 1);
+  EXPECT_LE(a_.port.lid, 1024);
+  EXPECT_GE(b_.port.lid, 1025);
+  EXPECT_LE(b_.port.lid, 2048);
+}
+
+TEST_F(CrossHostTest, SendWriteReadAndAtomicsCarryExactBytes) {
+  ibv_qp *qa, *qb;
+  rc_pair(&qa, &qb);
+  constexpr size_t kBig = 300 * 1024;  // several 64 KiB packets, a partial last one
+  Buffer src = make_buffer(a_, kBig, kFullAccess);
+  Buffer dst = make_buffer(b_, kBig, kFullAccess);
+  fill_pattern(src.data, kBig, 21);
+
+  post_recv(qb, dst, 0, kBig, 7);
+  ASSERT_EQ(
+      post_send(qa, IBV_WR_SEND, {{reinterpret_cast<uint64_t>(src.data), kBig, src.mr->lkey}}, 1),
+      0);
+  auto sent = wait_wc(a_.cq, 1);
+  auto got = wait_wc(b_.cq, 1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(sent.at(0).status, IBV_WC_SUCCESS);
+  EXPECT_EQ(got[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(got[0].byte_len, kBig);
+  EXPECT_EQ(got[0].src_qp, qa->qp_num);
+  EXPECT_EQ(got[0].slid, a_.port.lid);
+  EXPECT_EQ(memcmp(dst.data, src.data, kBig), 0);
+
+  fill_pattern(src.data, kBig, 22);
+  ASSERT_EQ(
+      post_send(qa, IBV_WR_RDMA_WRITE, {{reinterpret_cast<uint64_t>(src.data), kBig, src.mr->lkey}},
+                2, IBV_SEND_SIGNALED, reinterpret_cast<uint64_t>(dst.data), dst.mr->rkey),
+      0);
+  EXPECT_EQ(wait_wc(a_.cq, 1).at(0).status, IBV_WC_SUCCESS);
+  EXPECT_EQ(memcmp(dst.data, src.data, kBig), 0);
+
+  fill_pattern(dst.data, kBig, 23);
+  ASSERT_EQ(
+      post_send(qa, IBV_WR_RDMA_READ, {{reinterpret_cast<uint64_t>(src.data), kBig, src.mr->lkey}},
+                3, IBV_SEND_SIGNALED, reinterpret_cast<uint64_t>(dst.data), dst.mr->rkey),
+      0);
+  auto rd = wait_wc(a_.cq, 1);
+  EXPECT_EQ(rd.at(0).status, IBV_WC_SUCCESS);
+  EXPECT_EQ(rd.at(0).opcode, IBV_WC_RDMA_READ);
+  EXPECT_EQ(memcmp(dst.data, src.data, kBig), 0);
+
+  uint64_t init = 40;
+  memcpy(dst.data, &init, 8);
+  Buffer result = make_buffer(a_, 8, kFullAccess);
+  const auto raddr = reinterpret_cast<uint64_t>(dst.data);
+  ASSERT_EQ(post_atomic(qa, IBV_WR_ATOMIC_FETCH_AND_ADD, result, raddr, dst.mr->rkey, 2), 0);
+  EXPECT_EQ(wait_wc(a_.cq, 1).at(0).status, IBV_WC_SUCCESS);
+  uint64_t v;
+  memcpy(&v, result.data, 8);
+  EXPECT_EQ(v, 40u);
+  ASSERT_EQ(post_atomic(qa, IBV_WR_ATOMIC_CMP_AND_SWP, result, raddr, dst.mr->rkey, 42, 99), 0);
+  EXPECT_EQ(wait_wc(a_.cq, 1).at(0).status, IBV_WC_SUCCESS);
+  memcpy(&v, result.data, 8);
+  EXPECT_EQ(v, 42u);
+  memcpy(&v, dst.data, 8);
+  EXPECT_EQ(v, 99u);
+}
+
+TEST_F(CrossHostTest, ManyWorkRequestsCompleteInOrder) {
+  ibv_qp *qa, *qb;
+  rc_pair(&qa, &qb);
+  Buffer src = make_buffer(a_, 64 * 1024, kFullAccess);
+  Buffer dst = make_buffer(b_, 64 * 1024, kFullAccess);
+  for (int i = 0; i < 48; ++i) {
+    const auto off = static_cast<uint64_t>(i) * 1024;
+    const ibv_wr_opcode op = i % 3 == 0 ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE;
+    ASSERT_EQ(post_send(qa, op, {{reinterpret_cast<uint64_t>(src.data) + off, 1024, src.mr->lkey}},
+                        static_cast<uint64_t>(i), IBV_SEND_SIGNALED,
+                        reinterpret_cast<uint64_t>(dst.data) + off, dst.mr->rkey),
+              0);
+  }
+  auto wc = wait_wc(a_.cq, 48);
+  ASSERT_EQ(wc.size(), 48u);
+  for (int i = 0; i < 48; ++i) {
+    EXPECT_EQ(wc[i].wr_id, static_cast<uint64_t>(i));
+    EXPECT_EQ(wc[i].status, IBV_WC_SUCCESS);
+  }
+}
+
+TEST_F(CrossHostTest, ABadRkeyIsARemoteAccessErrorAndTheRestIsFlushed) {
+  ibv_qp *qa, *qb;
+  rc_pair(&qa, &qb);
+  Buffer src = make_buffer(a_, 4096, kFullAccess);
+  Buffer dst = make_buffer(b_, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+  ibv_sge sge{reinterpret_cast<uint64_t>(src.data), 64, src.mr->lkey};
+  const auto raddr = reinterpret_cast<uint64_t>(dst.data);
+  ASSERT_EQ(post_send(qa, IBV_WR_RDMA_WRITE, {sge}, 1, IBV_SEND_SIGNALED, raddr, dst.mr->rkey), 0);
+  ASSERT_EQ(post_send(qa, IBV_WR_RDMA_READ, {sge}, 2, IBV_SEND_SIGNALED, raddr, dst.mr->rkey), 0);
+  auto wc = wait_wc(a_.cq, 2);
+  ASSERT_EQ(wc.size(), 2u);
+  EXPECT_EQ(wc[0].wr_id, 1u);
+  EXPECT_EQ(wc[0].status, IBV_WC_REM_ACCESS_ERR);  // no remote write on that registration
+  EXPECT_EQ(wc[1].wr_id, 2u);
+  EXPECT_EQ(wc[1].status, IBV_WC_WR_FLUSH_ERR);
+  ibv_qp_attr attr;
+  ibv_qp_init_attr init;
+  ASSERT_EQ(ibv_query_qp(qa, &attr, IBV_QP_STATE, &init), 0);
+  EXPECT_EQ(attr.qp_state, IBV_QPS_ERR);
+}
+
+TEST_F(CrossHostTest, SendsWaitForReceivesAndRunOutOfRnrRetries) {
+  ibv_qp* qa = create_qp(a_, IBV_QPT_RC);
+  ibv_qp* qb = create_qp(b_, IBV_QPT_RC);
+  connect(qa, a_, qb, b_, kFullAccess, /*rnr_retry=*/7);
+  connect(qb, b_, qa, a_, kFullAccess);
+  Buffer src = make_buffer(a_, 4096, kFullAccess);
+  Buffer dst = make_buffer(b_, 4096, kFullAccess);
+  fill_pattern(src.data, 4096, 5);
+  for (int i = 0; i < 3; ++i)
+    ASSERT_EQ(post_send(qa, IBV_WR_SEND,
+                        {{reinterpret_cast<uint64_t>(src.data) + i * 64, 64, src.mr->lkey}},
+                        static_cast<uint64_t>(i)),
+              0);
+  usleep(20000);
+  ibv_wc early;
+  EXPECT_EQ(ibv_poll_cq(a_.cq, 1, &early), 0);
+  for (int i = 0; i < 3; ++i) post_recv(qb, dst, static_cast<size_t>(i) * 64, 64, 10 + i);
+  auto wc = wait_wc(a_.cq, 3);
+  ASSERT_EQ(wc.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(wc[i].wr_id, static_cast<uint64_t>(i));
+    EXPECT_EQ(wc[i].status, IBV_WC_SUCCESS);
+  }
+  EXPECT_EQ(wait_wc(b_.cq, 3).size(), 3u);
+  EXPECT_EQ(memcmp(dst.data, src.data, 3 * 64), 0);
+
+  // rnr_retry 1 and never a receive: RNR_RETRY_EXC_ERR.
+  ibv_qp* qc = create_qp(a_, IBV_QPT_RC);
+  ibv_qp* qd = create_qp(b_, IBV_QPT_RC);
+  connect(qc, a_, qd, b_, kFullAccess, /*rnr_retry=*/1);
+  connect(qd, b_, qc, a_, kFullAccess);
+  ASSERT_EQ(
+      post_send(qc, IBV_WR_SEND, {{reinterpret_cast<uint64_t>(src.data), 8, src.mr->lkey}}, 99), 0);
+  auto fail = wait_wc(a_.cq, 1);
+  ASSERT_EQ(fail.size(), 1u);
+  EXPECT_EQ(fail[0].status, IBV_WC_RNR_RETRY_EXC_ERR);
+}
+
+// Its own routers: the peer's router is killed.
+class CrossHostDeathTest : public CrossHostTest {
+ protected:
+  static void SetUpTestSuite() { cluster_ = new Cluster(); }
+};
+
+TEST_F(CrossHostDeathTest, APeerRouterThatDiesEndsInRetryExceeded) {
+  ibv_qp* qa = create_qp(a_, IBV_QPT_RC);
+  ibv_qp* qb = create_qp(b_, IBV_QPT_RC);
+  // ACK timeout 4.096 us * 2^10 = 4 ms, 2 retries.
+  connect(qa, a_, qb, b_, kFullAccess, 7, /*retry_cnt=*/2, /*timeout=*/10);
+  connect(qb, b_, qa, a_, kFullAccess);
+  Buffer src = make_buffer(a_, 4096, kFullAccess);
+  Buffer dst = make_buffer(b_, 4096, kFullAccess);
+  ibv_sge sge{reinterpret_cast<uint64_t>(src.data), 64, src.mr->lkey};
+  const auto raddr = reinterpret_cast<uint64_t>(dst.data);
+  ASSERT_EQ(post_send(qa, IBV_WR_RDMA_WRITE, {sge}, 1, IBV_SEND_SIGNALED, raddr, dst.mr->rkey), 0);
+  EXPECT_EQ(wait_wc(a_.cq, 1).at(0).status, IBV_WC_SUCCESS);
+  cluster_->b().kill_hard();
+  ASSERT_EQ(post_send(qa, IBV_WR_RDMA_WRITE, {sge}, 2, IBV_SEND_SIGNALED, raddr, dst.mr->rkey), 0);
+  auto wc = wait_wc(a_.cq, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].wr_id, 2u);
+  EXPECT_EQ(wc[0].status, IBV_WC_RETRY_EXC_ERR);
+  // Side b's context lost its router; closing it must still be clean.
+  free_buffer(&dst);
+}
+
+}  // namespace
+}  // namespace wharf::verify
