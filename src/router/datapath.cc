@@ -210,20 +210,20 @@ Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w, const S
   if (op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM) {
     SegmentList target;
     if (!resolve_sges_st(rw.sge, rw.hdr.num_sge, dst->owner, rsrc.pd, true, &target)) {
-      complete_recv_st(dst, rw, IBV_WC_LOC_PROT_ERR, IBV_WC_RECV, 0, &w, qp, 0);
+      complete_recv_st(dst, rw, IBV_WC_LOC_PROT_ERR, IBV_WC_RECV, 0, origin_of(w, qp), 0);
       return responder_error(IBV_WC_REM_OP_ERR);
     }
     if (target.total < len) {
-      complete_recv_st(dst, rw, IBV_WC_LOC_LEN_ERR, IBV_WC_RECV, 0, &w, qp, 0);
+      complete_recv_st(dst, rw, IBV_WC_LOC_LEN_ERR, IBV_WC_RECV, 0, origin_of(w, qp), 0);
       return responder_error(IBV_WC_REM_INV_REQ_ERR);
     }
     if (copy_segments(local, target, len) != 0) {
-      complete_recv_st(dst, rw, IBV_WC_LOC_PROT_ERR, IBV_WC_RECV, 0, &w, qp, 0);
+      complete_recv_st(dst, rw, IBV_WC_LOC_PROT_ERR, IBV_WC_RECV, 0, origin_of(w, qp), 0);
       return responder_error(IBV_WC_REM_OP_ERR);
     }
     consume_recv_st(&rsrc);
-    complete_recv_st(dst, rw, IBV_WC_SUCCESS, IBV_WC_RECV, static_cast<uint32_t>(len), &w, qp,
-                     op == IBV_WR_SEND_WITH_IMM ? IBV_WC_WITH_IMM : 0);
+    complete_recv_st(dst, rw, IBV_WC_SUCCESS, IBV_WC_RECV, static_cast<uint32_t>(len),
+                     origin_of(w, qp), op == IBV_WR_SEND_WITH_IMM ? IBV_WC_WITH_IMM : 0);
     return Step::kDone;
   }
 
@@ -271,7 +271,7 @@ Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w, const S
   if (op == IBV_WR_RDMA_WRITE_WITH_IMM) {
     consume_recv_st(&rsrc);
     complete_recv_st(dst, rw, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, static_cast<uint32_t>(len),
-                     &w, qp, IBV_WC_WITH_IMM);
+                     origin_of(w, qp), IBV_WC_WITH_IMM);
   }
   return Step::kDone;
 }
@@ -289,47 +289,62 @@ void Executor::execute_ud_st(Qp* qp, const SendWork& w, const SegmentList& local
     *status = IBV_WC_LOC_LEN_ERR;
     return;
   }
+  const uint32_t qkey =
+      (w.hdr.remote_qkey & device::kQkeyViolation) ? qp->attr.qkey : w.hdr.remote_qkey;
+  if (RemotePath* remote = r_->remote()) {
+    if (int host = remote->host_for(ah->attr); host >= 0) {
+      remote->send_datagram_st(qp, w, local, ah->attr, qkey, host);
+      return;
+    }
+  }
   Qp* dst = r_->qp_by_qpn(w.hdr.remote_qpn);
   if (dst == nullptr || dst->type != IBV_QPT_UD || !can_receive(dst->state()) ||
-      !address_matches(ah->attr, dst->owner->container(), r_->config().link_layer))
+      !address_matches(ah->attr, dst->owner->container(), r_->config().link_layer) ||
+      qkey != dst->attr.qkey)
     return;
-  uint32_t qkey = (w.hdr.remote_qkey & device::kQkeyViolation) ? qp->attr.qkey : w.hdr.remote_qkey;
-  if (qkey != dst->attr.qkey) return;
+  uint8_t grh[kGrhSize];
+  if (ah->attr.is_global) {
+    const uint32_t ver_tc_flow =
+        (6u << 28) | (uint32_t{ah->attr.traffic_class} << 20) | (ah->attr.flow_label & 0xfffff);
+    build_grh(grh, ver_tc_flow, static_cast<uint16_t>(local.total), ah->attr.hop_limit,
+              qp->owner->container()->gid, ah->attr.dgid);
+  }
+  Origin from = origin_of(w, qp);
+  deliver_ud_st(dst, local, ah->attr.is_global ? grh : nullptr, from);
+}
+
+void build_grh(uint8_t out[kGrhSize], uint32_t ver_tc_flow, uint16_t payload_len, uint8_t hop_limit,
+               const proto::Gid& sgid, const proto::Gid& dgid) {
+  for (int i = 0; i < 4; ++i) out[i] = static_cast<uint8_t>(ver_tc_flow >> (24 - 8 * i));
+  out[4] = static_cast<uint8_t>(payload_len >> 8);
+  out[5] = static_cast<uint8_t>(payload_len);
+  out[6] = 0x1b;  // next header: IBA BTH
+  out[7] = hop_limit;
+  std::memcpy(out + 8, sgid.data(), 16);
+  std::memcpy(out + 24, dgid.data(), 16);
+}
+
+void Executor::deliver_ud_st(Qp* dst, const SegmentList& payload, const uint8_t* grh,
+                             const Origin& from) {
   RecvSource rsrc;
   RecvWork rw;
   if (!take_recv_st(dst, &rsrc, &rw)) return;
-
   // Receive buffer: 40 bytes of GRH, then the payload.
-  constexpr uint32_t kGrh = 40;
   SegmentList target;
   if (!resolve_sges_st(rw.sge, rw.hdr.num_sge, dst->owner, rsrc.pd, true, &target)) {
     consume_recv_st(&rsrc);
-    complete_recv_st(dst, rw, IBV_WC_LOC_PROT_ERR, IBV_WC_RECV, 0, &w, qp, 0);
+    complete_recv_st(dst, rw, IBV_WC_LOC_PROT_ERR, IBV_WC_RECV, 0, from, 0);
     to_error_st(dst);
     return;
   }
-  if (target.total < kGrh + local.total) return;
-  uint8_t grh[kGrh] = {};
-  const Container* src = qp->owner->container();
-  if (ah->attr.is_global) {
-    uint32_t ver_tc_flow =
-        (6u << 28) | (uint32_t{ah->attr.traffic_class} << 20) | (ah->attr.flow_label & 0xfffff);
-    for (int i = 0; i < 4; ++i) grh[i] = static_cast<uint8_t>(ver_tc_flow >> (24 - 8 * i));
-    uint16_t paylen = static_cast<uint16_t>(local.total);
-    grh[4] = static_cast<uint8_t>(paylen >> 8);
-    grh[5] = static_cast<uint8_t>(paylen);
-    grh[6] = 0x1b;  // next header: IBA BTH
-    grh[7] = ah->attr.hop_limit;
-    std::memcpy(grh + 8, src->gid.data(), 16);
-    std::memcpy(grh + 24, ah->attr.dgid.data(), 16);
-  }
+  if (target.total < kGrhSize + payload.total) return;
   SegmentList source;
-  if (ah->attr.is_global) {
-    source.push(Segment{grh, 0, 0, kGrh});
+  if (grh != nullptr) {
+    source.push(Segment{const_cast<uint8_t*>(grh), 0, 0, kGrhSize});
   } else {
     // No GRH on the wire: the first 40 bytes of the buffer are left as they were.
     SegmentList skip_target;
-    uint64_t skip = kGrh;
+    uint64_t skip = kGrhSize;
     for (uint32_t i = 0; i < target.count; ++i) {
       Segment s = target.seg[i];
       uint64_t cut = std::min(skip, s.len);
@@ -343,18 +358,17 @@ void Executor::execute_ud_st(Qp* qp, const SendWork& w, const SegmentList& local
     }
     target = skip_target;
   }
-  for (uint32_t i = 0; i < local.count; ++i) source.push(local.seg[i]);
+  for (uint32_t i = 0; i < payload.count; ++i) source.push(payload.seg[i]);
   if (copy_segments(source, target, source.total) != 0) {
     consume_recv_st(&rsrc);
-    complete_recv_st(dst, rw, IBV_WC_LOC_PROT_ERR, IBV_WC_RECV, 0, &w, qp, 0);
+    complete_recv_st(dst, rw, IBV_WC_LOC_PROT_ERR, IBV_WC_RECV, 0, from, 0);
     to_error_st(dst);
     return;
   }
   consume_recv_st(&rsrc);
-  uint32_t flags = (w.hdr.opcode == IBV_WR_SEND_WITH_IMM ? IBV_WC_WITH_IMM : 0) |
-                   (ah->attr.is_global ? IBV_WC_GRH : 0);
-  complete_recv_st(dst, rw, IBV_WC_SUCCESS, IBV_WC_RECV, static_cast<uint32_t>(kGrh + local.total),
-                   &w, qp, flags);
+  const uint32_t flags = (from.has_imm ? IBV_WC_WITH_IMM : 0) | (grh != nullptr ? IBV_WC_GRH : 0);
+  complete_recv_st(dst, rw, IBV_WC_SUCCESS, IBV_WC_RECV,
+                   static_cast<uint32_t>(kGrhSize + payload.total), from, flags);
 }
 
 // Peeks the next receive WQE of dst (its SRQ or RQ) and copies it out. False when there is
@@ -401,18 +415,27 @@ void Executor::consume_recv_st(RecvSource* src) {
   }
 }
 
+Origin Executor::origin_of(const SendWork& w, const Qp* src) const {
+  Origin o;
+  o.qpn = src->qpn;
+  o.slid = r_->config().link_layer == IBV_LINK_LAYER_ETHERNET ? 0 : src->owner->container()->lid;
+  o.sl = src->type == IBV_QPT_UD ? 0 : src->attr.ah_attr.sl;
+  o.solicited = (w.hdr.flags & shm::kWqeSolicited) != 0;
+  o.has_imm = w.hdr.opcode == IBV_WR_SEND_WITH_IMM || w.hdr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+  o.imm = w.hdr.imm_data;
+  return o;
+}
+
 void Executor::complete_recv_st(Qp* dst, const RecvWork& rw, ibv_wc_status status, ibv_wc_opcode op,
-                                uint32_t byte_len, const SendWork* w, const Qp* src,
-                                uint32_t flags) {
+                                uint32_t byte_len, const Origin& from, uint32_t flags) {
   shm::Cqe c = make_cqe(rw.hdr.wr_id, status, op, dst->qpn);
   c.byte_len = byte_len;
-  c.src_qp = src->qpn;
+  c.src_qp = from.qpn;
   c.wc_flags = flags;
-  c.imm_data = (flags & IBV_WC_WITH_IMM) ? w->hdr.imm_data : 0;
-  c.slid = r_->config().link_layer == IBV_LINK_LAYER_ETHERNET ? 0 : src->owner->container()->lid;
-  c.sl = src->type == IBV_QPT_UD ? 0 : src->attr.ah_attr.sl;
-  bool solicited = (w->hdr.flags & shm::kWqeSolicited) != 0;
-  post_cqe_st(dst->recv_cq, c, solicited);
+  c.imm_data = (flags & IBV_WC_WITH_IMM) ? from.imm : 0;
+  c.slid = from.slid;
+  c.sl = from.sl;
+  post_cqe_st(dst->recv_cq, c, from.solicited);
 }
 
 // Moves a QP to ERR (C10-...: outstanding work is then completed with WR_FLUSH_ERR).

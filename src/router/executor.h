@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "proto/messages.h"
 #include "router/mr_access.h"
 #include "router/objects.h"
 #include "router/wqe.h"
@@ -38,6 +39,22 @@ inline uint64_t ack_timeout_ns(uint8_t timeout) {
   return 4096ull << std::min<uint8_t>(timeout, 31);
 }
 
+// The sender of a received message, as its receive completion reports it.
+struct Origin {
+  uint32_t qpn = 0;
+  uint16_t slid = 0;
+  uint8_t sl = 0;
+  bool solicited = false;
+  bool has_imm = false;
+  uint32_t imm = 0;  // network order, as the sender's application gave it
+};
+
+constexpr uint32_t kGrhSize = 40;
+// The 40-byte GRH a UD receive buffer starts with (IBA 8.3; the fields a sender's address
+// vector gives): version 6, traffic class, flow label, payload length, next header BTH.
+void build_grh(uint8_t out[kGrhSize], uint32_t ver_tc_flow, uint16_t payload_len, uint8_t hop_limit,
+               const proto::Gid& sgid, const proto::Gid& dgid);
+
 // Writes one CQE and raises a completion event if the CQ is armed for it.
 void post_cqe_st(Cq* cq, const shm::Cqe& cqe, bool solicited);
 shm::Cqe make_cqe(uint64_t wr_id, ibv_wc_status status, ibv_wc_opcode opcode, uint32_t qpn);
@@ -56,6 +73,12 @@ class Executor {
   bool take_recv_st(Qp* dst, RecvSource* src, RecvWork* rw);
   void consume_recv_st(RecvSource* src);
   void to_error_st(Qp* qp);
+  // Delivers a UD datagram to dst (receiving, Q_Key checked by the caller): `grh` is its
+  // 40-byte GRH, or nullptr when the sender addressed it without one. Drops it silently when
+  // dst has no receive posted or too small a one (C9-...).
+  void deliver_ud_st(Qp* dst, const SegmentList& payload, const uint8_t* grh, const Origin& from);
+  void complete_recv_st(Qp* dst, const RecvWork& rw, ibv_wc_status status, ibv_wc_opcode op,
+                        uint32_t byte_len, const Origin& from, uint32_t flags);
 
  private:
   enum class Step { kDone, kWait };
@@ -67,8 +90,7 @@ class Executor {
   void execute_ud_st(Qp* qp, const SendWork& w, const SegmentList& local, ibv_wc_status* status);
   Step no_peer_st(Qp* qp, ibv_wc_status* status);
   void qp_fatal_st(Qp* qp, const char* why);
-  void complete_recv_st(Qp* dst, const RecvWork& rw, ibv_wc_status status, ibv_wc_opcode op,
-                        uint32_t byte_len, const SendWork* w, const Qp* src, uint32_t flags);
+  Origin origin_of(const SendWork& w, const Qp* src) const;
 
   Router* r_;
   uint64_t now_;

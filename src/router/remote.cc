@@ -104,10 +104,14 @@ RemotePath::RemotePath(Router* r, std::unique_ptr<transport::StaticCluster> dir,
 
 RemotePath::~RemotePath() = default;
 
-int RemotePath::peer_host(const Qp* qp) const {
-  if (qp->type != IBV_QPT_RC) return -1;
-  const int h = dir_->host_for(qp->attr.ah_attr, r_->config().link_layer);
+int RemotePath::host_for(const proto::AhAttr& ah) const {
+  const int h = dir_->host_for(ah, r_->config().link_layer);
   return h >= 0 && h != dir_->self() ? h : -1;
+}
+
+int RemotePath::peer_host(const Qp* qp) const {
+  if (qp->type != IBV_QPT_RC && qp->type != IBV_QPT_UC) return -1;
+  return host_for(qp->attr.ah_attr);
 }
 
 RemotePath::State& RemotePath::state(Qp* qp) {
@@ -164,8 +168,8 @@ bool RemotePath::send_message_st(Executor* ex, Qp* qp, int dest, const Outstandi
     const uint64_t off = uint64_t{k} * host::kMaxSegment;
     const uint32_t chunk = static_cast<uint32_t>(std::min<uint64_t>(host::kMaxSegment, len - off));
     Packet p;
-    p.hdr.opcode =
-        host::opcode_of(host::kRc, static_cast<host::Operation>(packet_operation(op, k, n)));
+    p.hdr.opcode = host::opcode_of(qp->type == IBV_QPT_UC ? host::kUc : host::kRc,
+                                   static_cast<host::Operation>(packet_operation(op, k, n)));
     p.hdr.sl = qp->attr.ah_attr.sl;
     p.hdr.dlid = qp->attr.ah_attr.dlid;
     p.hdr.slid = r_->config().link_layer == IBV_LINK_LAYER_ETHERNET ? 0 : me->lid;
@@ -289,11 +293,16 @@ bool RemotePath::process_requester_st(Executor* ex, Qp* qp, int dest, uint64_t n
     o.byte_len = static_cast<uint32_t>(local.total);
     o.signaled = (o.w.hdr.flags & shm::kWqeSignaled) || qp->sq_sig_all;
     st.next_psn = psn_add(st.next_psn, n);
+    qp->sq.pop();
+    did = true;
+    if (qp->type == IBV_QPT_UC) {  // unreliable: done once sent
+      send_request_st(ex, qp, dest, o);
+      complete_send_st(qp, o, IBV_WC_SUCCESS);
+      continue;
+    }
     if (st.outstanding.empty()) st.ack_deadline_ns = now + ack_timeout_ns(qp->attr.timeout);
     st.outstanding.push_back(o);
-    qp->sq.pop();
     send_request_st(ex, qp, dest, st.outstanding.back());
-    did = true;
   }
   return did;
 }
@@ -307,17 +316,75 @@ bool RemotePath::flush_st(Qp* qp) {
   return true;
 }
 
-// The local RC QP a packet from `src_host` is for: it must be connected to the sender.
+// The local RC or UC QP a packet from `src_host` is for: it must be connected to the sender.
 Qp* RemotePath::local_qp_for(int src_host, const Packet& p) const {
   Qp* q = r_->qp_by_qpn(p.hdr.dest_qpn);
-  if (q == nullptr || q->type != IBV_QPT_RC || q->attr.dest_qp_num != p.hdr.src_qpn ||
+  const ibv_qp_type type = (p.hdr.opcode & 0xe0) == host::kUc ? IBV_QPT_UC : IBV_QPT_RC;
+  if (q == nullptr || q->type != type || q->attr.dest_qp_num != p.hdr.src_qpn ||
       peer_host(q) != src_host)
     return nullptr;
   return q;
 }
 
+void RemotePath::send_datagram_st(Qp* qp, const SendWork& w, const SegmentList& local,
+                                  const proto::AhAttr& ah, uint32_t qkey, int dest) {
+  const auto len = static_cast<uint32_t>(local.total);  // <= kUdMaxPayload, checked by caller
+  SegmentList bounce;
+  bounce.push(Segment{bounce_.data(), 0, 0, len});
+  if (len != 0 && copy_segments(local, bounce, len) != 0) return;
+  const Container* me = qp->owner->container();
+  Packet p;
+  p.hdr.opcode = host::opcode_of(
+      host::kUd, w.hdr.opcode == IBV_WR_SEND_WITH_IMM ? host::kSendOnlyImm : host::kSendOnly);
+  p.hdr.flags = (w.hdr.flags & shm::kWqeSolicited) ? host::kSolicited : 0;
+  p.hdr.sl = ah.sl;
+  p.hdr.dlid = ah.dlid;
+  p.hdr.slid = r_->config().link_layer == IBV_LINK_LAYER_ETHERNET ? 0 : me->lid;
+  p.hdr.dest_qpn = w.hdr.remote_qpn & kPsnMask;
+  p.hdr.src_qpn = qp->qpn;
+  p.deth = host::Deth{qkey, qp->qpn};
+  p.imm = w.hdr.imm_data;
+  if (ah.is_global) {
+    p.hdr.flags |= host::kHasGrh;
+    p.grh.ver_tc_flow = (6u << 28) | (uint32_t{ah.traffic_class} << 20) | (ah.flow_label & 0xfffff);
+    p.grh.hop_limit = ah.hop_limit;
+    p.grh.sgid = me->gid;
+    p.grh.dgid = ah.dgid;
+  }
+  p.payload = bounce_.data();
+  p.payload_len = len;
+  if (host::finish_packet(&p)) (void)links_.send(dest, p);  // a full link drops it, as UD may
+}
+
+// A UD datagram: for the local UD QP it names, if its address and Q_Key match.
+void RemotePath::on_datagram_st(const Packet& p) {
+  Qp* dst = r_->qp_by_qpn(p.hdr.dest_qpn);
+  if (dst == nullptr || dst->type != IBV_QPT_UD || !can_receive(dst->state()) ||
+      p.deth.qkey != dst->attr.qkey)
+    return;
+  const Container* c = dst->owner->container();
+  if (p.has_grh ? p.grh.dgid != c->gid
+                : (r_->config().link_layer != IBV_LINK_LAYER_INFINIBAND || p.hdr.dlid != c->lid))
+    return;
+  uint8_t grh[kGrhSize];
+  if (p.has_grh)
+    build_grh(grh, p.grh.ver_tc_flow, static_cast<uint16_t>(p.payload_len), p.grh.hop_limit,
+              p.grh.sgid, p.grh.dgid);
+  SegmentList payload;
+  if (p.payload_len != 0)
+    payload.push(Segment{const_cast<uint8_t*>(p.payload), 0, 0, p.payload_len});
+  Origin from;
+  from.qpn = p.deth.src_qp;
+  from.slid = p.hdr.slid;
+  from.solicited = (p.hdr.flags & host::kSolicited) != 0;
+  from.has_imm = p.has_imm;
+  from.imm = p.imm;
+  Executor ex(r_, now_ns());
+  ex.deliver_ud_st(dst, payload, p.has_grh ? grh : nullptr, from);
+}
+
 void RemotePath::on_packet(int src_host, const Packet& p) {
-  if ((p.hdr.opcode & 0xe0) != host::kRc) return;  // UC and UD: not across hosts yet
+  if ((p.hdr.opcode & 0xe0) == host::kUd) return on_datagram_st(p);
   const uint8_t op = p.hdr.opcode & 0x1f;
   if (op == host::kAcknowledge || op == host::kAtomicAcknowledge ||
       (op >= host::kReadResponseFirst && op <= host::kReadResponseOnly))
@@ -554,6 +621,18 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
   st.requester_host = src_host;
   const uint32_t psn = p.hdr.psn;
   const uint8_t op = p.hdr.opcode & 0x1f;
+  // UC: nothing is acknowledged or retransmitted; a message the responder cannot take whole
+  // is dropped, and so is one whose packets went missing.
+  const bool reliable = (p.hdr.opcode & 0xe0) == host::kRc;
+  if (!reliable && (psn != st.epsn || st.dropping)) {
+    if (psn != st.epsn) st.in_send = st.in_write = false;
+    st.epsn = psn;
+    st.dropping = !starts_message(op);
+    if (st.dropping) {
+      st.epsn = psn_add(psn, 1);
+      return;
+    }
+  }
   if (psn != st.epsn) {
     if (psn_lt(psn, st.epsn)) {  // a duplicate: answered again, never executed twice
       if (op == host::kReadRequest) {
@@ -575,6 +654,12 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
   st.nak_sent = false;
   Executor ex(r_, now_ns());
   auto fail = [&](uint8_t nak, ibv_wc_status recv_status) {
+    if (!reliable) {  // UC: the message is dropped silently
+      st.in_send = st.in_write = false;
+      st.dropping = true;
+      st.epsn = psn_add(psn, 1);
+      return;
+    }
     if (st.in_send) {
       ex.consume_recv_st(&st.rsrc);
       shm::Cqe c = make_cqe(st.rw.hdr.wr_id, recv_status, IBV_WC_RECV, dst->qpn);
@@ -605,6 +690,7 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
     st.message_psn = psn;
     if (is_send(op)) {
       if (!ex.take_recv_st(dst, &st.rsrc, &st.rw)) {
+        if (!reliable) return fail(0, IBV_WC_SUCCESS);  // UC: no receive, no message
         // No receive posted: RNR NAK, and the rest of the message is dropped quietly until
         // the requester starts again from this PSN. A corrupt queue: nothing at all.
         st.nak_sent = true;
@@ -657,6 +743,7 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
   if (ends_message(op)) {
     if (is_write(op) && has_imm(op)) {
       if (!ex.take_recv_st(dst, &st.rsrc, &st.rw)) {
+        if (!reliable) return fail(0, IBV_WC_SUCCESS);
         // RNR at the end of a WRITE: the requester sends the whole message again.
         st.in_write = false;
         st.epsn = st.message_psn;
@@ -683,7 +770,7 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
     st.msn = psn_add(st.msn, 1);
   }
   st.epsn = psn_add(psn, 1);
-  if (p.hdr.flags & host::kAckRequest) respond_st(dst, psn, host::aeth_ack());
+  if (reliable && (p.hdr.flags & host::kAckRequest)) respond_st(dst, psn, host::aeth_ack());
 }
 
 void RemotePath::on_link_down(int) {}  // the requesters' ACK timeouts retransmit

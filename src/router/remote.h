@@ -12,8 +12,12 @@
 // paced by the link's room). Duplicates are acknowledged again, READs re-executed, atomics
 // answered from a cache of recent results, so nothing executes twice.
 //
-// Status: all RC operations. UC and UD across hosts, per-class connections (DSCP), the
-// watchdog and failing QPs as soon as a peer router dies are not built yet.
+// UC uses the same packets without acknowledgements: the requester completes at once, the
+// responder drops a message it cannot place or whose packets it misses. UD datagrams are one
+// packet each, delivered or dropped silently.
+//
+// Status: RC, UC, UD. Per-class connections (DSCP), the watchdog and failing QPs as soon as a
+// peer router dies are not built yet.
 #pragma once
 
 #include <cstdint>
@@ -40,8 +44,13 @@ class RemotePath final : public transport::HostLinks::Handler {
   int epoll_fd() const { return links_.epoll_fd(); }
   const transport::AddressDirectory& directory() const { return *dir_; }
 
-  // Index of the host serving qp's connected peer when that is another host, else -1.
+  // Index of the host serving address vector `ah` when that is another host, else -1.
+  int host_for(const proto::AhAttr& ah) const;
+  // The same for the peer of a connected (RC or UC) QP.
   int peer_host(const Qp* qp) const;
+  // UD: sends one datagram of `qp` to another host (unreliable: dropped when the link is full).
+  void send_datagram_st(Qp* qp, const SendWork& w, const SegmentList& local,
+                        const proto::AhAttr& ah, uint32_t qkey, int host);
 
   // Requester work of an RTS QP whose peer is on `host`. True if anything was done.
   bool process_requester_st(Executor* ex, Qp* qp, int host, uint64_t now);
@@ -94,6 +103,7 @@ class RemotePath final : public transport::HostLinks::Handler {
     bool nak_sent = false;
     bool in_send = false;  // between SEND first and last
     bool in_write = false;
+    bool dropping = false;     // UC: ignoring the rest of a message
     uint32_t message_psn = 0;  // first PSN of the message in progress
     RecvSource rsrc;
     RecvWork rw;
@@ -123,6 +133,7 @@ class RemotePath final : public transport::HostLinks::Handler {
   void complete_send_st(Qp* qp, const Outstanding& o, ibv_wc_status status);
   void on_response_st(int host, const proto::host::Packet& p);
   void on_request_st(int host, const proto::host::Packet& p);
+  void on_datagram_st(const proto::host::Packet& p);
   void respond_st(Qp* dst, uint32_t psn, uint8_t syndrome);
   Qp* local_qp_for(int host, const proto::host::Packet& p) const;
 

@@ -93,6 +93,11 @@ rdma_pair ib_read_bw ib_read_bw -d wharf0 -s 1048576 -n 200
 rdma_pair ib_read_lat ib_read_lat -d wharf0 -n 1000
 rdma_pair ib_atomic_bw ib_atomic_bw -d wharf0 -n 1000
 rdma_pair ib_atomic_lat ib_atomic_lat -d wharf0 -n 1000
+rdma_pair uc_pingpong ibv_uc_pingpong -d wharf0 -n 200
+rdma_pair ud_pingpong_g0 ibv_ud_pingpong -d wharf0 -n 200 -s 1024 -g 0
+rdma_pair srq_pingpong ibv_srq_pingpong -d wharf0 -n 200
+rdma_pair ib_send_bw_ud ib_send_bw -d wharf0 -c UD -n 1000
+rdma_pair ib_write_bw_uc ib_write_bw -d wharf0 -c UC -n 1000
 
 # A VIP outside the host's container subnet is refused before anything is created.
 timeout 30 "$BIN/wharf-run" --router "$H2" --name "${NAMES[2]}" --vip 198.18.1.20 -- true \

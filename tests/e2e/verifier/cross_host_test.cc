@@ -206,6 +206,80 @@ TEST_F(CrossHostTest, SendsWaitForReceivesAndRunOutOfRnrRetries) {
   EXPECT_EQ(fail[0].status, IBV_WC_RNR_RETRY_EXC_ERR);
 }
 
+TEST_F(CrossHostTest, UcDropsWhatFindsNoReceiveAndDeliversTheRest) {
+  ibv_qp *qa, *qb;
+  rc_pair(&qa, &qb, IBV_QPT_UC);
+  Buffer src = make_buffer(a_, 200 * 1024, kFullAccess);
+  Buffer dst = make_buffer(b_, 200 * 1024, kFullAccess);
+  fill_pattern(src.data, 200 * 1024, 31);
+  ibv_sge small{reinterpret_cast<uint64_t>(src.data), 64, src.mr->lkey};
+  ASSERT_EQ(post_send(qa, IBV_WR_SEND, {small}, 1), 0);  // no receive: lost, as UC allows
+  EXPECT_EQ(wait_wc(a_.cq, 1).at(0).status, IBV_WC_SUCCESS);
+  usleep(20000);
+  ibv_wc none;
+  EXPECT_EQ(ibv_poll_cq(b_.cq, 1, &none), 0);
+  post_recv(qb, dst, 0, 200 * 1024, 5);
+  ASSERT_EQ(post_send(qa, IBV_WR_SEND,
+                      {{reinterpret_cast<uint64_t>(src.data), 200 * 1024, src.mr->lkey}}, 2),
+            0);
+  auto got = wait_wc(b_.cq, 1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].wr_id, 5u);
+  EXPECT_EQ(got[0].byte_len, 200u * 1024);
+  EXPECT_EQ(memcmp(dst.data, src.data, 200 * 1024), 0);
+  wait_wc(a_.cq, 1);
+  fill_pattern(src.data, 4096, 32);
+  ASSERT_EQ(
+      post_send(qa, IBV_WR_RDMA_WRITE, {{reinterpret_cast<uint64_t>(src.data), 4096, src.mr->lkey}},
+                3, IBV_SEND_SIGNALED, reinterpret_cast<uint64_t>(dst.data), dst.mr->rkey),
+      0);
+  wait_wc(a_.cq, 1);
+  for (int i = 0; i < 200 && memcmp(dst.data, src.data, 4096) != 0; ++i) usleep(1000);
+  EXPECT_EQ(memcmp(dst.data, src.data, 4096), 0);
+}
+
+TEST_F(CrossHostTest, UdByLidDeliversAndDropsAWrongQkey) {
+  ibv_qp* qa = create_qp(a_, IBV_QPT_UD);
+  ibv_qp* qb = create_qp(b_, IBV_QPT_UD);
+  to_rts_ud(qa, 0x1111);
+  to_rts_ud(qb, 0x2222);
+  Buffer src = make_buffer(a_, 4096, kFullAccess);
+  Buffer dst = make_buffer(b_, 8192, kFullAccess);
+  fill_pattern(src.data, 4096, 33);
+  ibv_ah_attr ah_attr{};
+  ah_attr.dlid = b_.port.lid;
+  ah_attr.port_num = 1;
+  ibv_ah* ah = ibv_create_ah(a_.pd, &ah_attr);
+  ASSERT_NE(ah, nullptr);
+  auto send_ud = [&](uint32_t qkey, uint64_t id) {
+    ibv_sge s{reinterpret_cast<uint64_t>(src.data), 1000, src.mr->lkey};
+    ibv_send_wr wr{};
+    wr.wr_id = id;
+    wr.opcode = IBV_WR_SEND;
+    wr.sg_list = &s;
+    wr.num_sge = 1;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.ud.ah = ah;
+    wr.wr.ud.remote_qpn = qb->qp_num;
+    wr.wr.ud.remote_qkey = qkey;
+    ibv_send_wr* bad;
+    return ibv_post_send(qa, &wr, &bad);
+  };
+  post_recv(qb, dst, 0, 4096 + 40, 10);
+  ASSERT_EQ(send_ud(0x9999, 1), 0);  // wrong Q_Key: dropped at the receiver
+  ASSERT_EQ(send_ud(0x2222, 2), 0);
+  auto sent = wait_wc(a_.cq, 2);
+  EXPECT_EQ(sent.at(0).status, IBV_WC_SUCCESS);
+  auto got = wait_wc(b_.cq, 1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].byte_len, 1000u + 40);
+  EXPECT_FALSE(got[0].wc_flags & IBV_WC_GRH);
+  EXPECT_EQ(got[0].src_qp, qa->qp_num);
+  EXPECT_EQ(got[0].slid, a_.port.lid);
+  EXPECT_EQ(memcmp(dst.data + 40, src.data, 1000), 0);
+  ibv_destroy_ah(ah);
+}
+
 // Its own routers: the peer's router is killed.
 class CrossHostDeathTest : public CrossHostTest {
  protected:
