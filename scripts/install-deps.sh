@@ -16,6 +16,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # test harnesses: network namespaces and veth, ABI check (readelf, python3), e2e helpers
   iproute2 procps util-linux binutils python3 perl
+  # the host-to-host tests look at the DSCP of the routers' packets
+  tcpdump
 )
 
 # (Output is captured before matching: `cmd | grep -q` can fail under pipefail by SIGPIPE.)

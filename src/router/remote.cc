@@ -81,6 +81,9 @@ uint8_t packet_operation(uint8_t wr_opcode, uint32_t k, uint32_t n) {
   return static_cast<uint8_t>(base + (imm ? 3 : 2));
 }
 
+// The traffic class a QP's packets travel in (GRH traffic class; 0 without a GRH).
+uint8_t traffic_class(const proto::AhAttr& ah) { return ah.is_global ? ah.traffic_class : 0; }
+
 bool is_read_or_atomic(uint8_t wr_opcode) {
   return wr_opcode == IBV_WR_RDMA_READ || wr_opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
          wr_opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
@@ -189,7 +192,8 @@ bool RemotePath::send_message_st(Executor* ex, Qp* qp, int dest, const Outstandi
     }
     p.payload = bounce_.data();
     p.payload_len = chunk;
-    if (!host::finish_packet(&p) || !links_.send(dest, p)) return false;
+    if (!host::finish_packet(&p) || !links_.send(dest, traffic_class(qp->attr.ah_attr), p))
+      return false;
   }
   return true;
 }
@@ -215,7 +219,7 @@ bool RemotePath::send_request_st(Executor* ex, Qp* qp, int dest, const Outstandi
   p.atomic.rkey = o.w.hdr.rkey;
   p.atomic.swap_add = op == IBV_WR_ATOMIC_FETCH_AND_ADD ? o.w.hdr.compare_add : o.w.hdr.swap;
   p.atomic.compare = o.w.hdr.compare_add;
-  return host::finish_packet(&p) && links_.send(dest, p);
+  return host::finish_packet(&p) && links_.send(dest, traffic_class(qp->attr.ah_attr), p);
 }
 
 void RemotePath::resend_all_st(Executor* ex, Qp* qp, int dest) {
@@ -287,7 +291,8 @@ bool RemotePath::process_requester_st(Executor* ex, Qp* qp, int dest, uint64_t n
     const uint32_t n = atomic ? 1 : packets_for(local.total);  // a READ uses one PSN per response
     const size_t need =
         (is_read_or_atomic(o.w.hdr.opcode) ? 0 : local.total) + n * (host::kPacketHeaderSize + 64);
-    if (links_.room(dest) < need) break;  // the link is busy: this QP waits, others go on
+    if (links_.room(dest, traffic_class(qp->attr.ah_attr)) < need)
+      break;  // the link is busy: this QP waits, others go on
     o.first_psn = st.next_psn;
     o.last_psn = psn_add(st.next_psn, n - 1);
     o.byte_len = static_cast<uint32_t>(local.total);
@@ -353,7 +358,8 @@ void RemotePath::send_datagram_st(Qp* qp, const SendWork& w, const SegmentList& 
   }
   p.payload = bounce_.data();
   p.payload_len = len;
-  if (host::finish_packet(&p)) (void)links_.send(dest, p);  // a full link drops it, as UD may
+  if (host::finish_packet(&p))
+    (void)links_.send(dest, traffic_class(ah), p);  // a full link drops it, as UD may
 }
 
 // A UD datagram: for the local UD QP it names, if its address and Q_Key match.
@@ -520,6 +526,7 @@ void RemotePath::queue_response_st(Qp* dst, const Response& r) {
 bool RemotePath::pump_responses_st(Qp* dst) {
   State& st = state(dst);
   const int dest = st.requester_host;
+  const uint8_t tclass = traffic_class(dst->attr.ah_attr);
   while (!st.responses.empty()) {
     Response& r = st.responses.front();
     Packet a;
@@ -533,7 +540,7 @@ bool RemotePath::pump_responses_st(Qp* dst) {
                                                                     : host::kAcknowledge);
       a.hdr.psn = r.psn;
       a.atomic_orig = r.orig;
-      if (!host::finish_packet(&a) || !links_.send(dest, a)) return false;
+      if (!host::finish_packet(&a) || !links_.send(dest, tclass, a)) return false;
       st.responses.pop_front();
       continue;
     }
@@ -542,7 +549,7 @@ bool RemotePath::pump_responses_st(Qp* dst) {
     while (r.sent < n) {
       const uint64_t off = uint64_t{r.sent} * host::kMaxSegment;
       const auto chunk = static_cast<uint32_t>(std::min<uint64_t>(host::kMaxSegment, r.len - off));
-      if (links_.room(dest) < chunk + 256u) return false;
+      if (links_.room(dest, tclass) < chunk + 256u) return false;
       if (chunk != 0) {
         // The key is looked up again: a registration may go away while its READ is answered.
         Mr* mr = target_mr(dst, r.rkey, r.va, r.len, IBV_ACCESS_REMOTE_READ);
@@ -562,7 +569,7 @@ bool RemotePath::pump_responses_st(Qp* dst) {
       a.hdr.psn = psn_add(r.psn, r.sent);
       a.payload = bounce_.data();
       a.payload_len = chunk;
-      if (!host::finish_packet(&a) || !links_.send(dest, a)) return false;
+      if (!host::finish_packet(&a) || !links_.send(dest, tclass, a)) return false;
       r.sent++;
     }
     if (failed) {  // the rest of the READ: a remote access error at the next PSN

@@ -45,6 +45,7 @@ void tune(int fd) {
 struct HostLinks::Conn {
   UniqueFd fd;
   int host = -1;  // outgoing: the peer; incoming: learned from its Hello
+  int dscp = 0;   // outgoing: the class it carries
   bool outgoing = false;
   bool connected = false;  // the TCP connection is established
   bool hello_done = false;
@@ -97,14 +98,17 @@ void HostLinks::watch(Conn* c) {
   c->watching_out = want_out;
 }
 
-void HostLinks::open(int host) {
+void HostLinks::open(int host, int dscp) {
   auto c = std::make_unique<Conn>();
   c->host = host;
+  c->dscp = dscp;
   c->outgoing = true;
   c->connect_at_ns = retry_ns_[static_cast<size_t>(host)];
+  proto::host::Hello hello = hello_;
+  hello.traffic_class = static_cast<uint8_t>(dscp << 2);
   c->tx.resize(proto::host::kHelloSize);
-  proto::encode(hello_, c->tx.data(), c->tx.size());
-  out_[static_cast<size_t>(host)] = std::move(c);
+  proto::encode(hello, c->tx.data(), c->tx.size());
+  out_[static_cast<size_t>(host)][static_cast<size_t>(dscp)] = std::move(c);
 }
 
 // Starts the nonblocking connect of an outgoing connection whose time has come.
@@ -113,6 +117,8 @@ bool HostLinks::connect_due(Conn* c, uint64_t now) {
   c->fd.reset(socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!c->fd.valid()) return false;
   tune(c->fd.get());
+  int tos = c->dscp << 2;  // DSCP in the upper six bits of the TOS byte
+  setsockopt(c->fd.get(), IPPROTO_IP, IP_TOS, &tos, sizeof(tos));
   sockaddr_in a = address_of(dir_->hosts()[static_cast<size_t>(c->host)]);
   if (connect(c->fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 &&
       errno != EINPROGRESS) {
@@ -127,13 +133,12 @@ bool HostLinks::connect_due(Conn* c, uint64_t now) {
   return true;
 }
 
-bool HostLinks::send(int host, const proto::host::Packet& p) {
+bool HostLinks::send(int host, uint8_t tclass, const proto::host::Packet& p) {
   if (host < 0 || static_cast<size_t>(host) >= out_.size() || host == dir_->self()) return false;
-  Conn* c = out_[static_cast<size_t>(host)].get();
-  if (c == nullptr) {
-    open(host);
-    c = out_[static_cast<size_t>(host)].get();
-  }
+  const int dscp = tclass >> 2;
+  auto& slot = out_[static_cast<size_t>(host)][static_cast<size_t>(dscp)];
+  if (slot == nullptr) open(host, dscp);
+  Conn* c = slot.get();
   if (c->tx.size() - c->tx_off > kQueueLimit) return false;
   const size_t at = c->tx.size();
   c->tx.resize(at + proto::host::kPacketHeaderSize + p.hdr.length);
@@ -147,8 +152,8 @@ bool HostLinks::send(int host, const proto::host::Packet& p) {
   return true;
 }
 
-size_t HostLinks::room(int host) const {
-  const Conn* c = out_[static_cast<size_t>(host)].get();
+size_t HostLinks::room(int host, uint8_t tclass) const {
+  const Conn* c = out_[static_cast<size_t>(host)][tclass >> 2].get();
   if (c == nullptr) return kQueueLimit;
   size_t queued = c->tx.size() - c->tx_off;
   return queued >= kQueueLimit ? 0 : kQueueLimit - queued;
@@ -163,7 +168,7 @@ void HostLinks::close_conn(Conn* c, bool report) {
     backoff_ns_ = std::min(backoff * 2, kBackoffMaxNs);
     retry = mono_ns() + backoff;
     spdlog::warn("link to {} down", dir_->hosts()[static_cast<size_t>(host)].name);
-    out_[static_cast<size_t>(host)].reset();
+    out_[static_cast<size_t>(host)][static_cast<size_t>(c->dscp)].reset();
     if (report) handler_->on_link_down(host);
     return;
   }
@@ -287,8 +292,9 @@ bool HostLinks::write_conn(Conn* c) {
 bool HostLinks::poll() {
   bool did = false;
   const uint64_t now = mono_ns();
-  for (auto& c : out_)
-    if (c != nullptr) did |= connect_due(c.get(), now);
+  for (auto& classes : out_)
+    for (auto& c : classes)
+      if (c != nullptr) did |= connect_due(c.get(), now);
   epoll_event events[64];
   int n = epoll_wait(epoll_.get(), events, 64, 0);
   for (int i = 0; i < n; ++i) {

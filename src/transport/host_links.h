@@ -1,10 +1,12 @@
 // TCP connections between this router and the other routers of the cluster
 // (docs/ARCHITECTURE.md, "Between hosts"; wire format in docs/wire-protocol.md section 2).
 //
-// A router opens one connection to each peer it has traffic for, on demand, and sends
-// everything for that peer on it; it receives on the connection the peer opened. A host pair
-// therefore shares two connections, one per direction, however many QPs talk (SRC: state
-// grows with hosts, not with QP pairs). Both ends start with a Hello and agree on a version.
+// A router opens one connection to each peer it has traffic for, per traffic class in use,
+// on demand, and sends everything for that peer and class on it; it receives on the
+// connections the peer opened. A host pair therefore shares a few connections however many
+// QPs talk (SRC: state grows with hosts, not with QP pairs). Each connection's packets carry
+// the DSCP of its class (the upper six bits of the IBA traffic class, as RoCE v2 maps it).
+// Both ends start with a Hello and agree on a version.
 // A broken outgoing connection is reopened with exponential backoff; whatever was queued on
 // it is dropped (the QPs above retransmit what was not acknowledged).
 //
@@ -12,6 +14,7 @@
 // readable when poll() has something to do, for the router's sleeping epoll_wait.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -45,11 +48,12 @@ class HostLinks {
   int start();
   int epoll_fd() const { return epoll_.get(); }
 
-  // Queues a finished packet (proto::host::finish_packet) for `host`, opening the connection
-  // if needed. False when that host's queue is full: the caller retries later.
-  bool send(int host, const proto::host::Packet& p);
-  // Bytes that may still be queued for `host` before send() refuses.
-  size_t room(int host) const;
+  // Queues a finished packet (proto::host::finish_packet) for `host` on the connection of
+  // traffic class `tclass`, opening it if needed. False when that connection's queue is full:
+  // the caller retries later.
+  bool send(int host, uint8_t tclass, const proto::host::Packet& p);
+  // Bytes that may still be queued for `host` and `tclass` before send() refuses.
+  size_t room(int host, uint8_t tclass) const;
 
   // Accepts, connects, reads, dispatches and writes whatever is ready. True if anything moved.
   bool poll();
@@ -59,7 +63,8 @@ class HostLinks {
  private:
   struct Conn;
   void accept_all();
-  void open(int host);
+  static constexpr int kClasses = 64;  // one connection per DSCP value at most
+  void open(int host, int dscp);
   bool connect_due(Conn* c, uint64_t now_ns);
   void close_conn(Conn* c, bool report);
   bool read_conn(Conn* c);
@@ -72,11 +77,12 @@ class HostLinks {
   proto::host::Hello hello_;
   UniqueFd epoll_;
   UniqueFd listen_;
-  std::vector<std::unique_ptr<Conn>> out_;  // by host index: the connection we opened
-  std::vector<std::unique_ptr<Conn>> in_;   // connections peers opened
-  std::vector<uint32_t> incarnation_;       // last seen per host (0: never)
-  std::vector<uint64_t> retry_ns_;          // per host: no connect attempt before this
-  uint64_t backoff_ns_ = 0;                 // grows while connects keep failing
+  // By host index and DSCP: the connections we opened.
+  std::vector<std::array<std::unique_ptr<Conn>, kClasses>> out_;
+  std::vector<std::unique_ptr<Conn>> in_;  // connections peers opened
+  std::vector<uint32_t> incarnation_;      // last seen per host (0: never)
+  std::vector<uint64_t> retry_ns_;         // per host: no connect attempt before this
+  uint64_t backoff_ns_ = 0;                // grows while connects keep failing
 };
 
 }  // namespace wharf::transport

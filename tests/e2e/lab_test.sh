@@ -94,6 +94,19 @@ rdma_pair ib_read_lat ib_read_lat -d wharf0 -n 1000
 rdma_pair ib_atomic_bw ib_atomic_bw -d wharf0 -n 1000
 rdma_pair ib_atomic_lat ib_atomic_lat -d wharf0 -n 1000
 rdma_pair uc_pingpong ibv_uc_pingpong -d wharf0 -n 200
+
+# The traffic class a QP's address vector asks for is the DSCP of its packets between the
+# hosts: capture on h1's link while the pair uses traffic class 184 (DSCP 46) with a GRH.
+if command -v tcpdump > /dev/null; then
+  timeout 30 ip netns exec wharf-lab-h1 tcpdump -i eth0 -n -v -c 10 \
+    'tcp port 4791 and (ip[1] & 0xfc) == 0xb8' > "$TMP/tcpdump.log" 2>&1 &
+  TCPDUMP_PID=$!
+  sleep 1
+  rdma_pair tclass ib_send_bw -d wharf0 -x 0 --tclass=184 -n 500
+  wait "$TCPDUMP_PID" || fail "no packets with DSCP 46 on the host link"
+  grep -q "tos 0xb8" "$TMP/tcpdump.log" || fail "tcpdump shows no tos 0xb8"
+  echo "lab_test: DSCP 46 seen on the host link for traffic class 184"
+fi
 rdma_pair ud_pingpong_g0 ibv_ud_pingpong -d wharf0 -n 200 -s 1024 -g 0
 rdma_pair srq_pingpong ibv_srq_pingpong -d wharf0 -n 200
 rdma_pair ib_send_bw_ud ib_send_bw -d wharf0 -c UD -n 1000

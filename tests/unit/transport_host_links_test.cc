@@ -74,7 +74,7 @@ TEST(HostLinksTest, PacketsArriveWholeAndInOrder) {
   std::vector<std::vector<uint8_t>> sent;
   for (uint32_t i = 0; i < 200; ++i) {
     sent.emplace_back((i * 977) % host::kMaxSegment, static_cast<uint8_t>(i));
-    ASSERT_TRUE(a.links->send(1, packet(i, sent.back())));
+    ASSERT_TRUE(a.links->send(1, 0, packet(i, sent.back())));
     a.links->poll();
   }
   ASSERT_TRUE(pump({&a, &b}, [&] { return b.rec.psns.size() == sent.size(); }));
@@ -84,7 +84,7 @@ TEST(HostLinksTest, PacketsArriveWholeAndInOrder) {
   }
   // And back, on the connection b opens.
   std::vector<uint8_t> reply(10, 0xee);
-  ASSERT_TRUE(b.links->send(0, packet(7, reply)));
+  ASSERT_TRUE(b.links->send(0, 0, packet(7, reply)));
   ASSERT_TRUE(pump({&a, &b}, [&] { return a.rec.psns.size() == 1; }));
   EXPECT_EQ(a.rec.payloads[0], reply);
   EXPECT_EQ(a.rec.link_down + b.rec.link_down, 0);
@@ -95,12 +95,12 @@ TEST(HostLinksTest, AFullQueueRefusesUntilItDrains) {
   End a(text, "a"), b(text, "b");
   std::vector<uint8_t> big(host::kMaxSegment, 1);
   int queued = 0;
-  while (a.links->send(1, packet(static_cast<uint32_t>(queued), big))) ++queued;  // never polled
+  while (a.links->send(1, 0, packet(static_cast<uint32_t>(queued), big))) ++queued;  // never polled
   EXPECT_GE(static_cast<size_t>(queued) * big.size(), HostLinks::kQueueLimit);
-  EXPECT_EQ(a.links->room(1), 0u);
+  EXPECT_EQ(a.links->room(1, 0), 0u);
   ASSERT_TRUE(pump({&a, &b}, [&] { return b.rec.psns.size() == static_cast<size_t>(queued); }));
-  EXPECT_EQ(a.links->room(1), HostLinks::kQueueLimit);
-  EXPECT_TRUE(a.links->send(1, packet(0, big)));
+  EXPECT_EQ(a.links->room(1, 0), HostLinks::kQueueLimit);
+  EXPECT_TRUE(a.links->send(1, 0, packet(0, big)));
 }
 
 TEST(HostLinksTest, APeerThatRestartsIsNoticed) {
@@ -109,17 +109,17 @@ TEST(HostLinksTest, APeerThatRestartsIsNoticed) {
   std::vector<uint8_t> one(1, 1);
   {
     End b(text, "b");
-    ASSERT_TRUE(a.links->send(1, packet(1, one)));
+    ASSERT_TRUE(a.links->send(1, 0, packet(1, one)));
     ASSERT_TRUE(pump({&a, &b}, [&] { return b.rec.psns.size() == 1; }));
   }
   // b is gone: a's connection breaks; a new b (a new incarnation) takes its place.
   ASSERT_TRUE(pump({&a}, [&] {
-    a.links->send(1, packet(2, one));
+    a.links->send(1, 0, packet(2, one));
     return a.rec.link_down > 0;
   }));
   End b2(text, "b");
   ASSERT_TRUE(pump({&a, &b2}, [&] {
-    a.links->send(1, packet(3, one));
+    a.links->send(1, 0, packet(3, one));
     return a.rec.restarted == 1 && !b2.rec.psns.empty();
   }));
 }
