@@ -133,7 +133,7 @@ void RemotePath::forget_st(Qp* qp) {
 }
 
 uint64_t RemotePath::next_deadline() const {
-  uint64_t next = 0;
+  uint64_t next = links_.next_connect_ns();
   for (const auto& [qp, st] : states_) {
     if (st.outstanding.empty()) continue;
     const uint64_t t = st.resend_at_ns != 0 ? st.resend_at_ns : st.ack_deadline_ns;
@@ -293,6 +293,14 @@ bool RemotePath::process_requester_st(Executor* ex, Qp* qp, int dest, uint64_t n
         (is_read_or_atomic(o.w.hdr.opcode) ? 0 : local.total) + n * (host::kPacketHeaderSize + 64);
     if (links_.room(dest, traffic_class(qp->attr.ah_attr)) < need)
       break;  // the link is busy: this QP waits, others go on
+    // No more READs and atomics in flight than max_rd_atomic: the responder answers repeated
+    // ones from its cache of that many results (IBTA 9.4.4; our device allows 16).
+    if (read || atomic) {
+      const uint32_t in_flight = static_cast<uint32_t>(
+          std::count_if(st.outstanding.begin(), st.outstanding.end(),
+                        [](const Outstanding& x) { return is_read_or_atomic(x.w.hdr.opcode); }));
+      if (in_flight >= std::max<uint32_t>(1, qp->attr.max_rd_atomic)) break;
+    }
     o.first_psn = st.next_psn;
     o.last_psn = psn_add(st.next_psn, n - 1);
     o.byte_len = static_cast<uint32_t>(local.total);
@@ -411,6 +419,7 @@ void RemotePath::on_response_st(int src_host, const Packet& p) {
   const uint8_t op = p.hdr.opcode & 0x1f;
   // Whatever precedes the PSN a response names was received (IBA: responses are cumulative),
   // except a READ or atomic still missing its data: that is retransmitted on the timeout.
+  const size_t before = st.outstanding.size();
   while (!st.outstanding.empty() && psn_lt(st.outstanding.front().last_psn, psn) &&
          !is_read_or_atomic(st.outstanding.front().w.hdr.opcode)) {
     complete_send_st(qp, st.outstanding.front(), IBV_WC_SUCCESS);
@@ -444,7 +453,8 @@ void RemotePath::on_response_st(int src_host, const Packet& p) {
         st.outstanding.pop_front();
       }
     }
-    qp->retry_attempts = qp->rnr_attempts = 0;
+    // Only progress restarts the retry count: a repeated ACK for old work is not progress.
+    if (st.outstanding.size() != before) qp->retry_attempts = qp->rnr_attempts = 0;
   } else if (kind == host::AethKind::kRnr) {
     if (st.outstanding.empty()) return;
     if (qp->attr.rnr_retry != 7 && qp->rnr_attempts >= qp->attr.rnr_retry) {

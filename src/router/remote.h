@@ -60,7 +60,7 @@ class RemotePath final : public transport::HostLinks::Handler {
   void forget_st(Qp* qp);
   // Moves packets on the host links. True if anything moved.
   bool poll_st();
-  // Earliest retransmission deadline, 0 if none.
+  // Earliest retransmission or reconnect deadline, 0 if none.
   uint64_t next_deadline() const;
 
   // transport::HostLinks::Handler

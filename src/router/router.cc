@@ -80,23 +80,30 @@ Router::~Router() {
 }
 
 int Router::start() {
+  // The socket is bound under a temporary name and renamed into place once it listens: a
+  // client that sees the path can always connect (no refused connection between bind and
+  // listen).
+  const std::string staging = cfg_.socket_path + ".new";
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
-  if (cfg_.socket_path.size() >= sizeof(addr.sun_path)) {
+  if (staging.size() >= sizeof(addr.sun_path)) {
     spdlog::error("socket path too long: {}", cfg_.socket_path);
     return ENAMETOOLONG;
   }
-  std::strcpy(addr.sun_path, cfg_.socket_path.c_str());
+  std::strcpy(addr.sun_path, staging.c_str());
   listen_.reset(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!listen_.valid()) return errno;
-  unlink(cfg_.socket_path.c_str());
+  unlink(staging.c_str());
   if (bind(listen_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      listen(listen_.get(), 128) != 0) {
+      listen(listen_.get(), 128) != 0 ||
+      chmod(staging.c_str(), 0666) != 0 ||  // containers run as any user; identity is SO_PEERCRED
+      rename(staging.c_str(), cfg_.socket_path.c_str()) != 0) {
     int err = errno;
     spdlog::error("cannot listen on {}: {}", cfg_.socket_path, strerror(err));
+    unlink(staging.c_str());
+    listen_.reset();
     return err;
   }
-  chmod(cfg_.socket_path.c_str(), 0666);  // containers run as any user; identity is SO_PEERCRED
   epoll_.reset(epoll_create1(EPOLL_CLOEXEC));
   if (!epoll_.valid()) return errno;
   epoll_event ev{};

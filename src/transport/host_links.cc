@@ -7,11 +7,12 @@
 #include <spdlog/spdlog.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
+
+#include "common/clock.h"
 
 namespace wharf::transport {
 namespace {
@@ -20,12 +21,6 @@ constexpr size_t kReadChunk = 256 * 1024;
 constexpr size_t kReadBudget = 1u << 20;  // per connection per poll: keeps peers fair
 constexpr uint64_t kBackoffFirstNs = 50'000'000;
 constexpr uint64_t kBackoffMaxNs = 2'000'000'000;
-
-uint64_t mono_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 sockaddr_in address_of(const ClusterHost& h) {
   sockaddr_in a{};
@@ -63,7 +58,7 @@ HostLinks::HostLinks(const AddressDirectory* dir, uint64_t node_guid, Handler* h
   incarnation_.assign(n, 0);
   retry_ns_.assign(n, 0);
   hello_.node_guid = node_guid;
-  hello_.incarnation = static_cast<uint32_t>(mono_ns() ^ (mono_ns() >> 32) ^ getpid()) | 1u;
+  hello_.incarnation = static_cast<uint32_t>(now_ns() ^ (now_ns() >> 32) ^ getpid()) | 1u;
   const std::string& me = dir->hosts()[static_cast<size_t>(dir->self())].name;
   std::strncpy(hello_.host.data(), me.c_str(), hello_.host.size() - 1);
 }
@@ -166,7 +161,7 @@ void HostLinks::close_conn(Conn* c, bool report) {
     uint64_t& retry = retry_ns_[static_cast<size_t>(host)];
     uint64_t backoff = c->hello_done ? kBackoffFirstNs : std::max(kBackoffFirstNs, backoff_ns_);
     backoff_ns_ = std::min(backoff * 2, kBackoffMaxNs);
-    retry = mono_ns() + backoff;
+    retry = now_ns() + backoff;
     spdlog::warn("link to {} down", dir_->hosts()[static_cast<size_t>(host)].name);
     out_[static_cast<size_t>(host)][static_cast<size_t>(c->dscp)].reset();
     if (report) handler_->on_link_down(host);
@@ -289,9 +284,18 @@ bool HostLinks::write_conn(Conn* c) {
   return true;
 }
 
+uint64_t HostLinks::next_connect_ns() const {
+  uint64_t next = 0;
+  for (const auto& classes : out_)
+    for (const auto& c : classes)
+      if (c != nullptr && !c->fd.valid() && (next == 0 || c->connect_at_ns < next))
+        next = std::max<uint64_t>(c->connect_at_ns, 1);
+  return next;
+}
+
 bool HostLinks::poll() {
   bool did = false;
-  const uint64_t now = mono_ns();
+  const uint64_t now = now_ns();
   for (auto& classes : out_)
     for (auto& c : classes)
       if (c != nullptr) did |= connect_due(c.get(), now);

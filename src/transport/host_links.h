@@ -57,6 +57,9 @@ class HostLinks {
 
   // Accepts, connects, reads, dispatches and writes whatever is ready. True if anything moved.
   bool poll();
+  // When poll() must run next even without input: the earliest pending (re)connect attempt
+  // (CLOCK_MONOTONIC ns), or 0 if none. epoll_fd() does not signal these.
+  uint64_t next_connect_ns() const;
 
   static constexpr size_t kQueueLimit = 4u << 20;
 

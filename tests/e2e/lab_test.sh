@@ -119,6 +119,15 @@ rc=$?
 ((rc == 125)) || fail "VIP outside h2's subnet: exit $rc, expected 125"
 grep -q "container subnet of host wharf-lab-h2" "$TMP/refused.log" || fail "no clear refusal"
 
+# Fault test (a) of issue #3, with our verifying program (tests/e2e/verifier): the link of h2
+# goes down for 2 s with WRITEs, SENDs, READs and atomics in flight; all complete, in order,
+# exactly once. Last: taking eth0 down drops h2's static routes to the container subnets.
+WHARF_VERIFY_LAB=/run/wharf-lab LD_PRELOAD="$BIN/../lib/libibverbs.so.1" timeout 120 \
+  "$BIN/wharf-verify" --gtest_filter='CrossHostLabTest.*' > "$TMP/fault.log" 2>&1 ||
+  fail "link-down fault test (see fault.log)"
+grep -q "\[  PASSED  \] 1 test" "$TMP/fault.log" || fail "link-down fault test did not run"
+echo "lab_test: link down for 2 s across hosts: nothing lost or repeated"
+
 timeout 30 "$LAB" down || fail "wharf-lab down"
 if ip netns list | grep -q '^wharf-lab-'; then fail "namespaces left after down"; fi
 [[ ! -e /run/wharf-lab ]] || fail "/run/wharf-lab left after down"

@@ -1,19 +1,47 @@
 // RC between two hosts: two routers joined as a cluster over loopback TCP (the host-to-host
 // engine, src/router/remote.h), one context on each. Data, order and the error completions
 // hardware reports must be the same as on one host.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "verbs_fixture.h"
 
 namespace wharf::verify {
 namespace {
+
+// Two consecutive TCP ports on 127.0.0.1 that nothing listens on now (the kernel picks).
+int free_port_pair() {
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    int fds[2] = {socket(AF_INET, SOCK_STREAM, 0), socket(AF_INET, SOCK_STREAM, 0)};
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    int port = 0;
+    if (bind(fds[0], reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+        getsockname(fds[0], reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+      port = ntohs(a.sin_port);
+      a.sin_port = htons(static_cast<uint16_t>(port + 1));
+      if (port >= 65535 || bind(fds[1], reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) port = 0;
+    }
+    close(fds[0]);
+    close(fds[1]);
+    if (port != 0) return port;
+  }
+  ADD_FAILURE() << "no free pair of ports";
+  return 0;
+}
 
 // Two routers "a" and "b" on 127.0.0.1, sharing a cluster file in a temporary directory.
 class Cluster {
@@ -22,7 +50,7 @@ class Cluster {
     char tmpl[] = "/tmp/wharf-verify-cluster.XXXXXX";
     dir_ = mkdtemp(tmpl);
     file_ = dir_ + "/cluster";
-    const int port = 30000 + static_cast<int>(getpid() % 15000) * 2;
+    const int port = free_port_pair();
     std::ofstream(file_) << "a 127.0.0.1 198.18.1.0/24 1-1024 " << port << "\n"
                          << "b 127.0.0.1 198.18.2.0/24 1025-2048 " << port + 1 << "\n";
     a_ = std::make_unique<RouterProcess>(
@@ -289,8 +317,8 @@ class CrossHostDeathTest : public CrossHostTest {
 TEST_F(CrossHostDeathTest, APeerRouterThatDiesEndsInRetryExceeded) {
   ibv_qp* qa = create_qp(a_, IBV_QPT_RC);
   ibv_qp* qb = create_qp(b_, IBV_QPT_RC);
-  // ACK timeout 4.096 us * 2^10 = 4 ms, 2 retries.
-  connect(qa, a_, qb, b_, kFullAccess, 7, /*retry_cnt=*/2, /*timeout=*/10);
+  // ACK timeout 4.096 us * 2^16 = 268 ms (ample on a loaded machine), 2 retries.
+  connect(qa, a_, qb, b_, kFullAccess, 7, /*retry_cnt=*/2, /*timeout=*/16);
   connect(qb, b_, qa, a_, kFullAccess);
   Buffer src = make_buffer(a_, 4096, kFullAccess);
   Buffer dst = make_buffer(b_, 4096, kFullAccess);
@@ -306,6 +334,106 @@ TEST_F(CrossHostDeathTest, APeerRouterThatDiesEndsInRetryExceeded) {
   EXPECT_EQ(wc[0].status, IBV_WC_RETRY_EXC_ERR);
   // Side b's context lost its router; closing it must still be clean.
   free_buffer(&dst);
+}
+
+}  // namespace
+}  // namespace wharf::verify
+
+namespace wharf::verify {
+namespace {
+
+// Against a running wharf-lab (WHARF_VERIFY_LAB=/run/wharf-lab, set by tests/e2e/lab_test.sh):
+// side a on host h1, side b on host h2, and the link between them taken down and up.
+class CrossHostLabTest : public VerbsTest {
+ protected:
+  static void SetUpTestSuite() {}
+  static void TearDownTestSuite() {}
+  void SetUp() override {
+    const char* lab = getenv("WHARF_VERIFY_LAB");
+    if (lab == nullptr) GTEST_SKIP() << "needs WHARF_VERIFY_LAB (run by tests/e2e/lab_test.sh)";
+    setenv("WHARF_ROUTER", (std::string(lab) + "/h1/wharfd.sock").c_str(), 1);
+    a_ = open_side();
+    setenv("WHARF_ROUTER", (std::string(lab) + "/h2/wharfd.sock").c_str(), 1);
+    b_ = open_side();
+  }
+  static void set_h2_link(bool up) {
+    std::string cmd = std::string("ip -n wharf-lab-h2 link set eth0 ") + (up ? "up" : "down");
+    ASSERT_EQ(system(cmd.c_str()), 0) << cmd;
+  }
+};
+
+// (a) of issue #3: the link goes down for 2 s with WRITEs, SENDs, READs and atomics in flight;
+// everything completes, in order, with exact bytes, and every atomic is applied once.
+TEST_F(CrossHostLabTest, ALinkDownForTwoSecondsLosesNothing) {
+  ibv_qp* qa = create_qp(a_, IBV_QPT_RC, nullptr, 256);
+  ibv_qp* qb = create_qp(b_, IBV_QPT_RC, nullptr, 256);
+  // ACK timeout 4.096 us * 2^18 = 1.07 s, 7 retries: rides out a 2 s outage.
+  connect(qa, a_, qb, b_, kFullAccess, 7, 7, 18);
+  connect(qb, b_, qa, a_, kFullAccess, 7, 7, 18);
+  constexpr int kRounds = 40;
+  constexpr size_t kChunk = 32 * 1024;
+  Buffer src = make_buffer(a_, kRounds * kChunk, kFullAccess);
+  Buffer back = make_buffer(a_, kRounds * kChunk, kFullAccess);
+  Buffer dst = make_buffer(b_, kRounds * kChunk, kFullAccess);
+  Buffer inbox = make_buffer(b_, kRounds * kChunk, kFullAccess);
+  Buffer counter = make_buffer(b_, 8, kFullAccess);
+  Buffer old = make_buffer(a_, 8, kFullAccess);
+  fill_pattern(src.data, kRounds * kChunk, 77);
+  for (int i = 0; i < kRounds; ++i) post_recv(qb, inbox, i * kChunk, kChunk, 1000 + i);
+
+  int posted = 0;
+  auto round = [&](int i) {
+    const uint64_t off = static_cast<uint64_t>(i) * kChunk;
+    ibv_sge s{reinterpret_cast<uint64_t>(src.data) + off, kChunk, src.mr->lkey};
+    ASSERT_EQ(post_send(qa, IBV_WR_RDMA_WRITE, {s}, posted++, IBV_SEND_SIGNALED,
+                        reinterpret_cast<uint64_t>(dst.data) + off, dst.mr->rkey),
+              0);
+    ASSERT_EQ(post_send(qa, IBV_WR_SEND, {s}, posted++), 0);
+    ibv_sge r{reinterpret_cast<uint64_t>(back.data) + off, kChunk, back.mr->lkey};
+    ASSERT_EQ(post_send(qa, IBV_WR_RDMA_READ, {r}, posted++, IBV_SEND_SIGNALED,
+                        reinterpret_cast<uint64_t>(dst.data) + off, dst.mr->rkey),
+              0);
+    ibv_sge o{reinterpret_cast<uint64_t>(old.data), 8, old.mr->lkey};
+    ibv_send_wr faa{};
+    faa.wr_id = static_cast<uint64_t>(posted++);
+    faa.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+    faa.sg_list = &o;
+    faa.num_sge = 1;
+    faa.send_flags = IBV_SEND_SIGNALED;
+    faa.wr.atomic.remote_addr = reinterpret_cast<uint64_t>(counter.data);
+    faa.wr.atomic.rkey = counter.mr->rkey;
+    faa.wr.atomic.compare_add = 1;
+    ibv_send_wr* bad = nullptr;
+    ASSERT_EQ(ibv_post_send(qa, &faa, &bad), 0);
+  };
+  for (int i = 0; i < kRounds / 2; ++i) round(i);
+  set_h2_link(false);
+  for (int i = kRounds / 2; i < kRounds; ++i) round(i);
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  set_h2_link(true);
+
+  std::vector<ibv_wc> wc;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (static_cast<int>(wc.size()) < posted && std::chrono::steady_clock::now() < deadline) {
+    ibv_wc batch[32];
+    int n = ibv_poll_cq(a_.cq, 32, batch);
+    for (int i = 0; i < n; ++i) wc.push_back(batch[i]);
+    if (n == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(static_cast<int>(wc.size()), posted);
+  for (int i = 0; i < posted; ++i) {
+    ASSERT_EQ(wc[i].status, IBV_WC_SUCCESS) << "wr " << i << " " << ibv_wc_status_str(wc[i].status);
+    ASSERT_EQ(wc[i].wr_id, static_cast<uint64_t>(i)) << "out of order";
+  }
+  auto got = wait_wc(b_.cq, kRounds);
+  ASSERT_EQ(got.size(), static_cast<size_t>(kRounds));
+  for (int i = 0; i < kRounds; ++i) EXPECT_EQ(got[i].wr_id, static_cast<uint64_t>(1000 + i));
+  EXPECT_EQ(memcmp(dst.data, src.data, kRounds * kChunk), 0);
+  EXPECT_EQ(memcmp(inbox.data, src.data, kRounds * kChunk), 0);
+  EXPECT_EQ(memcmp(back.data, src.data, kRounds * kChunk), 0);
+  uint64_t total;
+  memcpy(&total, counter.data, 8);
+  EXPECT_EQ(total, static_cast<uint64_t>(kRounds)) << "an atomic ran twice or never";
 }
 
 }  // namespace
