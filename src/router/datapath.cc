@@ -343,20 +343,7 @@ void Executor::deliver_ud_st(Qp* dst, const SegmentList& payload, const uint8_t*
     source.push(Segment{const_cast<uint8_t*>(grh), 0, 0, kGrhSize});
   } else {
     // No GRH on the wire: the first 40 bytes of the buffer are left as they were.
-    SegmentList skip_target;
-    uint64_t skip = kGrhSize;
-    for (uint32_t i = 0; i < target.count; ++i) {
-      Segment s = target.seg[i];
-      uint64_t cut = std::min(skip, s.len);
-      skip -= cut;
-      if (s.local != nullptr)
-        s.local += cut;
-      else
-        s.remote += cut;
-      s.len -= cut;
-      skip_target.push(s);
-    }
-    target = skip_target;
+    target = slice(target, kGrhSize, target.total - kGrhSize);
   }
   for (uint32_t i = 0; i < payload.count; ++i) source.push(payload.seg[i]);
   if (copy_segments(source, target, source.total) != 0) {

@@ -110,4 +110,24 @@ int atomic_on_mr(const Mr& mr, uint64_t va, bool fetch_add, uint64_t compare_add
   return copy_segments(val, remote, 8);
 }
 
+SegmentList slice(const SegmentList& list, uint64_t off, uint64_t len) {
+  SegmentList out;
+  for (uint32_t i = 0; i < list.count && len != 0; ++i) {
+    Segment s = list.seg[i];
+    if (off >= s.len) {
+      off -= s.len;
+      continue;
+    }
+    if (s.local != nullptr)
+      s.local += off;
+    else
+      s.remote += off;
+    s.len = std::min(s.len - off, len);
+    off = 0;
+    len -= s.len;
+    out.push(s);
+  }
+  return out;
+}
+
 }  // namespace wharf::router

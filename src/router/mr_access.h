@@ -38,6 +38,9 @@ inline bool mr_contains(const Mr& mr, uint64_t va, uint64_t len) {
 // list is full.
 bool append_mr_range(SegmentList* list, const Mr& mr, uint64_t va, uint64_t len);
 
+// The bytes [off, off + len) of a segment list (len may run past its end: then to the end).
+SegmentList slice(const SegmentList& list, uint64_t off, uint64_t len);
+
 // Copies the first `len` bytes described by src into dst. Returns 0, or EFAULT if a
 // process_vm_* call failed (the owning process unmapped the memory or died).
 int copy_segments(const SegmentList& src, const SegmentList& dst, uint64_t len);

@@ -32,28 +32,6 @@ uint32_t packets_for(uint64_t len) {
   return len == 0 ? 1 : static_cast<uint32_t>((len + host::kMaxSegment - 1) / host::kMaxSegment);
 }
 
-// The bytes [off, off + len) of a segment list.
-SegmentList slice(const SegmentList& l, uint64_t off, uint64_t len) {
-  SegmentList out;
-  for (uint32_t i = 0; i < l.count && len != 0; ++i) {
-    Segment s = l.seg[i];
-    if (off >= s.len) {
-      off -= s.len;
-      continue;
-    }
-    if (s.local != nullptr)
-      s.local += off;
-    else
-      s.remote += off;
-    s.len -= off;
-    off = 0;
-    s.len = std::min(s.len, len);
-    len -= s.len;
-    out.push(s);
-  }
-  return out;
-}
-
 bool is_send(uint8_t op) { return op <= host::kSendOnlyImm; }
 bool is_write(uint8_t op) { return op >= host::kWriteFirst && op <= host::kWriteOnlyImm; }
 bool starts_message(uint8_t op) {
@@ -159,6 +137,17 @@ bool RemotePath::poll_st() {
 
 // ---- Requester ----
 
+proto::host::PacketHeader RemotePath::request_header(const Qp* qp, const proto::AhAttr& ah,
+                                                     uint32_t dest_qpn) const {
+  proto::host::PacketHeader h;
+  h.sl = ah.sl;
+  h.dlid = ah.dlid;
+  h.slid = r_->config().link_layer == IBV_LINK_LAYER_ETHERNET ? 0 : qp->owner->container()->lid;
+  h.dest_qpn = dest_qpn & kPsnMask;
+  h.src_qpn = qp->qpn;
+  return h;
+}
+
 // Sends every packet of one SEND or WRITE message. The caller checked the link's room.
 bool RemotePath::send_message_st(Executor* ex, Qp* qp, int dest, const Outstanding& o) {
   SegmentList local;
@@ -166,18 +155,13 @@ bool RemotePath::send_message_st(Executor* ex, Qp* qp, int dest, const Outstandi
   const uint8_t op = o.w.hdr.opcode;
   const uint64_t len = local.total;
   const uint32_t n = packets_for(len);
-  const Container* me = qp->owner->container();
   for (uint32_t k = 0; k < n; ++k) {
     const uint64_t off = uint64_t{k} * host::kMaxSegment;
     const uint32_t chunk = static_cast<uint32_t>(std::min<uint64_t>(host::kMaxSegment, len - off));
     Packet p;
+    p.hdr = request_header(qp, qp->attr.ah_attr, qp->attr.dest_qp_num);
     p.hdr.opcode = host::opcode_of(qp->type == IBV_QPT_UC ? host::kUc : host::kRc,
                                    static_cast<host::Operation>(packet_operation(op, k, n)));
-    p.hdr.sl = qp->attr.ah_attr.sl;
-    p.hdr.dlid = qp->attr.ah_attr.dlid;
-    p.hdr.slid = r_->config().link_layer == IBV_LINK_LAYER_ETHERNET ? 0 : me->lid;
-    p.hdr.dest_qpn = qp->attr.dest_qp_num;
-    p.hdr.src_qpn = qp->qpn;
     p.hdr.psn = psn_add(o.first_psn, k);
     if (k + 1 == n) {
       p.hdr.flags =
@@ -203,15 +187,11 @@ bool RemotePath::send_request_st(Executor* ex, Qp* qp, int dest, const Outstandi
   const uint8_t op = o.w.hdr.opcode;
   if (!is_read_or_atomic(op)) return send_message_st(ex, qp, dest, o);
   Packet p;
+  p.hdr = request_header(qp, qp->attr.ah_attr, qp->attr.dest_qp_num);
   p.hdr.opcode =
       host::opcode_of(host::kRc, op == IBV_WR_RDMA_READ              ? host::kReadRequest
                                  : op == IBV_WR_ATOMIC_FETCH_AND_ADD ? host::kFetchAdd
                                                                      : host::kCompareSwap);
-  p.hdr.sl = qp->attr.ah_attr.sl;
-  p.hdr.dlid = qp->attr.ah_attr.dlid;
-  p.hdr.slid = r_->config().link_layer == IBV_LINK_LAYER_ETHERNET ? 0 : qp->owner->container()->lid;
-  p.hdr.dest_qpn = qp->attr.dest_qp_num;
-  p.hdr.src_qpn = qp->qpn;
   p.hdr.psn = o.first_psn;
   p.hdr.flags = host::kAckRequest;
   p.reth = host::Reth{o.w.hdr.remote_addr, o.w.hdr.rkey, o.byte_len};
@@ -347,14 +327,10 @@ void RemotePath::send_datagram_st(Qp* qp, const SendWork& w, const SegmentList& 
   if (len != 0 && copy_segments(local, bounce, len) != 0) return;
   const Container* me = qp->owner->container();
   Packet p;
+  p.hdr = request_header(qp, ah, w.hdr.remote_qpn);
   p.hdr.opcode = host::opcode_of(
       host::kUd, w.hdr.opcode == IBV_WR_SEND_WITH_IMM ? host::kSendOnlyImm : host::kSendOnly);
   p.hdr.flags = (w.hdr.flags & shm::kWqeSolicited) ? host::kSolicited : 0;
-  p.hdr.sl = ah.sl;
-  p.hdr.dlid = ah.dlid;
-  p.hdr.slid = r_->config().link_layer == IBV_LINK_LAYER_ETHERNET ? 0 : me->lid;
-  p.hdr.dest_qpn = w.hdr.remote_qpn & kPsnMask;
-  p.hdr.src_qpn = qp->qpn;
   p.deth = host::Deth{qkey, qp->qpn};
   p.imm = w.hdr.imm_data;
   if (ah.is_global) {

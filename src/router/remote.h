@@ -122,6 +122,9 @@ class RemotePath final : public transport::HostLinks::Handler {
   };
 
   State& state(Qp* qp);
+  // The addressing of a packet qp sends along address vector ah to QP dest_qpn.
+  proto::host::PacketHeader request_header(const Qp* qp, const proto::AhAttr& ah,
+                                           uint32_t dest_qpn) const;
   bool send_request_st(Executor* ex, Qp* qp, int host, const Outstanding& o);
   bool send_message_st(Executor* ex, Qp* qp, int host, const Outstanding& o);
   bool pump_responses_st(Qp* dst);

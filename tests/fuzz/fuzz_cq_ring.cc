@@ -15,30 +15,13 @@
 #include <vector>
 
 #include "fuzz_check.h"
+#include "fuzz_input.h"
 #include "shm/cq_ring.h"
 
 namespace wharf::shm {
 namespace {
 
-class Input {
- public:
-  Input(const uint8_t* data, size_t size) : p_(data), n_(size) {}
-  bool empty() const { return n_ == 0; }
-  uint8_t u8() {
-    if (n_ == 0) return 0;
-    --n_;
-    return *p_++;
-  }
-  uint32_t u32() {
-    uint32_t v = 0;
-    for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(u8()) << (8 * i);
-    return v;
-  }
-
- private:
-  const uint8_t* p_;
-  size_t n_;
-};
+using fuzz::Input;
 
 void run(Input& in) {
   const uint32_t cap = 1u << (in.u8() % 7);
@@ -98,7 +81,7 @@ void run(Input& in) {
 }  // namespace wharf::shm
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  wharf::shm::Input in(data, size);
+  wharf::fuzz::Input in(data, size);
   wharf::shm::run(in);
   return 0;
 }

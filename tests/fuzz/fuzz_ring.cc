@@ -19,30 +19,13 @@
 #include <vector>
 
 #include "fuzz_check.h"
+#include "fuzz_input.h"
 #include "shm/ring.h"
 
 namespace wharf::shm {
 namespace {
 
-class Input {
- public:
-  Input(const uint8_t* data, size_t size) : p_(data), n_(size) {}
-  bool empty() const { return n_ == 0; }
-  uint8_t u8() {
-    if (n_ == 0) return 0;
-    --n_;
-    return *p_++;
-  }
-  uint32_t u32() {
-    uint32_t v = 0;
-    for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(u8()) << (8 * i);
-    return v;
-  }
-
- private:
-  const uint8_t* p_;
-  size_t n_;
-};
+using fuzz::Input;
 
 // Whether `set` holds a value among the `count` consecutive values starting at `lo`, mod 2^32.
 bool any_in(const std::set<uint32_t>& set, uint32_t lo, uint64_t count) {
@@ -236,7 +219,7 @@ class RingFuzzer {
 }  // namespace wharf::shm
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  wharf::shm::Input in(data, size);
+  wharf::fuzz::Input in(data, size);
   const uint32_t capacity = 1u << (in.u8() % 9);   // 1 .. 256
   const uint32_t slot_size = 8u << (in.u8() % 4);  // 8 .. 64
   wharf::shm::RingFuzzer fuzzer(capacity, slot_size);

@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/free_ports.h"
 #include "transport/host_links.h"
 
 namespace wharf::transport {
@@ -65,11 +66,15 @@ bool pump(std::vector<End*> ends, Done done) {
   return true;
 }
 
-// Ports in the dynamic range, different for each test run of this binary.
-uint16_t base_port() { return static_cast<uint16_t>(40000 + (getpid() % 10000) * 2); }
+// Two free ports for the two ends of one test.
+std::string free_cluster_text() {
+  const int port = test_support::free_port_pair();
+  EXPECT_NE(port, 0) << "no free pair of ports";
+  return cluster_text(static_cast<uint16_t>(port), static_cast<uint16_t>(port + 1));
+}
 
 TEST(HostLinksTest, PacketsArriveWholeAndInOrder) {
-  const std::string text = cluster_text(base_port(), base_port() + 1);
+  const std::string text = free_cluster_text();
   End a(text, "a"), b(text, "b");
   std::vector<std::vector<uint8_t>> sent;
   for (uint32_t i = 0; i < 200; ++i) {
@@ -91,7 +96,7 @@ TEST(HostLinksTest, PacketsArriveWholeAndInOrder) {
 }
 
 TEST(HostLinksTest, AFullQueueRefusesUntilItDrains) {
-  const std::string text = cluster_text(base_port() + 2, base_port() + 3);
+  const std::string text = free_cluster_text();
   End a(text, "a"), b(text, "b");
   std::vector<uint8_t> big(host::kMaxSegment, 1);
   int queued = 0;
@@ -104,7 +109,7 @@ TEST(HostLinksTest, AFullQueueRefusesUntilItDrains) {
 }
 
 TEST(HostLinksTest, APeerThatRestartsIsNoticed) {
-  const std::string text = cluster_text(base_port() + 4, base_port() + 5);
+  const std::string text = free_cluster_text();
   End a(text, "a");
   std::vector<uint8_t> one(1, 1);
   {

@@ -1,10 +1,7 @@
 // RC between two hosts: two routers joined as a cluster over loopback TCP (the host-to-host
 // engine, src/router/remote.h), one context on each. Data, order and the error completions
 // hardware reports must be the same as on one host.
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -15,33 +12,11 @@
 #include <string>
 #include <thread>
 
+#include "support/free_ports.h"
 #include "verbs_fixture.h"
 
 namespace wharf::verify {
 namespace {
-
-// Two consecutive TCP ports on 127.0.0.1 that nothing listens on now (the kernel picks).
-int free_port_pair() {
-  for (int attempt = 0; attempt < 100; ++attempt) {
-    int fds[2] = {socket(AF_INET, SOCK_STREAM, 0), socket(AF_INET, SOCK_STREAM, 0)};
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(a);
-    int port = 0;
-    if (bind(fds[0], reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
-        getsockname(fds[0], reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-      port = ntohs(a.sin_port);
-      a.sin_port = htons(static_cast<uint16_t>(port + 1));
-      if (port >= 65535 || bind(fds[1], reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) port = 0;
-    }
-    close(fds[0]);
-    close(fds[1]);
-    if (port != 0) return port;
-  }
-  ADD_FAILURE() << "no free pair of ports";
-  return 0;
-}
 
 // Two routers "a" and "b" on 127.0.0.1, sharing a cluster file in a temporary directory.
 class Cluster {
@@ -50,7 +25,8 @@ class Cluster {
     char tmpl[] = "/tmp/wharf-verify-cluster.XXXXXX";
     dir_ = mkdtemp(tmpl);
     file_ = dir_ + "/cluster";
-    const int port = free_port_pair();
+    const int port = test_support::free_port_pair();
+    EXPECT_NE(port, 0) << "no free pair of ports";
     std::ofstream(file_) << "a 127.0.0.1 198.18.1.0/24 1-1024 " << port << "\n"
                          << "b 127.0.0.1 198.18.2.0/24 1025-2048 " << port + 1 << "\n";
     a_ = std::make_unique<RouterProcess>(
@@ -280,18 +256,8 @@ TEST_F(CrossHostTest, UdByLidDeliversAndDropsAWrongQkey) {
   ibv_ah* ah = ibv_create_ah(a_.pd, &ah_attr);
   ASSERT_NE(ah, nullptr);
   auto send_ud = [&](uint32_t qkey, uint64_t id) {
-    ibv_sge s{reinterpret_cast<uint64_t>(src.data), 1000, src.mr->lkey};
-    ibv_send_wr wr{};
-    wr.wr_id = id;
-    wr.opcode = IBV_WR_SEND;
-    wr.sg_list = &s;
-    wr.num_sge = 1;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.wr.ud.ah = ah;
-    wr.wr.ud.remote_qpn = qb->qp_num;
-    wr.wr.ud.remote_qkey = qkey;
-    ibv_send_wr* bad;
-    return ibv_post_send(qa, &wr, &bad);
+    return post_ud(qa, ah, qb->qp_num, qkey, reinterpret_cast<uint64_t>(src.data), 1000,
+                   src.mr->lkey, id);
   };
   post_recv(qb, dst, 0, 4096 + 40, 10);
   ASSERT_EQ(send_ud(0x9999, 1), 0);  // wrong Q_Key: dropped at the receiver
@@ -393,18 +359,10 @@ TEST_F(CrossHostLabTest, ALinkDownForTwoSecondsLosesNothing) {
     ASSERT_EQ(post_send(qa, IBV_WR_RDMA_READ, {r}, posted++, IBV_SEND_SIGNALED,
                         reinterpret_cast<uint64_t>(dst.data) + off, dst.mr->rkey),
               0);
-    ibv_sge o{reinterpret_cast<uint64_t>(old.data), 8, old.mr->lkey};
-    ibv_send_wr faa{};
-    faa.wr_id = static_cast<uint64_t>(posted++);
-    faa.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
-    faa.sg_list = &o;
-    faa.num_sge = 1;
-    faa.send_flags = IBV_SEND_SIGNALED;
-    faa.wr.atomic.remote_addr = reinterpret_cast<uint64_t>(counter.data);
-    faa.wr.atomic.rkey = counter.mr->rkey;
-    faa.wr.atomic.compare_add = 1;
-    ibv_send_wr* bad = nullptr;
-    ASSERT_EQ(ibv_post_send(qa, &faa, &bad), 0);
+    ASSERT_EQ(
+        post_atomic(qa, IBV_WR_ATOMIC_FETCH_AND_ADD, old, reinterpret_cast<uint64_t>(counter.data),
+                    counter.mr->rkey, 1, 0, static_cast<uint64_t>(posted++)),
+        0);
   };
   for (int i = 0; i < kRounds / 2; ++i) round(i);
   set_h2_link(false);

@@ -7,25 +7,7 @@
 namespace wharf::verify {
 namespace {
 
-class DataTest : public VerbsTest {
- protected:
-  // Posts a signaled UD send of [addr, addr+len) (lkey) to qpn/qkey through ah.
-  static int post_ud(ibv_qp* qp, ibv_ah* ah, uint32_t qpn, uint32_t qkey, uint64_t addr,
-                     uint32_t len, uint32_t lkey, uint64_t wr_id = 0) {
-    ibv_sge s{addr, len, lkey};
-    ibv_send_wr wr{};
-    wr.wr_id = wr_id;
-    wr.opcode = IBV_WR_SEND;
-    wr.sg_list = &s;
-    wr.num_sge = 1;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.wr.ud.ah = ah;
-    wr.wr.ud.remote_qpn = qpn;
-    wr.wr.ud.remote_qkey = qkey;
-    ibv_send_wr* bad;
-    return ibv_post_send(qp, &wr, &bad);
-  }
-};
+class DataTest : public VerbsTest {};
 
 TEST_F(DataTest, SendScattersThreeSgesIntoTwoRecvSges) {
   ibv_qp *qa, *qb;

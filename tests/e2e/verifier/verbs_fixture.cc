@@ -262,10 +262,27 @@ int VerbsTest::post_send(ibv_qp* qp, ibv_wr_opcode op, std::vector<ibv_sge> sges
   return ibv_post_send(qp, &wr, &bad);
 }
 
+int VerbsTest::post_ud(ibv_qp* qp, ibv_ah* ah, uint32_t qpn, uint32_t qkey, uint64_t addr,
+                       uint32_t len, uint32_t lkey, uint64_t wr_id) {
+  ibv_sge s{addr, len, lkey};
+  ibv_send_wr wr{};
+  wr.wr_id = wr_id;
+  wr.opcode = IBV_WR_SEND;
+  wr.sg_list = &s;
+  wr.num_sge = 1;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.ud.ah = ah;
+  wr.wr.ud.remote_qpn = qpn;
+  wr.wr.ud.remote_qkey = qkey;
+  ibv_send_wr* bad;
+  return ibv_post_send(qp, &wr, &bad);
+}
+
 int VerbsTest::post_atomic(ibv_qp* qp, ibv_wr_opcode op, Buffer& result, uint64_t raddr,
-                           uint32_t rkey, uint64_t compare_add, uint64_t swap) {
+                           uint32_t rkey, uint64_t compare_add, uint64_t swap, uint64_t wr_id) {
   ibv_sge s{reinterpret_cast<uint64_t>(result.data), 8, result.mr->lkey};
   ibv_send_wr wr{};
+  wr.wr_id = wr_id;
   wr.opcode = op;
   wr.sg_list = &s;
   wr.num_sge = 1;

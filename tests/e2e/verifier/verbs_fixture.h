@@ -67,9 +67,12 @@ class VerbsTest : public ::testing::Test {
   void post_recv(ibv_qp* qp, Buffer& b, size_t off, uint32_t len, uint64_t wr_id);
   int post_send(ibv_qp* qp, ibv_wr_opcode op, std::vector<ibv_sge> sges, uint64_t wr_id,
                 int flags = IBV_SEND_SIGNALED, uint64_t raddr = 0, uint32_t rkey = 0);
+  // Posts a signaled UD send of [addr, addr+len) (lkey) to qpn/qkey through ah.
+  static int post_ud(ibv_qp* qp, ibv_ah* ah, uint32_t qpn, uint32_t qkey, uint64_t addr,
+                     uint32_t len, uint32_t lkey, uint64_t wr_id = 0);
   // A signaled atomic on the 8 bytes at raddr; the old value lands in result (8 bytes).
   int post_atomic(ibv_qp* qp, ibv_wr_opcode op, Buffer& result, uint64_t raddr, uint32_t rkey,
-                  uint64_t compare_add, uint64_t swap = 0);
+                  uint64_t compare_add, uint64_t swap = 0, uint64_t wr_id = 0);
 
   static RouterProcess* router_;
   Side a_, b_;
