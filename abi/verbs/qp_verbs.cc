@@ -373,8 +373,11 @@ int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
     if ((err = write_recv_wqe(&qp->rq, qp->caps.max_recv_sge, wr)) != 0) break;
   qp->rq_lock.unlock();
   if (err != 0) *bad = wr;
-  // No doorbell: a send waiting for this receive is retried when its RNR timer expires,
-  // and the sleeping router already wakes for that deadline.
+  // Only a QP in ERR needs the router to see new receives (it flushes them). Otherwise the
+  // peer's library takes them, or a send the router holds for one (RNR) is retried on a
+  // timer the sleeping router wakes for.
+  if (qp->direct_line->in_error.load(std::memory_order_acquire) != 0)
+    to_ctx(ibqp->context)->ring_doorbell();
   return err;
 }
 

@@ -83,6 +83,7 @@ void Router::set_direct_st(Qp* qp, bool on) {
 }
 
 void Router::refresh_direct_st(Qp* qp) {
+  qp->direct->in_error.store(qp->state() == IBV_QPS_ERR ? 1 : 0, std::memory_order_release);
   set_direct_st(qp, direct_eligible_st(qp));
   Qp* peer = qp_by_qpn(qp->attr.dest_qp_num);
   if (peer != nullptr && peer != qp) set_direct_st(peer, direct_eligible_st(peer));

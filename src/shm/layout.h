@@ -133,6 +133,9 @@ enum DirectState : uint32_t { kDirectOff = 0, kDirectOn = 1, kDirectBusy = 2 };
 struct QpDirect {
   alignas(kCacheLine) std::atomic<uint32_t> state;
   std::atomic<uint32_t> generation;
+  // Written by the router: 1 while the QP is in ERR, when the router flushes every receive
+  // posted, so posting one must wake it; otherwise receives need no doorbell.
+  std::atomic<uint32_t> in_error;
 };
 
 // ---- Queue pair: send ring, receive ring, direct-path line, then the slots. ----
