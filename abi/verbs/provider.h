@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include "abi/verbs/direct_path.h"
 #include "abi/verbs/mapping.h"
@@ -89,9 +90,12 @@ struct Mr {
 };
 inline Mr* to_mr(ibv_mr* m) { return reinterpret_cast<Mr*>(m); }
 
+struct Cq;
 struct CompChannel {
   ibv_comp_channel channel;
   uint32_t handle;
+  SpinLock lock;         // guards cqs
+  std::vector<Cq*> cqs;  // the CQs that report to this channel
 };
 inline CompChannel* to_channel(ibv_comp_channel* c) { return reinterpret_cast<CompChannel*>(c); }
 
@@ -104,6 +108,9 @@ struct Cq {
   shm::CqNotify* notify;
   SpinLock lock;
   uint32_t empty_polls;  // consecutive empty polls, guarded by lock
+  // Set by req_notify_cq, cleared when ibv_get_cq_event returns this CQ's event. While set, a
+  // disarmed notify line means the router or a direct-path peer has raised the event.
+  std::atomic<bool> awaiting_event;
 };
 constexpr uint32_t kEmptyPollsBeforeYield = 64;
 inline Cq* to_cq(ibv_cq* c) { return reinterpret_cast<Cq*>(c); }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <thread>
 
@@ -67,6 +68,58 @@ TEST_F(LifecycleTest, CompletionChannelFdPollsAndHonoursNonblock) {
   wait_wc(cq, 1);
   wait_wc(a_.cq, 2);
   EXPECT_EQ(ibv_destroy_comp_channel(ch), EBUSY);  // still used by the CQ
+  ASSERT_EQ(ibv_destroy_qp(qb), 0);
+  ASSERT_EQ(ibv_destroy_cq(cq), 0);
+  ASSERT_EQ(ibv_destroy_comp_channel(ch), 0);
+}
+
+// Run by the verify.event_spin test with WHARF_EVENT_SPIN_US set far beyond its bounds: a
+// blocking wait stops spinning as soon as the event is raised, and a nonblocking one never
+// spins.
+TEST_F(LifecycleTest, ASpinningWaitEndsWhenItsEventIsRaised) {
+  const char* spin = getenv("WHARF_EVENT_SPIN_US");
+  if (spin == nullptr || strtoull(spin, nullptr, 10) < 30000000)
+    GTEST_SKIP() << "needs WHARF_EVENT_SPIN_US >= 30 s (run by verify.event_spin)";
+  ibv_comp_channel* ch = ibv_create_comp_channel(b_.ctx);
+  ASSERT_NE(ch, nullptr);
+  ibv_cq* cq = ibv_create_cq(b_.ctx, 16, nullptr, ch, 0);
+  ASSERT_NE(cq, nullptr);
+  ibv_qp* qa = create_qp(a_, IBV_QPT_RC);
+  ibv_qp_init_attr init{};
+  init.send_cq = cq;
+  init.recv_cq = cq;
+  init.qp_type = IBV_QPT_RC;
+  init.cap = {16, 16, 1, 1, 0};
+  ibv_qp* qb = ibv_create_qp(b_.pd, &init);
+  ASSERT_NE(qb, nullptr);
+  connect(qa, a_, qb, b_, 0);
+  connect(qb, b_, qa, a_, 0);
+  Buffer src = make_buffer(a_, 64, kFullAccess);
+  Buffer dst = make_buffer(b_, 64, kFullAccess);
+  post_recv(qb, dst, 0, 64, 1);
+  ASSERT_EQ(ibv_req_notify_cq(cq, 0), 0);
+  std::thread sender([&] {
+    usleep(100000);
+    post_send(qa, IBV_WR_SEND, {{reinterpret_cast<uint64_t>(src.data), 8, src.mr->lkey}}, 1);
+  });
+  ibv_cq* ev_cq = nullptr;
+  void* ev_ctx = nullptr;
+  auto start = std::chrono::steady_clock::now();
+  ASSERT_EQ(ibv_get_cq_event(ch, &ev_cq, &ev_ctx), 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  sender.join();
+  EXPECT_EQ(ev_cq, cq);
+  ibv_ack_cq_events(cq, 1);
+  wait_wc(cq, 1);
+  wait_wc(a_.cq, 1);
+
+  fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK);
+  ASSERT_EQ(ibv_req_notify_cq(cq, 0), 0);
+  start = std::chrono::steady_clock::now();
+  errno = 0;
+  EXPECT_EQ(ibv_get_cq_event(ch, &ev_cq, &ev_ctx), -1);
+  EXPECT_EQ(errno, EAGAIN);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
   ASSERT_EQ(ibv_destroy_qp(qb), 0);
   ASSERT_EQ(ibv_destroy_cq(cq), 0);
   ASSERT_EQ(ibv_destroy_comp_channel(ch), 0);
