@@ -114,7 +114,8 @@ uint64_t RemotePath::next_deadline() const {
   uint64_t next = links_.next_connect_ns();
   for (const auto& [qp, st] : states_) {
     if (st.outstanding.empty()) continue;
-    const uint64_t t = st.resend_at_ns != 0 ? st.resend_at_ns : st.ack_deadline_ns;
+    uint64_t t = st.resend_at_ns != 0 ? st.resend_at_ns : st.ack_deadline_ns;
+    if (st.replay_at_ns != 0) t = std::min(t, st.replay_at_ns);
     if (next == 0 || t < next) next = t;
   }
   return next;
@@ -220,6 +221,13 @@ void RemotePath::complete_send_st(Qp* qp, const Outstanding& o, ibv_wc_status st
 bool RemotePath::process_requester_st(Executor* ex, Qp* qp, int dest, uint64_t now) {
   State& st = state(qp);
   bool did = false;
+  if (st.replay_at_ns != 0 && now >= st.replay_at_ns) {
+    st.replay_at_ns = 0;
+    if (st.resend_at_ns == 0) {  // else the RNR wait resends
+      resend_all_st(ex, qp, dest);
+      did = true;
+    }
+  }
   if (!st.outstanding.empty()) {
     if (st.resend_at_ns != 0 && now >= st.resend_at_ns) {
       st.resend_at_ns = 0;
@@ -389,6 +397,7 @@ void RemotePath::on_response_st(int src_host, const Packet& p) {
   auto it = states_.find(qp);
   if (it == states_.end()) return;
   State& st = it->second;
+  st.peer_incarnation = links_.incarnation(src_host);
   const uint64_t now = now_ns();
   Executor ex(r_, now);
   const uint32_t psn = p.hdr.psn;
@@ -612,6 +621,7 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
   if (dst == nullptr || !can_receive(dst->state())) return;  // IBA: silently dropped
   State& st = state(dst);
   st.requester_host = src_host;
+  st.peer_incarnation = links_.incarnation(src_host);
   const uint32_t psn = p.hdr.psn;
   const uint8_t op = p.hdr.opcode & 0x1f;
   // UC: nothing is acknowledged or retransmitted; a message the responder cannot take whole
@@ -766,10 +776,64 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
   if (reliable && (p.hdr.flags & host::kAckRequest)) respond_st(dst, psn, host::aeth_ack());
 }
 
-void RemotePath::on_link_down(int) {}  // the requesters' ACK timeouts retransmit
+// What was queued on the connection is gone: every QP waiting for answers from that host
+// resends as soon as the connection may be reopened, instead of at its ACK timeout. If
+// nobody listens there any more, reopening it is refused and on_peer_gone fails them.
+void RemotePath::on_link_down(int host) {
+  const uint64_t at = std::max(links_.reconnect_at_ns(host), now_ns());
+  for (auto& [qp, st] : states_) {
+    if (st.outstanding.empty() || peer_host(qp) != host) continue;
+    st.replay_at_ns = at;
+    r_->activate(qp);
+  }
+}
 
-void RemotePath::on_peer_restarted(int dest) {
-  spdlog::info("router of {} restarted", dir_->hosts()[static_cast<size_t>(dest)].name);
+// A restarted router knows none of the QPs that talked to its former incarnation; QPs that
+// have not heard from it yet may be new ones talking to the new incarnation.
+void RemotePath::on_peer_restarted(int host) {
+  spdlog::info("router of {} restarted", dir_->hosts()[static_cast<size_t>(host)].name);
+  const uint32_t now_incarnation = links_.incarnation(host);
+  fail_peer_qps_st(host, "restarted", [now_incarnation](const State* st) {
+    return st != nullptr && st->peer_incarnation != 0 && st->peer_incarnation != now_incarnation;
+  });
+}
+
+// Nobody listens at the host: whatever QP talked to its router, or waits for an answer from
+// it, has lost its peer.
+void RemotePath::on_peer_gone(int host) {
+  fail_peer_qps_st(host, "is not running", [](const State* st) {
+    return st != nullptr && (st->peer_incarnation != 0 || !st->outstanding.empty());
+  });
+}
+
+// Each lost QP fails now rather than after its retry budget: the oldest outstanding request
+// completes with RETRY_EXC_ERR (what the requester reports when its peer stops answering),
+// a QP with nothing outstanding gets IBV_EVENT_QP_FATAL, and ERR flushes the rest. UC and UD
+// keep their unreliable semantics and are left alone.
+template <class Lost>
+void RemotePath::fail_peer_qps_st(int host, const char* why, Lost lost) {
+  std::vector<Qp*> failed;
+  r_->for_each_qp([&](Qp* qp) {
+    const ibv_qp_state s = qp->state();
+    if (qp->type != IBV_QPT_RC || s < IBV_QPS_RTR || s == IBV_QPS_ERR || peer_host(qp) != host)
+      return;
+    auto it = states_.find(qp);
+    if (lost(it == states_.end() ? nullptr : &it->second)) failed.push_back(qp);
+  });
+  Executor ex(r_, now_ns());
+  for (Qp* qp : failed) {
+    std::deque<Outstanding>& outstanding = states_[qp].outstanding;
+    if (!outstanding.empty()) {
+      complete_send_st(qp, outstanding.front(), IBV_WC_RETRY_EXC_ERR);
+      outstanding.pop_front();
+    } else {
+      qp->owner->post_async_event(IBV_EVENT_QP_FATAL, qp->handle);
+    }
+    ex.to_error_st(qp);
+  }
+  if (failed.empty()) return;
+  spdlog::warn("router of {} {}: {} QP(s) that used it failed",
+               dir_->hosts()[static_cast<size_t>(host)].name, why, failed.size());
 }
 
 }  // namespace wharf::router

@@ -16,8 +16,11 @@
 // responder drops a message it cannot place or whose packets it misses. UD datagrams are one
 // packet each, delivered or dropped silently.
 //
-// Status: RC, UC, UD. Per-class connections (DSCP), the watchdog and failing QPs as soon as a
-// peer router dies are not built yet.
+// A peer router that dies or restarts takes its QPs' state with it: the RC QPs that talked
+// to it fail at once (RETRY_EXC_ERR for the oldest outstanding request, else
+// IBV_EVENT_QP_FATAL), not after their retry budget; QPs connected after its restart work.
+//
+// Status: RC, UC, UD, per-class connections (DSCP). The watchdog is not built yet.
 #pragma once
 
 #include <cstdint>
@@ -67,6 +70,7 @@ class RemotePath final : public transport::HostLinks::Handler {
   void on_packet(int host, const proto::host::Packet& p) override;
   void on_link_down(int host) override;
   void on_peer_restarted(int host) override;
+  void on_peer_gone(int host) override;
 
  private:
   struct Outstanding {
@@ -97,6 +101,8 @@ class RemotePath final : public transport::HostLinks::Handler {
     std::deque<Outstanding> outstanding;
     uint64_t ack_deadline_ns = 0;  // the oldest outstanding is retransmitted after this
     uint64_t resend_at_ns = 0;     // RNR: retransmit everything outstanding at this time
+    uint64_t replay_at_ns = 0;     // the link broke: resend everything outstanding when it may
+                                   // reconnect (the ACK deadline keeps running)
     // Responder.
     uint32_t epsn = 0;
     uint32_t msn = 0;
@@ -112,6 +118,8 @@ class RemotePath final : public transport::HostLinks::Handler {
     uint64_t va = 0;
     uint64_t dma_length = 0;
     int requester_host = -1;
+    // The incarnation of the peer's router this QP last heard from (0: none yet).
+    uint32_t peer_incarnation = 0;
     std::deque<Response> responses;
     struct {
       uint32_t psn = 0;
@@ -139,11 +147,14 @@ class RemotePath final : public transport::HostLinks::Handler {
   void on_datagram_st(const proto::host::Packet& p);
   void respond_st(Qp* dst, uint32_t psn, uint8_t syndrome);
   Qp* local_qp_for(int host, const proto::host::Packet& p) const;
+  // Fails the RC QPs connected to `host` that `lost` says lost their peer (router log: `why`).
+  template <class Lost>
+  void fail_peer_qps_st(int host, const char* why, Lost lost);
 
   Router* r_;
   std::unique_ptr<transport::StaticCluster> dir_;
   transport::HostLinks links_;
-  std::unordered_map<const Qp*, State> states_;
+  std::unordered_map<Qp*, State> states_;
   std::vector<Qp*> responding_;  // responders whose response queue is not empty
   std::vector<uint8_t> bounce_;  // one packet's payload
 };

@@ -69,6 +69,11 @@ class Router {
     auto it = qps_.find(qpn);
     return it == qps_.end() ? nullptr : it->second;
   }
+  // Calls f(qp) for every QP of this router; f must not create or destroy QPs.
+  template <class F>
+  void for_each_qp(F&& f) const {
+    for (const auto& [qpn, qp] : qps_) f(qp);
+  }
   uint32_t allocate_key(Mr* mr);
   void release_key(uint32_t key);
   Mr* mr_by_key(uint32_t key) const {

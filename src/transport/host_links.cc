@@ -117,7 +117,7 @@ bool HostLinks::connect_due(Conn* c, uint64_t now) {
   sockaddr_in a = address_of(dir_->hosts()[static_cast<size_t>(c->host)]);
   if (connect(c->fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 &&
       errno != EINPROGRESS) {
-    close_conn(c, true);
+    connect_failed(c, errno);
     return true;
   }
   epoll_event ev{};
@@ -168,6 +168,14 @@ void HostLinks::close_conn(Conn* c, bool report) {
     return;
   }
   in_.erase(std::find_if(in_.begin(), in_.end(), [c](const auto& p) { return p.get() == c; }));
+}
+
+void HostLinks::connect_failed(Conn* c, int err) {
+  const int host = c->host;
+  close_conn(c, true);
+  // A refusal is the peer host's kernel answering for a port nobody listens on; an outage
+  // gives timeouts or unreachable routes instead.
+  if (err == ECONNREFUSED) handler_->on_peer_gone(host);
 }
 
 void HostLinks::accept_all() {
@@ -313,7 +321,7 @@ bool HostLinks::poll() {
       socklen_t len = sizeof(err);
       getsockopt(c->fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
       if (err != 0) {
-        close_conn(c, true);
+        connect_failed(c, err);
         continue;
       }
       c->connected = true;

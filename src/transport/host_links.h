@@ -37,6 +37,9 @@ class HostLinks {
     virtual void on_link_down(int host) = 0;
     // `host`'s router is a new incarnation (it restarted): nothing of its old state exists.
     virtual void on_peer_restarted(int host) = 0;
+    // `host` refused our connection: no router listens there (it died or was stopped), so
+    // nothing of its state exists any more.
+    virtual void on_peer_gone(int host) = 0;
   };
 
   HostLinks(const AddressDirectory* dir, uint64_t node_guid, Handler* handler);
@@ -47,6 +50,10 @@ class HostLinks {
   // Listens on this host's address and port. Returns 0 or an errno.
   int start();
   int epoll_fd() const { return epoll_.get(); }
+  // The incarnation of `host`'s router as its last Hello named it (0: never heard from).
+  uint32_t incarnation(int host) const { return incarnation_[static_cast<size_t>(host)]; }
+  // When a connection to `host` may next be attempted (CLOCK_MONOTONIC ns; past: now).
+  uint64_t reconnect_at_ns(int host) const { return retry_ns_[static_cast<size_t>(host)]; }
 
   // Queues a finished packet (proto::host::finish_packet) for `host` on the connection of
   // traffic class `tclass`, opening it if needed. False when that connection's queue is full:
@@ -70,6 +77,8 @@ class HostLinks {
   void open(int host, int dscp);
   bool connect_due(Conn* c, uint64_t now_ns);
   void close_conn(Conn* c, bool report);
+  // An outgoing connection failed with `err` before it was established.
+  void connect_failed(Conn* c, int err);
   bool read_conn(Conn* c);
   bool write_conn(Conn* c);
   bool handle_hello(Conn* c);

@@ -1,6 +1,6 @@
-// Two consecutive TCP ports on 127.0.0.1 that nothing listens on now, found by letting the
-// kernel pick the first: tests that start listeners on fixed ports would collide with each
-// other and with ephemeral ports in use.
+// Consecutive TCP ports on 127.0.0.1 that nothing listens on now, found by letting the kernel
+// pick the first: tests that start listeners on fixed ports would collide with each other and
+// with ephemeral ports in use.
 #pragma once
 
 #include <arpa/inet.h>
@@ -8,25 +8,31 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <vector>
+
 namespace wharf::test_support {
 
-// The first of the two ports, or 0 if no pair was found.
-inline int free_port_pair() {
+// The first of `count` free consecutive ports, or 0 if none were found.
+inline int free_ports(int count) {
   for (int attempt = 0; attempt < 100; ++attempt) {
-    int fds[2] = {socket(AF_INET, SOCK_STREAM, 0), socket(AF_INET, SOCK_STREAM, 0)};
+    std::vector<int> fds;
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     socklen_t len = sizeof(a);
     int port = 0;
+    fds.push_back(socket(AF_INET, SOCK_STREAM, 0));
     if (bind(fds[0], reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
         getsockname(fds[0], reinterpret_cast<sockaddr*>(&a), &len) == 0) {
       port = ntohs(a.sin_port);
-      a.sin_port = htons(static_cast<uint16_t>(port + 1));
-      if (port >= 65535 || bind(fds[1], reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) port = 0;
+      for (int i = 1; i < count && port != 0; ++i) {
+        fds.push_back(socket(AF_INET, SOCK_STREAM, 0));
+        a.sin_port = htons(static_cast<uint16_t>(port + i));
+        if (port + i > 65535 || bind(fds.back(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0)
+          port = 0;
+      }
     }
-    close(fds[0]);
-    close(fds[1]);
+    for (int fd : fds) close(fd);
     if (port != 0) return port;
   }
   return 0;

@@ -1,5 +1,5 @@
 // Host links (transport/host_links.h) between two routers' ends on loopback: packets arrive
-// whole and in order, queues are bounded, and a peer that restarts is noticed.
+// whole and in order, queues are bounded, and a peer that dies or restarts is noticed.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -25,12 +25,14 @@ struct Recorder : HostLinks::Handler {
   std::vector<std::vector<uint8_t>> payloads;
   int link_down = 0;
   int restarted = 0;
+  int gone = 0;
   void on_packet(int, const host::Packet& p) override {
     psns.push_back(p.hdr.psn);
     payloads.emplace_back(p.payload, p.payload + p.payload_len);
   }
   void on_link_down(int) override { ++link_down; }
   void on_peer_restarted(int) override { ++restarted; }
+  void on_peer_gone(int) override { ++gone; }
 };
 
 struct End {
@@ -68,7 +70,7 @@ bool pump(std::vector<End*> ends, Done done) {
 
 // Two free ports for the two ends of one test.
 std::string free_cluster_text() {
-  const int port = test_support::free_port_pair();
+  const int port = test_support::free_ports(2);
   EXPECT_NE(port, 0) << "no free pair of ports";
   return cluster_text(static_cast<uint16_t>(port), static_cast<uint16_t>(port + 1));
 }
@@ -117,10 +119,12 @@ TEST(HostLinksTest, APeerThatRestartsIsNoticed) {
     ASSERT_TRUE(a.links->send(1, 0, packet(1, one)));
     ASSERT_TRUE(pump({&a, &b}, [&] { return b.rec.psns.size() == 1; }));
   }
-  // b is gone: a's connection breaks; a new b (a new incarnation) takes its place.
+  // b is gone: a's connection breaks, and reconnecting is refused (nobody listens); a new b
+  // (a new incarnation) takes its place.
+  EXPECT_EQ(a.rec.gone, 0);
   ASSERT_TRUE(pump({&a}, [&] {
     a.links->send(1, 0, packet(2, one));
-    return a.rec.link_down > 0;
+    return a.rec.link_down > 0 && a.rec.gone > 0;
   }));
   End b2(text, "b");
   ASSERT_TRUE(pump({&a, &b2}, [&] {

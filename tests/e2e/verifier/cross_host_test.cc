@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "support/free_ports.h"
 #include "verbs_fixture.h"
@@ -18,39 +19,50 @@
 namespace wharf::verify {
 namespace {
 
-// Two routers "a" and "b" on 127.0.0.1, sharing a cluster file in a temporary directory.
+// Routers "a", "b" (and "c") on 127.0.0.1, sharing a cluster file in a temporary directory;
+// host K serves 198.18.K.0/24 and LIDs (K-1)*1024+1 .. K*1024.
 class Cluster {
  public:
-  Cluster() {
+  explicit Cluster(int hosts) {
     char tmpl[] = "/tmp/wharf-verify-cluster.XXXXXX";
     dir_ = mkdtemp(tmpl);
     file_ = dir_ + "/cluster";
-    const int port = test_support::free_port_pair();
-    EXPECT_NE(port, 0) << "no free pair of ports";
-    std::ofstream(file_) << "a 127.0.0.1 198.18.1.0/24 1-1024 " << port << "\n"
-                         << "b 127.0.0.1 198.18.2.0/24 1025-2048 " << port + 1 << "\n";
-    a_ = std::make_unique<RouterProcess>(
-        std::vector<std::string>{"--cluster", file_, "--host", "a"});
-    b_ = std::make_unique<RouterProcess>(
-        std::vector<std::string>{"--cluster", file_, "--host", "b"});
+    const int port = test_support::free_ports(hosts);
+    EXPECT_NE(port, 0) << "no free ports";
+    std::ofstream out(file_);
+    for (int k = 1; k <= hosts; ++k)
+      out << name(k - 1) << " 127.0.0.1 198.18." << k << ".0/24 " << (k - 1) * 1024 + 1 << "-"
+          << k * 1024 << " " << port + k - 1 << "\n";
+    out.close();
+    for (int i = 0; i < hosts; ++i) routers_.push_back(start(i));
   }
   ~Cluster() {
-    a_.reset();
-    b_.reset();
+    routers_.clear();
     unlink(file_.c_str());
     rmdir(dir_.c_str());
   }
-  RouterProcess& a() { return *a_; }
-  RouterProcess& b() { return *b_; }
+  RouterProcess& a() { return *routers_[0]; }
+  RouterProcess& b() { return *routers_[1]; }
+  RouterProcess& router(int i) { return *routers_[static_cast<size_t>(i)]; }
+  // Starts host i's router anew (a new incarnation, same address and port).
+  void restart(int i) {
+    routers_[static_cast<size_t>(i)].reset();
+    routers_[static_cast<size_t>(i)] = start(i);
+  }
 
  private:
+  static std::string name(int i) { return std::string(1, static_cast<char>('a' + i)); }
+  std::unique_ptr<RouterProcess> start(int i) {
+    return std::make_unique<RouterProcess>(
+        std::vector<std::string>{"--cluster", file_, "--host", name(i)});
+  }
   std::string dir_, file_;
-  std::unique_ptr<RouterProcess> a_, b_;
+  std::vector<std::unique_ptr<RouterProcess>> routers_;
 };
 
 class CrossHostTest : public VerbsTest {
  protected:
-  static void SetUpTestSuite() { cluster_ = new Cluster(); }
+  static void SetUpTestSuite() { cluster_ = new Cluster(2); }
   static void TearDownTestSuite() {
     delete cluster_;
     cluster_ = nullptr;
@@ -274,32 +286,105 @@ TEST_F(CrossHostTest, UdByLidDeliversAndDropsAWrongQkey) {
   ibv_destroy_ah(ah);
 }
 
-// Its own routers: the peer's router is killed.
+// Its own three routers: b's is killed mid-transfer and restarted.
 class CrossHostDeathTest : public CrossHostTest {
  protected:
-  static void SetUpTestSuite() { cluster_ = new Cluster(); }
+  static void SetUpTestSuite() { cluster_ = new Cluster(3); }
+  Side open_side_on(int host) {
+    setenv("WHARF_ROUTER", cluster_->router(host).socket().c_str(), 1);
+    return open_side();
+  }
+  // Posts a signaled 4 KiB WRITE on qp and checks it lands.
+  void write_and_check(ibv_qp* qp, Side& from, Side& to) {
+    Buffer src = make_buffer(from, 4096, kFullAccess);
+    Buffer dst = make_buffer(to, 4096, kFullAccess);
+    fill_pattern(src.data, 4096, qp->qp_num);
+    ibv_sge sge{reinterpret_cast<uint64_t>(src.data), 4096, src.mr->lkey};
+    ASSERT_EQ(post_send(qp, IBV_WR_RDMA_WRITE, {sge}, 7, IBV_SEND_SIGNALED,
+                        reinterpret_cast<uint64_t>(dst.data), dst.mr->rkey),
+              0);
+    auto wc = wait_wc(from.cq, 1);
+    ASSERT_EQ(wc.size(), 1u);
+    EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+    EXPECT_EQ(memcmp(dst.data, src.data, 4096), 0);
+    free_buffer(&src);
+    free_buffer(&dst);
+  }
 };
 
-TEST_F(CrossHostDeathTest, APeerRouterThatDiesEndsInRetryExceeded) {
-  ibv_qp* qa = create_qp(a_, IBV_QPT_RC);
+// (c) of issue #3: the QPs through a router that dies fail at once (their retry budget is
+// hours), the others keep working, and once it restarts new QPs through it work.
+TEST_F(CrossHostDeathTest, APeerRouterThatDiesFailsOnlyTheQpsThroughItAndComesBack) {
+  Side c = open_side_on(2);
+  ibv_cq* cq_b = ibv_create_cq(a_.ctx, 256, nullptr, nullptr, 0);  // a's QP to b reports here
+  ASSERT_NE(cq_b, nullptr);
+  ibv_qp_init_attr init{};
+  init.send_cq = init.recv_cq = cq_b;
+  init.qp_type = IBV_QPT_RC;
+  init.cap = {128, 16, 1, 1, 0};
+  ibv_qp* qa = ibv_create_qp(a_.pd, &init);
+  ASSERT_NE(qa, nullptr);
   ibv_qp* qb = create_qp(b_, IBV_QPT_RC);
-  // ACK timeout 4.096 us * 2^16 = 268 ms (ample on a loaded machine), 2 retries.
-  connect(qa, a_, qb, b_, kFullAccess, 7, /*retry_cnt=*/2, /*timeout=*/16);
+  // ACK timeout 4.096 us * 2^31 = 2.4 h, 7 retries: only noticing the death can end this.
+  connect(qa, a_, qb, b_, kFullAccess, 7, 7, 31);
   connect(qb, b_, qa, a_, kFullAccess);
-  Buffer src = make_buffer(a_, 4096, kFullAccess);
-  Buffer dst = make_buffer(b_, 4096, kFullAccess);
-  ibv_sge sge{reinterpret_cast<uint64_t>(src.data), 64, src.mr->lkey};
-  const auto raddr = reinterpret_cast<uint64_t>(dst.data);
-  ASSERT_EQ(post_send(qa, IBV_WR_RDMA_WRITE, {sge}, 1, IBV_SEND_SIGNALED, raddr, dst.mr->rkey), 0);
-  EXPECT_EQ(wait_wc(a_.cq, 1).at(0).status, IBV_WC_SUCCESS);
-  cluster_->b().kill_hard();
-  ASSERT_EQ(post_send(qa, IBV_WR_RDMA_WRITE, {sge}, 2, IBV_SEND_SIGNALED, raddr, dst.mr->rkey), 0);
-  auto wc = wait_wc(a_.cq, 1);
-  ASSERT_EQ(wc.size(), 1u);
-  EXPECT_EQ(wc[0].wr_id, 2u);
-  EXPECT_EQ(wc[0].status, IBV_WC_RETRY_EXC_ERR);
-  // Side b's context lost its router; closing it must still be clean.
+  ibv_qp* qa_c = create_qp(a_, IBV_QPT_RC);
+  ibv_qp* qc = create_qp(c, IBV_QPT_RC);
+  connect(qa_c, a_, qc, c, kFullAccess);
+  connect(qc, c, qa_c, a_, kFullAccess);
+
+  constexpr int kWrites = 100;
+  constexpr uint32_t kChunk = 1 << 20;
+  Buffer src = make_buffer(a_, kChunk, kFullAccess);
+  Buffer dst = make_buffer(b_, kChunk, kFullAccess);
+  ibv_sge sge{reinterpret_cast<uint64_t>(src.data), kChunk, src.mr->lkey};
+  for (int i = 0; i < kWrites; ++i)
+    ASSERT_EQ(post_send(qa, IBV_WR_RDMA_WRITE, {sge}, i, IBV_SEND_SIGNALED,
+                        reinterpret_cast<uint64_t>(dst.data), dst.mr->rkey),
+              0);
+  // The router dies once the first writes completed; then every write completes: successes,
+  // one RETRY_EXC_ERR, then flushes, in order.
+  std::vector<ibv_wc> wc;
+  bool killed = false;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (static_cast<int>(wc.size()) < kWrites && std::chrono::steady_clock::now() < deadline) {
+    ibv_wc batch[32];
+    int n = ibv_poll_cq(cq_b, 32, batch);
+    for (int i = 0; i < n; ++i) wc.push_back(batch[i]);
+    if (!killed && !wc.empty()) {
+      ASSERT_LT(static_cast<int>(wc.size()), kWrites) << "the transfer ended before the kill";
+      cluster_->router(1).kill_hard();
+      killed = true;
+    }
+    if (n == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(static_cast<int>(wc.size()), kWrites) << "the QP through the dead router hangs";
+  int i = 0;
+  while (i < kWrites && wc[i].status == IBV_WC_SUCCESS) ++i;
+  ASSERT_LT(i, kWrites);
+  EXPECT_EQ(wc[i].status, IBV_WC_RETRY_EXC_ERR) << ibv_wc_status_str(wc[i].status);
+  for (int k = 0; k < kWrites; ++k) EXPECT_EQ(wc[k].wr_id, static_cast<uint64_t>(k));
+  for (++i; i < kWrites; ++i) EXPECT_EQ(wc[i].status, IBV_WC_WR_FLUSH_ERR);
+
+  // The same context's QP to host c never noticed.
+  write_and_check(qa_c, a_, c);
+
+  // b's router is back: a new QP pair through it works.
+  cluster_->restart(1);
+  Side b2 = open_side_on(1);
+  ibv_qp* qa2 = create_qp(a_, IBV_QPT_RC);
+  ibv_qp* qb2 = create_qp(b2, IBV_QPT_RC);
+  connect(qa2, a_, qb2, b2, kFullAccess);
+  connect(qb2, b2, qa2, a_, kFullAccess);
+  write_and_check(qa2, a_, b2);
+
+  // b_'s context lost its router; closing it must still be clean.
   free_buffer(&dst);
+  free_buffer(&src);
+  ibv_destroy_qp(qa);
+  ibv_destroy_cq(cq_b);
+  close_side(&b2);
+  close_side(&c);
 }
 
 }  // namespace
