@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# End-to-end test of the multi-host lab (tools/wharf-lab): two hosts, a container on each,
+# End-to-end test of the multi-host lab (tools/wharf-lab): three hosts, containers on two,
 # TCP between their VIPs across the hosts, each container served by its own host's router,
 # unmodified RDMA programs between containers on the two hosts (the host-to-host transport),
-# a VIP outside the host's subnet refused, and nothing left after `wharf-lab down`.
+# a VIP outside the host's subnet refused, the fault tests that take h2's link down (the
+# verifier; h3 is their healthy path), and nothing left after `wharf-lab down`.
 #
 #   WHARF_BIN_DIR=build/bin bash tests/e2e/lab_test.sh
 #
@@ -37,9 +38,9 @@ fail() {
   exit 1
 }
 
-timeout 60 "$LAB" up --hosts 2 --wharfd "$BIN/wharfd" > "$TMP/up.log" 2>&1 || fail "wharf-lab up"
-grep -q "^h2 .*pid" "$TMP/up.log" || fail "status does not show h2's router"
-timeout 10 "$LAB" up --hosts 2 --wharfd "$BIN/wharfd" > "$TMP/again.log" 2>&1 &&
+timeout 60 "$LAB" up --hosts 3 --wharfd "$BIN/wharfd" > "$TMP/up.log" 2>&1 || fail "wharf-lab up"
+grep -q "^h3 .*pid" "$TMP/up.log" || fail "status does not show h3's router"
+timeout 10 "$LAB" up --hosts 3 --wharfd "$BIN/wharfd" > "$TMP/again.log" 2>&1 &&
   fail "a second 'up' succeeded"
 grep -q "already up" "$TMP/again.log" || fail "a second 'up' did not say the lab is up"
 
@@ -135,14 +136,17 @@ rc=$?
 ((rc == 125)) || fail "VIP outside h2's subnet: exit $rc, expected 125"
 grep -q "container subnet of host wharf-lab-h2" "$TMP/refused.log" || fail "no clear refusal"
 
-# Fault test (a) of issue #3, with our verifying program (tests/e2e/verifier): the link of h2
-# goes down for 2 s with WRITEs, SENDs, READs and atomics in flight; all complete, in order,
-# exactly once. Last: taking eth0 down drops h2's static routes to the container subnets.
+# Fault tests (a) and (b) of issue #3, with our verifying program (tests/e2e/verifier): h2's
+# link goes down for 2 s with WRITEs, SENDs, READs and atomics in flight, and all complete, in
+# order, exactly once; then it stays down past a QP's retry budget, which fails that QP alone
+# (the same context's QP to h3 keeps working). Last: taking eth0 down drops h2's static routes
+# to the container subnets.
 WHARF_VERIFY_LAB=/run/wharf-lab LD_PRELOAD="$BIN/../lib/libibverbs.so.1" timeout 120 \
   "$BIN/wharf-verify" --gtest_filter='CrossHostLabTest.*' > "$TMP/fault.log" 2>&1 ||
-  fail "link-down fault test (see fault.log)"
-grep -q "\[  PASSED  \] 1 test" "$TMP/fault.log" || fail "link-down fault test did not run"
+  fail "link-down fault tests (see fault.log)"
+grep -q "\[  PASSED  \] 2 tests" "$TMP/fault.log" || fail "link-down fault tests did not both run"
 echo "lab_test: link down for 2 s across hosts: nothing lost or repeated"
+echo "lab_test: link down past the retry budget: RETRY_EXC_ERR on that QP only"
 
 timeout 30 "$LAB" down || fail "wharf-lab down"
 if ip netns list | grep -q '^wharf-lab-'; then fail "namespaces left after down"; fi

@@ -2,6 +2,7 @@
 // engine, src/router/remote.h), one context on each. Data, order and the error completions
 // hardware reports must be the same as on one host.
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -294,22 +295,6 @@ class CrossHostDeathTest : public CrossHostTest {
     setenv("WHARF_ROUTER", cluster_->router(host).socket().c_str(), 1);
     return open_side();
   }
-  // Posts a signaled 4 KiB WRITE on qp and checks it lands.
-  void write_and_check(ibv_qp* qp, Side& from, Side& to) {
-    Buffer src = make_buffer(from, 4096, kFullAccess);
-    Buffer dst = make_buffer(to, 4096, kFullAccess);
-    fill_pattern(src.data, 4096, qp->qp_num);
-    ibv_sge sge{reinterpret_cast<uint64_t>(src.data), 4096, src.mr->lkey};
-    ASSERT_EQ(post_send(qp, IBV_WR_RDMA_WRITE, {sge}, 7, IBV_SEND_SIGNALED,
-                        reinterpret_cast<uint64_t>(dst.data), dst.mr->rkey),
-              0);
-    auto wc = wait_wc(from.cq, 1);
-    ASSERT_EQ(wc.size(), 1u);
-    EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
-    EXPECT_EQ(memcmp(dst.data, src.data, 4096), 0);
-    free_buffer(&src);
-    free_buffer(&dst);
-  }
 };
 
 // (c) of issue #3: the QPs through a router that dies fail at once (their retry budget is
@@ -394,7 +379,7 @@ namespace wharf::verify {
 namespace {
 
 // Against a running wharf-lab (WHARF_VERIFY_LAB=/run/wharf-lab, set by tests/e2e/lab_test.sh):
-// side a on host h1, side b on host h2, and the link between them taken down and up.
+// side a on host h1, side b on host h2 (and a third on h3), and h2's link taken down and up.
 class CrossHostLabTest : public VerbsTest {
  protected:
   static void SetUpTestSuite() {}
@@ -402,11 +387,15 @@ class CrossHostLabTest : public VerbsTest {
   void SetUp() override {
     const char* lab = getenv("WHARF_VERIFY_LAB");
     if (lab == nullptr) GTEST_SKIP() << "needs WHARF_VERIFY_LAB (run by tests/e2e/lab_test.sh)";
-    setenv("WHARF_ROUTER", (std::string(lab) + "/h1/wharfd.sock").c_str(), 1);
-    a_ = open_side();
-    setenv("WHARF_ROUTER", (std::string(lab) + "/h2/wharfd.sock").c_str(), 1);
-    b_ = open_side();
+    lab_ = lab;
+    a_ = open_side_on("h1");
+    b_ = open_side_on("h2");
   }
+  Side open_side_on(const std::string& host) {
+    setenv("WHARF_ROUTER", (lab_ + "/" + host + "/wharfd.sock").c_str(), 1);
+    return open_side();
+  }
+  std::string lab_;
   static void set_h2_link(bool up) {
     std::string cmd = std::string("ip -n wharf-lab-h2 link set eth0 ") + (up ? "up" : "down");
     ASSERT_EQ(system(cmd.c_str()), 0) << cmd;
@@ -477,6 +466,47 @@ TEST_F(CrossHostLabTest, ALinkDownForTwoSecondsLosesNothing) {
   uint64_t total;
   memcpy(&total, counter.data, 8);
   EXPECT_EQ(total, static_cast<uint64_t>(kRounds)) << "an atomic ran twice or never";
+}
+
+// (b) of issue #3: h2's link stays down past timeout x retry_cnt. The QP to h2 completes with
+// RETRY_EXC_ERR; the same context's QP to h3 keeps working meanwhile; once the link is back,
+// a new pair to h2 works.
+TEST_F(CrossHostLabTest, ALinkDownPastTheRetryBudgetFailsOnlyTheQpsOverIt) {
+  struct stat st;
+  if (stat((lab_ + "/h3/wharfd.sock").c_str(), &st) != 0) GTEST_SKIP() << "needs a lab host h3";
+  Side c = open_side_on("h3");
+  ibv_qp* qa = create_qp(a_, IBV_QPT_RC);
+  ibv_qp* qb = create_qp(b_, IBV_QPT_RC);
+  // ACK timeout 4.096 us * 2^14 = 67 ms, 3 retries: about 270 ms, well inside the outage.
+  connect(qa, a_, qb, b_, kFullAccess, 7, 3, 14);
+  connect(qb, b_, qa, a_, kFullAccess);
+  ibv_qp* qa_c = create_qp(a_, IBV_QPT_RC);
+  ibv_qp* qc = create_qp(c, IBV_QPT_RC);
+  connect(qa_c, a_, qc, c, kFullAccess);
+  connect(qc, c, qa_c, a_, kFullAccess);
+  write_and_check(qa, a_, b_);
+
+  set_h2_link(false);
+  Buffer src = make_buffer(a_, 4096, kFullAccess);
+  Buffer dst = make_buffer(b_, 4096, kFullAccess);
+  ibv_sge sge{reinterpret_cast<uint64_t>(src.data), 4096, src.mr->lkey};
+  ASSERT_EQ(post_send(qa, IBV_WR_RDMA_WRITE, {sge}, 1, IBV_SEND_SIGNALED,
+                      reinterpret_cast<uint64_t>(dst.data), dst.mr->rkey),
+            0);
+  auto wc = wait_wc(a_.cq, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].status, IBV_WC_RETRY_EXC_ERR) << ibv_wc_status_str(wc[0].status);
+  write_and_check(qa_c, a_, c);  // h3 is on a healthy path
+  set_h2_link(true);
+
+  ibv_qp* qa2 = create_qp(a_, IBV_QPT_RC);
+  ibv_qp* qb2 = create_qp(b_, IBV_QPT_RC);
+  connect(qa2, a_, qb2, b_, kFullAccess);
+  connect(qb2, b_, qa2, a_, kFullAccess);
+  write_and_check(qa2, a_, b_);
+  free_buffer(&src);
+  free_buffer(&dst);
+  close_side(&c);
 }
 
 }  // namespace

@@ -295,4 +295,20 @@ int VerbsTest::post_atomic(ibv_qp* qp, ibv_wr_opcode op, Buffer& result, uint64_
   return ibv_post_send(qp, &wr, &bad);
 }
 
+void VerbsTest::write_and_check(ibv_qp* qp, Side& from, Side& to) {
+  Buffer src = make_buffer(from, 4096, kFullAccess);
+  Buffer dst = make_buffer(to, 4096, kFullAccess);
+  fill_pattern(src.data, 4096, qp->qp_num);
+  ibv_sge sge{reinterpret_cast<uint64_t>(src.data), 4096, src.mr->lkey};
+  ASSERT_EQ(post_send(qp, IBV_WR_RDMA_WRITE, {sge}, 7, IBV_SEND_SIGNALED,
+                      reinterpret_cast<uint64_t>(dst.data), dst.mr->rkey),
+            0);
+  auto wc = wait_wc(from.cq, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc[0].status);
+  EXPECT_EQ(memcmp(dst.data, src.data, 4096), 0);
+  free_buffer(&src);
+  free_buffer(&dst);
+}
+
 }  // namespace wharf::verify

@@ -74,6 +74,10 @@ class VerbsTest : public ::testing::Test {
   int post_atomic(ibv_qp* qp, ibv_wr_opcode op, Buffer& result, uint64_t raddr, uint32_t rkey,
                   uint64_t compare_add, uint64_t swap = 0, uint64_t wr_id = 0);
 
+  // Posts a signaled 4 KiB WRITE on qp from side `from` to side `to`, and checks that it
+  // completes successfully and that the bytes landed.
+  void write_and_check(ibv_qp* qp, Side& from, Side& to);
+
   static RouterProcess* router_;
   Side a_, b_;
 };
