@@ -56,8 +56,12 @@ bool Router::poll_datapath_st() {
   bool did = remote_ != nullptr && remote_->poll_st();
   if (active_.empty()) return did;
   Executor ex(this, now_ns());
-  // Index loop: executing may append QPs (peers entering ERR) but never removes any.
-  for (size_t i = 0; i < active_.size(); ++i) did |= ex.process_qp_st(active_[i]);
+  // Each pass starts one QP further on, so QPs competing for a full host link take turns.
+  // Executing may append QPs (peers entering ERR) but never removes any.
+  const size_t n = active_.size();
+  const size_t start = pass_++ % n;
+  for (size_t k = 0; k < n; ++k) did |= ex.process_qp_st(active_[(start + k) % n]);
+  for (size_t i = n; i < active_.size(); ++i) did |= ex.process_qp_st(active_[i]);
   return did;
 }
 

@@ -170,14 +170,16 @@ bool RemotePath::send_message_st(Executor* ex, Qp* qp, int dest, const Outstandi
     }
     p.reth = host::Reth{o.w.hdr.remote_addr, o.w.hdr.rkey, static_cast<uint32_t>(len)};
     p.imm = o.w.hdr.imm_data;
-    if (chunk != 0) {
-      SegmentList dst;
-      dst.push(Segment{bounce_.data(), 0, 0, chunk});
-      if (copy_segments(slice(local, off, chunk), dst, chunk) != 0) return false;
-    }
-    p.payload = bounce_.data();
     p.payload_len = chunk;
-    if (!host::finish_packet(&p) || !links_.send(dest, traffic_class(qp->attr.ah_attr), p))
+    // The payload goes from the registered memory straight into the link's queue.
+    SegmentList piece = slice(local, off, chunk);
+    auto gather = [](void* src, uint8_t* dst, uint32_t count) {
+      SegmentList to;
+      to.push(Segment{dst, 0, 0, count});
+      return copy_segments(*static_cast<const SegmentList*>(src), to, count) == 0;
+    };
+    if (!host::finish_packet(&p) ||
+        !links_.send(dest, traffic_class(qp->attr.ah_attr), p, gather, &piece))
       return false;
   }
   return true;
@@ -230,9 +232,14 @@ bool RemotePath::process_requester_st(Executor* ex, Qp* qp, int dest, uint64_t n
   }
   if (!st.outstanding.empty()) {
     if (st.resend_at_ns != 0 && now >= st.resend_at_ns) {
+      // The receiver had no buffer: only the request it refused goes again, so a receiver
+      // that posts nothing for long costs the shared link one message per RNR timer.
       st.resend_at_ns = 0;
       st.ack_deadline_ns = now + ack_timeout_ns(qp->attr.timeout);
-      resend_all_st(ex, qp, dest);
+      Outstanding& oldest = st.outstanding.front();
+      oldest.responses = 0;
+      send_request_st(ex, qp, dest, oldest);
+      st.probing = st.outstanding.size() > 1;
       did = true;
     } else if (st.resend_at_ns == 0 && now >= st.ack_deadline_ns) {
       if (qp->retry_attempts >= qp->attr.retry_cnt) {
@@ -243,11 +250,12 @@ bool RemotePath::process_requester_st(Executor* ex, Qp* qp, int dest, uint64_t n
       }
       qp->retry_attempts++;
       st.ack_deadline_ns = now + ack_timeout_ns(qp->attr.timeout);
+      st.probing = false;
       resend_all_st(ex, qp, dest);
       did = true;
     }
   }
-  if (st.resend_at_ns != 0) return did;  // an RNR wait holds everything behind it
+  if (st.resend_at_ns != 0 || st.probing) return did;  // an RNR wait holds everything behind it
 
   for (int budget = kBudgetPerQp; budget > 0; --budget) {
     shm::RingStatus rs;
@@ -313,7 +321,8 @@ bool RemotePath::flush_st(Qp* qp) {
   if (it == states_.end() || it->second.outstanding.empty()) return false;
   for (const Outstanding& o : it->second.outstanding) complete_send_st(qp, o, IBV_WC_WR_FLUSH_ERR);
   it->second.outstanding.clear();
-  it->second.resend_at_ns = 0;
+  it->second.resend_at_ns = it->second.replay_at_ns = 0;
+  it->second.probing = false;
   return true;
 }
 
@@ -439,7 +448,13 @@ void RemotePath::on_response_st(int src_host, const Packet& p) {
       }
     }
     // Only progress restarts the retry count: a repeated ACK for old work is not progress.
-    if (st.outstanding.size() != before) qp->retry_attempts = qp->rnr_attempts = 0;
+    if (st.outstanding.size() != before) {
+      qp->retry_attempts = qp->rnr_attempts = 0;
+      if (st.probing) {  // the receiver takes messages again: the rest of the window follows
+        st.probing = false;
+        resend_all_st(&ex, qp, src_host);
+      }
+    }
   } else if (kind == host::AethKind::kRnr) {
     if (st.outstanding.empty()) return;
     if (qp->attr.rnr_retry != 7 && qp->rnr_attempts >= qp->attr.rnr_retry) {
@@ -455,7 +470,8 @@ void RemotePath::on_response_st(int src_host, const Packet& p) {
     if (st.outstanding.empty()) return;
     const uint8_t code = syndrome & 0x1f;
     if (code == host::kNakPsnSequence) {
-      if (st.resend_at_ns == 0) resend_all_st(&ex, qp, src_host);  // else the RNR wait does
+      // A sequence NAK left over from before an RNR wait: the wait or its probe resends.
+      if (st.resend_at_ns == 0 && !st.probing) resend_all_st(&ex, qp, src_host);
     } else {
       complete_send_st(qp, st.outstanding.front(), nak_status(code));
       st.outstanding.pop_front();

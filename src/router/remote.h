@@ -101,8 +101,12 @@ class RemotePath final : public transport::HostLinks::Handler {
     std::deque<Outstanding> outstanding;
     uint64_t ack_deadline_ns = 0;  // the oldest outstanding is retransmitted after this
     uint64_t resend_at_ns = 0;     // RNR: retransmit everything outstanding at this time
-    uint64_t replay_at_ns = 0;     // the link broke: resend everything outstanding when it may
-                                   // reconnect (the ACK deadline keeps running)
+    // After an RNR wait only the oldest request went again (a probe); the rest follow once
+    // it is acknowledged.
+    bool probing = false;
+    // The link broke: everything outstanding goes again when it may reconnect (the ACK
+    // deadline keeps running).
+    uint64_t replay_at_ns = 0;
     // Responder.
     uint32_t epsn = 0;
     uint32_t msn = 0;

@@ -138,6 +138,7 @@ class Router {
   std::unordered_map<uint32_t, Qp*> qps_;                                // by QPN
   std::unordered_map<uint32_t, Mr*> keys_;                               // by lkey/rkey
   std::vector<Qp*> active_;
+  uint64_t pass_ = 0;        // data-path passes so far: where the next one starts in active_
   std::vector<Qp*> direct_;  // QPs whose direct line is On
   std::unique_ptr<RemotePath> remote_;
   uint32_t mr_epoch_ = 0;

@@ -46,9 +46,8 @@ struct HostLinks::Conn {
   bool hello_done = false;
   bool watching_out = false;
   uint64_t connect_at_ns = 0;  // outgoing, not yet connected: when to try
-  std::vector<uint8_t> rx;
-  std::vector<uint8_t> tx;
-  size_t tx_off = 0;
+  ByteQueue rx;
+  ByteQueue tx;  // not yet written to the socket
 };
 
 HostLinks::HostLinks(const AddressDirectory* dir, uint64_t node_guid, Handler* handler)
@@ -85,7 +84,7 @@ int HostLinks::start() {
 
 void HostLinks::watch(Conn* c) {
   if (!c->fd.valid()) return;
-  const bool want_out = !c->connected || c->tx_off < c->tx.size();
+  const bool want_out = !c->connected || !c->tx.empty();
   epoll_event ev{};
   ev.events = EPOLLIN | (want_out ? EPOLLOUT : 0u);
   ev.data.ptr = c;
@@ -101,8 +100,7 @@ void HostLinks::open(int host, int dscp) {
   c->connect_at_ns = retry_ns_[static_cast<size_t>(host)];
   proto::host::Hello hello = hello_;
   hello.traffic_class = static_cast<uint8_t>(dscp << 2);
-  c->tx.resize(proto::host::kHelloSize);
-  proto::encode(hello, c->tx.data(), c->tx.size());
+  proto::encode(hello, c->tx.append(proto::host::kHelloSize), proto::host::kHelloSize);
   out_[static_cast<size_t>(host)][static_cast<size_t>(dscp)] = std::move(c);
 }
 
@@ -129,20 +127,29 @@ bool HostLinks::connect_due(Conn* c, uint64_t now) {
 }
 
 bool HostLinks::send(int host, uint8_t tclass, const proto::host::Packet& p) {
+  auto copy = [](void* src, uint8_t* dst, uint32_t len) {
+    std::memcpy(dst, src, len);
+    return true;
+  };
+  return send(host, tclass, p, copy, const_cast<uint8_t*>(p.payload));
+}
+
+bool HostLinks::send(int host, uint8_t tclass, const proto::host::Packet& p, FillPayload fill,
+                     void* ctx) {
   if (host < 0 || static_cast<size_t>(host) >= out_.size() || host == dir_->self()) return false;
   const int dscp = tclass >> 2;
   auto& slot = out_[static_cast<size_t>(host)][static_cast<size_t>(dscp)];
   if (slot == nullptr) open(host, dscp);
   Conn* c = slot.get();
-  if (c->tx.size() - c->tx_off > kQueueLimit) return false;
-  const size_t at = c->tx.size();
-  c->tx.resize(at + proto::host::kPacketHeaderSize + p.hdr.length);
-  size_t n = proto::host::encode_headers(p, c->tx.data() + at, c->tx.size() - at);
-  if (n == 0 || n + p.payload_len != proto::host::kPacketHeaderSize + p.hdr.length) {
-    c->tx.resize(at);
+  if (c->tx.size() > kQueueLimit) return false;
+  const size_t total = proto::host::kPacketHeaderSize + p.hdr.length;
+  uint8_t* at = c->tx.append(total);
+  const size_t n = proto::host::encode_headers(p, at, total);
+  if (n == 0 || n + p.payload_len != total ||
+      (p.payload_len != 0 && !fill(ctx, at + n, p.payload_len))) {
+    c->tx.unappend(total);
     return false;
   }
-  if (p.payload_len != 0) std::memcpy(c->tx.data() + at + n, p.payload, p.payload_len);
   if (c->connected) write_conn(c);
   return true;
 }
@@ -150,7 +157,7 @@ bool HostLinks::send(int host, uint8_t tclass, const proto::host::Packet& p) {
 size_t HostLinks::room(int host, uint8_t tclass) const {
   const Conn* c = out_[static_cast<size_t>(host)][tclass >> 2].get();
   if (c == nullptr) return kQueueLimit;
-  size_t queued = c->tx.size() - c->tx_off;
+  size_t queued = c->tx.size();
   return queued >= kQueueLimit ? 0 : kQueueLimit - queued;
 }
 
@@ -186,8 +193,7 @@ void HostLinks::accept_all() {
     auto c = std::make_unique<Conn>();
     c->fd = std::move(fd);
     c->connected = true;
-    c->tx.resize(proto::host::kHelloSize);
-    proto::encode(hello_, c->tx.data(), c->tx.size());
+    proto::encode(hello_, c->tx.append(proto::host::kHelloSize), proto::host::kHelloSize);
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLOUT;
     ev.data.ptr = c.get();
@@ -201,7 +207,7 @@ void HostLinks::accept_all() {
 bool HostLinks::handle_hello(Conn* c) {
   proto::host::Hello theirs;
   if (!proto::decode(c->rx.data(), proto::host::kHelloSize, &theirs)) return false;
-  c->rx.erase(c->rx.begin(), c->rx.begin() + proto::host::kHelloSize);
+  c->rx.consume(proto::host::kHelloSize);
   if (proto::host::negotiate(hello_, theirs) == 0) {
     spdlog::warn("host link: peer speaks no common version ({}-{})", theirs.version_min,
                  theirs.version_max);
@@ -234,10 +240,9 @@ bool HostLinks::handle_hello(Conn* c) {
 bool HostLinks::read_conn(Conn* c) {
   bool alive = true;
   for (size_t budget = 0; budget < kReadBudget;) {
-    const size_t at = c->rx.size();
-    c->rx.resize(at + kReadChunk);
-    ssize_t n = recv(c->fd.get(), c->rx.data() + at, kReadChunk, MSG_DONTWAIT);
-    c->rx.resize(at + (n > 0 ? static_cast<size_t>(n) : 0));
+    uint8_t* at = c->rx.append(kReadChunk);
+    ssize_t n = recv(c->fd.get(), at, kReadChunk, MSG_DONTWAIT);
+    c->rx.unappend(kReadChunk - (n > 0 ? static_cast<size_t>(n) : 0));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
     if (n <= 0) {
@@ -264,30 +269,22 @@ bool HostLinks::read_conn(Conn* c) {
     handler_->on_packet(c->host, p);
     off += used;
   }
-  c->rx.erase(c->rx.begin(), c->rx.begin() + static_cast<ptrdiff_t>(off));
+  c->rx.consume(off);
   return alive;
 }
 
 bool HostLinks::write_conn(Conn* c) {
-  while (c->tx_off < c->tx.size()) {
-    ssize_t n = ::send(c->fd.get(), c->tx.data() + c->tx_off, c->tx.size() - c->tx_off,
-                       MSG_DONTWAIT | MSG_NOSIGNAL);
+  while (!c->tx.empty()) {
+    ssize_t n = ::send(c->fd.get(), c->tx.data(), c->tx.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
     if (n > 0) {
-      c->tx_off += static_cast<size_t>(n);
+      c->tx.consume(static_cast<size_t>(n));
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
     return false;
   }
-  if (c->tx_off == c->tx.size()) {
-    c->tx.clear();
-    c->tx_off = 0;
-  } else if (c->tx_off > (1u << 20)) {
-    c->tx.erase(c->tx.begin(), c->tx.begin() + static_cast<ptrdiff_t>(c->tx_off));
-    c->tx_off = 0;
-  }
-  const bool want_out = c->tx_off < c->tx.size();
+  const bool want_out = !c->tx.empty();
   if (want_out != c->watching_out) watch(c);
   return true;
 }
@@ -330,7 +327,7 @@ bool HostLinks::poll() {
       close_conn(c, true);
       continue;
     }
-    if (c->tx_off < c->tx.size() && !write_conn(c)) close_conn(c, true);
+    if (!c->tx.empty() && !write_conn(c)) close_conn(c, true);
   }
   return did;
 }

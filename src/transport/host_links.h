@@ -22,6 +22,7 @@
 
 #include "common/unique_fd.h"
 #include "proto/host_wire.h"
+#include "transport/byte_queue.h"
 #include "transport/cluster.h"
 
 namespace wharf::transport {
@@ -59,6 +60,10 @@ class HostLinks {
   // traffic class `tclass`, opening it if needed. False when that connection's queue is full:
   // the caller retries later.
   bool send(int host, uint8_t tclass, const proto::host::Packet& p);
+  // The same, but the payload (p.payload_len bytes; p.payload is not read) is written into the
+  // queue by fill(ctx, dst, len), so it is copied once; fill returns false to drop the packet.
+  using FillPayload = bool (*)(void* ctx, uint8_t* dst, uint32_t len);
+  bool send(int host, uint8_t tclass, const proto::host::Packet& p, FillPayload fill, void* ctx);
   // Bytes that may still be queued for `host` and `tclass` before send() refuses.
   size_t room(int host, uint8_t tclass) const;
 

@@ -1,0 +1,59 @@
+// A FIFO of bytes for a connection's send and receive buffers: appended at the tail,
+// consumed at the head. Space handed out by append() is not initialized (the caller writes
+// it at once), and consumed space is reclaimed by moving the live bytes to the front only
+// when at least as many bytes were consumed as are live, so every byte is moved O(1) times.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+
+namespace wharf::transport {
+
+class ByteQueue {
+ public:
+  uint8_t* data() { return buf_.get() + head_; }
+  const uint8_t* data() const { return buf_.get() + head_; }
+  size_t size() const { return tail_ - head_; }
+  bool empty() const { return head_ == tail_; }
+
+  // Makes room for n more bytes at the tail and returns where they go.
+  uint8_t* append(size_t n) {
+    if (tail_ + n > cap_) make_room(n);
+    uint8_t* at = buf_.get() + tail_;
+    tail_ += n;
+    return at;
+  }
+  // Takes back the last n appended bytes.
+  void unappend(size_t n) { tail_ -= std::min(n, size()); }
+  // Drops the first n bytes.
+  void consume(size_t n) {
+    head_ += std::min(n, size());
+    if (head_ == tail_) head_ = tail_ = 0;
+  }
+
+ private:
+  void make_room(size_t n) {
+    const size_t live = size();
+    if (head_ >= live && live + n <= cap_) {  // cheap: move the live bytes to the front
+      std::memmove(buf_.get(), buf_.get() + head_, live);
+    } else {
+      const size_t cap = std::max({cap_ * 2, live + n, size_t{64} << 10});
+      auto grown = std::make_unique_for_overwrite<uint8_t[]>(cap);
+      if (live != 0) std::memcpy(grown.get(), buf_.get() + head_, live);
+      buf_ = std::move(grown);
+      cap_ = cap;
+    }
+    head_ = 0;
+    tail_ = live;
+  }
+
+  std::unique_ptr<uint8_t[]> buf_;
+  size_t cap_ = 0;
+  size_t head_ = 0;
+  size_t tail_ = 0;
+};
+
+}  // namespace wharf::transport
