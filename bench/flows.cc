@@ -144,6 +144,13 @@ void post_recv(Flow& f, Side& b, uint32_t size, uint64_t id) {
   if (ibv_post_recv(f.qb, &wr, &bad) != 0) die("ibv_post_recv");
 }
 
+// A completion naming no flow: the library or router handed back a wr_id we never posted.
+int bad_completion(const ibv_wc& wc) {
+  fprintf(stderr, "wharf-flows: completion with unknown wr_id %#lx (qp %#x, opcode %d, %s)\n",
+          static_cast<unsigned long>(wc.wr_id), wc.qp_num, wc.opcode, ibv_wc_status_str(wc.status));
+  return 1;
+}
+
 Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
@@ -210,6 +217,7 @@ int main(int argc, char** argv) {
     int n = ibv_poll_cq(a.cq, 64, wc);
     if (n < 0) die("ibv_poll_cq");
     for (int k = 0; k < n; ++k) {
+      if (wc[k].wr_id >= flows.size()) return bad_completion(wc[k]);
       Flow& f = flows[wc[k].wr_id];
       if (wc[k].status != IBV_WC_SUCCESS) {
         fprintf(stderr, "wharf-flows: flow %lu: %s\n", static_cast<unsigned long>(wc[k].wr_id),
@@ -223,6 +231,7 @@ int main(int argc, char** argv) {
     int m = ibv_poll_cq(b.cq, 64, wc);
     if (m < 0) die("ibv_poll_cq");
     for (int k = 0; k < m; ++k) {
+      if (wc[k].wr_id >= flows.size()) return bad_completion(wc[k]);
       if (wc[k].status != IBV_WC_SUCCESS) die("receive completion");
       post_recv(flows[wc[k].wr_id], b, o.size, wc[k].wr_id);
     }
@@ -242,6 +251,18 @@ int main(int argc, char** argv) {
       "flows=%d size=%u seconds=%.1f aggregate_gbps=%.3f min_flow_gbps=%.4f max_flow_gbps=%.4f "
       "jain=%.4f\n",
       o.qps, o.size, o.seconds, sum, lo, hi, jain);
-  // Exiting closes both contexts; the routers free everything.
+  // Work is still in flight: the QPs go first, so nothing is written into the buffers once
+  // they are freed (freeing registered memory with RDMA in flight corrupts the heap, here as
+  // with any RNIC).
+  for (Flow& f : flows) {
+    ibv_destroy_qp(f.qa);
+    ibv_destroy_qp(f.qb);
+  }
+  for (Side* s : {&a, &b}) {
+    ibv_dereg_mr(s->mr);
+    ibv_destroy_cq(s->cq);
+    ibv_dealloc_pd(s->pd);
+    ibv_close_device(s->ctx);
+  }
   return 0;
 }

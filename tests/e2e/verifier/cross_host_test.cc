@@ -2,6 +2,7 @@
 // engine, src/router/remote.h), one context on each. Data, order and the error completions
 // hardware reports must be the same as on one host.
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -141,6 +142,67 @@ TEST_F(CrossHostTest, SendWriteReadAndAtomicsCarryExactBytes) {
   EXPECT_EQ(v, 42u);
   memcpy(&v, dst.data, 8);
   EXPECT_EQ(v, 99u);
+}
+
+// Registered buffers that start and end inside pages (heap objects) are written exactly:
+// WRITE, SEND and READ across hosts touch no byte outside them.
+TEST_F(CrossHostTest, NothingLandsOutsideAMisalignedBuffer) {
+  ibv_qp *qa, *qb;
+  rc_pair(&qa, &qb);
+  constexpr size_t kRegion = 24 * 4096;
+  auto* region = static_cast<uint8_t*>(
+      mmap(nullptr, kRegion, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(region, MAP_FAILED);
+  Buffer src = make_buffer(a_, 80 * 1024, kFullAccess);
+  fill_pattern(src.data, src.len, 5);
+  const std::pair<size_t, uint32_t> cases[] = {{100, 65536}, {4000, 5000}, {4095, 8194},
+                                               {1, 4095},    {3000, 200},  {4096, 70000}};
+  uint64_t id = 0;
+  for (auto [off, len] : cases) {
+    for (int op = 0; op < 3; ++op) {  // WRITE into b, SEND into b, READ into a
+      SCOPED_TRACE(testing::Message() << "offset " << off << " length " << len << " op " << op);
+      std::memset(region, 0xcc, kRegion);
+      Side& owner = op == 2 ? a_ : b_;
+      ibv_mr* mr = ibv_reg_mr(owner.pd, region + off, len, kFullAccess);
+      ASSERT_NE(mr, nullptr);
+      const auto at = reinterpret_cast<uint64_t>(region + off);
+      ibv_sge whole{reinterpret_cast<uint64_t>(src.data), len, src.mr->lkey};
+      if (op == 0) {
+        ASSERT_EQ(post_send(qa, IBV_WR_RDMA_WRITE, {whole}, ++id, IBV_SEND_SIGNALED, at, mr->rkey),
+                  0);
+      } else if (op == 1) {
+        ibv_sge r{at, len, mr->lkey};
+        ibv_recv_wr wr{};
+        ibv_recv_wr* bad = nullptr;
+        wr.sg_list = &r;
+        wr.num_sge = 1;
+        ASSERT_EQ(ibv_post_recv(qb, &wr, &bad), 0);
+        ASSERT_EQ(post_send(qa, IBV_WR_SEND, {whole}, ++id), 0);
+        ASSERT_EQ(wait_wc(b_.cq, 1).size(), 1u);
+      } else {
+        Buffer remote = make_buffer(b_, len, kFullAccess);
+        std::memcpy(remote.data, src.data, len);
+        ibv_sge into{at, len, mr->lkey};
+        ASSERT_EQ(post_send(qa, IBV_WR_RDMA_READ, {into}, ++id, IBV_SEND_SIGNALED,
+                            reinterpret_cast<uint64_t>(remote.data), remote.mr->rkey),
+                  0);
+        auto wc = wait_wc(a_.cq, 1);
+        ASSERT_EQ(wc.size(), 1u);
+        EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+        free_buffer(&remote);
+      }
+      if (op != 2) {
+        auto wc = wait_wc(a_.cq, 1);
+        ASSERT_EQ(wc.size(), 1u);
+        EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+      }
+      EXPECT_EQ(std::memcmp(region + off, src.data, len), 0);
+      for (size_t i = 0; i < kRegion; ++i)
+        if (i < off || i >= off + len) ASSERT_EQ(region[i], 0xcc) << "byte " << i << " written";
+      ASSERT_EQ(ibv_dereg_mr(mr), 0);
+    }
+  }
+  munmap(region, kRegion);
 }
 
 TEST_F(CrossHostTest, ManyWorkRequestsCompleteInOrder) {
