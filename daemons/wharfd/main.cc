@@ -29,6 +29,7 @@ int run_wharfd(int argc, char** argv) {
   uint32_t lid_base = cfg.lid_base;
   uint32_t lid_count = cfg.lid_count;
   uint64_t spin_us = cfg.spin_ns / 1000;
+  uint64_t watchdog_ms = cfg.watchdog_ns / 1000000;
   app.add_option("--socket", cfg.socket_path, "Unix socket the verbs libraries connect to")
       ->capture_default_str();
   app.add_option("--link-layer", link_layer, "Port link layer: ib (LIDs) or eth (GIDs only)")
@@ -52,6 +53,10 @@ int run_wharfd(int argc, char** argv) {
                  "Cluster file (hosts, addresses, subnets, LID ranges, ports): routes RDMA to "
                  "containers on other hosts");
   app.add_option("--host", cfg.host_name, "This host's name in the cluster file");
+  app.add_option("--watchdog-ms", watchdog_ms,
+                 "Move to error an RC QP whose peer on another host has refused its work (RNR, "
+                 "rnr_retry 7) this long without progress; 0: never")
+      ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -69,6 +74,7 @@ int run_wharfd(int argc, char** argv) {
   spdlog::set_level(spdlog::level::from_str(log_level));
   cfg.link_layer = link_layer == "eth" ? IBV_LINK_LAYER_ETHERNET : IBV_LINK_LAYER_INFINIBAND;
   cfg.spin_ns = spin_us * 1000;
+  cfg.watchdog_ns = watchdog_ms * 1000000;
   cfg.direct_path = direct_path == "on";
   raise_fd_limit();
   wharf::router::Router router(cfg);

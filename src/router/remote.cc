@@ -450,6 +450,7 @@ void RemotePath::on_response_st(int src_host, const Packet& p) {
     // Only progress restarts the retry count: a repeated ACK for old work is not progress.
     if (st.outstanding.size() != before) {
       qp->retry_attempts = qp->rnr_attempts = 0;
+      st.stalled_since_ns = 0;
       if (st.probing) {  // the receiver takes messages again: the rest of the window follows
         st.probing = false;
         resend_all_st(&ex, qp, src_host);
@@ -457,7 +458,19 @@ void RemotePath::on_response_st(int src_host, const Packet& p) {
     }
   } else if (kind == host::AethKind::kRnr) {
     if (st.outstanding.empty()) return;
-    if (qp->attr.rnr_retry != 7 && qp->rnr_attempts >= qp->attr.rnr_retry) {
+    r_->counters().rnr_naks_received++;
+    if (st.stalled_since_ns == 0) st.stalled_since_ns = now;
+    const uint64_t watchdog = r_->config().watchdog_ns;
+    const bool isolate = watchdog != 0 && now - st.stalled_since_ns >= watchdog;
+    if (isolate) {
+      r_->counters().watchdog_isolations++;
+      spdlog::warn(
+          "watchdog: QP {:#x} of pid {} made no progress for {} ms: its peer QP {:#x} on {} "
+          "posts no receives; moved to error ({} QPs isolated so far)",
+          qp->qpn, qp->owner->pid(), (now - st.stalled_since_ns) / 1000000, qp->attr.dest_qp_num,
+          dir_->hosts()[static_cast<size_t>(src_host)].name, r_->counters().watchdog_isolations);
+    }
+    if (isolate || (qp->attr.rnr_retry != 7 && qp->rnr_attempts >= qp->attr.rnr_retry)) {
       complete_send_st(qp, st.outstanding.front(), IBV_WC_RNR_RETRY_EXC_ERR);
       st.outstanding.pop_front();
       ex.to_error_st(qp);
@@ -848,6 +861,7 @@ void RemotePath::fail_peer_qps_st(int host, const char* why, Lost lost) {
     ex.to_error_st(qp);
   }
   if (failed.empty()) return;
+  r_->counters().peer_qps_failed += failed.size();
   spdlog::warn("router of {} {}: {} QP(s) that used it failed",
                dir_->hosts()[static_cast<size_t>(host)].name, why, failed.size());
 }

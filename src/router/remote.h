@@ -20,7 +20,10 @@
 // to it fail at once (RETRY_EXC_ERR for the oldest outstanding request, else
 // IBV_EVENT_QP_FATAL), not after their retry budget; QPs connected after its restart work.
 //
-// Status: RC, UC, UD, per-class connections (DSCP). The watchdog is not built yet.
+// The watchdog (RouterConfig::watchdog_ns) moves to ERR a QP whose peer has refused its work
+// (RNR) for longer than the limit, and says so in the log and the router's counters.
+//
+// Status: RC, UC, UD, per-class connections (DSCP), the watchdog.
 #pragma once
 
 #include <cstdint>
@@ -104,6 +107,9 @@ class RemotePath final : public transport::HostLinks::Handler {
     // After an RNR wait only the oldest request went again (a probe); the rest follow once
     // it is acknowledged.
     bool probing = false;
+    // When the peer started refusing this QP's work (its first RNR NAK since the last
+    // progress); 0 while it makes progress. The watchdog measures from here.
+    uint64_t stalled_since_ns = 0;
     // The link broke: everything outstanding goes again when it may reconnect (the ACK
     // deadline keeps running).
     uint64_t replay_at_ns = 0;

@@ -158,6 +158,7 @@ void Router::run(bool handle_signals) {
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGUSR1);  // logs the counters
     sigprocmask(SIG_BLOCK, &set, nullptr);
     signal_.reset(signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC));
     epoll_event ev{};
@@ -227,8 +228,14 @@ void Router::poll_control(int timeout_ms) {
     } else if (tag == kTagSignal) {
       signalfd_siginfo si;
       while (read(signal_.get(), &si, sizeof(si)) == sizeof(si)) {
+        if (si.ssi_signo == SIGUSR1) {
+          spdlog::warn("counters: watchdog_isolations={} peer_qps_failed={} rnr_naks_received={}",
+                       counters_.watchdog_isolations, counters_.peer_qps_failed,
+                       counters_.rnr_naks_received);
+        } else {
+          stopping_ = true;
+        }
       }
-      stopping_ = true;
     } else if (tag == kTagLinks) {
       // Host links have input: the data path polls them.
     } else if (tag == kTagWake) {

@@ -35,6 +35,17 @@ struct RouterConfig {
   // this router serves only its own host.
   std::string cluster_file;
   std::string host_name;
+  // The watchdog: an RC QP whose peer has refused its work (RNR NAKs, rnr_retry = 7, i.e.
+  // forever) this long without any progress is moved to ERR, so it stops holding the shared
+  // host link (its probes) and the router's timers. 0: never.
+  uint64_t watchdog_ns = 60'000'000'000;
+};
+
+// What the router counts; logged on SIGUSR1 (wharfd) and read by tests.
+struct RouterCounters {
+  uint64_t watchdog_isolations = 0;  // QPs the watchdog moved to ERR
+  uint64_t peer_qps_failed = 0;      // QPs failed because their peer router died or restarted
+  uint64_t rnr_naks_received = 0;    // from other hosts
 };
 
 class RemotePath;
@@ -46,12 +57,14 @@ class Router {
 
   // Binds the socket. Returns 0 or an errno (logged).
   int start();
-  // Runs until stop() or SIGTERM/SIGINT (when handle_signals was set).
+  // Runs until stop() or SIGTERM/SIGINT (when handle_signals was set; SIGUSR1 then logs the
+  // counters).
   void run(bool handle_signals);
   // Asks run() to return. Thread-safe and async-signal-safe.
   void stop();
 
   const RouterConfig& config() const { return cfg_; }
+  RouterCounters& counters() { return counters_; }
 
   // ---- Registries shared by sessions (router thread only) ----
   // The container of a network namespace, made (anonymous) on first use; nullptr when no
@@ -127,6 +140,7 @@ class Router {
   bool wait_direct_idle_st(Qp* qp);
 
   RouterConfig cfg_;
+  RouterCounters counters_;
   UniqueFd listen_;
   UniqueFd epoll_;
   UniqueFd signal_;

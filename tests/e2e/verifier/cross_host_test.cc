@@ -25,7 +25,8 @@ namespace {
 // host K serves 198.18.K.0/24 and LIDs (K-1)*1024+1 .. K*1024.
 class Cluster {
  public:
-  explicit Cluster(int hosts) {
+  explicit Cluster(int hosts, std::vector<std::string> router_args = {})
+      : router_args_(std::move(router_args)) {
     char tmpl[] = "/tmp/wharf-verify-cluster.XXXXXX";
     dir_ = mkdtemp(tmpl);
     file_ = dir_ + "/cluster";
@@ -55,9 +56,11 @@ class Cluster {
  private:
   static std::string name(int i) { return std::string(1, static_cast<char>('a' + i)); }
   std::unique_ptr<RouterProcess> start(int i) {
-    return std::make_unique<RouterProcess>(
-        std::vector<std::string>{"--cluster", file_, "--host", name(i)});
+    std::vector<std::string> args{"--cluster", file_, "--host", name(i)};
+    args.insert(args.end(), router_args_.begin(), router_args_.end());
+    return std::make_unique<RouterProcess>(args);
   }
+  std::vector<std::string> router_args_;
   std::string dir_, file_;
   std::vector<std::unique_ptr<RouterProcess>> routers_;
 };
@@ -197,8 +200,11 @@ TEST_F(CrossHostTest, NothingLandsOutsideAMisalignedBuffer) {
         EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
       }
       EXPECT_EQ(std::memcmp(region + off, src.data, len), 0);
-      for (size_t i = 0; i < kRegion; ++i)
-        if (i < off || i >= off + len) ASSERT_EQ(region[i], 0xcc) << "byte " << i << " written";
+      for (size_t i = 0; i < kRegion; ++i) {
+        if (i < off || i >= off + len) {
+          ASSERT_EQ(region[i], 0xcc) << "byte " << i << " written";
+        }
+      }
       ASSERT_EQ(ibv_dereg_mr(mr), 0);
     }
   }
@@ -347,6 +353,35 @@ TEST_F(CrossHostTest, UdByLidDeliversAndDropsAWrongQkey) {
   EXPECT_EQ(got[0].slid, a_.port.lid);
   EXPECT_EQ(memcmp(dst.data + 40, src.data, 1000), 0);
   ibv_destroy_ah(ah);
+}
+
+// Its own routers, whose watchdog acts after 300 ms.
+class CrossHostWatchdogTest : public CrossHostTest {
+ protected:
+  static void SetUpTestSuite() { cluster_ = new Cluster(2, {"--watchdog-ms", "300"}); }
+};
+
+// A QP whose receiver on the other host posts nothing, with rnr_retry 7 (retry forever), is
+// moved to ERR once it made no progress for the watchdog's limit; a QP beside it works.
+TEST_F(CrossHostWatchdogTest, AQpWhoseReceiverNeverPostsIsIsolated) {
+  ibv_qp* qa = create_qp(a_, IBV_QPT_RC);
+  ibv_qp* qb = create_qp(b_, IBV_QPT_RC);
+  connect(qa, a_, qb, b_, kFullAccess, /*rnr_retry=*/7, 7, 14, /*min_rnr_timer=*/1);
+  connect(qb, b_, qa, a_, kFullAccess, 7, 7, 14, /*min_rnr_timer=*/1);
+  Buffer src = make_buffer(a_, 4096, kFullAccess);
+  ASSERT_EQ(
+      post_send(qa, IBV_WR_SEND, {{reinterpret_cast<uint64_t>(src.data), 64, src.mr->lkey}}, 1), 0);
+  auto wc = wait_wc(a_.cq, 1);
+  ASSERT_EQ(wc.size(), 1u) << "the stalled QP was never isolated";
+  EXPECT_EQ(wc[0].status, IBV_WC_RNR_RETRY_EXC_ERR) << ibv_wc_status_str(wc[0].status);
+  ibv_qp_attr attr{};
+  ibv_qp_init_attr init{};
+  ASSERT_EQ(ibv_query_qp(qa, &attr, IBV_QP_STATE, &init), 0);
+  EXPECT_EQ(attr.qp_state, IBV_QPS_ERR);
+  ibv_qp *qa2, *qb2;
+  rc_pair(&qa2, &qb2);
+  write_and_check(qa2, a_, b_);
+  free_buffer(&src);
 }
 
 // Its own three routers: b's is killed mid-transfer and restarted.
