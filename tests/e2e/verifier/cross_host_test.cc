@@ -400,20 +400,14 @@ TEST_F(CrossHostDeathTest, APeerRouterThatDiesFailsOnlyTheQpsThroughItAndComesBa
   Side c = open_side_on(2);
   ibv_cq* cq_b = ibv_create_cq(a_.ctx, 256, nullptr, nullptr, 0);  // a's QP to b reports here
   ASSERT_NE(cq_b, nullptr);
-  ibv_qp_init_attr init{};
-  init.send_cq = init.recv_cq = cq_b;
-  init.qp_type = IBV_QPT_RC;
-  init.cap = {128, 16, 1, 1, 0};
-  ibv_qp* qa = ibv_create_qp(a_.pd, &init);
+  ibv_qp* qa = create_rc_qp_on(a_, cq_b, 128);
   ASSERT_NE(qa, nullptr);
   ibv_qp* qb = create_qp(b_, IBV_QPT_RC);
   // ACK timeout 4.096 us * 2^31 = 2.4 h, 7 retries: only noticing the death can end this.
   connect(qa, a_, qb, b_, kFullAccess, 7, 7, 31);
   connect(qb, b_, qa, a_, kFullAccess);
-  ibv_qp* qa_c = create_qp(a_, IBV_QPT_RC);
-  ibv_qp* qc = create_qp(c, IBV_QPT_RC);
-  connect(qa_c, a_, qc, c, kFullAccess);
-  connect(qc, c, qa_c, a_, kFullAccess);
+  ibv_qp *qa_c, *qc;
+  connected_rc_pair(a_, &qa_c, c, &qc);
 
   constexpr int kWrites = 100;
   constexpr uint32_t kChunk = 1 << 20;
@@ -454,10 +448,8 @@ TEST_F(CrossHostDeathTest, APeerRouterThatDiesFailsOnlyTheQpsThroughItAndComesBa
   // b's router is back: a new QP pair through it works.
   cluster_->restart(1);
   Side b2 = open_side_on(1);
-  ibv_qp* qa2 = create_qp(a_, IBV_QPT_RC);
-  ibv_qp* qb2 = create_qp(b2, IBV_QPT_RC);
-  connect(qa2, a_, qb2, b2, kFullAccess);
-  connect(qb2, b2, qa2, a_, kFullAccess);
+  ibv_qp *qa2, *qb2;
+  connected_rc_pair(a_, &qa2, b2, &qb2);
   write_and_check(qa2, a_, b2);
 
   // b_'s context lost its router; closing it must still be clean.
@@ -577,10 +569,8 @@ TEST_F(CrossHostLabTest, ALinkDownPastTheRetryBudgetFailsOnlyTheQpsOverIt) {
   // ACK timeout 4.096 us * 2^14 = 67 ms, 3 retries: about 270 ms, well inside the outage.
   connect(qa, a_, qb, b_, kFullAccess, 7, 3, 14);
   connect(qb, b_, qa, a_, kFullAccess);
-  ibv_qp* qa_c = create_qp(a_, IBV_QPT_RC);
-  ibv_qp* qc = create_qp(c, IBV_QPT_RC);
-  connect(qa_c, a_, qc, c, kFullAccess);
-  connect(qc, c, qa_c, a_, kFullAccess);
+  ibv_qp *qa_c, *qc;
+  connected_rc_pair(a_, &qa_c, c, &qc);
   write_and_check(qa, a_, b_);
 
   set_h2_link(false);
@@ -596,10 +586,8 @@ TEST_F(CrossHostLabTest, ALinkDownPastTheRetryBudgetFailsOnlyTheQpsOverIt) {
   write_and_check(qa_c, a_, c);  // h3 is on a healthy path
   set_h2_link(true);
 
-  ibv_qp* qa2 = create_qp(a_, IBV_QPT_RC);
-  ibv_qp* qb2 = create_qp(b_, IBV_QPT_RC);
-  connect(qa2, a_, qb2, b_, kFullAccess);
-  connect(qb2, b_, qa2, a_, kFullAccess);
+  ibv_qp *qa2, *qb2;
+  connected_rc_pair(a_, &qa2, b_, &qb2);
   write_and_check(qa2, a_, b_);
   free_buffer(&src);
   free_buffer(&dst);

@@ -26,12 +26,7 @@ TEST_F(LifecycleTest, CompletionChannelFdPollsAndHonoursNonblock) {
   ibv_cq* cq = ibv_create_cq(b_.ctx, 16, reinterpret_cast<void*>(0x1234), ch, 0);
   ASSERT_NE(cq, nullptr);
   ibv_qp* qa = create_qp(a_, IBV_QPT_RC);
-  ibv_qp_init_attr init{};
-  init.send_cq = cq;
-  init.recv_cq = cq;
-  init.qp_type = IBV_QPT_RC;
-  init.cap = {16, 16, 1, 1, 0};
-  ibv_qp* qb = ibv_create_qp(b_.pd, &init);
+  ibv_qp* qb = create_rc_qp_on(b_, cq, 16);
   ASSERT_NE(qb, nullptr);
   connect(qa, a_, qb, b_, IBV_ACCESS_REMOTE_WRITE);
   connect(qb, b_, qa, a_, IBV_ACCESS_REMOTE_WRITE);
@@ -85,12 +80,7 @@ TEST_F(LifecycleTest, ASpinningWaitEndsWhenItsEventIsRaised) {
   ibv_cq* cq = ibv_create_cq(b_.ctx, 16, nullptr, ch, 0);
   ASSERT_NE(cq, nullptr);
   ibv_qp* qa = create_qp(a_, IBV_QPT_RC);
-  ibv_qp_init_attr init{};
-  init.send_cq = cq;
-  init.recv_cq = cq;
-  init.qp_type = IBV_QPT_RC;
-  init.cap = {16, 16, 1, 1, 0};
-  ibv_qp* qb = ibv_create_qp(b_.pd, &init);
+  ibv_qp* qb = create_rc_qp_on(b_, cq, 16);
   ASSERT_NE(qb, nullptr);
   connect(qa, a_, qb, b_, 0);
   connect(qb, b_, qa, a_, 0);

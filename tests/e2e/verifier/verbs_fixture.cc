@@ -145,11 +145,13 @@ void VerbsTest::free_buffer(Buffer* b) {
   b->mr = nullptr;
 }
 
-ibv_qp* VerbsTest::create_qp(Side& s, ibv_qp_type type, ibv_srq* srq, uint32_t depth, uint32_t sges,
-                             uint32_t inline_size) {
+namespace {
+
+ibv_qp* make_qp(ibv_pd* pd, ibv_cq* cq, ibv_qp_type type, ibv_srq* srq, uint32_t depth,
+                uint32_t sges, uint32_t inline_size) {
   ibv_qp_init_attr init{};
-  init.send_cq = s.cq;
-  init.recv_cq = s.cq;
+  init.send_cq = cq;
+  init.recv_cq = cq;
   init.srq = srq;
   init.qp_type = type;
   init.cap.max_send_wr = depth;
@@ -157,9 +159,29 @@ ibv_qp* VerbsTest::create_qp(Side& s, ibv_qp_type type, ibv_srq* srq, uint32_t d
   init.cap.max_send_sge = sges;
   init.cap.max_recv_sge = sges;
   init.cap.max_inline_data = inline_size;
-  ibv_qp* qp = ibv_create_qp(s.pd, &init);
+  ibv_qp* qp = ibv_create_qp(pd, &init);
   EXPECT_NE(qp, nullptr) << strerror(errno);
   return qp;
+}
+
+}  // namespace
+
+ibv_qp* VerbsTest::create_qp(Side& s, ibv_qp_type type, ibv_srq* srq, uint32_t depth, uint32_t sges,
+                             uint32_t inline_size) {
+  return make_qp(s.pd, s.cq, type, srq, depth, sges, inline_size);
+}
+
+ibv_qp* VerbsTest::create_rc_qp_on(Side& s, ibv_cq* cq, uint32_t depth) {
+  return make_qp(s.pd, cq, IBV_QPT_RC, nullptr, depth, 4, 256);
+}
+
+void VerbsTest::connected_rc_pair(Side& xs, ibv_qp** x, Side& ys, ibv_qp** y) {
+  *x = create_qp(xs, IBV_QPT_RC);
+  *y = create_qp(ys, IBV_QPT_RC);
+  ASSERT_NE(*x, nullptr);
+  ASSERT_NE(*y, nullptr);
+  connect(*x, xs, *y, ys, kFullAccess);
+  connect(*y, ys, *x, xs, kFullAccess);
 }
 
 void VerbsTest::connect(ibv_qp* qp, Side& ls, ibv_qp* remote, Side& rs, int access,

@@ -55,6 +55,10 @@ class VerbsTest : public ::testing::Test {
 
   ibv_qp* create_qp(Side& s, ibv_qp_type type, ibv_srq* srq = nullptr, uint32_t depth = 64,
                     uint32_t sges = 4, uint32_t inline_size = 256);
+  // An RC QP on side s whose send and receive completions go to cq (not s.cq).
+  ibv_qp* create_rc_qp_on(Side& s, ibv_cq* cq, uint32_t depth = 64);
+  // A new RC QP on each side, connected to each other with full remote access.
+  void connected_rc_pair(Side& xs, ibv_qp** x, Side& ys, ibv_qp** y);
   // Moves a (RC/UC) QP to RTS connected to `remote` on side `rs`.
   void connect(ibv_qp* qp, Side& ls, ibv_qp* remote, Side& rs, int access, uint8_t rnr_retry = 7,
                uint8_t retry_cnt = 7, uint8_t timeout = 14, uint8_t min_rnr_timer = 1);
