@@ -52,8 +52,8 @@ shm::Cqe make_cqe(uint64_t wr_id, ibv_wc_status status, ibv_wc_opcode opcode, ui
   return c;
 }
 
-bool Router::poll_datapath_st() {
-  bool did = remote_ != nullptr && remote_->poll_st();
+bool Router::poll_datapath_st(bool with_links) {
+  bool did = with_links && remote_ != nullptr && remote_->poll_st();
   if (active_.empty()) return did;
   Executor ex(this, now_ns());
   // Each pass starts one QP further on, so QPs competing for a full host link take turns.

@@ -199,7 +199,8 @@ bool Router::sleep_until_work() {
   // Pairs with the producer's fence between publishing its ring index and reading
   // router_sleeping: either it sees 1 and rings, or we see its work below.
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  bool busy = poll_datapath_st();
+  // Host-link input needs no re-check: the wait below watches the links' epoll fd.
+  bool busy = poll_datapath_st(false);
   if (!busy) {
     int timeout_ms = -1;
     uint64_t now = now_ns();

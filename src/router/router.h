@@ -115,8 +115,9 @@ class Router {
   RemotePath* remote() const { return remote_.get(); }
 
   // ---- Data path (router thread) ----
-  // Executes pending work on every active QP. Returns true if anything was done.
-  bool poll_datapath_st();
+  // Executes pending work on every active QP, and (with_links) moves what the host links
+  // have. Returns true if anything was done.
+  bool poll_datapath_st(bool with_links = true);
 
  private:
   // Announces sleep, re-polls, then blocks for control input, a doorbell or the next retry
