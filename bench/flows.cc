@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "rc_qp.h"
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -89,34 +91,7 @@ ibv_qp* create_qp(Side& s, int depth) {
 }
 
 void connect(ibv_qp* qp, uint32_t dest_qpn, uint16_t dlid) {
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_INIT;
-  a.port_num = 1;
-  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-  if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-    die("INIT");
-  a = {};
-  a.qp_state = IBV_QPS_RTR;
-  a.path_mtu = IBV_MTU_4096;
-  a.dest_qp_num = dest_qpn;
-  a.max_dest_rd_atomic = 1;
-  a.min_rnr_timer = 12;  // 0.64 ms, as perftest and the rdma-core examples use
-  a.ah_attr.dlid = dlid;
-  a.ah_attr.port_num = 1;
-  if (ibv_modify_qp(qp, &a,
-                    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                        IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-    die("RTR");
-  a = {};
-  a.qp_state = IBV_QPS_RTS;
-  a.timeout = 18;
-  a.retry_cnt = 7;
-  a.rnr_retry = 7;  // forever
-  a.max_rd_atomic = 1;
-  if (ibv_modify_qp(qp, &a,
-                    IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                        IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC))
-    die("RTS");
+  if (const char* failed = rc_qp_to_rts(qp, dest_qpn, dlid, 18)) die(failed);
 }
 
 void post(Flow& f, Side& a, Side& b, uint32_t size, bool send, uint64_t id) {

@@ -8,39 +8,7 @@
 #include <cstdlib>
 #include <vector>
 
-namespace {
-
-bool to_rts(ibv_qp* qp, uint32_t dest_qpn, uint16_t dlid) {
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_INIT;
-  a.port_num = 1;
-  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-  if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-    return false;
-  a = {};
-  a.qp_state = IBV_QPS_RTR;
-  a.path_mtu = IBV_MTU_4096;
-  a.dest_qp_num = dest_qpn;
-  a.max_dest_rd_atomic = 1;
-  a.min_rnr_timer = 12;
-  a.ah_attr.dlid = dlid;
-  a.ah_attr.port_num = 1;
-  if (ibv_modify_qp(qp, &a,
-                    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                        IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-    return false;
-  a = {};
-  a.qp_state = IBV_QPS_RTS;
-  a.timeout = 14;
-  a.retry_cnt = 7;
-  a.rnr_retry = 7;
-  a.max_rd_atomic = 1;
-  return ibv_modify_qp(qp, &a,
-                       IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                           IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC) == 0;
-}
-
-}  // namespace
+#include "rc_qp.h"
 
 int main(int argc, char** argv) {
   if (argc != 3) {
@@ -69,8 +37,8 @@ int main(int argc, char** argv) {
     qps.push_back(qp);
   }
   for (int i = 0; i < n; i += 2) {
-    if (!to_rts(qps[i], qps[i + 1]->qp_num, port.lid) ||
-        !to_rts(qps[i + 1], qps[i]->qp_num, port.lid))
+    if (rc_qp_to_rts(qps[i], qps[i + 1]->qp_num, port.lid, 14) != nullptr ||
+        rc_qp_to_rts(qps[i + 1], qps[i]->qp_num, port.lid, 14) != nullptr)
       return 1;
   }
   printf("ready\n");
