@@ -205,6 +205,43 @@ WHARF_EXPORT void ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) {
 
 namespace wharf::abi {
 
+thread_local uint64_t thread_idle_since_ns = 0;
+
+namespace {
+
+// A thread whose polls have found nothing for kIdleBeforeNapNs naps on the CQ it polls, for
+// up to WHARF_POLL_NAP_US (default 100 us; 0: never), where it would otherwise yield. On a
+// host with fewer cores than busy threads a spinning application takes the core the router
+// needs to produce its completions (docs/PERFORMANCE.md); a CQE written to the CQ ends the
+// nap at once, so only work the thread awaits elsewhere (another CQ, its own memory) can wait
+// up to the nap's length, and only after a millisecond of idleness.
+constexpr uint64_t kIdleBeforeNapNs = 1'000'000;
+
+uint64_t poll_nap_ns() {
+  static const uint64_t ns = [] {
+    const char* env = getenv("WHARF_POLL_NAP_US");
+    return (env != nullptr ? strtoull(env, nullptr, 10) : 100) * 1000;
+  }();
+  return ns;
+}
+
+// Called by a poll that found cq empty, holding its lock; releases it.
+void idle_after_empty_poll(Cq* cq) {
+  const uint64_t now = now_ns();
+  if (thread_idle_since_ns == 0) thread_idle_since_ns = now;
+  const uint64_t nap = poll_nap_ns();
+  if (nap == 0 || now - thread_idle_since_ns < kIdleBeforeNapNs ||
+      !shm::begin_nap(cq->notify, cq->ring)) {
+    cq->lock.unlock();
+    sched_yield();
+    return;
+  }
+  cq->lock.unlock();
+  shm::nap(cq->notify, nap);
+}
+
+}  // namespace
+
 int poll_cq(ibv_cq* ibcq, int n, ibv_wc* wc) {
   Cq* cq = to_cq(ibcq);
   cq->lock.lock();
@@ -232,12 +269,12 @@ int poll_cq(ibv_cq* ibcq, int n, ibv_wc* wc) {
     // yields: an application that keeps finding its CQ empty gives up its time slice.
     if (++cq->empty_polls >= kEmptyPollsBeforeYield) {
       cq->empty_polls = 0;
-      cq->lock.unlock();
-      sched_yield();
+      idle_after_empty_poll(cq);
       return 0;
     }
   } else {
     cq->empty_polls = 0;
+    thread_idle_since_ns = 0;
   }
   cq->lock.unlock();
   return got;

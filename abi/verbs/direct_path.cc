@@ -363,11 +363,17 @@ bool DirectPath::wait_for_receive() const {
 }
 
 void DirectPath::send_events(Qp* qp, const Events& ev) {
-  if (ev.peer && peer_channel_.valid() && shm::claim_cq_event(peer_notify_, ev.solicited, true))
-    proto::send_cq_event(peer_channel_.get(), peer_.peer_cq);
-  Cq* send_cq = to_cq(qp->qp.send_cq);
-  if (ev.own && send_channel_.valid() && shm::claim_cq_event(send_cq->notify, false, true))
-    proto::send_cq_event(send_channel_.get(), send_cq->handle);
+  if (ev.peer) {
+    shm::wake_napping_poller(peer_notify_);
+    if (peer_channel_.valid() && shm::claim_cq_event(peer_notify_, ev.solicited, true))
+      proto::send_cq_event(peer_channel_.get(), peer_.peer_cq);
+  }
+  if (ev.own) {
+    Cq* send_cq = to_cq(qp->qp.send_cq);
+    shm::wake_napping_poller(send_cq->notify);
+    if (send_channel_.valid() && shm::claim_cq_event(send_cq->notify, false, true))
+      proto::send_cq_event(send_channel_.get(), send_cq->handle);
+  }
 }
 
 }  // namespace wharf::abi

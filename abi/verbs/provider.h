@@ -113,6 +113,9 @@ struct Cq {
   std::atomic<bool> awaiting_event;
 };
 constexpr uint32_t kEmptyPollsBeforeYield = 64;
+// When the calling thread began to find every CQ it polls empty (CLOCK_MONOTONIC ns); 0 while
+// its polls find completions or it posts sends. poll_cq naps once this is old enough.
+extern thread_local uint64_t thread_idle_since_ns;
 inline Cq* to_cq(ibv_cq* c) { return reinterpret_cast<Cq*>(c); }
 
 struct Srq {

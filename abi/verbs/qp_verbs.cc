@@ -312,6 +312,7 @@ int write_send_wqe(Qp* qp, uint8_t* slot, const ibv_send_wr* wr) {
 }  // namespace
 
 int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
+  thread_idle_since_ns = 0;
   Qp* qp = to_qp(ibqp);
   int err = 0;
   bool to_router = false;

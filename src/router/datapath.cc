@@ -37,6 +37,7 @@ void post_cqe_st(Cq* cq, const shm::Cqe& cqe, bool solicited) {
     cq->owner->post_async_event(IBV_EVENT_CQ_ERR, cq->handle);
     return;
   }
+  shm::wake_napping_poller(cq->notify);
   if (cq->channel == nullptr ||
       !shm::claim_cq_event(cq->notify, solicited, cqe.status == IBV_WC_SUCCESS))
     return;

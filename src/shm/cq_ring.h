@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "common/futex.h"
 #include "shm/layout.h"
 #include "shm/ring.h"
 
@@ -75,6 +76,13 @@ class CqConsumer {
   CqConsumer(RingHeader* hdr, Cqe* slots, uint32_t capacity)
       : hdr_(hdr), slots_(slots), capacity_(capacity) {}
 
+  // Whether an entry is published and waiting to be popped.
+  bool has_entry() const {
+    const Cqe* slot = slots_ + (tail_ & (capacity_ - 1));
+    return std::atomic_ref<uint32_t>(const_cast<Cqe*>(slot)->seq).load(std::memory_order_acquire) ==
+           tail_ + 1;
+  }
+
   // Copies the oldest published entry into *out and frees its slot. False if none.
   bool pop(Cqe* out) {
     Cqe* slot = slots_ + (tail_ & (capacity_ - 1));
@@ -92,6 +100,33 @@ class CqConsumer {
   uint32_t capacity_ = 0;
   uint32_t tail_ = 0;
 };
+
+// Called by a producer after publishing an entry: wakes a poller sleeping on the CQ. The
+// fence pairs with the one in begin_nap between announcing the nap and looking at the
+// ring: either the poller sees the entry or the producer sees the nap.
+inline void wake_napping_poller(CqNotify* n) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (n->napping.load(std::memory_order_relaxed) != 0 &&
+      n->napping.exchange(0, std::memory_order_acq_rel) != 0)
+    futex_wake_all(&n->napping);
+}
+
+// The polling side, in two steps. begin_nap, called by the consumer (holding the lock that
+// guards `ring`), announces the nap and returns true, or withdraws it and returns false when
+// an entry is already there. nap then sleeps until a producer publishes an entry, or at most
+// timeout_ns. Threads napping on one CQ together may end each other's announcement and then
+// sleep out their timeout.
+inline bool begin_nap(CqNotify* n, const CqConsumer& ring) {
+  n->napping.store(1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (!ring.has_entry()) return true;
+  n->napping.store(0, std::memory_order_relaxed);
+  return false;
+}
+inline void nap(CqNotify* n, uint64_t timeout_ns) {
+  futex_wait(&n->napping, 1, timeout_ns);
+  n->napping.store(0, std::memory_order_relaxed);
+}
 
 // Called by a producer after publishing an entry: true if this producer must now send the
 // completion event (it won the arm). The fence pairs with req_notify_cq's fence between

@@ -107,6 +107,9 @@ constexpr size_t kContextPageSize = kPageSize;
 enum CqArm : uint32_t { kCqDisarmed = 0, kCqArmedAny = 1, kCqArmedSolicited = 2 };
 struct CqNotify {
   alignas(kCacheLine) std::atomic<uint32_t> arm;  // CqArm, set by the library, swapped by router
+  // 1 while a thread polling this CQ sleeps on it (a futex), set by the library; a producer
+  // that publishes a CQE swaps it to 0 and wakes the sleepers (docs/shm-rings.md).
+  std::atomic<uint32_t> napping;
 };
 struct CqLayout {
   uint32_t entries;

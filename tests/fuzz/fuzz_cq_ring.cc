@@ -7,6 +7,8 @@
 //     only the claimed slot (stamp last) and advances the producer index by one;
 //   - kFull exactly when `capacity` are unconsumed, kCorrupt when more; both write nothing;
 //   - has_room agrees with the same arithmetic;
+//   - waking a napping poller after a push leaves the notify line's `napping` at 0, whatever
+//     the container wrote there;
 //   - nothing is ever written outside the slots (an exactly-sized heap block, for ASan).
 #include <cstddef>
 #include <cstdint>
@@ -29,18 +31,21 @@ void run(Input& in) {
   std::unique_ptr<Cqe[]> slots(new Cqe[cap]());
   CqProducer prod(hdr.get(), slots.get(), cap);
   CqConsumer cons(hdr.get(), slots.get(), cap);
+  CqNotify notify{};
   std::vector<Cqe> before(cap);
   uint64_t next_id = 1;
   for (int budget = 1024; !in.empty() && budget > 0; --budget) {
     const uint32_t p0 = hdr->producer.value.load();
     const uint32_t c0 = hdr->consumer.value.load();
     const uint32_t used = p0 - c0;
-    switch (in.u8() % 6) {
+    switch (in.u8() % 7) {
       case 0: {
         std::memcpy(before.data(), slots.get(), sizeof(Cqe) * cap);
         Cqe e{};
         e.wr_id = next_id++;
         RingStatus st = prod.push(e);
+        wake_napping_poller(&notify);
+        WHARF_FUZZ_CHECK(notify.napping.load() == 0, "nap not ended by a push");
         if (used < cap) {
           WHARF_FUZZ_CHECK(st == RingStatus::kOk, "room but not accepted");
           WHARF_FUZZ_CHECK(hdr->producer.value.load() == p0 + 1, "producer index not advanced");
@@ -73,6 +78,7 @@ void run(Input& in) {
         WHARF_FUZZ_CHECK(prod.has_room(n) == (used <= cap && cap - used >= n), "has_room");
         break;
       }
+      case 6: notify.napping.store(in.u32()); break;
     }
   }
 }

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -157,6 +158,47 @@ TEST(CqRingTest, CompletionEventsFollowTheArmRequest) {
   EXPECT_TRUE(claim_cq_event(&n, true, true));
   n.arm = kCqArmedSolicited;
   EXPECT_TRUE(claim_cq_event(&n, false, false));  // errors always fire
+}
+
+TEST(CqRingTest, ANapIsAnnouncedOnlyOnAnEmptyRingAndAPublishedEntryEndsIt) {
+  TestCq cq(4);
+  CqProducer p = cq.producer();
+  CqConsumer c = cq.consumer();
+  CqNotify notify{};
+  ASSERT_TRUE(begin_nap(&notify, c));
+  EXPECT_EQ(notify.napping.load(), 1u);
+  // A producer publishing now ends the announcement (and wakes whoever sleeps on it).
+  ASSERT_EQ(p.push(entry(1)), RingStatus::kOk);
+  wake_napping_poller(&notify);
+  EXPECT_EQ(notify.napping.load(), 0u);
+  // With an entry waiting, no nap starts.
+  EXPECT_TRUE(c.has_entry());
+  EXPECT_FALSE(begin_nap(&notify, c));
+  EXPECT_EQ(notify.napping.load(), 0u);
+  Cqe out;
+  ASSERT_TRUE(c.pop(&out));
+  EXPECT_FALSE(c.has_entry());
+}
+
+TEST(CqRingTest, AProducerWakesAThreadNappingOnTheCq) {
+  TestCq cq(4);
+  CqProducer p = cq.producer();
+  CqConsumer c = cq.consumer();
+  CqNotify notify{};
+  ASSERT_TRUE(begin_nap(&notify, c));
+  std::thread producer([&] {
+    while (notify.napping.load() != 1) std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // let it fall asleep
+    ASSERT_EQ(p.push(entry(7)), RingStatus::kOk);
+    wake_napping_poller(&notify);
+  });
+  const auto start = std::chrono::steady_clock::now();
+  nap(&notify, 60'000'000'000ull);  // a minute, unless the producer's wake ends it
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+  producer.join();
+  Cqe out;
+  ASSERT_TRUE(c.pop(&out));
+  EXPECT_EQ(out.wr_id, 7u);
 }
 
 }  // namespace

@@ -115,6 +115,46 @@ TEST_F(LifecycleTest, ASpinningWaitEndsWhenItsEventIsRaised) {
   ASSERT_EQ(ibv_destroy_comp_channel(ch), 0);
 }
 
+// Run by the verify.poll_nap tests with WHARF_POLL_NAP_US far beyond their bounds: a thread
+// that has polled an empty CQ long enough to nap on it wakes when a completion is written
+// there, whether the peer's receive completion or its own QP's send completion (by the
+// direct path or by the router, per test).
+TEST_F(LifecycleTest, ANappingPollerWakesForItsCompletion) {
+  const char* nap = getenv("WHARF_POLL_NAP_US");
+  if (nap == nullptr || strtoull(nap, nullptr, 10) < 20000000)
+    GTEST_SKIP() << "needs WHARF_POLL_NAP_US >= 20 s (run by verify.poll_nap)";
+  ibv_qp* qa = nullptr;
+  ibv_qp* qb = nullptr;
+  rc_pair(&qa, &qb);
+  Buffer src = make_buffer(a_, 64, kFullAccess);
+  Buffer dst = make_buffer(b_, 64, kFullAccess);
+  // Polls cq until one completion arrives while another thread posts the send 100 ms in.
+  auto poll_while_sending = [&](ibv_cq* cq, uint64_t wr_id) {
+    std::thread sender([&] {
+      usleep(100000);
+      post_send(qa, IBV_WR_SEND, {{reinterpret_cast<uint64_t>(src.data), 8, src.mr->lkey}}, wr_id);
+    });
+    const auto start = std::chrono::steady_clock::now();
+    ibv_wc wc{};
+    int got = 0;
+    while (got == 0 && std::chrono::steady_clock::now() - start < std::chrono::seconds(10))
+      got = ibv_poll_cq(cq, 1, &wc);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+    sender.join();
+    ASSERT_EQ(got, 1);
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+    EXPECT_EQ(wc.wr_id, wr_id);
+  };
+  post_recv(qb, dst, 0, 64, 1);
+  poll_while_sending(b_.cq, 1);  // the receive completion, written into the peer's CQ
+  wait_wc(a_.cq, 1);
+  post_recv(qb, dst, 0, 64, 2);
+  poll_while_sending(a_.cq, 2);  // the send completion, written into the poller's own CQ
+  wait_wc(b_.cq, 1);
+  free_buffer(&src);
+  free_buffer(&dst);
+}
+
 TEST_F(LifecycleTest, GetCqEventCanBeCancelled) {
 #if defined(__SANITIZE_ADDRESS__)
   // ASan's own thread teardown misreports a cancelled thread (sigaltstack "stack-buffer-
