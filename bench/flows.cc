@@ -7,7 +7,7 @@
 //
 // Every flow is a QP pair A -> B that keeps a window of work requests in flight (RDMA WRITE,
 // or SEND with receives reposted as they complete); the window shrinks with N so that about
-// 64 MiB are in flight in all. --stalled K adds K more SEND flows whose receiver never posts
+// 64 MiB are in flight in all (at most 128 work requests per flow, at least one). --stalled K adds K more SEND flows whose receiver never posts
 // a receive (they live on RNR NAKs and rnr_retry = 7, i.e. forever): they must not slow the
 // others. Counting starts after one second of warm-up. Output, one line:
 //   flows=N size=B seconds=S aggregate_gbps=X min_flow_gbps=Y max_flow_gbps=Z jain=J
@@ -166,7 +166,7 @@ int main(int argc, char** argv) {
 
   const int total = o.qps + o.stalled;
   const int depth =
-      std::clamp<int>(static_cast<int>((64u << 20) / (uint64_t{o.size} * o.qps)), 1, 16);
+      std::clamp<int>(static_cast<int>((64u << 20) / (uint64_t{o.size} * o.qps)), 1, 128);
   Side a = open_side(o.from, total * depth + 16, o.size);
   Side b = open_side(o.to, total * depth + 16, o.size);
   std::vector<Flow> flows(static_cast<size_t>(total));

@@ -21,6 +21,7 @@
 namespace wharf::router {
 
 class Session;
+struct RemoteQpState;  // router/remote.h
 
 // A container: a network namespace registered by wharf-run (or an anonymous one for
 // processes started outside wharf-run). Its LID and GID address all its QPs.
@@ -120,6 +121,8 @@ struct Qp {
   uint8_t rnr_attempts = 0;
   uint8_t retry_attempts = 0;
   bool active = false;  // in the router's polled list
+  // Its state in the host-to-host engine, once it has any (owned by RemotePath).
+  RemoteQpState* remote = nullptr;
   bool last_wqe_reported = false;
 
   // Direct path: the shared line (in shm), the router's own view of it, and whether the

@@ -96,17 +96,21 @@ int RemotePath::peer_host(const Qp* qp) const {
 }
 
 RemotePath::State& RemotePath::state(Qp* qp) {
-  State& st = states_[qp];
-  if (!st.started) {
-    st.started = true;
-    st.next_psn = qp->attr.sq_psn & kPsnMask;
-    st.epsn = qp->attr.rq_psn & kPsnMask;
+  if (qp->remote == nullptr) {
+    State& st = states_[qp];  // stays where it is until erased (a node of the map)
+    if (!st.started) {
+      st.started = true;
+      st.next_psn = qp->attr.sq_psn & kPsnMask;
+      st.epsn = qp->attr.rq_psn & kPsnMask;
+    }
+    qp->remote = &st;
   }
-  return st;
+  return *qp->remote;
 }
 
 void RemotePath::forget_st(Qp* qp) {
   states_.erase(qp);
+  qp->remote = nullptr;
   responding_.erase(std::remove(responding_.begin(), responding_.end(), qp), responding_.end());
 }
 
@@ -126,7 +130,7 @@ bool RemotePath::poll_st() {
   // Responders whose answers waited for room on their link.
   for (size_t i = 0; i < responding_.size();) {
     did |= pump_responses_st(responding_[i]);
-    if (states_[responding_[i]].responses.empty()) {
+    if (state(responding_[i]).responses.empty()) {
       responding_[i] = responding_.back();
       responding_.pop_back();
     } else {
@@ -636,7 +640,7 @@ void RemotePath::on_atomic_request_st(Qp* dst, State& st, const Packet& p, bool 
                    p.atomic.swap_add, &orig) != 0)
     return nak(host::kNakRemoteAccess);
   auto& slot = st.atomics[st.next_atomic];
-  st.next_atomic = (st.next_atomic + 1) % kAtomicCache;
+  st.next_atomic = (st.next_atomic + 1) % State::kAtomicCache;
   slot.psn = psn;
   slot.orig = orig;
   slot.valid = true;
@@ -851,7 +855,7 @@ void RemotePath::fail_peer_qps_st(int host, const char* why, Lost lost) {
   });
   Executor ex(r_, now_ns());
   for (Qp* qp : failed) {
-    std::deque<Outstanding>& outstanding = states_[qp].outstanding;
+    std::deque<Outstanding>& outstanding = state(qp).outstanding;
     if (!outstanding.empty()) {
       complete_send_st(qp, outstanding.front(), IBV_WC_RETRY_EXC_ERR);
       outstanding.pop_front();

@@ -41,6 +41,70 @@ namespace wharf::router {
 
 class Router;
 
+// What the host-to-host engine keeps per QP: owned by RemotePath, found through Qp::remote.
+struct RemoteQpState {
+  struct Outstanding {
+    SendWork w;
+    uint32_t first_psn = 0;
+    uint32_t last_psn = 0;
+    uint32_t byte_len = 0;
+    uint32_t responses = 0;  // READ response packets placed so far
+    bool signaled = false;
+  };
+  // What a responder owes its requester, sent strictly in PSN order.
+  struct Response {
+    enum Kind { kAck, kAtomicAck, kRead } kind = kAck;
+    uint32_t psn = 0;
+    uint8_t syndrome = 0;
+    uint32_t msn = 0;
+    uint64_t orig = 0;  // atomic ACK
+    uint32_t rkey = 0;  // READ: the source, and how many packets went out
+    uint64_t va = 0;
+    uint64_t len = 0;
+    uint32_t sent = 0;
+  };
+  static constexpr int kAtomicCache = 16;
+  bool started = false;
+  // Requester.
+  uint32_t next_psn = 0;
+  std::deque<Outstanding> outstanding;
+  uint64_t ack_deadline_ns = 0;  // the oldest outstanding is retransmitted after this
+  uint64_t resend_at_ns = 0;     // RNR: retransmit everything outstanding at this time
+  // After an RNR wait only the oldest request went again (a probe); the rest follow once
+  // it is acknowledged.
+  bool probing = false;
+  // When the peer started refusing this QP's work (its first RNR NAK since the last
+  // progress); 0 while it makes progress. The watchdog measures from here.
+  uint64_t stalled_since_ns = 0;
+  // The link broke: everything outstanding goes again when it may reconnect (the ACK
+  // deadline keeps running).
+  uint64_t replay_at_ns = 0;
+  // Responder.
+  uint32_t epsn = 0;
+  uint32_t msn = 0;
+  bool nak_sent = false;
+  bool in_send = false;  // between SEND first and last
+  bool in_write = false;
+  bool dropping = false;     // UC: ignoring the rest of a message
+  uint32_t message_psn = 0;  // first PSN of the message in progress
+  RecvSource rsrc;
+  RecvWork rw;
+  uint64_t offset = 0;  // bytes of the message placed so far
+  uint32_t rkey = 0;    // WRITE target (looked up again for every packet)
+  uint64_t va = 0;
+  uint64_t dma_length = 0;
+  int requester_host = -1;
+  // The incarnation of the peer's router this QP last heard from (0: none yet).
+  uint32_t peer_incarnation = 0;
+  std::deque<Response> responses;
+  struct {
+    uint32_t psn = 0;
+    uint64_t orig = 0;
+    bool valid = false;
+  } atomics[kAtomicCache];
+  int next_atomic = 0;
+};
+
 class RemotePath final : public transport::HostLinks::Handler {
  public:
   RemotePath(Router* r, std::unique_ptr<transport::StaticCluster> dir, uint64_t node_guid);
@@ -76,68 +140,9 @@ class RemotePath final : public transport::HostLinks::Handler {
   void on_peer_gone(int host) override;
 
  private:
-  struct Outstanding {
-    SendWork w;
-    uint32_t first_psn = 0;
-    uint32_t last_psn = 0;
-    uint32_t byte_len = 0;
-    uint32_t responses = 0;  // READ response packets placed so far
-    bool signaled = false;
-  };
-  // What a responder owes its requester, sent strictly in PSN order.
-  struct Response {
-    enum Kind { kAck, kAtomicAck, kRead } kind = kAck;
-    uint32_t psn = 0;
-    uint8_t syndrome = 0;
-    uint32_t msn = 0;
-    uint64_t orig = 0;  // atomic ACK
-    uint32_t rkey = 0;  // READ: the source, and how many packets went out
-    uint64_t va = 0;
-    uint64_t len = 0;
-    uint32_t sent = 0;
-  };
-  static constexpr int kAtomicCache = 16;
-  struct State {
-    bool started = false;
-    // Requester.
-    uint32_t next_psn = 0;
-    std::deque<Outstanding> outstanding;
-    uint64_t ack_deadline_ns = 0;  // the oldest outstanding is retransmitted after this
-    uint64_t resend_at_ns = 0;     // RNR: retransmit everything outstanding at this time
-    // After an RNR wait only the oldest request went again (a probe); the rest follow once
-    // it is acknowledged.
-    bool probing = false;
-    // When the peer started refusing this QP's work (its first RNR NAK since the last
-    // progress); 0 while it makes progress. The watchdog measures from here.
-    uint64_t stalled_since_ns = 0;
-    // The link broke: everything outstanding goes again when it may reconnect (the ACK
-    // deadline keeps running).
-    uint64_t replay_at_ns = 0;
-    // Responder.
-    uint32_t epsn = 0;
-    uint32_t msn = 0;
-    bool nak_sent = false;
-    bool in_send = false;  // between SEND first and last
-    bool in_write = false;
-    bool dropping = false;     // UC: ignoring the rest of a message
-    uint32_t message_psn = 0;  // first PSN of the message in progress
-    RecvSource rsrc;
-    RecvWork rw;
-    uint64_t offset = 0;  // bytes of the message placed so far
-    uint32_t rkey = 0;    // WRITE target (looked up again for every packet)
-    uint64_t va = 0;
-    uint64_t dma_length = 0;
-    int requester_host = -1;
-    // The incarnation of the peer's router this QP last heard from (0: none yet).
-    uint32_t peer_incarnation = 0;
-    std::deque<Response> responses;
-    struct {
-      uint32_t psn = 0;
-      uint64_t orig = 0;
-      bool valid = false;
-    } atomics[kAtomicCache];
-    int next_atomic = 0;
-  };
+  using State = RemoteQpState;
+  using Outstanding = RemoteQpState::Outstanding;
+  using Response = RemoteQpState::Response;
 
   State& state(Qp* qp);
   // The addressing of a packet qp sends along address vector ah to QP dest_qpn.
