@@ -7,9 +7,10 @@
 //
 // Every flow is a QP pair A -> B that keeps a window of work requests in flight (RDMA WRITE,
 // or SEND with receives reposted as they complete); the window shrinks with N so that about
-// 64 MiB are in flight in all (at most 128 work requests per flow, at least one). --stalled K adds K more SEND flows whose receiver never posts
-// a receive (they live on RNR NAKs and rnr_retry = 7, i.e. forever): they must not slow the
-// others. Counting starts after one second of warm-up. Output, one line:
+// 64 MiB are in flight in all (at most 128 work requests per flow, at least one). --stalled K
+// adds K more SEND flows whose receiver never posts a receive (they live on RNR NAKs and
+// rnr_retry = 7, i.e. forever): they must not slow the others. Counting starts after one
+// second of warm-up. Output, one line:
 //   flows=N size=B seconds=S aggregate_gbps=X min_flow_gbps=Y max_flow_gbps=Z jain=J
 // Links Debian's libibverbs; run it with ours injected (LD_PRELOAD).
 #include <infiniband/verbs.h>

@@ -18,6 +18,9 @@ PACKAGES=(
   iproute2 procps util-linux binutils python3 perl
   # the host-to-host tests look at the DSCP of the routers' packets
   tcpdump
+  # the orchestrator's cluster store (tests start a real etcd on loopback), and the HTTP
+  # client its end-to-end test talks to the orchestrator with
+  etcd-server curl
 )
 
 # (Output is captured before matching: `cmd | grep -q` can fail under pipefail by SIGPIPE.)

@@ -1,0 +1,87 @@
+// wharf-orchestrator: the control plane's API (tenants, virtual networks, containers, hosts)
+// over a KvStore: SQLite on one host, etcd for a cluster (docs/OPERATIONS.md).
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <exception>
+#include <string>
+#include <thread>
+
+#include "control/api.h"
+#include "control/kv_store.h"
+
+namespace {
+
+int run_orchestrator(int argc, char** argv) {
+  CLI::App app{"wharf-orchestrator - Wharf's control plane: tenants, networks, containers"};
+  std::string listen = "127.0.0.1:7480";
+  std::string store_url = "sqlite:/var/lib/wharf/orchestrator.db";
+  app.add_option("--listen", listen, "HOST:PORT to serve the HTTP/JSON API on (PORT 0: any)")
+      ->capture_default_str();
+  app.add_option("--store", store_url, "sqlite:PATH or etcd:http://HOST:PORT")
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  const size_t colon = listen.rfind(':');
+  int port = -1;
+  if (colon != std::string::npos) {
+    try {
+      port = std::stoi(listen.substr(colon + 1));
+    } catch (const std::exception&) {
+    }
+  }
+  if (port < 0 || port > 65535) {
+    spdlog::error("--listen '{}': expected HOST:PORT", listen);
+    return 2;
+  }
+
+  // Signals are taken by a thread of our own, so the server can be stopped cleanly.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  std::unique_ptr<wharf::control::KvStore> store;
+  wharf::Status st = wharf::control::open_kv_store(store_url, &store);
+  if (!st.is_ok()) {
+    spdlog::error("store {}: {}", store_url, st.message());
+    return 1;
+  }
+  wharf::control::ApiServer api(store.get());
+  const int bound = api.bind(listen.substr(0, colon), port);
+  if (bound < 0) {
+    spdlog::error("cannot listen on {}", listen);
+    return 1;
+  }
+  spdlog::info("wharf-orchestrator: serving on {}:{} with store {}", listen.substr(0, colon), bound,
+               store_url);
+  std::atomic<bool> served{false};
+  std::thread waiter([&] {
+    const timespec tick{0, 200'000'000};  // to notice that serve() ended by itself
+    while (!served.load()) {
+      const int sig = sigtimedwait(&stop_signals, nullptr, &tick);
+      if (sig > 0) {
+        spdlog::info("signal {}: stopping", sig);
+        api.stop();
+        return;
+      }
+    }
+  });
+  api.serve();
+  served.store(true);
+  waiter.join();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run_orchestrator(argc, argv);
+  } catch (const std::exception& e) {
+    spdlog::error("wharf-orchestrator: {}", e.what());
+  }
+  return 1;
+}

@@ -1,0 +1,184 @@
+#include "control/api.h"
+
+#include <httplib.h>
+
+#include <nlohmann/json.hpp>
+
+namespace wharf::control {
+namespace {
+
+using Code = Status::Code;
+using nlohmann::json;
+
+const std::string kHosts = "/wharf/host/";
+
+int http_status(Code code) {
+  switch (code) {
+    case Code::kOk: return 200;
+    case Code::kInvalidArgument: return 400;
+    case Code::kNotFound: return 404;
+    case Code::kAlreadyExists:
+    case Code::kFailedPrecondition:
+    case Code::kExhausted: return 409;
+    case Code::kUnavailable: return 503;
+    case Code::kCompacted:
+    case Code::kInternal: return 500;
+  }
+  return 500;
+}
+
+void reply(httplib::Response& res, const Status& st, const json& body = json::object()) {
+  res.status = http_status(st.code());
+  const json out = st.is_ok() ? body : json{{"error", st.message()}};
+  res.set_content(out.dump(), "application/json");
+}
+
+// The request's JSON object, or an error already written to res.
+bool body_object(const httplib::Request& req, httplib::Response& res, json* out) {
+  *out = json::parse(req.body, nullptr, false);
+  if (out->is_object()) return true;
+  reply(res, Status::error(Code::kInvalidArgument, "the body must be a JSON object"));
+  return false;
+}
+
+// A string field of a request body; "" if absent or not a string.
+std::string field(const json& j, const char* name) {
+  auto it = j.find(name);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+json to_json(const ContainerInfo& c) {
+  return {{"tenant", c.tenant},        {"name", c.name}, {"network", c.network},
+          {"vip", format_ipv4(c.vip)}, {"host", c.host}, {"lid", c.lid}};
+}
+
+}  // namespace
+
+ApiServer::ApiServer(KvStore* store)
+    : store_(store), registry_(store), http_(std::make_unique<httplib::Server>()) {
+  routes();
+}
+
+ApiServer::~ApiServer() = default;
+
+int ApiServer::bind(const std::string& host, int port) {
+  if (port == 0) return http_->bind_to_any_port(host);
+  return http_->bind_to_port(host, port) ? port : -1;
+}
+
+void ApiServer::serve() { http_->listen_after_bind(); }
+void ApiServer::stop() { http_->stop(); }
+
+void ApiServer::routes() {
+  using Req = const httplib::Request&;
+  using Res = httplib::Response&;
+  httplib::Server& s = *http_;
+
+  s.Get("/v1/tenants", [this](Req, Res res) {
+    std::vector<std::string> tenants;
+    Status st = registry_.list_tenants(&tenants);
+    reply(res, st, tenants);
+  });
+  s.Post("/v1/tenants", [this](Req req, Res res) {
+    json b;
+    if (body_object(req, res, &b)) reply(res, registry_.add_tenant(field(b, "name")));
+  });
+  s.Delete(R"(/v1/tenants/([^/]+))",
+           [this](Req req, Res res) { reply(res, registry_.del_tenant(req.matches[1])); });
+
+  s.Get(R"(/v1/tenants/([^/]+)/networks)", [this](Req req, Res res) {
+    std::vector<NetworkInfo> nets;
+    Status st = registry_.list_networks(req.matches[1], &nets);
+    json out = json::array();
+    for (const NetworkInfo& n : nets)
+      out.push_back({{"name", n.name}, {"cidr", format_cidr(n.cidr)}});
+    reply(res, st, out);
+  });
+  s.Post(R"(/v1/tenants/([^/]+)/networks)", [this](Req req, Res res) {
+    json b;
+    if (body_object(req, res, &b))
+      reply(res, registry_.add_network(req.matches[1], field(b, "name"), field(b, "cidr")));
+  });
+  s.Delete(R"(/v1/tenants/([^/]+)/networks/([^/]+))", [this](Req req, Res res) {
+    reply(res, registry_.del_network(req.matches[1], req.matches[2]));
+  });
+
+  s.Get("/v1/containers", [this](Req req, Res res) {
+    std::vector<ContainerInfo> all;
+    Status st = registry_.list_containers(req.get_param_value("tenant"), &all);
+    json out = json::array();
+    for (const ContainerInfo& c : all) out.push_back(to_json(c));
+    reply(res, st, out);
+  });
+  s.Post(R"(/v1/tenants/([^/]+)/containers)", [this](Req req, Res res) {
+    json b;
+    if (!body_object(req, res, &b)) return;
+    uint32_t vip = 0;
+    const std::string vip_text = field(b, "vip");
+    if (!vip_text.empty() && !parse_ipv4(vip_text, &vip))
+      return reply(
+          res, Status::error(Code::kInvalidArgument, "vip '" + vip_text + "' is not an address"));
+    ContainerInfo c;
+    Status st = registry_.add_container(req.matches[1], field(b, "network"), field(b, "name"),
+                                        field(b, "host"), vip, &c);
+    reply(res, st, to_json(c));
+  });
+  s.Get(R"(/v1/tenants/([^/]+)/containers/([^/]+))", [this](Req req, Res res) {
+    ContainerInfo c;
+    Status st = registry_.get_container(req.matches[1], req.matches[2], &c);
+    reply(res, st, to_json(c));
+  });
+  s.Post(R"(/v1/tenants/([^/]+)/containers/([^/]+)/move)", [this](Req req, Res res) {
+    json b;
+    if (!body_object(req, res, &b)) return;
+    ContainerInfo c;
+    Status st = registry_.move_container(req.matches[1], req.matches[2], field(b, "host"), &c);
+    reply(res, st, to_json(c));
+  });
+  s.Delete(R"(/v1/tenants/([^/]+)/containers/([^/]+))", [this](Req req, Res res) {
+    reply(res, registry_.del_container(req.matches[1], req.matches[2]));
+  });
+
+  s.Post("/v1/hosts", [this](Req req, Res res) {
+    json b;
+    if (!body_object(req, res, &b)) return;
+    const std::string name = field(b, "name");
+    uint32_t address = 0;
+    const auto ttl = b.find("ttl");
+    if (!Registry::valid_name(name) || !parse_ipv4(field(b, "address"), &address) ||
+        ttl == b.end() || !ttl->is_number_unsigned() || ttl->get<uint64_t>() == 0 ||
+        ttl->get<uint64_t>() > 3600)
+      return reply(res,
+                   Status::error(Code::kInvalidArgument,
+                                 "expected {\"name\", \"address\": A.B.C.D, \"ttl\": 1-3600}"));
+    int64_t lease = 0;
+    int64_t rev = 0;
+    Status st = store_->grant_lease(static_cast<int64_t>(ttl->get<uint64_t>()), &lease);
+    if (st.is_ok())
+      st = store_->put(kHosts + name, json{{"address", format_ipv4(address)}}.dump(), lease, &rev);
+    reply(res, st, {{"lease", lease}});
+  });
+  s.Post(R"(/v1/hosts/([^/]+)/keepalive)", [this](Req req, Res res) {
+    json b;
+    if (!body_object(req, res, &b)) return;
+    const auto lease = b.find("lease");
+    if (lease == b.end() || !lease->is_number_integer())
+      return reply(res, Status::error(Code::kInvalidArgument, "expected {\"lease\": N}"));
+    reply(res, store_->keep_alive(lease->get<int64_t>()));
+  });
+  s.Get("/v1/hosts", [this](Req, Res res) {
+    std::vector<KeyValue> kvs;
+    int64_t rev = 0;
+    Status st = store_->range(kHosts, &kvs, &rev);
+    json out = json::array();
+    for (const KeyValue& kv : kvs) {
+      json v = json::parse(kv.value, nullptr, false);
+      out.push_back({{"name", kv.key.substr(kHosts.size())},
+                     {"address", v.is_object() ? field(v, "address") : ""},
+                     {"lease", kv.lease}});
+    }
+    reply(res, st, out);
+  });
+}
+
+}  // namespace wharf::control

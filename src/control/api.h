@@ -1,0 +1,54 @@
+// The orchestrator's HTTP/JSON API (docs/OPERATIONS.md, "Orchestrator API"), served from a
+// Registry and the KvStore behind it. Routes, all bodies JSON:
+//   GET    /v1/tenants                                  ["red", ...]
+//   POST   /v1/tenants                {"name"}
+//   DELETE /v1/tenants/T
+//   GET    /v1/tenants/T/networks                       [{"name","cidr"}, ...]
+//   POST   /v1/tenants/T/networks     {"name","cidr"}
+//   DELETE /v1/tenants/T/networks/N
+//   GET    /v1/containers[?tenant=T] [{"tenant","name","network","vip","host","lid"}] POST
+//   /v1/tenants/T/containers   {"name","network","host"[,"vip"]}  -> the container GET
+//   /v1/tenants/T/containers/C                   the container POST /v1/tenants/T/containers/C/move
+//   {"host"}     -> the container DELETE /v1/tenants/T/containers/C POST   /v1/hosts
+//   {"name","address","ttl"}  -> {"lease"}: the host entry
+//                                     lives while the lease is kept alive
+//   POST   /v1/hosts/H/keepalive      {"lease"}
+//   GET    /v1/hosts                                    [{"name","address","lease"}]
+// Errors: {"error": message} with 400 (bad input), 404 (unknown object), 409 (exists, in
+// use, overlaps, no address left), 503 (store unreachable) or 500.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "control/kv_store.h"
+#include "control/registry.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace wharf::control {
+
+class ApiServer {
+ public:
+  explicit ApiServer(KvStore* store);
+  ~ApiServer();
+  ApiServer(const ApiServer&) = delete;
+  ApiServer& operator=(const ApiServer&) = delete;
+
+  // Binds host:port (port 0: any free one). Returns the port, or -1.
+  int bind(const std::string& host, int port);
+  // Serves until stop() (from another thread or a signal handler's thread).
+  void serve();
+  void stop();
+
+ private:
+  void routes();
+
+  KvStore* store_;
+  Registry registry_;
+  std::unique_ptr<httplib::Server> http_;
+};
+
+}  // namespace wharf::control

@@ -1,0 +1,369 @@
+#include "control/registry.h"
+
+#include <charconv>
+#include <nlohmann/json.hpp>
+#include <set>
+
+namespace wharf::control {
+namespace {
+
+using Code = Status::Code;
+using nlohmann::json;
+
+constexpr int kRaceRetries = 64;  // compare-and-set attempts before giving up
+
+const std::string kTenants = "/wharf/tenant/";
+const std::string kNetworks = "/wharf/network/";
+const std::string kContainers = "/wharf/container/";
+const std::string kIps = "/wharf/ip/";
+const std::string kLids = "/wharf/lid/";
+
+}  // namespace
+
+bool Registry::valid_name(const std::string& s) {
+  if (s.empty() || s.size() > 63 || s[0] == '.' || s[0] == '-' || s[0] == '_') return false;
+  for (char c : s)
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '_'))
+      return false;
+  return true;
+}
+
+namespace {
+
+Status bad_name(const char* what, const std::string& s) {
+  return Status::error(Code::kInvalidArgument,
+                       std::string(what) + " name '" + s + "': use 1-63 of [a-z0-9._-]");
+}
+
+std::string tenant_key(const std::string& t) { return kTenants + t; }
+std::string network_key(const std::string& t, const std::string& n) {
+  return kNetworks + t + "/" + n;
+}
+std::string container_key(const std::string& t, const std::string& c) {
+  return kContainers + t + "/" + c;
+}
+std::string ip_prefix(const std::string& t, const std::string& n) {
+  return kIps + t + "/" + n + "/";
+}
+std::string ip_key(const std::string& t, const std::string& n, uint32_t ip) {
+  return ip_prefix(t, n) + format_ipv4(ip);
+}
+std::string lid_key(uint16_t lid) { return kLids + std::to_string(lid); }
+
+// What the store holds is trusted only as far as it parses: a value that does not is kInternal.
+bool parse_network(const KeyValue& kv, const std::string& tenant, NetworkInfo* out) {
+  json j = json::parse(kv.value, nullptr, false);
+  if (!j.is_object() || !j.contains("cidr") || !j["cidr"].is_string()) return false;
+  out->tenant = tenant;
+  out->name = kv.key.substr(kv.key.rfind('/') + 1);
+  return parse_cidr(j["cidr"].get<std::string>(), &out->cidr);
+}
+
+bool parse_container(const KeyValue& kv, ContainerInfo* out) {
+  json j = json::parse(kv.value, nullptr, false);
+  if (!j.is_object()) return false;
+  const std::string rest = kv.key.substr(kContainers.size());
+  const size_t slash = rest.find('/');
+  if (slash == std::string::npos) return false;
+  out->tenant = rest.substr(0, slash);
+  out->name = rest.substr(slash + 1);
+  if (!j.contains("network") || !j["network"].is_string() || !j.contains("host") ||
+      !j["host"].is_string() || !j.contains("vip") || !j["vip"].is_string() || !j.contains("lid") ||
+      !j["lid"].is_number_unsigned())
+    return false;
+  out->network = j["network"].get<std::string>();
+  out->host = j["host"].get<std::string>();
+  const uint64_t lid = j["lid"].get<uint64_t>();
+  if (lid == 0 || lid > Registry::kMaxLid) return false;
+  out->lid = static_cast<uint16_t>(lid);
+  return parse_ipv4(j["vip"].get<std::string>(), &out->vip);
+}
+
+std::string encode(const ContainerInfo& c) {
+  return json{{"network", c.network}, {"host", c.host}, {"vip", format_ipv4(c.vip)}, {"lid", c.lid}}
+      .dump();
+}
+
+Status corrupt(const std::string& key) {
+  return Status::error(Code::kInternal, "store entry " + key + " does not parse");
+}
+
+// A host address a container may have: not the network or broadcast address, not .1.
+bool assignable(const Cidr& c, uint32_t ip) {
+  if (!c.contains(ip)) return false;
+  if (c.prefix >= 31) return true;  // RFC 3021 point-to-point and single hosts
+  const uint32_t offset = ip - c.base;
+  return offset > 1 && offset < c.size() - 1;
+}
+
+}  // namespace
+
+Status Registry::add_tenant(const std::string& tenant) {
+  if (!valid_name(tenant)) return bad_name("tenant", tenant);
+  bool ok = false;
+  int64_t rev = 0;
+  Status st = store_->txn({Compare::absent(tenant_key(tenant))},
+                          {TxnOp::put(tenant_key(tenant), "{}")}, &ok, &rev);
+  if (st.is_ok() && !ok) return Status::error(Code::kAlreadyExists, "tenant " + tenant + " exists");
+  return st;
+}
+
+Status Registry::del_tenant(const std::string& tenant) {
+  KeyValue kv;
+  Status st = store_->get(tenant_key(tenant), &kv);
+  if (!st.is_ok())
+    return st.code() == Code::kNotFound ? Status::error(Code::kNotFound, "no tenant " + tenant)
+                                        : st;
+  std::vector<KeyValue> nets;
+  int64_t rev = 0;
+  st = store_->range(kNetworks + tenant + "/", &nets, &rev);
+  if (!st.is_ok()) return st;
+  if (!nets.empty())
+    return Status::error(Code::kFailedPrecondition, "tenant " + tenant + " still has networks");
+  // A network created since the range would be orphaned: only delete what we looked at.
+  bool ok = false;
+  st = store_->txn({Compare::mod_revision_is(tenant_key(tenant), kv.mod_revision)},
+                   {TxnOp::del(tenant_key(tenant))}, &ok, &rev);
+  if (st.is_ok() && !ok)
+    return Status::error(Code::kUnavailable, "tenant changed meanwhile; retry");
+  return st;
+}
+
+Status Registry::list_tenants(std::vector<std::string>* out) {
+  std::vector<KeyValue> kvs;
+  int64_t rev = 0;
+  Status st = store_->range(kTenants, &kvs, &rev);
+  out->clear();
+  for (const KeyValue& kv : kvs) out->push_back(kv.key.substr(kTenants.size()));
+  return st;
+}
+
+Status Registry::add_network(const std::string& tenant, const std::string& name,
+                             const std::string& cidr_text) {
+  if (!valid_name(name)) return bad_name("network", name);
+  Cidr cidr;
+  if (!parse_cidr(cidr_text, &cidr))
+    return Status::error(Code::kInvalidArgument,
+                         "CIDR '" + cidr_text + "': expected A.B.C.D/N with the host bits zero");
+  if (cidr.prefix < 8 || cidr.prefix > 30)
+    return Status::error(Code::kInvalidArgument, "CIDR '" + cidr_text + "': use /8 to /30");
+  for (int attempt = 0; attempt < kRaceRetries; ++attempt) {
+    KeyValue t;
+    Status st = store_->get(tenant_key(tenant), &t);
+    if (st.code() == Code::kNotFound) return Status::error(Code::kNotFound, "no tenant " + tenant);
+    if (!st.is_ok()) return st;
+    std::vector<NetworkInfo> nets;
+    if (st = list_networks(tenant, &nets); !st.is_ok()) return st;
+    for (const NetworkInfo& n : nets) {
+      if (n.name == name) return Status::error(Code::kAlreadyExists, "network " + name + " exists");
+      if (overlaps(n.cidr, cidr))
+        return Status::error(Code::kAlreadyExists, "CIDR " + cidr_text + " overlaps network " +
+                                                       n.name + " (" + format_cidr(n.cidr) + ")");
+    }
+    // The tenant's record is rewritten with every new network, so two racing additions
+    // (whose overlap checks both passed) cannot both commit.
+    bool ok = false;
+    int64_t rev = 0;
+    st = store_->txn(
+        {Compare::mod_revision_is(tenant_key(tenant), t.mod_revision),
+         Compare::absent(network_key(tenant, name))},
+        {TxnOp::put(tenant_key(tenant), t.value),
+         TxnOp::put(network_key(tenant, name), json{{"cidr", format_cidr(cidr)}}.dump())},
+        &ok, &rev);
+    if (!st.is_ok() || ok) return st;
+  }
+  return Status::error(Code::kUnavailable, "too many concurrent changes; retry");
+}
+
+Status Registry::del_network(const std::string& tenant, const std::string& name) {
+  std::vector<KeyValue> ips;
+  int64_t rev = 0;
+  Status st = store_->range(ip_prefix(tenant, name), &ips, &rev);
+  if (!st.is_ok()) return st;
+  if (!ips.empty())
+    return Status::error(Code::kFailedPrecondition, "network " + name + " still has containers");
+  bool deleted = false;
+  st = store_->del(network_key(tenant, name), &deleted, &rev);
+  if (st.is_ok() && !deleted) return Status::error(Code::kNotFound, "no network " + name);
+  return st;
+}
+
+Status Registry::list_networks(const std::string& tenant, std::vector<NetworkInfo>* out) {
+  std::vector<KeyValue> kvs;
+  int64_t rev = 0;
+  Status st = store_->range(kNetworks + tenant + "/", &kvs, &rev);
+  out->clear();
+  for (const KeyValue& kv : kvs) {
+    NetworkInfo n;
+    if (!parse_network(kv, tenant, &n)) return corrupt(kv.key);
+    out->push_back(n);
+  }
+  return st;
+}
+
+Status Registry::claim_lid(const std::string& owner, uint16_t* lid) {
+  for (int attempt = 0; attempt < kRaceRetries; ++attempt) {
+    std::vector<KeyValue> taken;
+    int64_t rev = 0;
+    Status st = store_->range(kLids, &taken, &rev);
+    if (!st.is_ok()) return st;
+    std::set<uint32_t> used;
+    for (const KeyValue& kv : taken) {
+      const std::string digits = kv.key.substr(kLids.size());
+      uint32_t taken_lid = 0;
+      auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), taken_lid);
+      if (ec == std::errc() && end == digits.data() + digits.size()) used.insert(taken_lid);
+    }
+    uint32_t pick = 1;
+    while (used.count(pick) != 0) ++pick;
+    if (pick > kMaxLid) return Status::error(Code::kExhausted, "no LID left in the cluster");
+    bool ok = false;
+    st = store_->txn({Compare::absent(lid_key(static_cast<uint16_t>(pick)))},
+                     {TxnOp::put(lid_key(static_cast<uint16_t>(pick)), owner)}, &ok, &rev);
+    if (!st.is_ok()) return st;
+    if (ok) {
+      *lid = static_cast<uint16_t>(pick);
+      return Status::ok();
+    }
+  }
+  return Status::error(Code::kUnavailable, "too many concurrent LID claims; retry");
+}
+
+Status Registry::add_container(const std::string& tenant, const std::string& network,
+                               const std::string& name, const std::string& host, uint32_t vip,
+                               ContainerInfo* out) {
+  if (!valid_name(name)) return bad_name("container", name);
+  if (!valid_name(host)) return bad_name("host", host);
+  KeyValue nkv;
+  Status st = store_->get(network_key(tenant, network), &nkv);
+  if (st.code() == Code::kNotFound)
+    return Status::error(Code::kNotFound, "no network " + network + " in tenant " + tenant);
+  if (!st.is_ok()) return st;
+  NetworkInfo net;
+  if (!parse_network(nkv, tenant, &net)) return corrupt(nkv.key);
+  if (vip != 0 && !assignable(net.cidr, vip))
+    return Status::error(Code::kInvalidArgument,
+                         format_ipv4(vip) + " is not a host address of " + format_cidr(net.cidr));
+  ContainerInfo c{tenant, name, network, host, vip, 0};
+  if (st = claim_lid(tenant + "/" + name, &c.lid); !st.is_ok()) return st;
+  for (int attempt = 0; attempt < kRaceRetries; ++attempt) {
+    if (vip == 0) {  // the lowest free address
+      std::vector<KeyValue> taken;
+      int64_t rev = 0;
+      if (st = store_->range(ip_prefix(tenant, network), &taken, &rev); !st.is_ok()) break;
+      std::set<uint32_t> used;
+      for (const KeyValue& kv : taken) {
+        uint32_t ip = 0;
+        if (parse_ipv4(kv.key.substr(ip_prefix(tenant, network).size()), &ip)) used.insert(ip);
+      }
+      c.vip = 0;
+      for (uint32_t ip = net.cidr.base; ip < net.cidr.base + net.cidr.size(); ++ip)
+        if (assignable(net.cidr, ip) && used.count(ip) == 0) {
+          c.vip = ip;
+          break;
+        }
+      if (c.vip == 0) {
+        st = Status::error(Code::kExhausted, "network " + network + " has no free address");
+        break;
+      }
+    }
+    bool ok = false;
+    int64_t rev = 0;
+    st = store_->txn({Compare::mod_revision_is(nkv.key, nkv.mod_revision),
+                      Compare::absent(container_key(tenant, name)),
+                      Compare::absent(ip_key(tenant, network, c.vip))},
+                     {TxnOp::put(container_key(tenant, name), encode(c)),
+                      TxnOp::put(ip_key(tenant, network, c.vip), name)},
+                     &ok, &rev);
+    if (!st.is_ok()) break;
+    if (ok) {
+      *out = c;
+      return Status::ok();
+    }
+    KeyValue existing;
+    if (store_->get(container_key(tenant, name), &existing).is_ok()) {
+      st = Status::error(Code::kAlreadyExists, "container " + name + " exists");
+      break;
+    }
+    if (vip != 0) {
+      st = Status::error(Code::kAlreadyExists, format_ipv4(vip) + " is taken");
+      break;
+    }
+    // Otherwise another claim took the address first (or the network changed): look again.
+  }
+  if (st.is_ok()) st = Status::error(Code::kUnavailable, "too many concurrent claims; retry");
+  bool deleted = false;
+  int64_t rev = 0;
+  (void)store_->del(lid_key(c.lid), &deleted, &rev);  // the LID goes back
+  return st;
+}
+
+Status Registry::get_container(const std::string& tenant, const std::string& name,
+                               ContainerInfo* out) {
+  KeyValue kv;
+  Status st = store_->get(container_key(tenant, name), &kv);
+  if (st.code() == Code::kNotFound)
+    return Status::error(Code::kNotFound, "no container " + name + " in tenant " + tenant);
+  if (!st.is_ok()) return st;
+  return parse_container(kv, out) ? Status::ok() : corrupt(kv.key);
+}
+
+Status Registry::move_container(const std::string& tenant, const std::string& name,
+                                const std::string& host, ContainerInfo* out) {
+  if (!valid_name(host)) return bad_name("host", host);
+  for (int attempt = 0; attempt < kRaceRetries; ++attempt) {
+    KeyValue kv;
+    Status st = store_->get(container_key(tenant, name), &kv);
+    if (st.code() == Code::kNotFound)
+      return Status::error(Code::kNotFound, "no container " + name + " in tenant " + tenant);
+    if (!st.is_ok()) return st;
+    ContainerInfo c;
+    if (!parse_container(kv, &c)) return corrupt(kv.key);
+    c.host = host;
+    bool ok = false;
+    int64_t rev = 0;
+    st = store_->txn({Compare::mod_revision_is(kv.key, kv.mod_revision)},
+                     {TxnOp::put(kv.key, encode(c))}, &ok, &rev);
+    if (!st.is_ok()) return st;
+    if (ok) {
+      *out = c;
+      return Status::ok();
+    }
+  }
+  return Status::error(Code::kUnavailable, "too many concurrent changes; retry");
+}
+
+Status Registry::del_container(const std::string& tenant, const std::string& name) {
+  for (int attempt = 0; attempt < kRaceRetries; ++attempt) {
+    KeyValue kv;
+    Status st = store_->get(container_key(tenant, name), &kv);
+    if (st.code() == Code::kNotFound)
+      return Status::error(Code::kNotFound, "no container " + name + " in tenant " + tenant);
+    if (!st.is_ok()) return st;
+    ContainerInfo c;
+    if (!parse_container(kv, &c)) return corrupt(kv.key);
+    bool ok = false;
+    int64_t rev = 0;
+    st = store_->txn({Compare::mod_revision_is(kv.key, kv.mod_revision)},
+                     {TxnOp::del(kv.key), TxnOp::del(ip_key(tenant, c.network, c.vip)),
+                      TxnOp::del(lid_key(c.lid))},
+                     &ok, &rev);
+    if (!st.is_ok() || ok) return st;
+  }
+  return Status::error(Code::kUnavailable, "too many concurrent changes; retry");
+}
+
+Status Registry::list_containers(const std::string& tenant, std::vector<ContainerInfo>* out) {
+  std::vector<KeyValue> kvs;
+  int64_t rev = 0;
+  Status st = store_->range(tenant.empty() ? kContainers : kContainers + tenant + "/", &kvs, &rev);
+  out->clear();
+  for (const KeyValue& kv : kvs) {
+    ContainerInfo c;
+    if (!parse_container(kv, &c)) return corrupt(kv.key);
+    out->push_back(c);
+  }
+  return st;
+}
+
+}  // namespace wharf::control

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# wharf-orchestrator and wharfctl as an operator uses them, on one store backend:
+#   orchestrator_test.sh sqlite|etcd
+# Tenants, networks and containers through wharfctl (text and -j output, errors for bad
+# input), a container moved to another host keeps its address, a SIGKILLed orchestrator
+# restarted on the same store has lost nothing, and a host entry expires with its lease.
+# Needs WHARF_BIN_DIR (wharf-orchestrator, wharfctl); etcd for the etcd backend (exit 77 if
+# missing). Everything it starts listens on loopback and is removed on exit.
+set -uo pipefail
+BACKEND=${1:?sqlite or etcd}
+BIN=${WHARF_BIN_DIR:?}
+WORK=$(mktemp -d /tmp/wharf-orch-test.XXXXXX)
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill -9 "$p" 2> /dev/null; wait "$p" 2> /dev/null; done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# wait_http URL: until something answers there (10 s at most).
+wait_http() {
+  for _ in $(seq 100); do
+    curl -s -o /dev/null "$1" && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+if [[ $BACKEND == etcd ]]; then
+  command -v etcd > /dev/null || { echo "etcd not installed"; exit 77; }
+  EP=$(free_port)
+  PP=$(free_port)
+  etcd --name default --data-dir "$WORK/etcd" \
+    --listen-client-urls "http://127.0.0.1:$EP" --advertise-client-urls "http://127.0.0.1:$EP" \
+    --listen-peer-urls "http://127.0.0.1:$PP" --initial-advertise-peer-urls "http://127.0.0.1:$PP" \
+    --initial-cluster "default=http://127.0.0.1:$PP" > "$WORK/etcd.log" 2>&1 &
+  PIDS+=($!)
+  wait_http "http://127.0.0.1:$EP/version" || fail "etcd did not start"
+  STORE="etcd:http://127.0.0.1:$EP"
+else
+  STORE="sqlite:$WORK/orchestrator.db"
+fi
+
+PORT=$(free_port)
+export WHARF_ORCHESTRATOR="http://127.0.0.1:$PORT"
+start_orchestrator() {
+  "$BIN/wharf-orchestrator" --listen "127.0.0.1:$PORT" --store "$STORE" >> "$WORK/orch.log" 2>&1 &
+  ORCH=$!
+  PIDS+=("$ORCH")
+  wait_http "$WHARF_ORCHESTRATOR/v1/tenants" || fail "orchestrator did not start: $(cat "$WORK/orch.log")"
+}
+ctl() { "$BIN/wharfctl" "$@"; }
+# expect_fail CODE WORDS -- ARGS: wharfctl exits CODE and its message contains WORDS.
+expect_fail() {
+  local code=$1 words=$2
+  shift 3
+  local out
+  out=$(ctl "$@" 2>&1)
+  local rc=$?
+  [[ $rc == "$code" ]] || fail "wharfctl $*: exit $rc, expected $code ($out)"
+  [[ $out == *"$words"* ]] || fail "wharfctl $*: '$out' does not say '$words'"
+}
+
+start_orchestrator
+ctl tenant add red || fail "tenant add"
+ctl tenant add blue || fail "tenant add"
+ctl network add net1 tenant red cidr 198.18.1.0/24 || fail "network add"
+ctl network add net1 tenant blue cidr 198.18.1.0/24 || fail "overlapping networks of two tenants"
+expect_fail 1 "overlaps" -- network add net2 tenant red cidr 198.18.0.0/16
+expect_fail 1 "CIDR" -- network add net2 tenant red cidr 198.18.1.300/24
+expect_fail 1 "no tenant" -- network add net2 tenant green cidr 198.18.2.0/24
+expect_fail 2 "unknown keyword" -- network add net2 tenant red cdir 198.18.2.0/24
+expect_fail 2 "missing 'cidr" -- network add net2 tenant red
+expect_fail 2 "unknown object" -- bogus show
+
+out=$(ctl container add c1 tenant red network net1 host h1) || fail "container add"
+[[ $out == "container c1 tenant red network net1 vip 198.18.1.2 host h1 lid "* ]] || fail "add printed '$out'"
+ctl container add c1 tenant blue network net1 host h2 vip 198.18.1.2 > /dev/null || fail "same vIP in another tenant"
+expect_fail 1 "taken" -- container add c2 tenant red network net1 host h1 vip 198.18.1.2
+expect_fail 1 "no container" -- container del nosuch tenant red
+ctl container set c1 tenant red host h3 > /dev/null || fail "container set host"
+json=$(ctl -j container show tenant red) || fail "container show -j"
+python3 - "$json" << 'EOF' || fail "JSON: $json"
+import json, sys
+c = json.loads(sys.argv[1])
+assert len(c) == 1 and c[0]["name"] == "c1" and c[0]["vip"] == "198.18.1.2" and c[0]["host"] == "h3", c
+EOF
+[[ $(ctl container show | wc -l) == 2 ]] || fail "container show lists both tenants"
+
+# A killed orchestrator loses nothing.
+kill -9 "$ORCH"
+wait "$ORCH" 2> /dev/null
+start_orchestrator
+out=$(ctl container show tenant red) || fail "show after restart"
+[[ $out == "container c1 tenant red network net1 vip 198.18.1.2 host h3 lid "* ]] || fail "after restart: '$out'"
+[[ $(ctl network show tenant red) == "network net1 cidr 198.18.1.0/24" ]] || fail "networks after restart"
+
+# A host entry lives on its lease.
+curl -sf -X POST -d '{"name":"h9","address":"198.18.9.1","ttl":2}' "$WHARF_ORCHESTRATOR/v1/hosts" > /dev/null ||
+  fail "host registration"
+[[ $(ctl host show) == "host h9 address 198.18.9.1 lease "* ]] || fail "host not listed: $(ctl host show)"
+for _ in $(seq 100); do
+  [[ -z $(ctl host show) ]] && break
+  sleep 0.1
+done
+[[ -z $(ctl host show) ]] || fail "the host entry did not expire with its lease"
+
+ctl container del c1 tenant red || fail "container del"
+expect_fail 1 "still has" -- tenant del blue
+echo "PASS ($BACKEND)"

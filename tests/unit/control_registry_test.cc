@@ -1,0 +1,193 @@
+// The orchestrator's model (control/registry.h) on both store backends: tenants, networks,
+// IPAM and LIDs, and the errors users see for bad input.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "control/registry.h"
+#include "support/store_backend.h"
+
+namespace wharf::control {
+namespace {
+
+using Code = Status::Code;
+
+uint32_t ip(const char* text) {
+  uint32_t v = 0;
+  EXPECT_TRUE(parse_ipv4(text, &v)) << text;
+  return v;
+}
+
+class RegistryTest : public test_support::StoreBackendTest {
+ protected:
+  void SetUp() override {
+    test_support::StoreBackendTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    reg_ = std::make_unique<Registry>(store_.get());
+  }
+  void reopen_registry() {
+    reg_.reset();
+    reopen();
+    reg_ = std::make_unique<Registry>(store_.get());
+  }
+  std::unique_ptr<Registry> reg_;
+};
+
+TEST_P(RegistryTest, TenantsOwnNetworksThatMayOverlapAcrossTenantsOnly) {
+  ASSERT_TRUE(reg_->add_tenant("red").is_ok());
+  ASSERT_TRUE(reg_->add_tenant("blue").is_ok());
+  EXPECT_EQ(reg_->add_tenant("red").code(), Code::kAlreadyExists);
+  EXPECT_EQ(reg_->add_tenant("Bad/Name").code(), Code::kInvalidArgument);
+  ASSERT_TRUE(reg_->add_network("red", "net1", "198.18.1.0/24").is_ok());
+  ASSERT_TRUE(reg_->add_network("blue", "net1", "198.18.1.0/24").is_ok());
+  EXPECT_EQ(reg_->add_network("red", "net2", "198.18.0.0/16").code(), Code::kAlreadyExists);
+  EXPECT_EQ(reg_->add_network("red", "net1", "198.18.9.0/24").code(), Code::kAlreadyExists);
+  EXPECT_EQ(reg_->add_network("red", "net3", "198.18.1.7/24").code(), Code::kInvalidArgument);
+  EXPECT_EQ(reg_->add_network("red", "net3", "198.18.300.0/24").code(), Code::kInvalidArgument);
+  EXPECT_EQ(reg_->add_network("red", "net3", "198.18.2.0").code(), Code::kInvalidArgument);
+  EXPECT_EQ(reg_->add_network("green", "net1", "198.18.1.0/24").code(), Code::kNotFound);
+  ASSERT_TRUE(reg_->add_network("red", "net2", "198.18.2.0/24").is_ok());
+  std::vector<NetworkInfo> nets;
+  ASSERT_TRUE(reg_->list_networks("red", &nets).is_ok());
+  ASSERT_EQ(nets.size(), 2u);
+  EXPECT_EQ(nets[0].name, "net1");
+  EXPECT_EQ(format_cidr(nets[1].cidr), "198.18.2.0/24");
+  EXPECT_EQ(reg_->del_tenant("red").code(), Code::kFailedPrecondition);
+  ASSERT_TRUE(reg_->del_network("red", "net1").is_ok());
+  ASSERT_TRUE(reg_->del_network("red", "net2").is_ok());
+  ASSERT_TRUE(reg_->del_tenant("red").is_ok());
+  std::vector<std::string> tenants;
+  ASSERT_TRUE(reg_->list_tenants(&tenants).is_ok());
+  EXPECT_EQ(tenants, std::vector<std::string>{"blue"});
+}
+
+TEST_P(RegistryTest, ContainersGetTheLowestFreeAddressAndAClusterWideLid) {
+  ASSERT_TRUE(reg_->add_tenant("t").is_ok());
+  ASSERT_TRUE(reg_->add_network("t", "n", "198.18.1.0/29").is_ok());
+  ContainerInfo a, b, c;
+  ASSERT_TRUE(reg_->add_container("t", "n", "a", "h1", 0, &a).is_ok());
+  ASSERT_TRUE(reg_->add_container("t", "n", "b", "h2", 0, &b).is_ok());
+  EXPECT_EQ(a.vip, ip("198.18.1.2"));  // .0 is the network, .1 the gateway
+  EXPECT_EQ(b.vip, ip("198.18.1.3"));
+  EXPECT_NE(a.lid, 0);
+  EXPECT_NE(a.lid, b.lid);
+  EXPECT_EQ(reg_->add_container("t", "n", "a", "h1", 0, &c).code(), Code::kAlreadyExists);
+  EXPECT_EQ(reg_->add_container("t", "n", "c", "h1", ip("198.18.1.3"), &c).code(),
+            Code::kAlreadyExists);
+  EXPECT_EQ(reg_->add_container("t", "n", "c", "h1", ip("198.18.1.7"), &c).code(),
+            Code::kInvalidArgument);  // broadcast
+  EXPECT_EQ(reg_->add_container("t", "n", "c", "h1", ip("198.18.2.5"), &c).code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(reg_->add_container("t", "nope", "c", "h1", 0, &c).code(), Code::kNotFound);
+  ASSERT_TRUE(reg_->add_container("t", "n", "c", "h1", ip("198.18.1.6"), &c).is_ok());
+  ContainerInfo d, e;
+  ASSERT_TRUE(reg_->add_container("t", "n", "d", "h1", 0, &d).is_ok());
+  ASSERT_TRUE(reg_->add_container("t", "n", "e", "h1", 0, &e).is_ok());
+  EXPECT_EQ(d.vip, ip("198.18.1.4"));
+  EXPECT_EQ(e.vip, ip("198.18.1.5"));
+  ContainerInfo f;
+  EXPECT_EQ(reg_->add_container("t", "n", "f", "h1", 0, &f).code(), Code::kExhausted);
+  // A failed placement gives its LID back; a deleted container its address and LID.
+  ASSERT_TRUE(reg_->del_container("t", "b").is_ok());
+  ASSERT_TRUE(reg_->add_container("t", "n", "f", "h1", 0, &f).is_ok());
+  EXPECT_EQ(f.vip, ip("198.18.1.3"));
+  std::vector<ContainerInfo> all;
+  ASSERT_TRUE(reg_->list_containers("t", &all).is_ok());
+  std::set<uint16_t> lids;
+  for (const ContainerInfo& x : all) lids.insert(x.lid);
+  EXPECT_EQ(all.size(), 5u);
+  EXPECT_EQ(lids.size(), 5u);
+  EXPECT_EQ(reg_->del_container("t", "b").code(), Code::kNotFound);
+}
+
+TEST_P(RegistryTest, TheSameAddressExistsInTwoTenants) {
+  for (const char* t : {"red", "blue"}) {
+    ASSERT_TRUE(reg_->add_tenant(t).is_ok());
+    ASSERT_TRUE(reg_->add_network(t, "n", "198.18.1.0/24").is_ok());
+  }
+  ContainerInfo r, b;
+  ASSERT_TRUE(reg_->add_container("red", "n", "c", "h1", ip("198.18.1.10"), &r).is_ok());
+  ASSERT_TRUE(reg_->add_container("blue", "n", "c", "h2", ip("198.18.1.10"), &b).is_ok());
+  EXPECT_NE(r.lid, b.lid);
+  ContainerInfo got;
+  ASSERT_TRUE(reg_->get_container("blue", "c", &got).is_ok());
+  EXPECT_EQ(got.host, "h2");
+}
+
+TEST_P(RegistryTest, AMovedContainerKeepsItsAddressAndLidAcrossARestart) {
+  ASSERT_TRUE(reg_->add_tenant("t").is_ok());
+  ASSERT_TRUE(reg_->add_network("t", "n", "198.18.1.0/24").is_ok());
+  ContainerInfo a, moved;
+  ASSERT_TRUE(reg_->add_container("t", "n", "a", "h1", 0, &a).is_ok());
+  ASSERT_TRUE(reg_->move_container("t", "a", "h2", &moved).is_ok());
+  EXPECT_EQ(moved.vip, a.vip);
+  EXPECT_EQ(moved.lid, a.lid);
+  EXPECT_EQ(moved.host, "h2");
+  reopen_registry();
+  ContainerInfo got;
+  ASSERT_TRUE(reg_->get_container("t", "a", &got).is_ok());
+  EXPECT_EQ(got.host, "h2");
+  EXPECT_EQ(got.vip, a.vip);
+  EXPECT_EQ(got.lid, a.lid);
+  EXPECT_EQ(reg_->move_container("t", "zz", "h2", &moved).code(), Code::kNotFound);
+}
+
+// Two orchestrators (here: threads with their own Registry) placing containers at once.
+TEST_P(RegistryTest, RacingPlacementsNeverShareAnAddressOrALid) {
+  ASSERT_TRUE(reg_->add_tenant("t").is_ok());
+  ASSERT_TRUE(reg_->add_network("t", "n", "198.18.1.0/24").is_ok());
+  constexpr int kThreads = 3;
+  constexpr int kEach = 8;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      Registry mine(store_.get());
+      for (int i = 0; i < kEach; ++i) {
+        ContainerInfo c;
+        Status st = mine.add_container("t", "n", "c" + std::to_string(t) + "-" + std::to_string(i),
+                                       "h1", 0, &c);
+        EXPECT_TRUE(st.is_ok()) << st.message();
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  std::vector<ContainerInfo> all;
+  ASSERT_TRUE(reg_->list_containers("", &all).is_ok());
+  std::set<uint32_t> vips;
+  std::set<uint16_t> lids;
+  for (const ContainerInfo& c : all) {
+    vips.insert(c.vip);
+    lids.insert(c.lid);
+  }
+  EXPECT_EQ(all.size(), size_t{kThreads * kEach});
+  EXPECT_EQ(vips.size(), all.size());
+  EXPECT_EQ(lids.size(), all.size());
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, RegistryTest, ::testing::Values("sqlite", "etcd"),
+                         test_support::backend_name);
+
+TEST(CidrTest, ParsesOnlyWellFormedBlocks) {
+  Cidr c;
+  ASSERT_TRUE(parse_cidr("198.18.0.0/15", &c));
+  EXPECT_EQ(c.prefix, 15);
+  EXPECT_TRUE(c.contains(ip("198.19.255.255")));
+  EXPECT_FALSE(c.contains(ip("198.20.0.0")));
+  for (const char* bad : {"", "198.18.0.0", "198.18.0.0/", "198.18.0.0/33", "198.18.0/16",
+                          "198.18.0.0.0/16", "198.018.0.0/16", " 198.18.0.0/16", "198.18.0.1/16",
+                          "198.18.0.0/-1", "198.18.0.0/016", "256.0.0.0/8"})
+    EXPECT_FALSE(parse_cidr(bad, &c)) << bad;
+  Cidr a, b;
+  ASSERT_TRUE(parse_cidr("10.0.0.0/8", &a));
+  ASSERT_TRUE(parse_cidr("10.1.0.0/16", &b));
+  EXPECT_TRUE(overlaps(a, b));
+  EXPECT_TRUE(overlaps(b, a));
+  ASSERT_TRUE(parse_cidr("11.0.0.0/8", &b));
+  EXPECT_FALSE(overlaps(a, b));
+  EXPECT_EQ(format_ipv4(ip("1.2.3.4")), "1.2.3.4");
+}
+
+}  // namespace
+}  // namespace wharf::control
