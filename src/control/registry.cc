@@ -298,14 +298,19 @@ Status Registry::add_container(const std::string& tenant, const std::string& net
   return st;
 }
 
-Status Registry::get_container(const std::string& tenant, const std::string& name,
-                               ContainerInfo* out) {
-  KeyValue kv;
-  Status st = store_->get(container_key(tenant, name), &kv);
+Status Registry::read_container(const std::string& tenant, const std::string& name, KeyValue* kv,
+                                ContainerInfo* out) {
+  Status st = store_->get(container_key(tenant, name), kv);
   if (st.code() == Code::kNotFound)
     return Status::error(Code::kNotFound, "no container " + name + " in tenant " + tenant);
   if (!st.is_ok()) return st;
-  return parse_container(kv, out) ? Status::ok() : corrupt(kv.key);
+  return parse_container(*kv, out) ? Status::ok() : corrupt(kv->key);
+}
+
+Status Registry::get_container(const std::string& tenant, const std::string& name,
+                               ContainerInfo* out) {
+  KeyValue kv;
+  return read_container(tenant, name, &kv, out);
 }
 
 Status Registry::move_container(const std::string& tenant, const std::string& name,
@@ -313,12 +318,9 @@ Status Registry::move_container(const std::string& tenant, const std::string& na
   if (!valid_name(host)) return bad_name("host", host);
   for (int attempt = 0; attempt < kRaceRetries; ++attempt) {
     KeyValue kv;
-    Status st = store_->get(container_key(tenant, name), &kv);
-    if (st.code() == Code::kNotFound)
-      return Status::error(Code::kNotFound, "no container " + name + " in tenant " + tenant);
-    if (!st.is_ok()) return st;
     ContainerInfo c;
-    if (!parse_container(kv, &c)) return corrupt(kv.key);
+    Status st = read_container(tenant, name, &kv, &c);
+    if (!st.is_ok()) return st;
     c.host = host;
     bool ok = false;
     int64_t rev = 0;
@@ -336,12 +338,9 @@ Status Registry::move_container(const std::string& tenant, const std::string& na
 Status Registry::del_container(const std::string& tenant, const std::string& name) {
   for (int attempt = 0; attempt < kRaceRetries; ++attempt) {
     KeyValue kv;
-    Status st = store_->get(container_key(tenant, name), &kv);
-    if (st.code() == Code::kNotFound)
-      return Status::error(Code::kNotFound, "no container " + name + " in tenant " + tenant);
-    if (!st.is_ok()) return st;
     ContainerInfo c;
-    if (!parse_container(kv, &c)) return corrupt(kv.key);
+    Status st = read_container(tenant, name, &kv, &c);
+    if (!st.is_ok()) return st;
     bool ok = false;
     int64_t rev = 0;
     st = store_->txn({Compare::mod_revision_is(kv.key, kv.mod_revision)},

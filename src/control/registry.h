@@ -76,6 +76,9 @@ class Registry {
 
  private:
   Status claim_lid(const std::string& owner, uint16_t* lid);
+  // The container's entry as stored (for compare-and-set) and as parsed.
+  Status read_container(const std::string& tenant, const std::string& name, KeyValue* kv,
+                        ContainerInfo* out);
 
   KvStore* store_;
 };
