@@ -6,6 +6,9 @@
 #include <exception>
 #include <string>
 
+#include "control/cidr.h"
+#include "control/host_agent.h"
+#include "router/remote.h"
 #include "router/router.h"
 
 namespace {
@@ -57,6 +60,14 @@ int run_wharfd(int argc, char** argv) {
                  "Move to error an RC QP whose peer on another host has refused its work (RNR, "
                  "rnr_retry 7) this long without progress; 0: never")
       ->capture_default_str();
+  std::string orchestrator;
+  int host_ttl = 10;
+  app.add_option("--orchestrator", orchestrator,
+                 "http://HOST:PORT of wharf-orchestrator: register this host (--host) there on a "
+                 "lease that lapses when the router dies");
+  app.add_option("--host-ttl", host_ttl, "Seconds the host's entry outlives the router")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -64,8 +75,12 @@ int run_wharfd(int argc, char** argv) {
     fprintf(stderr, "wharfd: --lid-base + --lid-count - 1 must not exceed 0xbfff (49151)\n");
     return 2;
   }
-  if (cfg.cluster_file.empty() != cfg.host_name.empty()) {
-    fprintf(stderr, "wharfd: --cluster and --host go together\n");
+  if (cfg.host_name.empty() && (!cfg.cluster_file.empty() || !orchestrator.empty())) {
+    fprintf(stderr, "wharfd: --cluster and --orchestrator need --host\n");
+    return 2;
+  }
+  if (!cfg.host_name.empty() && cfg.cluster_file.empty() && orchestrator.empty()) {
+    fprintf(stderr, "wharfd: --host goes with --cluster or --orchestrator\n");
     return 2;
   }
   cfg.lid_base = static_cast<uint16_t>(lid_base);
@@ -79,6 +94,17 @@ int run_wharfd(int argc, char** argv) {
   raise_fd_limit();
   wharf::router::Router router(cfg);
   if (router.start() != 0) return 1;
+  std::unique_ptr<wharf::control::HostAgent> agent;
+  if (!orchestrator.empty()) {
+    // The host's address on the links between routers, when it has any.
+    uint32_t address = 0x7f000001;
+    if (const wharf::router::RemotePath* remote = router.remote()) {
+      const auto& dir = remote->directory();
+      address = dir.hosts()[static_cast<size_t>(dir.self())].address;
+    }
+    agent = std::make_unique<wharf::control::HostAgent>(
+        orchestrator, cfg.host_name, wharf::control::format_ipv4(address), host_ttl);
+  }
   router.run(/*handle_signals=*/true);
   return 0;
 }

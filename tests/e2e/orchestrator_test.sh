@@ -3,9 +3,10 @@
 #   orchestrator_test.sh sqlite|etcd
 # Tenants, networks and containers through wharfctl (text and -j output, errors for bad
 # input), a container moved to another host keeps its address, a SIGKILLed orchestrator
-# restarted on the same store has lost nothing, and a host entry expires with its lease.
-# Needs WHARF_BIN_DIR (wharf-orchestrator, wharfctl); etcd for the etcd backend (exit 77 if
-# missing). Everything it starts listens on loopback and is removed on exit.
+# restarted on the same store has lost nothing, and a router (wharfd --orchestrator) keeps
+# its host's entry alive until it is killed, after which the entry expires with its lease.
+# Needs WHARF_BIN_DIR (wharf-orchestrator, wharfctl, wharfd); etcd for the etcd backend (exit
+# 77 if missing). Everything it starts listens on loopback and is removed on exit.
 set -uo pipefail
 BACKEND=${1:?sqlite or etcd}
 BIN=${WHARF_BIN_DIR:?}
@@ -97,15 +98,26 @@ out=$(ctl container show tenant red) || fail "show after restart"
 [[ $out == "container c1 tenant red network net1 vip 198.18.1.2 host h3 lid "* ]] || fail "after restart: '$out'"
 [[ $(ctl network show tenant red) == "network net1 cidr 198.18.1.0/24" ]] || fail "networks after restart"
 
-# A host entry lives on its lease.
-curl -sf -X POST -d '{"name":"h9","address":"198.18.9.1","ttl":2}' "$WHARF_ORCHESTRATOR/v1/hosts" > /dev/null ||
-  fail "host registration"
-[[ $(ctl host show) == "host h9 address 198.18.9.1 lease "* ]] || fail "host not listed: $(ctl host show)"
+# A router registers its host on a lease that lapses when the router dies.
+"$BIN/wharfd" --socket "$WORK/wharfd.sock" --host hr1 --orchestrator "$WHARF_ORCHESTRATOR" \
+  --host-ttl 2 > "$WORK/wharfd.log" 2>&1 &
+ROUTER=$!
+PIDS+=("$ROUTER")
+for _ in $(seq 100); do
+  [[ $(ctl host show) == "host hr1 address 127.0.0.1 lease "* ]] && break
+  sleep 0.1
+done
+[[ $(ctl host show) == "host hr1 address 127.0.0.1 lease "* ]] ||
+  fail "the router's host is not listed: $(ctl host show); $(cat "$WORK/wharfd.log")"
+sleep 3 # longer than the TTL: the router keeps its entry alive
+[[ -n $(ctl host show) ]] || fail "the live router's entry lapsed"
+kill -9 "$ROUTER"
+wait "$ROUTER" 2> /dev/null
 for _ in $(seq 100); do
   [[ -z $(ctl host show) ]] && break
   sleep 0.1
 done
-[[ -z $(ctl host show) ]] || fail "the host entry did not expire with its lease"
+[[ -z $(ctl host show) ]] || fail "the dead router's host entry did not expire"
 
 ctl container del c1 tenant red || fail "container del"
 expect_fail 1 "still has" -- tenant del blue

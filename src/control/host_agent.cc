@@ -1,0 +1,92 @@
+#include "control/host_agent.h"
+
+#include <httplib.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+namespace wharf::control {
+namespace {
+
+constexpr auto kRetry = std::chrono::seconds(1);
+
+}  // namespace
+
+HostAgent::HostAgent(std::string orchestrator, std::string host, std::string address,
+                     int ttl_seconds)
+    : orchestrator_(std::move(orchestrator)),
+      host_(std::move(host)),
+      address_(std::move(address)),
+      ttl_seconds_(ttl_seconds) {
+  // The thread takes no signals: they belong to the process's own handling (the router's
+  // signalfd), and the thread inherits the mask it is created with.
+  sigset_t all;
+  sigset_t before;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &before);
+  thread_ = std::thread([this] { run(); });
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
+}
+
+HostAgent::~HostAgent() {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    stop_ = true;
+  }
+  stop_cv_.notify_all();
+  thread_.join();
+}
+
+bool HostAgent::register_host(int64_t* lease) {
+  httplib::Client c(orchestrator_);
+  c.set_connection_timeout(2);
+  c.set_read_timeout(5);
+  const nlohmann::json body = {{"name", host_}, {"address", address_}, {"ttl", ttl_seconds_}};
+  auto r = c.Post("/v1/hosts", body.dump(), "application/json");
+  if (!r || r->status != 200) {
+    spdlog::warn("orchestrator {}: could not register host {}: {}", orchestrator_, host_,
+                 r ? r->body : httplib::to_string(r.error()));
+    return false;
+  }
+  const nlohmann::json j = nlohmann::json::parse(r->body, nullptr, false);
+  if (!j.is_object() || !j.contains("lease") || !j["lease"].is_number_integer()) return false;
+  *lease = j["lease"].get<int64_t>();
+  spdlog::info("orchestrator {}: host {} registered (lease {}, {} s)", orchestrator_, host_, *lease,
+               ttl_seconds_);
+  return true;
+}
+
+bool HostAgent::keep_alive(int64_t lease) {
+  httplib::Client c(orchestrator_);
+  c.set_connection_timeout(2);
+  c.set_read_timeout(5);
+  auto r = c.Post("/v1/hosts/" + host_ + "/keepalive", nlohmann::json{{"lease", lease}}.dump(),
+                  "application/json");
+  return r && r->status == 200;
+}
+
+void HostAgent::run() {
+  int64_t lease = 0;
+  // Renew three times per TTL, so one lost renewal does not let the entry lapse.
+  const auto period = std::chrono::milliseconds(ttl_seconds_ * 1000 / 3);
+  std::unique_lock<std::mutex> g(mu_);
+  while (!stop_) {
+    g.unlock();
+    bool ok = lease != 0 && keep_alive(lease);
+    if (!ok) {
+      if (lease != 0)
+        spdlog::warn("orchestrator {}: lost the lease of host {}", orchestrator_, host_);
+      lease = 0;
+      ok = register_host(&lease);
+    }
+    registered_.store(ok);
+    g.lock();
+    stop_cv_.wait_for(g,
+                      ok ? period : std::chrono::duration_cast<std::chrono::milliseconds>(kRetry),
+                      [this] { return stop_; });
+  }
+}
+
+}  // namespace wharf::control

@@ -1,0 +1,44 @@
+// A router's presence in the orchestrator (issue #4): registers the host on a lease
+// (POST /v1/hosts) and keeps the lease alive from a thread of its own, so the host's entry
+// disappears within `ttl_seconds` of the router's death. When the orchestrator is away or has
+// forgotten the lease, it registers again (retrying every second); it never blocks the
+// router's loop.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace wharf::control {
+
+class HostAgent {
+ public:
+  // orchestrator: "http://HOST:PORT"; address: the host's IPv4 address as text.
+  HostAgent(std::string orchestrator, std::string host, std::string address, int ttl_seconds);
+  ~HostAgent();  // stops the thread; the entry then lapses with its lease
+  HostAgent(const HostAgent&) = delete;
+  HostAgent& operator=(const HostAgent&) = delete;
+
+  // Whether the host's entry was registered and kept alive at the last attempt.
+  bool registered() const { return registered_.load(); }
+
+ private:
+  void run();
+  bool register_host(int64_t* lease);
+  bool keep_alive(int64_t lease);
+
+  const std::string orchestrator_;
+  const std::string host_;
+  const std::string address_;
+  const int ttl_seconds_;
+  std::atomic<bool> registered_{false};
+  std::mutex mu_;
+  std::condition_variable stop_cv_;
+  bool stop_ = false;  // guarded by mu_
+  std::thread thread_;
+};
+
+}  // namespace wharf::control
