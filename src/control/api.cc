@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <charconv>
 #include <nlohmann/json.hpp>
 
 namespace wharf::control {
@@ -11,6 +12,7 @@ using Code = Status::Code;
 using nlohmann::json;
 
 const std::string kHosts = "/wharf/host/";
+constexpr size_t kServerThreads = 64;
 
 int http_status(Code code) {
   switch (code) {
@@ -21,7 +23,7 @@ int http_status(Code code) {
     case Code::kFailedPrecondition:
     case Code::kExhausted: return 409;
     case Code::kUnavailable: return 503;
-    case Code::kCompacted:
+    case Code::kCompacted: return 410;
     case Code::kInternal: return 500;
   }
   return 500;
@@ -30,7 +32,9 @@ int http_status(Code code) {
 void reply(httplib::Response& res, const Status& st, const json& body = json::object()) {
   res.status = http_status(st.code());
   const json out = st.is_ok() ? body : json{{"error", st.message()}};
-  res.set_content(out.dump(), "application/json");
+  // Bytes that are not UTF-8 (a key someone else wrote into etcd) become U+FFFD instead of
+  // an exception.
+  res.set_content(out.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
 }
 
 // The request's JSON object, or an error already written to res.
@@ -47,6 +51,25 @@ std::string field(const json& j, const char* name) {
   return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
+// The prefix parameter of /v1/kv and /v1/watch: inside the orchestrator's keys.
+bool prefix_param(const httplib::Request& req, httplib::Response& res, std::string* out) {
+  *out = req.get_param_value("prefix");
+  if (out->rfind("/wharf/", 0) == 0) return true;
+  reply(res, Status::error(Code::kInvalidArgument, "prefix must start with /wharf/"));
+  return false;
+}
+
+// A non-negative integer query parameter (def when absent); false if malformed.
+bool int_param(const httplib::Request& req, const char* name, int64_t def, int64_t* out) {
+  const std::string text = req.get_param_value(name);
+  if (text.empty()) {
+    *out = def;
+    return true;
+  }
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), *out);
+  return ec == std::errc() && end == text.data() + text.size() && *out >= 0;
+}
+
 json to_json(const ContainerInfo& c) {
   return {{"tenant", c.tenant},        {"name", c.name}, {"network", c.network},
           {"vip", format_ipv4(c.vip)}, {"host", c.host}, {"lid", c.lid}};
@@ -56,6 +79,8 @@ json to_json(const ContainerInfo& c) {
 
 ApiServer::ApiServer(KvStore* store)
     : store_(store), registry_(store), http_(std::make_unique<httplib::Server>()) {
+  // Every router keeps a watch waiting: more threads than httplib's default of about eight.
+  http_->new_task_queue = [] { return new httplib::ThreadPool(kServerThreads); };
   routes();
 }
 
@@ -165,6 +190,41 @@ void ApiServer::routes() {
     if (lease == b.end() || !lease->is_number_integer())
       return reply(res, Status::error(Code::kInvalidArgument, "expected {\"lease\": N}"));
     reply(res, store_->keep_alive(lease->get<int64_t>()));
+  });
+  s.Get("/v1/kv", [this](Req req, Res res) {
+    std::string prefix;
+    if (!prefix_param(req, res, &prefix)) return;
+    std::vector<KeyValue> kvs;
+    int64_t rev = 0;
+    Status st = store_->range(prefix, &kvs, &rev);
+    json items = json::array();
+    for (const KeyValue& kv : kvs)
+      items.push_back({{"key", kv.key}, {"value", kv.value}, {"mod_revision", kv.mod_revision}});
+    reply(res, st, {{"revision", rev}, {"kvs", items}});
+  });
+  s.Get("/v1/watch", [this](Req req, Res res) {
+    std::string prefix;
+    if (!prefix_param(req, res, &prefix)) return;
+    int64_t from = 0;
+    int64_t timeout_ms = 0;
+    if (!int_param(req, "revision", 0, &from) || from == 0 ||
+        !int_param(req, "timeout_ms", 10000, &timeout_ms) || timeout_ms > 60000)
+      return reply(res, Status::error(Code::kInvalidArgument,
+                                      "expected revision=N (N > 0) and timeout_ms=0-60000"));
+    std::unique_ptr<Watch> w;
+    std::vector<WatchEvent> events;
+    Status st = store_->watch(prefix, from, &w);
+    if (st.is_ok()) st = w->next(&events, std::chrono::milliseconds(timeout_ms));
+    json out = json::array();
+    int64_t next = from;
+    for (const WatchEvent& e : events) {
+      out.push_back({{"type", e.type == WatchEvent::Type::kPut ? "put" : "delete"},
+                     {"key", e.kv.key},
+                     {"value", e.kv.value},
+                     {"mod_revision", e.kv.mod_revision}});
+      next = std::max(next, e.kv.mod_revision + 1);
+    }
+    reply(res, st, {{"events", out}, {"next", next}});
   });
   s.Get("/v1/hosts", [this](Req, Res res) {
     std::vector<KeyValue> kvs;

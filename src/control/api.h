@@ -14,8 +14,16 @@
 //                                     lives while the lease is kept alive
 //   POST   /v1/hosts/H/keepalive      {"lease"}
 //   GET    /v1/hosts                                    [{"name","address","lease"}]
-// Errors: {"error": message} with 400 (bad input), 404 (unknown object), 409 (exists, in
-// use, overlaps, no address left), 503 (store unreachable) or 500.
+// and, for routers that follow the state (list, then watch from the next revision):
+//   GET    /v1/kv?prefix=P                              {"revision", "kvs": [{"key","value",
+//                                                        "mod_revision"}]}
+//   GET    /v1/watch?prefix=P&revision=N[&timeout_ms=T] {"events": [{"type": "put"|"delete",
+//                                                        "key","value","mod_revision"}],
+//                                                        "next": the revision to ask for next}
+//          waits up to T ms (default 10000, at most 60000) for a change at or after N under
+//          P; 410 when N is older than the history the store keeps (list again).
+// P must start with "/wharf/". Errors: {"error": message} with 400 (bad input), 404 (unknown
+// object), 409 (exists, in use, overlaps, no address left), 503 (store unreachable) or 500.
 #pragma once
 
 #include <memory>

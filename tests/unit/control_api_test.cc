@@ -1,0 +1,131 @@
+// The orchestrator's HTTP API (control/api.h) on a SQLite store, through a real HTTP client:
+// status codes for each kind of refusal, and the list-then-watch protocol routers follow.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "control/api.h"
+#include "control/kv_store.h"
+
+namespace wharf::control {
+namespace {
+
+using nlohmann::json;
+
+class ApiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char dir[] = "/tmp/wharf-api-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    dir_ = dir;
+    Status st = open_kv_store("sqlite:" + dir_ + "/state.db", &store_);
+    ASSERT_TRUE(st.is_ok()) << st.message();
+    api_ = std::make_unique<ApiServer>(store_.get());
+    port_ = api_->bind("127.0.0.1", 0);
+    ASSERT_GT(port_, 0);
+    server_ = std::thread([this] { api_->serve(); });
+    client_ = std::make_unique<httplib::Client>("127.0.0.1", port_);
+    client_->set_read_timeout(30);
+  }
+  void TearDown() override {
+    if (api_ != nullptr) api_->stop();
+    if (server_.joinable()) server_.join();
+    client_.reset();
+    api_.reset();
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  // Status code and parsed body of one request.
+  std::pair<int, json> call(const std::string& method, const std::string& path,
+                            const json& body = nullptr) {
+    httplib::Result r = method == "GET"      ? client_->Get(path)
+                        : method == "DELETE" ? client_->Delete(path)
+                                             : client_->Post(path, body.dump(), "application/json");
+    if (!r) return {0, nullptr};
+    return {r->status, json::parse(r->body, nullptr, false)};
+  }
+
+  std::string dir_;
+  std::unique_ptr<KvStore> store_;
+  std::unique_ptr<ApiServer> api_;
+  int port_ = 0;
+  std::thread server_;
+  std::unique_ptr<httplib::Client> client_;
+};
+
+TEST_F(ApiTest, EachKindOfRefusalHasItsStatusAndAMessage) {
+  EXPECT_EQ(call("POST", "/v1/tenants", {{"name", "red"}}).first, 200);
+  auto [code, body] = call("POST", "/v1/tenants", {{"name", "red"}});
+  EXPECT_EQ(code, 409);
+  EXPECT_TRUE(body.contains("error") && body["error"].is_string());
+  EXPECT_EQ(call("POST", "/v1/tenants", {{"name", "Not/Valid"}}).first, 400);
+  EXPECT_EQ(call("POST", "/v1/tenants", json::array()).first, 400);
+  EXPECT_EQ(call("DELETE", "/v1/tenants/blue").first, 404);
+  EXPECT_EQ(call("POST", "/v1/tenants/red/networks", {{"name", "n"}, {"cidr", "bad"}}).first, 400);
+  EXPECT_EQ(
+      call("POST", "/v1/tenants/red/networks", {{"name", "n"}, {"cidr", "198.18.1.0/30"}}).first,
+      200);
+  ASSERT_EQ(
+      call("POST", "/v1/tenants/red/containers", {{"name", "a"}, {"network", "n"}, {"host", "h1"}})
+          .first,
+      200);
+  // A /30 has one address for containers (.2): the next placement finds none.
+  EXPECT_EQ(
+      call("POST", "/v1/tenants/red/containers", {{"name", "b"}, {"network", "n"}, {"host", "h1"}})
+          .first,
+      409);
+  EXPECT_EQ(call("POST", "/v1/tenants/red/containers",
+                 {{"name", "b"}, {"network", "n"}, {"host", "h1"}, {"vip", "300.1.1.1"}})
+                .first,
+            400);
+  EXPECT_EQ(call("DELETE", "/v1/tenants/red").first, 409);  // still has a network
+  auto [got, c] = call("GET", "/v1/tenants/red/containers/a");
+  EXPECT_EQ(got, 200);
+  EXPECT_EQ(c["vip"], "198.18.1.2");
+  EXPECT_EQ(call("GET", "/v1/tenants/red/containers/zz").first, 404);
+  EXPECT_EQ(call("POST", "/v1/hosts", {{"name", "h1"}, {"address", "x"}, {"ttl", 5}}).first, 400);
+  EXPECT_EQ(call("POST", "/v1/hosts/h1/keepalive", {{"lease", 12345}}).first, 404);
+}
+
+TEST_F(ApiTest, ARouterListsThenWatchesFromTheNextRevision) {
+  ASSERT_EQ(call("POST", "/v1/tenants", {{"name", "red"}}).first, 200);
+  auto [code, list] = call("GET", "/v1/kv?prefix=/wharf/tenant/");
+  ASSERT_EQ(code, 200);
+  ASSERT_EQ(list["kvs"].size(), 1u);
+  EXPECT_EQ(list["kvs"][0]["key"], "/wharf/tenant/red");
+  const int64_t next = list["revision"].get<int64_t>() + 1;
+  EXPECT_EQ(call("GET", "/v1/kv?prefix=/etc/").first, 400);
+  EXPECT_EQ(call("GET", "/v1/watch?prefix=/wharf/&revision=x").first, 400);
+
+  // Nothing yet: the long poll ends empty after its timeout, asking for the same revision.
+  auto [c0, empty] =
+      call("GET",
+           "/v1/watch?prefix=/wharf/tenant/&revision=" + std::to_string(next) + "&timeout_ms=100");
+  ASSERT_EQ(c0, 200);
+  EXPECT_TRUE(empty["events"].empty());
+  EXPECT_EQ(empty["next"], next);
+
+  // A change made while the watch waits ends it.
+  std::thread writer([this] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    httplib::Client other("127.0.0.1", port_);
+    other.Post("/v1/tenants", json{{"name", "blue"}}.dump(), "application/json");
+  });
+  auto [c1, changes] =
+      call("GET", "/v1/watch?prefix=/wharf/tenant/&revision=" + std::to_string(next) +
+                      "&timeout_ms=20000");
+  writer.join();
+  ASSERT_EQ(c1, 200);
+  ASSERT_EQ(changes["events"].size(), 1u);
+  EXPECT_EQ(changes["events"][0]["type"], "put");
+  EXPECT_EQ(changes["events"][0]["key"], "/wharf/tenant/blue");
+  EXPECT_EQ(changes["next"], changes["events"][0]["mod_revision"].get<int64_t>() + 1);
+}
+
+}  // namespace
+}  // namespace wharf::control
