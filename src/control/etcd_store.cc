@@ -39,20 +39,12 @@ Status internal(const std::string& what) { return Status::error(Status::Code::kI
 // etcd's int64 fields travel as JSON strings.
 std::string int64_text(int64_t v) { return std::to_string(v); }
 
-// The first key after every key starting with `prefix` (clientv3.GetPrefixRangeEnd): drop
-// trailing 0xff bytes and increment the last byte; "\0" (no upper bound) when none is left.
-std::string prefix_end(std::string prefix) {
-  while (!prefix.empty() && static_cast<uint8_t>(prefix.back()) == 0xff) prefix.pop_back();
-  if (prefix.empty()) return std::string(1, '\0');
-  prefix.back() = static_cast<char>(static_cast<uint8_t>(prefix.back()) + 1);
-  return prefix;
-}
-
 // The range request (or watch create request) for every key starting with `prefix`. etcd has
-// no empty key, so the empty prefix is key "\0" with no upper bound.
+// no empty key, so the empty prefix is key "\0"; range_end "\0" means no upper bound.
 json prefix_request(const std::string& prefix) {
+  const std::string end = prefix_end(prefix);
   return {{"key", base64_encode(prefix.empty() ? std::string(1, '\0') : prefix)},
-          {"range_end", base64_encode(prefix_end(prefix))}};
+          {"range_end", base64_encode(end.empty() ? std::string(1, '\0') : end)}};
 }
 
 std::unique_ptr<httplib::Client> make_client(const std::string& base_url,

@@ -5,6 +5,13 @@
 
 namespace wharf::control {
 
+std::string prefix_end(std::string prefix) {
+  while (!prefix.empty() && static_cast<unsigned char>(prefix.back()) == 0xff) prefix.pop_back();
+  if (!prefix.empty())
+    prefix.back() = static_cast<char>(static_cast<unsigned char>(prefix.back()) + 1);
+  return prefix;
+}
+
 Status open_kv_store(const std::string& url, std::unique_ptr<KvStore>* out) {
   const std::string sqlite = "sqlite:";
   const std::string etcd = "etcd:";

@@ -107,6 +107,11 @@ class KvStore {
                        std::unique_ptr<Watch>* out) = 0;
 };
 
+// The first key after every key that starts with `prefix` (etcd's range_end of a prefix:
+// trailing 0xff bytes dropped, the last byte incremented), or "" when no key bounds them
+// (the prefix is empty or all 0xff).
+std::string prefix_end(std::string prefix);
+
 // Opens the store a URL names: "sqlite:PATH" or "etcd:http://HOST:PORT".
 Status open_kv_store(const std::string& url, std::unique_ptr<KvStore>* out);
 

@@ -37,13 +37,6 @@ int64_t wall_ms() {
   return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
 }
 
-// The first key after every key that starts with prefix (etcd's range_end), or "" if none.
-std::string prefix_end(std::string prefix) {
-  while (!prefix.empty() && static_cast<unsigned char>(prefix.back()) == 0xff) prefix.pop_back();
-  if (!prefix.empty()) prefix.back() = static_cast<char>(prefix.back() + 1);
-  return prefix;
-}
-
 // A prepared statement that finalizes itself.
 class Stmt {
  public:

@@ -265,6 +265,14 @@ TEST_P(KvStoreTest, StateSurvivesARestart) {
 INSTANTIATE_TEST_SUITE_P(Backends, KvStoreTest, ::testing::Values("sqlite", "etcd"),
                          test_support::backend_name);
 
+TEST(PrefixEndTest, IsTheFirstKeyAfterThePrefixOrNone) {
+  EXPECT_EQ(prefix_end("/a/"), "/a0");
+  EXPECT_EQ(prefix_end(std::string("a\xff\xff", 3)), "b");
+  EXPECT_EQ(prefix_end(std::string("\x01\xfe", 2)), std::string("\x01\xff", 2));
+  EXPECT_EQ(prefix_end(""), "");
+  EXPECT_EQ(prefix_end(std::string("\xff\xff", 2)), "");
+}
+
 TEST(KvStoreUrlTest, AnUnknownSchemeIsRejected) {
   std::unique_ptr<KvStore> s;
   EXPECT_EQ(open_kv_store("redis://x", &s).code(), Code::kInvalidArgument);
