@@ -133,15 +133,18 @@ WHARF_EXPORT int ibv_destroy_cq(ibv_cq* cq) {
 
 namespace {
 
+// A duration the application's environment sets in microseconds (default_us when unset), in ns.
+uint64_t env_us_as_ns(const char* name, uint64_t default_us) {
+  const char* env = getenv(name);
+  return (env != nullptr ? strtoull(env, nullptr, 10) : default_us) * 1000;
+}
+
 // How long a blocking ibv_get_cq_event spins before it sleeps: WHARF_EVENT_SPIN_US (default
 // 20 us, about the CPU a sleep and wake-up cost here; 0 sleeps at once). Spinning no longer
 // than a wake-up costs at most doubles the CPU a wait uses, and an event that comes within
 // the budget is taken without the sleep and the wake-up.
 uint64_t event_spin_ns() {
-  static const uint64_t ns = [] {
-    const char* env = getenv("WHARF_EVENT_SPIN_US");
-    return (env != nullptr ? strtoull(env, nullptr, 10) : 20) * 1000;
-  }();
+  static const uint64_t ns = env_us_as_ns("WHARF_EVENT_SPIN_US", 20);
   return ns;
 }
 
@@ -218,10 +221,7 @@ namespace {
 constexpr uint64_t kIdleBeforeNapNs = 1'000'000;
 
 uint64_t poll_nap_ns() {
-  static const uint64_t ns = [] {
-    const char* env = getenv("WHARF_POLL_NAP_US");
-    return (env != nullptr ? strtoull(env, nullptr, 10) : 100) * 1000;
-  }();
+  static const uint64_t ns = env_us_as_ns("WHARF_POLL_NAP_US", 100);
   return ns;
 }
 

@@ -1,25 +1,29 @@
-// The orchestrator's HTTP/JSON API (docs/OPERATIONS.md, "Orchestrator API"), served from a
-// Registry and the KvStore behind it. Routes, all bodies JSON:
-//   GET    /v1/tenants                                  ["red", ...]
-//   POST   /v1/tenants                {"name"}
+// The orchestrator's HTTP/JSON API (docs/OPERATIONS.md, "wharf-orchestrator and wharfctl"),
+// served from a Registry and the KvStore behind it. Routes, with request -> answer bodies
+// (all JSON):
+//   GET    /v1/tenants                       -> ["red", ...]
+//   POST   /v1/tenants                       {"name"}
 //   DELETE /v1/tenants/T
-//   GET    /v1/tenants/T/networks                       [{"name","cidr"}, ...]
-//   POST   /v1/tenants/T/networks     {"name","cidr"}
+//   GET    /v1/tenants/T/networks            -> [{"name","cidr"}, ...]
+//   POST   /v1/tenants/T/networks            {"name","cidr"}
 //   DELETE /v1/tenants/T/networks/N
-//   GET    /v1/containers[?tenant=T] [{"tenant","name","network","vip","host","lid"}] POST
-//   /v1/tenants/T/containers   {"name","network","host"[,"vip"]}  -> the container GET
-//   /v1/tenants/T/containers/C                   the container POST /v1/tenants/T/containers/C/move
-//   {"host"}     -> the container DELETE /v1/tenants/T/containers/C POST   /v1/hosts
-//   {"name","address","ttl"}  -> {"lease"}: the host entry
-//                                     lives while the lease is kept alive
-//   POST   /v1/hosts/H/keepalive      {"lease"}
-//   GET    /v1/hosts                                    [{"name","address","lease"}]
-// and, for routers that follow the state (list, then watch from the next revision):
-//   GET    /v1/kv?prefix=P                              {"revision", "kvs": [{"key","value",
-//                                                        "mod_revision"}]}
-//   GET    /v1/watch?prefix=P&revision=N[&timeout_ms=T] {"events": [{"type": "put"|"delete",
-//                                                        "key","value","mod_revision"}],
-//                                                        "next": the revision to ask for next}
+//   GET    /v1/containers[?tenant=T]         -> [CONTAINER, ...]
+//   POST   /v1/tenants/T/containers          {"name","network","host"[,"vip"]} -> CONTAINER
+//   GET    /v1/tenants/T/containers/C        -> CONTAINER
+//   POST   /v1/tenants/T/containers/C/move   {"host"} -> CONTAINER
+//   DELETE /v1/tenants/T/containers/C
+//   POST   /v1/hosts                         {"name","address","ttl"} -> {"lease"}: the host's
+//                                            entry (/wharf/host/<name>) lives on that lease
+//   POST   /v1/hosts/H/keepalive             {"lease"}
+//   GET    /v1/hosts                         -> [{"name","address","lease"}, ...]
+// where CONTAINER is {"tenant","name","network","vip","host","lid"}; and, for routers that
+// follow the state (list, then watch from the next revision):
+//   GET    /v1/kv?prefix=P                   -> {"revision", "kvs": [{"key","value",
+//                                               "mod_revision"}, ...]}
+//   GET    /v1/watch?prefix=P&revision=N[&timeout_ms=T]
+//                                            -> {"events": [{"type": "put"|"delete", "key",
+//                                               "value","mod_revision"}, ...], "next": the
+//                                               revision to ask for next}
 //          waits up to T ms (default 10000, at most 60000) for a change at or after N under
 //          P; 410 when N is older than the history the store keeps (list again).
 // P must start with "/wharf/". Errors: {"error": message} with 400 (bad input), 404 (unknown

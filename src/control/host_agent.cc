@@ -5,12 +5,21 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 namespace wharf::control {
 namespace {
 
 constexpr auto kRetry = std::chrono::seconds(1);
+
+// One call's client: a dead orchestrator costs the agent seconds, never the router.
+std::unique_ptr<httplib::Client> make_client(const std::string& url) {
+  auto c = std::make_unique<httplib::Client>(url);
+  c->set_connection_timeout(2);
+  c->set_read_timeout(5);
+  return c;
+}
 
 }  // namespace
 
@@ -40,11 +49,8 @@ HostAgent::~HostAgent() {
 }
 
 bool HostAgent::register_host(int64_t* lease) {
-  httplib::Client c(orchestrator_);
-  c.set_connection_timeout(2);
-  c.set_read_timeout(5);
   const nlohmann::json body = {{"name", host_}, {"address", address_}, {"ttl", ttl_seconds_}};
-  auto r = c.Post("/v1/hosts", body.dump(), "application/json");
+  auto r = make_client(orchestrator_)->Post("/v1/hosts", body.dump(), "application/json");
   if (!r || r->status != 200) {
     spdlog::warn("orchestrator {}: could not register host {}: {}", orchestrator_, host_,
                  r ? r->body : httplib::to_string(r.error()));
@@ -59,11 +65,9 @@ bool HostAgent::register_host(int64_t* lease) {
 }
 
 bool HostAgent::keep_alive(int64_t lease) {
-  httplib::Client c(orchestrator_);
-  c.set_connection_timeout(2);
-  c.set_read_timeout(5);
-  auto r = c.Post("/v1/hosts/" + host_ + "/keepalive", nlohmann::json{{"lease", lease}}.dump(),
-                  "application/json");
+  auto r = make_client(orchestrator_)
+               ->Post("/v1/hosts/" + host_ + "/keepalive", nlohmann::json{{"lease", lease}}.dump(),
+                      "application/json");
   return r && r->status == 200;
 }
 

@@ -2,12 +2,12 @@
 // blocks; one tenant's networks never overlap, two tenants' may), networks hold containers,
 // each with a virtual IP from its network and a LID unique in the cluster.
 //
-// Keys (values are JSON objects):
+// Keys (objects hold JSON, claims plain text):
 //   /wharf/tenant/<tenant>                      {}
 //   /wharf/network/<tenant>/<network>           {"cidr": "198.18.1.0/24"}
 //   /wharf/container/<tenant>/<container>       {"network", "vip", "host", "lid"}
-//   /wharf/ip/<tenant>/<network>/<vip>          "<container>": the address is taken
-//   /wharf/lid/<lid>                            "<tenant>/<container>": the LID is taken
+//   /wharf/ip/<tenant>/<network>/<vip>          <container>: the address is taken
+//   /wharf/lid/<lid>                            <tenant>/<container>: the LID is taken
 // Every change that must not race (creating under a parent, claiming an address or a LID,
 // freeing them) is one compare-and-set transaction, so two orchestrators (or routers) on one
 // store never hand out an address or a LID twice; a lost race is retried.

@@ -98,11 +98,8 @@ int RemotePath::peer_host(const Qp* qp) const {
 RemotePath::State& RemotePath::state(Qp* qp) {
   if (qp->remote == nullptr) {
     State& st = states_[qp];  // stays where it is until erased (a node of the map)
-    if (!st.started) {
-      st.started = true;
-      st.next_psn = qp->attr.sq_psn & kPsnMask;
-      st.epsn = qp->attr.rq_psn & kPsnMask;
-    }
+    st.next_psn = qp->attr.sq_psn & kPsnMask;
+    st.epsn = qp->attr.rq_psn & kPsnMask;
     qp->remote = &st;
   }
   return *qp->remote;
@@ -321,12 +318,12 @@ bool RemotePath::process_requester_st(Executor* ex, Qp* qp, int dest, uint64_t n
 }
 
 bool RemotePath::flush_st(Qp* qp) {
-  auto it = states_.find(qp);
-  if (it == states_.end() || it->second.outstanding.empty()) return false;
-  for (const Outstanding& o : it->second.outstanding) complete_send_st(qp, o, IBV_WC_WR_FLUSH_ERR);
-  it->second.outstanding.clear();
-  it->second.resend_at_ns = it->second.replay_at_ns = 0;
-  it->second.probing = false;
+  State* st = qp->remote;
+  if (st == nullptr || st->outstanding.empty()) return false;
+  for (const Outstanding& o : st->outstanding) complete_send_st(qp, o, IBV_WC_WR_FLUSH_ERR);
+  st->outstanding.clear();
+  st->resend_at_ns = st->replay_at_ns = 0;
+  st->probing = false;
   return true;
 }
 
@@ -407,9 +404,8 @@ void RemotePath::on_packet(int src_host, const Packet& p) {
 void RemotePath::on_response_st(int src_host, const Packet& p) {
   Qp* qp = local_qp_for(src_host, p);
   if (qp == nullptr) return;
-  auto it = states_.find(qp);
-  if (it == states_.end()) return;
-  State& st = it->second;
+  if (qp->remote == nullptr) return;
+  State& st = *qp->remote;
   st.peer_incarnation = links_.incarnation(src_host);
   const uint64_t now = now_ns();
   Executor ex(r_, now);
@@ -850,8 +846,7 @@ void RemotePath::fail_peer_qps_st(int host, const char* why, Lost lost) {
     const ibv_qp_state s = qp->state();
     if (qp->type != IBV_QPT_RC || s < IBV_QPS_RTR || s == IBV_QPS_ERR || peer_host(qp) != host)
       return;
-    auto it = states_.find(qp);
-    if (lost(it == states_.end() ? nullptr : &it->second)) failed.push_back(qp);
+    if (lost(qp->remote)) failed.push_back(qp);
   });
   Executor ex(r_, now_ns());
   for (Qp* qp : failed) {

@@ -64,7 +64,6 @@ struct RemoteQpState {
     uint32_t sent = 0;
   };
   static constexpr int kAtomicCache = 16;
-  bool started = false;
   // Requester.
   uint32_t next_psn = 0;
   std::deque<Outstanding> outstanding;
@@ -169,6 +168,8 @@ class RemotePath final : public transport::HostLinks::Handler {
   Router* r_;
   std::unique_ptr<transport::StaticCluster> dir_;
   transport::HostLinks links_;
+  // Every QP's state, created by state() and erased by forget_st(); Qp::remote points at
+  // its entry meanwhile.
   std::unordered_map<Qp*, State> states_;
   std::vector<Qp*> responding_;  // responders whose response queue is not empty
   std::vector<uint8_t> bounce_;  // one packet's payload

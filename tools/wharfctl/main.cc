@@ -32,6 +32,9 @@ constexpr const char* kUsage =
     "            | del NAME tenant T | show [tenant T] }\n"
     "  host      show\n";
 
+// What a container line shows after its name.
+const std::vector<const char*> kContainerFields = {"tenant", "network", "vip", "host", "lid"};
+
 struct Usage {
   std::string message;
 };
@@ -161,14 +164,14 @@ int run(const Options& o, const std::vector<std::string>& args) {
       json body = {{"name", name()}, {"network", kv["network"]}, {"host", kv["host"]}};
       if (kv.count("vip") != 0) body["vip"] = kv["vip"];
       json made = c.call("POST", "/v1/tenants/" + kv["tenant"] + "/containers", body);
-      print(o, json::array({made}), "container", {"tenant", "network", "vip", "host", "lid"});
+      print(o, json::array({made}), "container", kContainerFields);
       return 0;
     }
     if (cmd == "set") {
       auto kv = pairs(args, 3, {"tenant", "host"});
       json moved = c.call("POST", "/v1/tenants/" + kv["tenant"] + "/containers/" + name() + "/move",
                           {{"host", kv["host"]}});
-      print(o, json::array({moved}), "container", {"tenant", "network", "vip", "host", "lid"});
+      print(o, json::array({moved}), "container", kContainerFields);
       return 0;
     }
     if (cmd == "del") {
@@ -179,8 +182,7 @@ int run(const Options& o, const std::vector<std::string>& args) {
     if (cmd == "show") {
       auto kv = pairs(args, 2, {}, {"tenant"});
       const std::string q = kv.count("tenant") != 0 ? "?tenant=" + kv["tenant"] : "";
-      print(o, c.call("GET", "/v1/containers" + q), "container",
-            {"tenant", "network", "vip", "host", "lid"});
+      print(o, c.call("GET", "/v1/containers" + q), "container", kContainerFields);
       return 0;
     }
   } else if (object == "host") {
