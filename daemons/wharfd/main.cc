@@ -7,6 +7,7 @@
 #include <string>
 
 #include "control/cidr.h"
+#include "control/container_watch.h"
 #include "control/host_agent.h"
 #include "router/remote.h"
 #include "router/router.h"
@@ -64,7 +65,8 @@ int run_wharfd(int argc, char** argv) {
   int host_ttl = 10;
   app.add_option("--orchestrator", orchestrator,
                  "http://HOST:PORT of wharf-orchestrator: register this host (--host) there on a "
-                 "lease that lapses when the router dies");
+                 "lease that lapses when the router dies, and enforce the policies of the "
+                 "containers placed on it");
   app.add_option("--host-ttl", host_ttl, "Seconds the host's entry outlives the router")
       ->check(CLI::Range(1, 3600))
       ->capture_default_str();
@@ -95,6 +97,7 @@ int run_wharfd(int argc, char** argv) {
   wharf::router::Router router(cfg);
   if (router.start() != 0) return 1;
   std::unique_ptr<wharf::control::HostAgent> agent;
+  std::unique_ptr<wharf::control::ContainerWatch> watch;
   if (!orchestrator.empty()) {
     // The host's address on the links between routers, when it has any.
     uint32_t address = 0x7f000001;
@@ -104,6 +107,13 @@ int run_wharfd(int argc, char** argv) {
     }
     agent = std::make_unique<wharf::control::HostAgent>(
         orchestrator, cfg.host_name, wharf::control::format_ipv4(address), host_ttl);
+    watch = std::make_unique<wharf::control::ContainerWatch>(
+        orchestrator, cfg.host_name,
+        [&router](const std::string& tenant, const std::string& name,
+                  const wharf::ContainerPolicy& policy) {
+          router.post(
+              [&router, tenant, name, policy] { router.set_policy_st(tenant, name, policy); });
+        });
   }
   router.run(/*handle_signals=*/true);
   return 0;

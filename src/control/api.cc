@@ -5,6 +5,8 @@
 #include <charconv>
 #include <nlohmann/json.hpp>
 
+#include "control/policy_json.h"
+
 namespace wharf::control {
 namespace {
 
@@ -71,8 +73,10 @@ bool int_param(const httplib::Request& req, const char* name, int64_t def, int64
 }
 
 json to_json(const ContainerInfo& c) {
-  return {{"tenant", c.tenant},        {"name", c.name}, {"network", c.network},
-          {"vip", format_ipv4(c.vip)}, {"host", c.host}, {"lid", c.lid}};
+  json j = {{"tenant", c.tenant},        {"name", c.name}, {"network", c.network},
+            {"vip", format_ipv4(c.vip)}, {"host", c.host}, {"lid", c.lid}};
+  policy_to_json(c.policy, &j);
+  return j;
 }
 
 }  // namespace
@@ -158,6 +162,15 @@ void ApiServer::routes() {
     if (!body_object(req, res, &b)) return;
     ContainerInfo c;
     Status st = registry_.move_container(req.matches[1], req.matches[2], field(b, "host"), &c);
+    reply(res, st, to_json(c));
+  });
+  s.Post(R"(/v1/tenants/([^/]+)/containers/([^/]+)/policy)", [this](Req req, Res res) {
+    json change;
+    if (!body_object(req, res, &change)) return;
+    ContainerInfo c;
+    Status st = registry_.update_policy(
+        req.matches[1], req.matches[2],
+        [&](ContainerPolicy* p) { return apply_policy_change(change, p); }, &c);
     reply(res, st, to_json(c));
   });
   s.Delete(R"(/v1/tenants/([^/]+)/containers/([^/]+))", [this](Req req, Res res) {

@@ -11,13 +11,14 @@
 //   POST   /v1/tenants/T/containers          {"name","network","host"[,"vip"]} -> CONTAINER
 //   GET    /v1/tenants/T/containers/C        -> CONTAINER
 //   POST   /v1/tenants/T/containers/C/move   {"host"} -> CONTAINER
+//   POST   /v1/tenants/T/containers/C/policy POLICY CHANGE -> CONTAINER (control/policy_json.h)
 //   DELETE /v1/tenants/T/containers/C
 //   POST   /v1/hosts                         {"name","address","ttl"} -> {"lease"}: the host's
 //                                            entry (/wharf/host/<name>) lives on that lease
 //   POST   /v1/hosts/H/keepalive             {"lease"}
 //   GET    /v1/hosts                         -> [{"name","address","lease"}, ...]
-// where CONTAINER is {"tenant","name","network","vip","host","lid"}; and, for routers that
-// follow the state (list, then watch from the next revision):
+// where CONTAINER is {"tenant","name","network","vip","host","lid"} and its policy's keys;
+// and, for routers that follow the state (list, then watch from the next revision):
 //   GET    /v1/kv?prefix=P                   -> {"revision", "kvs": [{"key","value",
 //                                               "mod_revision"}, ...]}
 //   GET    /v1/watch?prefix=P&revision=N[&timeout_ms=T]

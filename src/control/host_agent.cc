@@ -1,25 +1,17 @@
 #include "control/host_agent.h"
 
-#include <httplib.h>
-#include <signal.h>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
-#include <memory>
 #include <nlohmann/json.hpp>
+
+#include "control/agent_thread.h"
 
 namespace wharf::control {
 namespace {
 
 constexpr auto kRetry = std::chrono::seconds(1);
-
-// One call's client: a dead orchestrator costs the agent seconds, never the router.
-std::unique_ptr<httplib::Client> make_client(const std::string& url) {
-  auto c = std::make_unique<httplib::Client>(url);
-  c->set_connection_timeout(2);
-  c->set_read_timeout(5);
-  return c;
-}
+constexpr int kReadTimeoutS = 5;
 
 }  // namespace
 
@@ -29,14 +21,7 @@ HostAgent::HostAgent(std::string orchestrator, std::string host, std::string add
       host_(std::move(host)),
       address_(std::move(address)),
       ttl_seconds_(ttl_seconds) {
-  // The thread takes no signals: they belong to the process's own handling (the router's
-  // signalfd), and the thread inherits the mask it is created with.
-  sigset_t all;
-  sigset_t before;
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, &before);
-  thread_ = std::thread([this] { run(); });
-  pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  thread_ = spawn_without_signals([this] { run(); });
 }
 
 HostAgent::~HostAgent() {
@@ -50,7 +35,8 @@ HostAgent::~HostAgent() {
 
 bool HostAgent::register_host(int64_t* lease) {
   const nlohmann::json body = {{"name", host_}, {"address", address_}, {"ttl", ttl_seconds_}};
-  auto r = make_client(orchestrator_)->Post("/v1/hosts", body.dump(), "application/json");
+  auto r = make_agent_client(orchestrator_, kReadTimeoutS)
+               ->Post("/v1/hosts", body.dump(), "application/json");
   if (!r || r->status != 200) {
     spdlog::warn("orchestrator {}: could not register host {}: {}", orchestrator_, host_,
                  r ? r->body : httplib::to_string(r.error()));
@@ -65,7 +51,7 @@ bool HostAgent::register_host(int64_t* lease) {
 }
 
 bool HostAgent::keep_alive(int64_t lease) {
-  auto r = make_client(orchestrator_)
+  auto r = make_agent_client(orchestrator_, kReadTimeoutS)
                ->Post("/v1/hosts/" + host_ + "/keepalive", nlohmann::json{{"lease", lease}}.dump(),
                       "application/json");
   return r && r->status == 200;

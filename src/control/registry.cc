@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "control/policy_json.h"
+
 namespace wharf::control {
 namespace {
 
@@ -14,7 +16,7 @@ constexpr int kRaceRetries = 64;  // compare-and-set attempts before giving up
 
 const std::string kTenants = "/wharf/tenant/";
 const std::string kNetworks = "/wharf/network/";
-const std::string kContainers = "/wharf/container/";
+const std::string kContainers = Registry::kContainerPrefix;
 const std::string kIps = "/wharf/ip/";
 const std::string kLids = "/wharf/lid/";
 
@@ -59,9 +61,11 @@ bool parse_network(const KeyValue& kv, const std::string& tenant, NetworkInfo* o
   return parse_cidr(j["cidr"].get<std::string>(), &out->cidr);
 }
 
-bool parse_container(const KeyValue& kv, ContainerInfo* out) {
+}  // namespace
+
+bool Registry::decode_container(const KeyValue& kv, ContainerInfo* out) {
   json j = json::parse(kv.value, nullptr, false);
-  if (!j.is_object()) return false;
+  if (!j.is_object() || kv.key.rfind(kContainers, 0) != 0) return false;
   const std::string rest = kv.key.substr(kContainers.size());
   const size_t slash = rest.find('/');
   if (slash == std::string::npos) return false;
@@ -76,12 +80,15 @@ bool parse_container(const KeyValue& kv, ContainerInfo* out) {
   const uint64_t lid = j["lid"].get<uint64_t>();
   if (lid == 0 || lid > Registry::kMaxLid) return false;
   out->lid = static_cast<uint16_t>(lid);
-  return parse_ipv4(j["vip"].get<std::string>(), &out->vip);
+  return parse_ipv4(j["vip"].get<std::string>(), &out->vip) && policy_from_json(j, &out->policy);
 }
 
+namespace {
+
 std::string encode(const ContainerInfo& c) {
-  return json{{"network", c.network}, {"host", c.host}, {"vip", format_ipv4(c.vip)}, {"lid", c.lid}}
-      .dump();
+  json j = {{"network", c.network}, {"host", c.host}, {"vip", format_ipv4(c.vip)}, {"lid", c.lid}};
+  policy_to_json(c.policy, &j);
+  return j.dump();
 }
 
 Status corrupt(const std::string& key) {
@@ -304,7 +311,7 @@ Status Registry::read_container(const std::string& tenant, const std::string& na
   if (st.code() == Code::kNotFound)
     return Status::error(Code::kNotFound, "no container " + name + " in tenant " + tenant);
   if (!st.is_ok()) return st;
-  return parse_container(*kv, out) ? Status::ok() : corrupt(kv->key);
+  return decode_container(*kv, out) ? Status::ok() : corrupt(kv->key);
 }
 
 Status Registry::get_container(const std::string& tenant, const std::string& name,
@@ -316,12 +323,31 @@ Status Registry::get_container(const std::string& tenant, const std::string& nam
 Status Registry::move_container(const std::string& tenant, const std::string& name,
                                 const std::string& host, ContainerInfo* out) {
   if (!valid_name(host)) return bad_name("host", host);
+  return rewrite_container(
+      tenant, name,
+      [&](ContainerInfo* c) {
+        c->host = host;
+        return Status::ok();
+      },
+      out);
+}
+
+Status Registry::update_policy(const std::string& tenant, const std::string& name,
+                               const std::function<Status(ContainerPolicy*)>& edit,
+                               ContainerInfo* out) {
+  return rewrite_container(
+      tenant, name, [&](ContainerInfo* c) { return edit(&c->policy); }, out);
+}
+
+Status Registry::rewrite_container(const std::string& tenant, const std::string& name,
+                                   const std::function<Status(ContainerInfo*)>& edit,
+                                   ContainerInfo* out) {
   for (int attempt = 0; attempt < kRaceRetries; ++attempt) {
     KeyValue kv;
     ContainerInfo c;
     Status st = read_container(tenant, name, &kv, &c);
     if (!st.is_ok()) return st;
-    c.host = host;
+    if (st = edit(&c); !st.is_ok()) return st;
     bool ok = false;
     int64_t rev = 0;
     st = store_->txn({Compare::mod_revision_is(kv.key, kv.mod_revision)},
@@ -359,7 +385,7 @@ Status Registry::list_containers(const std::string& tenant, std::vector<Containe
   out->clear();
   for (const KeyValue& kv : kvs) {
     ContainerInfo c;
-    if (!parse_container(kv, &c)) return corrupt(kv.key);
+    if (!decode_container(kv, &c)) return corrupt(kv.key);
     out->push_back(c);
   }
   return st;

@@ -5,7 +5,8 @@
 // Keys (objects hold JSON, claims plain text):
 //   /wharf/tenant/<tenant>                      {}
 //   /wharf/network/<tenant>/<network>           {"cidr": "198.18.1.0/24"}
-//   /wharf/container/<tenant>/<container>       {"network", "vip", "host", "lid"}
+//   /wharf/container/<tenant>/<container>       {"network", "vip", "host", "lid"} and the
+//                                               policy's keys (control/policy_json.h)
 //   /wharf/ip/<tenant>/<network>/<vip>          <container>: the address is taken
 //   /wharf/lid/<lid>                            <tenant>/<container>: the LID is taken
 // Every change that must not race (creating under a parent, claiming an address or a LID,
@@ -16,9 +17,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "common/policy.h"
 #include "common/status.h"
 #include "control/cidr.h"
 #include "control/kv_store.h"
@@ -38,6 +41,7 @@ struct ContainerInfo {
   std::string host;
   uint32_t vip = 0;
   uint16_t lid = 0;
+  ContainerPolicy policy;
 };
 
 class Registry {
@@ -69,6 +73,14 @@ class Registry {
   Status get_container(const std::string& tenant, const std::string& name, ContainerInfo* out);
   // Every container of `tenant`, or of every tenant when it is empty.
   Status list_containers(const std::string& tenant, std::vector<ContainerInfo>* out);
+  // Changes the container's policy with `edit` (called again if the record changed meanwhile;
+  // an error from it is returned as is). *out is the container as stored afterwards.
+  Status update_policy(const std::string& tenant, const std::string& name,
+                       const std::function<Status(ContainerPolicy*)>& edit, ContainerInfo* out);
+
+  // Where the containers' records live, and how a watcher reads one (false: malformed).
+  static constexpr const char* kContainerPrefix = "/wharf/container/";
+  static bool decode_container(const KeyValue& kv, ContainerInfo* out);
 
   static constexpr uint16_t kMaxLid = 0xbfff;  // unicast LIDs are 0x0001-0xbfff (IBA 4.1.3)
   // Whether s is a valid tenant, network, container or host name.
@@ -79,6 +91,10 @@ class Registry {
   // The container's entry as stored (for compare-and-set) and as parsed.
   Status read_container(const std::string& tenant, const std::string& name, KeyValue* kv,
                         ContainerInfo* out);
+  // Reads the container, applies `edit` and writes it back if nothing changed meanwhile
+  // (else reads again).
+  Status rewrite_container(const std::string& tenant, const std::string& name,
+                           const std::function<Status(ContainerInfo*)>& edit, ContainerInfo* out);
 
   KvStore* store_;
 };

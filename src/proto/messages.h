@@ -12,7 +12,7 @@
 namespace wharf::proto {
 
 constexpr uint32_t kMagic = 0x46524857;  // "WHRF" when read as little-endian bytes
-constexpr uint16_t kVersion = 1;
+constexpr uint16_t kVersion = 2;         // 2: RegisterContainerReq names the tenant
 constexpr size_t kMaxMessage = 1024;
 constexpr int kMaxFds = 4;
 constexpr uint16_t kReplyBit = 0x8000;
@@ -41,6 +41,7 @@ enum class Op : uint16_t {
   kUnregisterContainer = 21,
   kGetDirectPeer = 22,
   kGetPeerMr = 23,
+  kRouterInfo = 24,
 };
 
 // Every datagram starts with this. `status` is 0 in requests; in replies it is 0 or a
@@ -315,9 +316,10 @@ struct QuerySrqRep {
 struct RegisterContainerReq {
   Name name{};
   uint32_t vip = 0;  // host order
+  Name tenant{};     // at the orchestrator; empty without one
   template <class V>
   void visit(V&& v) {
-    v(name), v(vip);
+    v(name), v(vip), v(tenant);
   }
 };
 struct RegisterContainerRep {
@@ -325,6 +327,14 @@ struct RegisterContainerRep {
   template <class V>
   void visit(V&& v) {
     v(lid);
+  }
+};
+// Who the router is, for wharf-run: its host's name (empty without --host).
+struct RouterInfoRep {
+  Name host{};
+  template <class V>
+  void visit(V&& v) {
+    v(host);
   }
 };
 struct UnregisterContainerReq {

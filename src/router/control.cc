@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "common/bits.h"
+#include "common/clock.h"
 #include "proto/datagram.h"
 #include "proto/device.h"
 #include "router/qp_state.h"
@@ -131,7 +132,8 @@ Session::~Session() {
   // Only a session that said Hello counted itself in its container (and may release it); a
   // registration session may have registered, and so may free, the namespace it runs in.
   if (hello_done_) router_->release_container(container_);
-  if (!registered_name_.empty()) router_->unregister_container(registered_name_);
+  if (!registered_name_.empty())
+    router_->unregister_container(registered_tenant_, registered_name_);
 }
 
 void Session::post_async_event(ibv_event_type type, uint32_t handle) {
@@ -192,7 +194,7 @@ bool Session::handle_request(const uint8_t* buf, size_t len, UniqueFd* fds, int 
   using proto::Op;
   auto op = static_cast<Op>(h.op);
   if (!hello_done_ && op != Op::kHello && op != Op::kRegisterContainer &&
-      op != Op::kUnregisterContainer) {
+      op != Op::kUnregisterContainer && op != Op::kRouterInfo) {
     send_reply(h, EPROTO, nullptr, 0, ReplyFds{});
     return true;
   }
@@ -218,6 +220,7 @@ bool Session::handle_request(const uint8_t* buf, size_t len, UniqueFd* fds, int 
     case Op::kDestroyAh: serve(h, body, blen, fds, nfds, &Session::on_destroy_ah); break;
     case Op::kGetDirectPeer: serve(h, body, blen, fds, nfds, &Session::on_get_direct_peer); break;
     case Op::kGetPeerMr: serve(h, body, blen, fds, nfds, &Session::on_get_peer_mr); break;
+    case Op::kRouterInfo: serve(h, body, blen, fds, nfds, &Session::on_router_info); break;
     case Op::kRegisterContainer:
       serve(h, body, blen, fds, nfds, &Session::on_register_container);
       break;
@@ -256,6 +259,7 @@ int Session::on_hello(const proto::HelloReq& req, UniqueFd* fds, int nfds, proto
 
 int Session::on_alloc_pd(const proto::Empty&, UniqueFd*, int, proto::Handle* rep, ReplyFds*) {
   if (pds_.size() >= device::kMaxPd) return ENOMEM;
+  if (int err = router_->check_quota_st(container_, QuotaKind::kPd, 1); err != 0) return err;
   rep->handle = pds_.add(std::make_unique<Pd>())->handle;
   return 0;
 }
@@ -280,6 +284,9 @@ int Session::on_reg_mr(const proto::RegMrReq& req, UniqueFd* fds, int nfds, prot
   if (req.length == 0 || req.length > device::kMaxMrSize) return EINVAL;
   if (req.addr + req.length < req.addr || req.iova + req.length < req.iova) return EINVAL;
   if (mrs_.size() >= device::kMaxMr) return ENOMEM;
+  if (int err = router_->check_quota_st(container_, QuotaKind::kMr, 1); err != 0) return err;
+  if (int err = router_->check_quota_st(container_, QuotaKind::kMrBytes, req.length); err != 0)
+    return err;
 
   auto mr = std::make_unique<Mr>();
   mr->owner = this;
@@ -357,6 +364,7 @@ int Session::on_create_cq(const proto::CreateCqReq& req, UniqueFd*, int, proto::
                           ReplyFds* out) {
   if (req.cqe == 0 || req.cqe > device::kMaxCqe) return EINVAL;
   if (cqs_.size() >= device::kMaxCq) return ENOMEM;
+  if (int err = router_->check_quota_st(container_, QuotaKind::kCq, 1); err != 0) return err;
   CompChannel* ch = nullptr;
   if (req.channel != 0 && (ch = channels_.find(req.channel)) == nullptr) return EINVAL;
   auto cq = std::make_unique<Cq>();
@@ -403,6 +411,7 @@ int Session::on_create_qp(const proto::CreateQpReq& req, UniqueFd*, int, proto::
   if (srq == nullptr && (c.max_recv_wr > device::kMaxQpWr || c.max_recv_sge > shm::kMaxRecvSge))
     return EINVAL;
   if (qps_.size() >= device::kMaxQp) return ENOMEM;
+  if (int err = router_->check_quota_st(container_, QuotaKind::kQp, 1); err != 0) return err;
 
   auto qp = std::make_unique<Qp>();
   qp->owner = this;
@@ -441,6 +450,7 @@ int Session::on_create_qp(const proto::CreateQpReq& req, UniqueFd*, int, proto::
 
   Qp* raw = qps_.add(std::move(qp));
   raw->qpn = router_->allocate_qpn(raw);
+  router_->configure_qp_rate_st(raw, now_ns());
   pd->users++;
   scq->users++;
   rcq->users++;
@@ -529,6 +539,7 @@ int Session::on_create_srq(const proto::CreateSrqReq& req, UniqueFd*, int, proto
       req.max_sge > device::kMaxSrqSge)
     return EINVAL;
   if (srqs_.size() >= device::kMaxSrq) return ENOMEM;
+  if (int err = router_->check_quota_st(container_, QuotaKind::kSrq, 1); err != 0) return err;
   auto srq = std::make_unique<Srq>();
   srq->owner = this;
   srq->pd = pd;
@@ -613,9 +624,20 @@ int Session::on_register_container(const proto::RegisterContainerReq& req, Uniqu
   if (name.empty() || req.vip == 0) return EINVAL;
   struct stat st;
   if (fstat(fds[0].get(), &st) != 0) return EINVAL;
-  int err = router_->register_container(name, st.st_ino, req.vip, &rep->lid);
-  if (err == 0) registered_name_ = name;
+  const std::string tenant = name_of(req.tenant);
+  int err = router_->register_container(tenant, name, st.st_ino, req.vip, &rep->lid);
+  if (err == 0) {
+    registered_tenant_ = tenant;
+    registered_name_ = name;
+  }
   return err;
+}
+
+int Session::on_router_info(const proto::Empty&, UniqueFd*, int, proto::RouterInfoRep* rep,
+                            ReplyFds*) {
+  const std::string& host = router_->config().host_name;
+  std::strncpy(rep->host.data(), host.c_str(), rep->host.size() - 1);
+  return 0;
 }
 
 int Session::on_unregister_container(const proto::UnregisterContainerReq& req, UniqueFd*, int,
@@ -623,8 +645,9 @@ int Session::on_unregister_container(const proto::UnregisterContainerReq& req, U
   if (uid_ != 0) return EPERM;
   std::string name = name_of(req.name);
   if (name != registered_name_) return ENOENT;
-  router_->unregister_container(name);
+  router_->unregister_container(registered_tenant_, name);
   registered_name_.clear();
+  registered_tenant_.clear();
   return 0;
 }
 

@@ -79,7 +79,7 @@ bool Executor::process_qp_st(Qp* qp) {
     qp->wait_until_ns = 0;
   }
   bool did = false;
-  for (int budget = kBudgetPerQp; budget > 0; --budget) {
+  for (int budget = kBudgetPerQp; budget > 0 && now_ >= qp->paced_until_ns; --budget) {
     shm::RingStatus st;
     const uint8_t* slot = qp->sq.peek(&st);
     if (slot == nullptr) {
@@ -91,6 +91,8 @@ bool Executor::process_qp_st(Qp* qp) {
     uint32_t byte_len = 0;
     if (!copy_send_wqe(slot, qp->layout.sq_slot, qp->type, qp->caps.max_send_sge, &w)) {
       status = IBV_WC_LOC_QP_OP_ERR;
+    } else if (!r_->admit_st(qp, rate_charge(w), now_)) {
+      break;  // over its rate: the WQE stays queued until paced_until_ns
     } else if (execute_st(qp, w, &status, &byte_len) == Step::kWait) {
       return true;  // head WQE stays queued until wait_until_ns
     }

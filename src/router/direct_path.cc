@@ -28,8 +28,9 @@ constexpr uint64_t kBusyWaitNs = 100'000'000;
 }  // namespace
 
 bool Router::direct_eligible_st(const Qp* qp) const {
+  // A QP under a rate limit has every message admitted by the router (router/policy.cc).
   if (!cfg_.direct_path || qp->direct_revoked || qp->type != IBV_QPT_RC ||
-      qp->state() != IBV_QPS_RTS)
+      qp->state() != IBV_QPS_RTS || qp->rate.limited() || qp->owner->container()->rate.limited())
     return false;
   const Qp* peer = qp_by_qpn(qp->attr.dest_qp_num);
   return peer != nullptr && !peer->direct_revoked && peer->type == qp->type &&

@@ -11,9 +11,11 @@
 #include <memory>
 #include <string>
 
+#include "common/policy.h"
 #include "common/unique_fd.h"
 #include "proto/messages.h"
 #include "router/shm_region.h"
+#include "router/token_bucket.h"
 #include "shm/cq_ring.h"
 #include "shm/layout.h"
 #include "shm/ring.h"
@@ -26,6 +28,7 @@ struct RemoteQpState;  // router/remote.h
 // A container: a network namespace registered by wharf-run (or an anonymous one for
 // processes started outside wharf-run). Its LID and GID address all its QPs.
 struct Container {
+  std::string tenant;  // empty: registered without an orchestrator, or anonymous
   std::string name;
   uint64_t netns_ino = 0;
   uint32_t vip = 0;  // host order
@@ -33,6 +36,8 @@ struct Container {
   proto::Gid gid{};
   int sessions = 0;  // open library connections from this container
   bool registered = false;
+  ContainerPolicy policy;  // from the orchestrator (router/policy.cc)
+  TokenBucket rate;        // policy.rate_bps over all its QPs
 };
 
 struct Pd {
@@ -120,6 +125,10 @@ struct Qp {
   uint64_t wait_until_ns = 0;
   uint8_t rnr_attempts = 0;
   uint8_t retry_attempts = 0;
+  // Rate limits: this QP's own bucket (its container's qp_rate), and the time before which
+  // neither it nor its container's bucket lets the head WQE go.
+  TokenBucket rate;
+  uint64_t paced_until_ns = 0;
   bool active = false;  // in the router's polled list
   // Its state in the host-to-host engine, once it has any (owned by RemotePath).
   RemoteQpState* remote = nullptr;

@@ -59,8 +59,14 @@ uint8_t packet_operation(uint8_t wr_opcode, uint32_t k, uint32_t n) {
   return static_cast<uint8_t>(base + (imm ? 3 : 2));
 }
 
-// The traffic class a QP's packets travel in (GRH traffic class; 0 without a GRH).
-uint8_t traffic_class(const proto::AhAttr& ah) { return ah.is_global ? ah.traffic_class : 0; }
+// The traffic class (DSCP << 2) a QP's packets travel in between hosts: its container's
+// priority class p as DSCP class selector CSp when the operator set one (it overrides what
+// the application asked), else the GRH traffic class of its address (0 without a GRH).
+uint8_t link_class(const Qp* qp, const proto::AhAttr& ah) {
+  const uint8_t priority = qp->owner->container()->policy.priority;
+  if (priority != 0) return static_cast<uint8_t>(priority << 5);
+  return ah.is_global ? ah.traffic_class : 0;
+}
 
 bool is_read_or_atomic(uint8_t wr_opcode) {
   return wr_opcode == IBV_WR_RDMA_READ || wr_opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
@@ -180,7 +186,7 @@ bool RemotePath::send_message_st(Executor* ex, Qp* qp, int dest, const Outstandi
       return copy_segments(*static_cast<const SegmentList*>(src), to, count) == 0;
     };
     if (!host::finish_packet(&p) ||
-        !links_.send(dest, traffic_class(qp->attr.ah_attr), p, gather, &piece))
+        !links_.send(dest, link_class(qp, qp->attr.ah_attr), p, gather, &piece))
       return false;
   }
   return true;
@@ -203,7 +209,7 @@ bool RemotePath::send_request_st(Executor* ex, Qp* qp, int dest, const Outstandi
   p.atomic.rkey = o.w.hdr.rkey;
   p.atomic.swap_add = op == IBV_WR_ATOMIC_FETCH_AND_ADD ? o.w.hdr.compare_add : o.w.hdr.swap;
   p.atomic.compare = o.w.hdr.compare_add;
-  return host::finish_packet(&p) && links_.send(dest, traffic_class(qp->attr.ah_attr), p);
+  return host::finish_packet(&p) && links_.send(dest, link_class(qp, qp->attr.ah_attr), p);
 }
 
 void RemotePath::resend_all_st(Executor* ex, Qp* qp, int dest) {
@@ -258,7 +264,7 @@ bool RemotePath::process_requester_st(Executor* ex, Qp* qp, int dest, uint64_t n
   }
   if (st.resend_at_ns != 0 || st.probing) return did;  // an RNR wait holds everything behind it
 
-  for (int budget = kBudgetPerQp; budget > 0; --budget) {
+  for (int budget = kBudgetPerQp; budget > 0 && now >= qp->paced_until_ns; --budget) {
     shm::RingStatus rs;
     const uint8_t* slot = qp->sq.peek(&rs);
     if (slot == nullptr) break;
@@ -288,7 +294,7 @@ bool RemotePath::process_requester_st(Executor* ex, Qp* qp, int dest, uint64_t n
     const uint32_t n = atomic ? 1 : packets_for(local.total);  // a READ uses one PSN per response
     const size_t need =
         (is_read_or_atomic(o.w.hdr.opcode) ? 0 : local.total) + n * (host::kPacketHeaderSize + 64);
-    if (links_.room(dest, traffic_class(qp->attr.ah_attr)) < need)
+    if (links_.room(dest, link_class(qp, qp->attr.ah_attr)) < need)
       break;  // the link is busy: this QP waits, others go on
     // No more READs and atomics in flight than max_rd_atomic: the responder answers repeated
     // ones from its cache of that many results (IBTA 9.4.4; our device allows 16).
@@ -298,6 +304,7 @@ bool RemotePath::process_requester_st(Executor* ex, Qp* qp, int dest, uint64_t n
                         [](const Outstanding& x) { return is_read_or_atomic(x.w.hdr.opcode); }));
       if (in_flight >= std::max<uint32_t>(1, qp->attr.max_rd_atomic)) break;
     }
+    if (!r_->admit_st(qp, rate_charge(o.w), now)) break;  // over its rate: waits, others go on
     o.first_psn = st.next_psn;
     o.last_psn = psn_add(st.next_psn, n - 1);
     o.byte_len = static_cast<uint32_t>(local.total);
@@ -361,7 +368,7 @@ void RemotePath::send_datagram_st(Qp* qp, const SendWork& w, const SegmentList& 
   p.payload = bounce_.data();
   p.payload_len = len;
   if (host::finish_packet(&p))
-    (void)links_.send(dest, traffic_class(ah), p);  // a full link drops it, as UD may
+    (void)links_.send(dest, link_class(qp, ah), p);  // a full link drops it, as UD may
 }
 
 // A UD datagram: for the local UD QP it names, if its address and Q_Key match.
@@ -550,7 +557,7 @@ void RemotePath::queue_response_st(Qp* dst, const Response& r) {
 bool RemotePath::pump_responses_st(Qp* dst) {
   State& st = state(dst);
   const int dest = st.requester_host;
-  const uint8_t tclass = traffic_class(dst->attr.ah_attr);
+  const uint8_t tclass = link_class(dst, dst->attr.ah_attr);
   while (!st.responses.empty()) {
     Response& r = st.responses.front();
     Packet a;

@@ -208,8 +208,10 @@ bool Router::sleep_until_work() {
       uint64_t ms = t > now ? (t - now) / 1000000 + 1 : 0;
       if (timeout_ms < 0 || static_cast<int>(ms) < timeout_ms) timeout_ms = static_cast<int>(ms);
     };
-    for (Qp* qp : active_)
+    for (Qp* qp : active_) {
       if (qp->wait_until_ns != 0) wake_at(qp->wait_until_ns);
+      if (qp->paced_until_ns != 0) wake_at(qp->paced_until_ns);
+    }
     if (remote_ != nullptr && remote_->next_deadline() != 0) wake_at(remote_->next_deadline());
     // A stop consumed by an earlier poll_control() would never wake this wait.
     if (!stopping_) poll_control(timeout_ms);
@@ -243,6 +245,7 @@ void Router::poll_control(int timeout_ms) {
       uint64_t v;
       while (read(wake_.get(), &v, sizeof(v)) == sizeof(v)) {
       }
+      run_posted();
     } else if ((tag & ~kFdMask) == kTagDoorbell) {
       uint64_t v;
       while (read(static_cast<int>(tag & kFdMask), &v, sizeof(v)) == sizeof(v)) {
@@ -266,6 +269,25 @@ void Router::stop() {
     ssize_t n = write(wake_.get(), &one, sizeof(one));
     (void)n;  // a full counter already wakes the loop
   }
+}
+
+void Router::post(std::function<void()> fn) {
+  {
+    std::lock_guard<std::mutex> lock(posted_mu_);
+    posted_.push_back(std::move(fn));
+  }
+  uint64_t one = 1;
+  ssize_t n = write(wake_.get(), &one, sizeof(one));
+  (void)n;  // a full counter already wakes the loop
+}
+
+void Router::run_posted() {
+  std::vector<std::function<void()>> work;
+  {
+    std::lock_guard<std::mutex> lock(posted_mu_);
+    work.swap(posted_);
+  }
+  for (auto& fn : work) fn();
 }
 
 void Router::accept_sessions() {
@@ -349,28 +371,32 @@ Container* Router::container_for_netns(uint64_t netns_ino) {
   return raw;
 }
 
-int Router::register_container(const std::string& name, uint64_t netns_ino, uint32_t vip,
-                               uint16_t* lid) {
+int Router::register_container(const std::string& tenant, const std::string& name,
+                               uint64_t netns_ino, uint32_t vip, uint16_t* lid) {
   for (auto& [ino, c] : containers_) {
-    if (c->registered && (c->name == name || c->vip == vip)) return EEXIST;
+    if (c->registered && ((c->tenant == tenant && c->name == name) || c->vip == vip)) return EEXIST;
   }
   Container* c = container_for_netns(netns_ino);
   if (c == nullptr) return ENOSPC;
   if (c->registered) return EEXIST;
+  c->tenant = tenant;
   c->name = name;
   c->vip = vip;
   c->gid = gid_for_vip(vip);
   c->registered = true;
   *lid = c->lid;
-  spdlog::info("container {} registered: vIP {}.{}.{}.{} LID {}", name, vip >> 24,
-               (vip >> 16) & 0xff, (vip >> 8) & 0xff, vip & 0xff, c->lid);
+  if (auto it = policies_.find(tenant + "/" + name); it != policies_.end())
+    apply_policy_st(c, it->second);
+  spdlog::info("container {}{}{} registered: vIP {}.{}.{}.{} LID {}", tenant,
+               tenant.empty() ? "" : "/", name, vip >> 24, (vip >> 16) & 0xff, (vip >> 8) & 0xff,
+               vip & 0xff, c->lid);
   return 0;
 }
 
-void Router::unregister_container(const std::string& name) {
+void Router::unregister_container(const std::string& tenant, const std::string& name) {
   for (auto it = containers_.begin(); it != containers_.end(); ++it) {
     Container* c = it->second.get();
-    if (!c->registered || c->name != name) continue;
+    if (!c->registered || c->tenant != tenant || c->name != name) continue;
     spdlog::info("container {} unregistered", name);
     c->registered = false;
     if (c->sessions == 0) containers_.erase(it);

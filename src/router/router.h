@@ -9,7 +9,10 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -62,6 +65,9 @@ class Router {
   void run(bool handle_signals);
   // Asks run() to return. Thread-safe and async-signal-safe.
   void stop();
+  // Runs fn on the router thread between two control polls, soon. Thread-safe: how other
+  // threads (the orchestrator's watch) change what the router holds.
+  void post(std::function<void()> fn);
 
   const RouterConfig& config() const { return cfg_; }
   RouterCounters& counters() { return counters_; }
@@ -70,8 +76,10 @@ class Router {
   // The container of a network namespace, made (anonymous) on first use; nullptr when no
   // LID is free for a new one.
   Container* container_for_netns(uint64_t netns_ino);
-  int register_container(const std::string& name, uint64_t netns_ino, uint32_t vip, uint16_t* lid);
-  void unregister_container(const std::string& name);
+  // tenant: the container's tenant at the orchestrator, "" without one.
+  int register_container(const std::string& tenant, const std::string& name, uint64_t netns_ino,
+                         uint32_t vip, uint16_t* lid);
+  void unregister_container(const std::string& tenant, const std::string& name);
   void release_container(Container* c);
   Container* container_by_lid(uint16_t lid);
   Container* container_by_gid(const proto::Gid& gid);
@@ -94,6 +102,18 @@ class Router {
     return it == keys_.end() ? nullptr : it->second;
   }
   uint32_t allocate_srqn() { return next_srqn_++; }
+
+  // ---- Policies (router/policy.cc) ----
+  // The orchestrator's policy for container tenant/name: applied now if it is registered
+  // here, else when it registers. A default policy lifts every limit.
+  void set_policy_st(const std::string& tenant, const std::string& name, const ContainerPolicy& p);
+  // 0, or EDQUOT if c holding `amount` more of `kind` would exceed its quota.
+  int check_quota_st(const Container* c, QuotaKind kind, uint64_t amount) const;
+  // Whether qp's next message of `bytes` may go now under its and its container's rate
+  // limits; charges them if so, else sets qp->paced_until_ns.
+  bool admit_st(Qp* qp, uint64_t bytes, uint64_t now);
+  // Gives a new QP the per-QP limit of its container's policy.
+  void configure_qp_rate_st(Qp* qp, uint64_t now);
 
   // QPs whose queues the data path polls.
   void activate(Qp* qp);
@@ -134,6 +154,8 @@ class Router {
   void close_session(int fd);
   void handle_session_input(Session* s);
   uint16_t allocate_lid();  // 0 when the range is exhausted
+  void apply_policy_st(Container* c, const ContainerPolicy& p);
+  void run_posted();
   int start_remote();
   bool direct_eligible_st(const Qp* qp) const;
   void set_direct_st(Qp* qp, bool on);
@@ -147,6 +169,9 @@ class Router {
   UniqueFd signal_;
   UniqueFd wake_;  // eventfd written by stop()
   std::atomic<bool> stopping_{false};
+  std::mutex posted_mu_;  // guards posted_ (control path only)
+  std::vector<std::function<void()>> posted_;
+  std::map<std::string, ContainerPolicy> policies_;  // by "tenant/name", from the orchestrator
 
   std::unordered_map<int, std::unique_ptr<Session>> sessions_;
   std::unordered_map<uint64_t, std::unique_ptr<Container>> containers_;  // by netns inode

@@ -112,6 +112,7 @@ class Session {
   int on_get_peer_mr(const proto::PeerMrReq&, UniqueFd*, int, proto::PeerMrRep*, ReplyFds*);
   int on_register_container(const proto::RegisterContainerReq&, UniqueFd*, int,
                             proto::RegisterContainerRep*, ReplyFds*);
+  int on_router_info(const proto::Empty&, UniqueFd*, int, proto::RouterInfoRep*, ReplyFds*);
   int on_unregister_container(const proto::UnregisterContainerReq&, UniqueFd*, int, proto::Empty*,
                               ReplyFds*);
 
@@ -126,6 +127,7 @@ class Session {
   ShmRegion page_;
   UniqueFd doorbell_;
   UniqueFd async_sock_;
+  std::string registered_tenant_;
   std::string registered_name_;
 
   HandleTable<Pd> pds_;

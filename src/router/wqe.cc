@@ -23,6 +23,16 @@ bool copy_send_wqe(const uint8_t* slot, uint32_t slot_size, ibv_qp_type type, ui
   return proto::opcode_allowed(type, out->hdr.opcode);
 }
 
+uint64_t rate_charge(const SendWork& w) {
+  uint64_t bytes = 0;
+  if (w.hdr.flags & shm::kWqeInline) {
+    bytes = w.hdr.inline_len;
+  } else {
+    for (uint32_t i = 0; i < w.hdr.num_sge; ++i) bytes += w.sge[i].length;
+  }
+  return bytes < kMinChargeBytes ? kMinChargeBytes : bytes;
+}
+
 void copy_recv_wqe(const uint8_t* slot, uint32_t slot_size, uint32_t max_sge, RecvWork* out) {
   std::memcpy(&out->hdr, slot, sizeof(out->hdr));
   uint32_t n = out->hdr.num_sge;

@@ -30,6 +30,12 @@ struct RecvWork {
 bool copy_send_wqe(const uint8_t* slot, uint32_t slot_size, ibv_qp_type type, uint32_t max_sge,
                    SendWork* out);
 
+// What a send WQE costs under a rate limit: its payload (the bytes its SGEs or inline data
+// name; for a READ, what it reads), but at least kMinChargeBytes, about a packet's headers,
+// so that empty messages are limited too.
+inline constexpr uint64_t kMinChargeBytes = 64;
+uint64_t rate_charge(const SendWork& w);
+
 // Copies the receive WQE in `slot`. A malformed one (too many SGEs for max_sge or the slot)
 // is returned with num_sge = 0: a receive without buffers, so any data is a length error.
 void copy_recv_wqe(const uint8_t* slot, uint32_t slot_size, uint32_t max_sge, RecvWork* out);

@@ -90,6 +90,23 @@ assert len(c) == 1 and c[0]["name"] == "c1" and c[0]["vip"] == "198.18.1.2" and 
 EOF
 [[ $(ctl container show | wc -l) == 2 ]] || fail "container show lists both tenants"
 
+# Policies: quotas, rate limits and the priority class live in the container's record.
+ctl quota set c1 tenant red qp 4 mr_bytes 1gb > /dev/null || fail "quota set"
+ctl ratelimit set c1 tenant red rate 2.5gbit qp_rate 100mbit > /dev/null || fail "ratelimit set"
+ctl container set c1 tenant red priority 5 > /dev/null || fail "priority set"
+[[ $(ctl quota show c1 tenant red) == "quota c1 tenant red qp 4 cq unlimited mr unlimited pd unlimited srq unlimited mr_bytes 1073741824" ]] ||
+  fail "quota show: $(ctl quota show c1 tenant red)"
+[[ $(ctl ratelimit show tenant red) == "ratelimit c1 tenant red rate 2500mbit qp_rate 100mbit burst default" ]] ||
+  fail "ratelimit show: $(ctl ratelimit show tenant red)"
+expect_fail 2 "negative" -- ratelimit set c1 tenant red rate -1gbit
+expect_fail 2 "unknown rate unit" -- ratelimit set c1 tenant red rate 1gbitz
+expect_fail 2 "unknown keyword" -- quota set c1 tenant red qps 4
+expect_fail 1 "no container" -- quota set nosuch tenant red qp 1
+expect_fail 1 "priority must be 0-7" -- container set c1 tenant red priority 8
+code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -d '{"ratelimit": {"rate": -5}}' \
+  "$WHARF_ORCHESTRATOR/v1/tenants/red/containers/c1/policy")
+[[ $code == 400 ]] || fail "a negative rate through the API answered $code"
+
 # A killed orchestrator loses nothing.
 kill -9 "$ORCH"
 wait "$ORCH" 2> /dev/null
@@ -97,6 +114,8 @@ start_orchestrator
 out=$(ctl container show tenant red) || fail "show after restart"
 [[ $out == "container c1 tenant red network net1 vip 198.18.1.2 host h3 lid "* ]] || fail "after restart: '$out'"
 [[ $(ctl network show tenant red) == "network net1 cidr 198.18.1.0/24" ]] || fail "networks after restart"
+[[ $(ctl quota show c1 tenant red) == *" qp 4 "* && $(ctl ratelimit show c1 tenant red) == *"rate 2500mbit"* ]] ||
+  fail "policies after restart: $(ctl quota show c1 tenant red); $(ctl ratelimit show c1 tenant red)"
 
 # A router registers its host on a lease that lapses when the router dies.
 "$BIN/wharfd" --socket "$WORK/wharfd.sock" --host hr1 --orchestrator "$WHARF_ORCHESTRATOR" \

@@ -276,10 +276,13 @@ TEST(CodecGoldenTest, RegisterContainerRequestBytesWithNameArray) {
   const char name[] = "web-1";
   std::memcpy(r.name.data(), name, sizeof(name) - 1);
   r.vip = 0x0a000007;  // 10.0.0.7, host order
-  std::vector<uint8_t> expected(36, 0);
+  const char tenant[] = "red";
+  std::memcpy(r.tenant.data(), tenant, sizeof(tenant) - 1);
+  std::vector<uint8_t> expected(68, 0);
   std::memcpy(expected.data(), name, sizeof(name) - 1);
   expected[32] = 0x07;
   expected[35] = 0x0a;
+  std::memcpy(expected.data() + 36, tenant, sizeof(tenant) - 1);
   EXPECT_EQ(encoded(r), expected);
 }
 

@@ -44,9 +44,10 @@ WHARF_MESSAGE_SPEC(CreateSrqReq, 16);            // 4 * 4
 WHARF_MESSAGE_SPEC(CreateSrqRep, 24);            // 6 * 4
 WHARF_MESSAGE_SPEC(ModifySrqReq, 16);            // 4 * 4
 WHARF_MESSAGE_SPEC(QuerySrqRep, 12);             // 3 * 4
-WHARF_MESSAGE_SPEC(RegisterContainerReq, 36);    // 32 + 4
+WHARF_MESSAGE_SPEC(RegisterContainerReq, 68);    // 32 + 4 + 32
 WHARF_MESSAGE_SPEC(RegisterContainerRep, 2);     // 2
 WHARF_MESSAGE_SPEC(UnregisterContainerReq, 32);  // 32
+WHARF_MESSAGE_SPEC(RouterInfoRep, 32);           // 32
 WHARF_MESSAGE_SPEC(DirectPeerRep, 44);           // 10 * 4 + 2 + 1 + 1
 WHARF_MESSAGE_SPEC(PeerMrReq, 8);                // 2 * 4
 WHARF_MESSAGE_SPEC(PeerMrRep, 28);               // 3 * 8 + 4
@@ -59,8 +60,8 @@ using AllMessages =
     TypeList<Header, Empty, HelloReq, HelloRep, Handle, RegMrReq, RegMrRep, CreateCqReq,
              CreateCqRep, AhAttr, CreateAhReq, QpCaps, CreateQpReq, CreateQpRep, QpAttr,
              ModifyQpReq, QueryQpRep, CreateSrqReq, CreateSrqRep, ModifySrqReq, QuerySrqRep,
-             RegisterContainerReq, RegisterContainerRep, UnregisterContainerReq, DirectPeerRep,
-             PeerMrReq, PeerMrRep, AsyncEventMsg, CqEventMsg>;
+             RegisterContainerReq, RegisterContainerRep, UnregisterContainerReq, RouterInfoRep,
+             DirectPeerRep, PeerMrReq, PeerMrRep, AsyncEventMsg, CqEventMsg>;
 
 // Calls f.template operator()<T>() for every T in the list, in order.
 template <class F, class... T>

@@ -18,6 +18,7 @@
 #include "netns.h"
 #include "network.h"
 #include "options.h"
+#include "placement.h"
 #include "registration.h"
 
 namespace wharf::run {
@@ -72,7 +73,7 @@ std::optional<int> pending_stop_signal(int signal_fd) {
   }
 }
 
-int run(const Options& o) {
+int run(Options o) {
   if (::geteuid() != 0) {
     std::fprintf(stderr, "wharf-run: must run as root (it creates network namespaces)\n");
     return kExitSetupFailed;
@@ -99,6 +100,20 @@ int run(const Options& o) {
   // Connect first: a missing router is the commonest mistake and needs nothing undone.
   RouterSession session;
   if (!session.connect(router)) return kExitSetupFailed;
+  if (!o.tenant.empty()) {
+    Placement p{o.orchestrator, o.tenant, o.network, o.name, "", o.vip};
+    if (!session.router_host(&p.host)) return kExitSetupFailed;
+    if (p.host.empty()) {
+      std::fprintf(stderr,
+                   "wharf-run: router %s has no host name; start wharfd with --orchestrator and "
+                   "--host to use --tenant\n",
+                   router.c_str());
+      return kExitSetupFailed;
+    }
+    if (!place_container(p, &o.vip)) return kExitSetupFailed;
+    say(o, "orchestrator " + o.orchestrator + ": container " + o.tenant + "/" + o.name + " at " +
+               format_ipv4(o.vip) + " on host " + p.host);
+  }
 
   // The container joins the router's host: this namespace, or a wharf-lab host's, whose
   // bridge fixes the gateway and the container subnet.
@@ -113,6 +128,12 @@ int run(const Options& o) {
     if (std::string bad = check_addresses(cfg.vip, cfg.bridge_ip, cfg.prefix); !bad.empty()) {
       std::fprintf(stderr, "wharf-run: %s (the container subnet of host %s)\n", bad.c_str(),
                    cfg.host_netns.c_str());
+      return kExitSetupFailed;
+    }
+  } else if (!o.tenant.empty()) {  // a --vip was checked with the options
+    if (std::string bad = check_addresses(cfg.vip, cfg.bridge_ip, cfg.prefix); !bad.empty()) {
+      std::fprintf(stderr, "wharf-run: network %s gave %s: %s\n", o.network.c_str(),
+                   format_ipv4(cfg.vip).c_str(), bad.c_str());
       return kExitSetupFailed;
     }
   }
@@ -136,7 +157,8 @@ int run(const Options& o) {
     return kExitSetupFailed;
   }
   uint16_t lid = 0;
-  if (!session.register_container(o.name, o.vip, netns_fd.get(), &lid)) return kExitSetupFailed;
+  if (!session.register_container(o.tenant, o.name, o.vip, netns_fd.get(), &lid))
+    return kExitSetupFailed;
   say(o,
       "registered container " + o.name + " with router " + router + ", LID " + std::to_string(lid));
 
@@ -177,7 +199,19 @@ int parse_and_run(int argc, char** argv) {
   app.add_option("--name", o.name,
                  "Container name: 1-12 characters of [A-Za-z0-9_.-]; the netns is wharf-NAME, "
                  "the host veth wv-NAME");
-  app.add_option("--vip", vip, "Container's virtual IPv4 address");
+  app.add_option("--vip", vip,
+                 "Container's virtual IPv4 address (with --tenant: the one to ask for; by default "
+                 "the orchestrator picks)");
+  const char* env_orchestrator = std::getenv("WHARF_ORCHESTRATOR");
+  o.orchestrator = env_orchestrator != nullptr ? env_orchestrator : "http://127.0.0.1:7480";
+  app.add_option("--orchestrator", o.orchestrator,
+                 "wharf-orchestrator's http://HOST:PORT, used with --tenant (default: "
+                 "$WHARF_ORCHESTRATOR or http://127.0.0.1:7480)");
+  app.add_option("--tenant", o.tenant,
+                 "Run as container NAME of this tenant: the orchestrator keeps its record and "
+                 "address (moved to this router's host if it ran elsewhere) and its policies "
+                 "apply; needs --network");
+  app.add_option("--network", o.network, "The tenant's virtual network the container joins");
   app.add_option("--prefix", o.prefix, "Prefix length of the VIP and bridge subnet")
       ->check(CLI::Range(1, 30))
       ->capture_default_str();
@@ -216,13 +250,16 @@ int parse_and_run(int argc, char** argv) {
     return usage_error("invalid container name '" + o.name + "': use 1-" +
                        std::to_string(kMaxNameLen) + " characters of [A-Za-z0-9_.-]");
   }
-  if (vip.empty()) return usage_error("--vip is required");
-  auto vip_addr = parse_ipv4(vip);
+  if (o.tenant.empty() != o.network.empty())
+    return usage_error("--tenant and --network go together");
+  if (vip.empty() && o.tenant.empty()) return usage_error("--vip is required without --tenant");
+  auto vip_addr = vip.empty() ? std::optional<uint32_t>(0) : parse_ipv4(vip);
   if (!vip_addr) return usage_error("--vip '" + vip + "' is not an IPv4 address");
   auto bridge_addr = parse_ipv4(bridge_ip);
   if (!bridge_addr) return usage_error("--bridge-ip '" + bridge_ip + "' is not an IPv4 address");
-  if (std::string err = check_addresses(*vip_addr, *bridge_addr, o.prefix); !err.empty()) {
-    return usage_error(err);
+  if (*vip_addr != 0) {
+    if (std::string err = check_addresses(*vip_addr, *bridge_addr, o.prefix); !err.empty())
+      return usage_error(err);
   }
   if (o.command.empty()) return usage_error("no command given (put it after --)");
   o.vip = *vip_addr;

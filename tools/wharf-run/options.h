@@ -26,7 +26,11 @@ constexpr int kExitExecFailed = 127;
 struct Options {
   std::string router;  // router socket path as given
   std::string name;    // container name
-  uint32_t vip = 0;    // host byte order
+  uint32_t vip = 0;    // host byte order; 0 with a tenant: the orchestrator picks
+  // With an orchestrator (tenant not empty): where the container's record is kept.
+  std::string orchestrator;
+  std::string tenant;
+  std::string network;
   int prefix = kDefaultPrefix;
   uint32_t bridge_ip = 0;  // host byte order
   bool dropin = false;

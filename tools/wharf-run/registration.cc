@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <type_traits>
 
 #include "proto/codec.h"
 #include "proto/datagram.h"
@@ -77,7 +78,8 @@ int RouterSession::call(uint16_t op, const Req& req, const int* fds, int nfds, i
   uint8_t buf[proto::kMaxMessage];
   size_t n = proto::encode(hdr, buf, sizeof(buf));
   size_t m = proto::encode(req, buf + n, sizeof(buf) - n);
-  if (n != proto::kHeaderSize || m == 0) return fail("request does not encode", 0);
+  if (n != proto::kHeaderSize || (m == 0 && !std::is_same_v<Req, proto::Empty>))
+    return fail("request does not encode", 0);
   if (int err = proto::send_datagram(sock_.get(), buf, n + m, fds, nfds, 0); err != 0) {
     return fail("send failed", err);
   }
@@ -114,10 +116,27 @@ int RouterSession::call(uint16_t op, const Req& req, const int* fds, int nfds, i
   return static_cast<int>(rep.status);
 }
 
-bool RouterSession::register_container(const std::string& name, uint32_t vip, int netns_fd,
-                                       uint16_t* lid) {
+bool RouterSession::router_host(std::string* host) {
+  uint8_t body[proto::kMaxMessage];
+  size_t len = 0;
+  int status = call(static_cast<uint16_t>(proto::Op::kRouterInfo), proto::Empty{}, nullptr, 0,
+                    kRegisterTimeoutMs, false, body, sizeof(body), &len);
+  proto::RouterInfoRep rep;
+  if (status != 0 || !proto::decode(body, len, &rep)) {
+    if (status >= 0)
+      std::fprintf(stderr, "wharf-run: router %s did not say its host name (%s)\n", path_.c_str(),
+                   status > 0 ? std::strerror(status) : "malformed reply");
+    return false;
+  }
+  host->assign(rep.host.data(), strnlen(rep.host.data(), rep.host.size()));
+  return true;
+}
+
+bool RouterSession::register_container(const std::string& tenant, const std::string& name,
+                                       uint32_t vip, int netns_fd, uint16_t* lid) {
   proto::RegisterContainerReq req;
   req.name = to_wire_name(name);
+  req.tenant = to_wire_name(tenant);
   req.vip = vip;
   uint8_t body[proto::kMaxMessage];
   size_t len = 0;

@@ -4,8 +4,15 @@
 //   wharfctl tenant    { add NAME | del NAME | show }
 //   wharfctl network   { add NAME tenant T cidr A.B.C.D/N | del NAME tenant T | show tenant T }
 //   wharfctl container { add NAME tenant T network N host H [vip A.B.C.D]
-//                      | set NAME tenant T host H | del NAME tenant T | show [tenant T] }
+//                      | set NAME tenant T [host H] [priority 0-7] | del NAME tenant T
+//                      | show [tenant T] }
+//   wharfctl quota     { set NAME tenant T [qp N] [cq N] [mr N] [pd N] [srq N] [mr_bytes SIZE]
+//                      | del NAME tenant T | show [NAME tenant T | tenant T] }
+//   wharfctl ratelimit { set NAME tenant T [rate RATE] [qp_rate RATE] [burst SIZE]
+//                      | del NAME tenant T | show [NAME tenant T | tenant T] }
 //   wharfctl host show
+// NAME of quota and ratelimit is a container's. A quota of "unlimited" and a rate of 0 lift
+// that limit; `del` lifts them all. RATE and SIZE in tc's units (control/units.h).
 // Options: -j (JSON output), -p (pretty JSON), -o URL (the orchestrator; default
 // $WHARF_ORCHESTRATOR or http://127.0.0.1:7480). Exit status 0, 1 for a refused request, 2
 // for bad usage.
@@ -20,6 +27,9 @@
 #include <string>
 #include <vector>
 
+#include "common/policy.h"
+#include "control/units.h"
+
 namespace {
 
 using nlohmann::json;
@@ -28,12 +38,22 @@ constexpr const char* kUsage =
     "usage: wharfctl [-j] [-p] [-o URL] OBJECT COMMAND [NAME] [KEY VALUE]...\n"
     "  tenant    { add NAME | del NAME | show }\n"
     "  network   { add NAME tenant T cidr A.B.C.D/N | del NAME tenant T | show tenant T }\n"
-    "  container { add NAME tenant T network N host H [vip A.B.C.D] | set NAME tenant T host H\n"
-    "            | del NAME tenant T | show [tenant T] }\n"
-    "  host      show\n";
+    "  container { add NAME tenant T network N host H [vip A.B.C.D]\n"
+    "            | set NAME tenant T [host H] [priority 0-7] | del NAME tenant T | show [tenant T] "
+    "}\n"
+    "  quota     { set NAME tenant T [qp N] [cq N] [mr N] [pd N] [srq N] [mr_bytes SIZE]\n"
+    "            | del NAME tenant T | show [NAME tenant T | tenant T] }\n"
+    "  ratelimit { set NAME tenant T [rate RATE] [qp_rate RATE] [burst SIZE]\n"
+    "            | del NAME tenant T | show [NAME tenant T | tenant T] }\n"
+    "  host      show\n"
+    "RATE: 100mbit, 1gbit, 125mbps (bytes) ...; SIZE: 4096, 64kb, 1gb ...\n";
 
 // What a container line shows after its name.
-const std::vector<const char*> kContainerFields = {"tenant", "network", "vip", "host", "lid"};
+const std::vector<const char*> kContainerFields = {"tenant", "network", "vip",
+                                                   "host",   "lid",     "priority"};
+
+const std::vector<const char*> kQuotaFields = {"tenant", "qp", "cq", "mr", "pd", "srq", "mr_bytes"};
+const std::vector<const char*> kRatelimitFields = {"tenant", "rate", "qp_rate", "burst"};
 
 struct Usage {
   std::string message;
@@ -98,6 +118,57 @@ class Client {
 std::string text(const json& j, const char* key) {
   if (!j.contains(key)) return "";
   return j[key].is_string() ? j[key].get<std::string>() : j[key].dump();
+}
+
+uint64_t rate_arg(const std::string& key, const std::string& value) {
+  uint64_t bps = 0;
+  std::string why;
+  if (!wharf::control::parse_rate(value, &bps, &why)) throw Usage{key + ": " + why};
+  return bps;
+}
+
+uint64_t size_arg(const std::string& key, const std::string& value) {
+  uint64_t bytes = 0;
+  std::string why;
+  if (!wharf::control::parse_size(value, &bytes, &why)) throw Usage{key + ": " + why};
+  return bytes;
+}
+
+uint64_t count_arg(const std::string& key, const std::string& value) {
+  const uint64_t n = size_arg(key, value);
+  if (value.find_first_not_of("0123456789") != std::string::npos)
+    throw Usage{key + ": '" + value + "' is not a whole number"};
+  return n;
+}
+
+// The containers `show` lists: one (NAME tenant T), a tenant's, or all.
+json containers_to_show(Client& c, const std::vector<std::string>& args) {
+  const bool named = args.size() > 2 && args[2] != "tenant";
+  auto kv =
+      pairs(args, named ? 3 : 2, named ? std::set<std::string>{"tenant"} : std::set<std::string>{},
+            named ? std::set<std::string>{} : std::set<std::string>{"tenant"});
+  if (named)
+    return json::array({c.call("GET", "/v1/tenants/" + kv["tenant"] + "/containers/" + args[2])});
+  return c.call("GET",
+                "/v1/containers" + (kv.count("tenant") != 0 ? "?tenant=" + kv["tenant"] : ""));
+}
+
+// A container's quota or ratelimit as one line's fields ("qp 4 cq unlimited ...").
+json quota_view(const json& container) {
+  json v = {{"name", container["name"]}, {"tenant", container["tenant"]}};
+  const json q = container.value("quota", json::object());
+  for (const char* k : wharf::kQuotaNames) v[k] = q.contains(k) ? q[k] : json("unlimited");
+  return v;
+}
+
+json ratelimit_view(const json& container) {
+  json v = {{"name", container["name"]}, {"tenant", container["tenant"]}};
+  const json r = container.value("ratelimit", json::object());
+  for (const char* k : {"rate", "qp_rate"})
+    v[k] =
+        r.contains(k) ? json(wharf::control::format_rate(r[k].get<uint64_t>())) : json("unlimited");
+  v["burst"] = r.contains("burst") ? r["burst"] : json("default");
+  return v;
 }
 
 // Prints objects the way `rdma` does: one line each, "KIND NAME key value ...".
@@ -168,10 +239,15 @@ int run(const Options& o, const std::vector<std::string>& args) {
       return 0;
     }
     if (cmd == "set") {
-      auto kv = pairs(args, 3, {"tenant", "host"});
-      json moved = c.call("POST", "/v1/tenants/" + kv["tenant"] + "/containers/" + name() + "/move",
-                          {{"host", kv["host"]}});
-      print(o, json::array({moved}), "container", kContainerFields);
+      auto kv = pairs(args, 3, {"tenant"}, {"host", "priority"});
+      if (kv.size() == 1) throw Usage{"container set needs host or priority"};
+      const std::string path = "/v1/tenants/" + kv["tenant"] + "/containers/" + name();
+      json now;
+      if (kv.count("priority") != 0)
+        now =
+            c.call("POST", path + "/policy", {{"priority", count_arg("priority", kv["priority"])}});
+      if (kv.count("host") != 0) now = c.call("POST", path + "/move", {{"host", kv["host"]}});
+      print(o, json::array({now}), "container", kContainerFields);
       return 0;
     }
     if (cmd == "del") {
@@ -183,6 +259,46 @@ int run(const Options& o, const std::vector<std::string>& args) {
       auto kv = pairs(args, 2, {}, {"tenant"});
       const std::string q = kv.count("tenant") != 0 ? "?tenant=" + kv["tenant"] : "";
       print(o, c.call("GET", "/v1/containers" + q), "container", kContainerFields);
+      return 0;
+    }
+  } else if (object == "quota" || object == "ratelimit") {
+    const bool quota = object == "quota";
+    const std::vector<const char*>& fields = quota ? kQuotaFields : kRatelimitFields;
+    if (cmd == "set" || cmd == "del") {
+      std::set<std::string> keys;
+      if (cmd == "set") {
+        if (quota)
+          keys.insert(wharf::kQuotaNames.begin(), wharf::kQuotaNames.end());
+        else
+          keys = {"rate", "qp_rate", "burst"};
+      }
+      auto kv = pairs(args, 3, {"tenant"}, keys);
+      json change = {{object, nullptr}};
+      if (cmd == "set") {
+        if (kv.size() == 1) throw Usage{object + " set needs at least one limit"};
+        json group = json::object();
+        for (const auto& [key, value] : kv) {
+          if (key == "tenant") continue;
+          if (quota)
+            group[key] = value == "unlimited" ? json(nullptr)
+                         : key == "mr_bytes"  ? json(size_arg(key, value))
+                                              : json(count_arg(key, value));
+          else
+            group[key] = key == "burst" ? size_arg(key, value) : rate_arg(key, value);
+        }
+        change[object] = group;
+      }
+      json now = c.call("POST", "/v1/tenants/" + kv["tenant"] + "/containers/" + name() + "/policy",
+                        change);
+      print(o, json::array({quota ? quota_view(now) : ratelimit_view(now)}), object.c_str(),
+            fields);
+      return 0;
+    }
+    if (cmd == "show") {
+      json out = json::array();
+      for (const json& item : containers_to_show(c, args))
+        out.push_back(quota ? quota_view(item) : ratelimit_view(item));
+      print(o, out, object.c_str(), fields);
       return 0;
     }
   } else if (object == "host") {

@@ -1,0 +1,38 @@
+// What the router's helpers that talk to the orchestrator (HostAgent, ContainerWatch) share:
+// an HTTP client whose failures cost seconds, and a thread that takes no signals.
+#pragma once
+
+#include <httplib.h>
+#include <signal.h>
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+
+namespace wharf::control {
+
+// A client for url ("http://HOST:PORT"): a dead orchestrator costs the caller seconds, never
+// the router's loop.
+inline std::unique_ptr<httplib::Client> make_agent_client(const std::string& url,
+                                                          int read_timeout_s) {
+  auto c = std::make_unique<httplib::Client>(url);
+  c->set_connection_timeout(2);
+  c->set_read_timeout(read_timeout_s);
+  return c;
+}
+
+// Starts fn on a thread with every signal blocked: signals belong to the process's own
+// handling (the router's signalfd), and a thread inherits the mask it is created with.
+template <class F>
+std::thread spawn_without_signals(F&& fn) {
+  sigset_t all;
+  sigset_t before;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &before);
+  std::thread t(std::forward<F>(fn));
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  return t;
+}
+
+}  // namespace wharf::control

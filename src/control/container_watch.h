@@ -1,0 +1,63 @@
+// A router's view of the orchestrator's containers (issue #4): lists /wharf/container/, then
+// follows changes with long-polled watches (GET /v1/kv, then /v1/watch from the next
+// revision), and reports the policy of every container placed on this host, again whenever
+// it changes. A container that is deleted or moved to another host is reported once more
+// with a default policy (no limits). When the orchestrator is away it retries every second
+// and carries on from the revision it had; when that history is gone (410) it lists again.
+// Runs on a thread of its own; `report` is called on that thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "common/policy.h"
+
+namespace httplib {
+class Client;
+}
+
+namespace wharf::control {
+
+class ContainerWatch {
+ public:
+  using Report = std::function<void(const std::string& tenant, const std::string& name,
+                                    const ContainerPolicy& policy)>;
+
+  ContainerWatch(std::string orchestrator, std::string host, Report report);
+  ~ContainerWatch();  // stops the thread, interrupting a pending watch
+  ContainerWatch(const ContainerWatch&) = delete;
+  ContainerWatch& operator=(const ContainerWatch&) = delete;
+
+  // Whether the last list or watch succeeded (the view is current).
+  bool in_sync() const { return in_sync_.load(); }
+
+ private:
+  void run();
+  // Lists every container; false when the orchestrator could not be asked.
+  bool list(int64_t* next_revision);
+  // Waits for changes from *revision on; 0 on success, or the HTTP status (410: list again;
+  // -1: no answer).
+  int watch(int64_t* revision);
+  // Takes a container's new record (nullptr: deleted) and reports what changed for us.
+  void update(const std::string& key, const std::string* value);
+
+  const std::string orchestrator_;
+  const std::string host_;
+  const Report report_;
+  std::map<std::string, ContainerPolicy> mine_;  // by key: this host's containers, as reported
+  std::atomic<bool> in_sync_{false};
+  std::mutex mu_;
+  std::condition_variable stop_cv_;
+  bool stop_ = false;                        // guarded by mu_
+  std::unique_ptr<httplib::Client> client_;  // the thread's; only stop() comes from outside
+  std::thread thread_;
+};
+
+}  // namespace wharf::control

@@ -1,0 +1,102 @@
+// Enforcing the orchestrator's policies (common/policy.h): quotas when objects are created,
+// rate limits as work requests start. A QP under any rate limit leaves the direct path, so
+// that every one of its messages passes admit_st.
+#include <errno.h>
+#include <spdlog/spdlog.h>
+
+#include "common/clock.h"
+#include "router/router.h"
+#include "router/session.h"
+
+namespace wharf::router {
+namespace {
+
+// The limits a policy sets, for the log: "qp 4 rate 1000000000 bit/s" or "no limits".
+std::string describe(const ContainerPolicy& p) {
+  std::string out;
+  for (size_t k = 0; k < kQuotaKinds; ++k)
+    if (p.quota[k] != ContainerPolicy::kUnlimited)
+      out += std::string(kQuotaNames[k]) + " " + std::to_string(p.quota[k]) + " ";
+  if (p.rate_bps != 0) out += "rate " + std::to_string(p.rate_bps) + " bit/s ";
+  if (p.qp_rate_bps != 0) out += "qp_rate " + std::to_string(p.qp_rate_bps) + " bit/s ";
+  if (p.burst_bytes != 0) out += "burst " + std::to_string(p.burst_bytes) + " B ";
+  if (p.priority != 0) out += "priority " + std::to_string(p.priority) + " ";
+  return out.empty() ? "no limits" : out.substr(0, out.size() - 1);
+}
+
+}  // namespace
+
+void Router::set_policy_st(const std::string& tenant, const std::string& name,
+                           const ContainerPolicy& p) {
+  const std::string key = tenant + "/" + name;
+  spdlog::info("container {}/{}: policy {}", tenant, name, describe(p));
+  if (p == ContainerPolicy{}) {
+    policies_.erase(key);
+  } else {
+    policies_[key] = p;
+  }
+  for (auto& [ino, c] : containers_)
+    if (c->registered && c->tenant == tenant && c->name == name) apply_policy_st(c.get(), p);
+}
+
+void Router::apply_policy_st(Container* c, const ContainerPolicy& p) {
+  const bool rates_changed = c->policy.rate_bps != p.rate_bps ||
+                             c->policy.qp_rate_bps != p.qp_rate_bps ||
+                             c->policy.burst_bytes != p.burst_bytes;
+  c->policy = p;
+  if (!rates_changed) return;
+  const uint64_t now = now_ns();
+  c->rate.configure(p.rate_bps, p.burst_bytes, now);
+  for (auto& [qpn, qp] : qps_) {
+    if (qp->owner->container() != c) continue;
+    configure_qp_rate_st(qp, now);
+    refresh_direct_st(qp);
+  }
+}
+
+void Router::configure_qp_rate_st(Qp* qp, uint64_t now) {
+  const ContainerPolicy& p = qp->owner->container()->policy;
+  qp->rate.configure(p.qp_rate_bps, p.burst_bytes, now);
+  qp->paced_until_ns = 0;
+}
+
+int Router::check_quota_st(const Container* c, QuotaKind kind, uint64_t amount) const {
+  const uint64_t limit = c->policy.limit(kind);
+  if (limit == ContainerPolicy::kUnlimited) return 0;
+  // Counted when asked rather than kept: nothing to get wrong when objects go away.
+  uint64_t used = 0;
+  for (const auto& [fd, s] : sessions_) {
+    if (s->container() != c) continue;
+    switch (kind) {
+      case QuotaKind::kQp: used += s->qps_.size(); break;
+      case QuotaKind::kCq: used += s->cqs_.size(); break;
+      case QuotaKind::kMr: used += s->mrs_.size(); break;
+      case QuotaKind::kPd: used += s->pds_.size(); break;
+      case QuotaKind::kSrq: used += s->srqs_.size(); break;
+      case QuotaKind::kMrBytes:
+        for (const auto& [handle, mr] : s->mrs_) used += mr->length;
+        break;
+    }
+  }
+  if (used + amount <= limit) return 0;
+  spdlog::debug("container {}/{}: {} quota {} reached", c->tenant, c->name,
+                kQuotaNames[static_cast<size_t>(kind)], limit);
+  return EDQUOT;
+}
+
+bool Router::admit_st(Qp* qp, uint64_t bytes, uint64_t now) {
+  TokenBucket& shared = qp->owner->container()->rate;
+  if (!qp->rate.limited() && !shared.limited()) return true;
+  uint64_t own_at = 0, shared_at = 0;
+  const bool own_ok = qp->rate.ready(now, &own_at);
+  const bool shared_ok = shared.ready(now, &shared_at);
+  if (!own_ok || !shared_ok) {
+    qp->paced_until_ns = std::max(own_at, shared_at);
+    return false;
+  }
+  qp->rate.charge(bytes);
+  shared.charge(bytes);
+  return true;
+}
+
+}  // namespace wharf::router

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# Policies set with wharfctl reach a running router (wharfd --orchestrator) and the
+# applications of its containers (wharf-run --tenant), without restarting either:
+#   - quota qp 4: the 5th ibv_create_qp fails with EDQUOT, and a destroyed QP can be made again;
+#     a quota changed while the application runs applies to its next verb; mr_bytes caps
+#     ibv_reg_mr the same way;
+#   - ratelimit rate 1gbit: ib_write_bw from the limited container reports about 1 Gbit/s
+#     (the precise figures, and the time to take effect, are bench/policy.sh's);
+#   - a router restarted later, and an orchestrator killed and restarted, keep the policies.
+# Needs root, WHARF_BIN_DIR (wharfd, wharf-run, wharf-orchestrator, wharfctl),
+# WHARF_QUOTA_PROBE and perftest (exit 77 if missing). Containers use 198.18.77.0/24 on
+# wharf-run's bridge; everything is removed on exit.
+set -uo pipefail
+BIN=${WHARF_BIN_DIR:?}
+PROBE=${WHARF_QUOTA_PROBE:?}
+[[ $(id -u) == 0 ]] || { echo "needs root"; exit 77; }
+command -v ib_write_bw > /dev/null || { echo "perftest not installed"; exit 77; }
+WORK=$(mktemp -d /tmp/wharf-policy-test.XXXXXX)
+PIDS=()
+NAMES=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill -9 "$p" 2> /dev/null; wait "$p" 2> /dev/null; done
+  for n in "${NAMES[@]}"; do "$BIN/wharf-run" --cleanup "$n" > /dev/null 2>&1; done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+fail() {
+  echo "FAIL: $*" >&2
+  for f in "$WORK"/*.log; do echo "--- $f" >&2; tail -20 "$f" >&2; done
+  exit 1
+}
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# wait_for SECONDS COMMAND...: until COMMAND succeeds.
+wait_for() {
+  local tries=$(($1 * 10))
+  shift
+  for _ in $(seq "$tries"); do
+    "$@" && return 0
+    sleep 0.1
+  done
+  return 1
+}
+ctl() { "$BIN/wharfctl" "$@"; }
+PORT=$(free_port)
+export WHARF_ORCHESTRATOR="http://127.0.0.1:$PORT"
+SOCK=$WORK/wharfd.sock
+start_orchestrator() {
+  "$BIN/wharf-orchestrator" --listen "127.0.0.1:$PORT" --store "sqlite:$WORK/orch.db" >> "$WORK/orch.log" 2>&1 &
+  ORCH=$!
+  PIDS+=("$ORCH")
+  wait_for 10 curl -sf -o /dev/null "$WHARF_ORCHESTRATOR/v1/tenants" || fail "orchestrator did not start"
+}
+start_router() {
+  "$BIN/wharfd" --socket "$SOCK" --host p1 --orchestrator "$WHARF_ORCHESTRATOR" >> "$WORK/wharfd.log" 2>&1 &
+  ROUTER=$!
+  PIDS+=("$ROUTER")
+  wait_for 10 test -S "$SOCK" || fail "wharfd did not start"
+}
+# in_container NAME CMD...: runs CMD as container NAME of tenant red.
+in_container() {
+  local name=$1
+  shift
+  NAMES+=("$name")
+  "$BIN/wharf-run" --router "$SOCK" --tenant red --network n1 --name "$name" -- "$@"
+}
+# router_says TEXT: the router logged TEXT.
+router_says() { grep -q -- "$1" "$WORK/wharfd.log"; }
+
+start_orchestrator
+start_router
+ctl tenant add red || fail "tenant add"
+ctl network add n1 tenant red cidr 198.18.77.0/24 || fail "network add"
+
+# A quota set before the container starts.
+ctl container add pq$$ tenant red network n1 host p1 > /dev/null || fail "container add"
+ctl quota set pq$$ tenant red qp 4 mr_bytes 1mb > /dev/null || fail "quota set"
+wait_for 10 router_says "red/pq$$: policy qp 4 mr_bytes 1048576" || fail "the router did not get the quota"
+out=$(in_container pq$$ bash -c "$PROBE qp 4; $PROBE mr 262144" 2>&1) || fail "probe: $out"
+[[ $out == *"qps 4 errno EDQUOT"* ]] || fail "qp quota 4: $out"
+[[ $out == *"recreate ok"* ]] || fail "a destroyed QP was not given back to the quota: $out"
+[[ $out == *"mrs 4 errno EDQUOT"* ]] || fail "mr_bytes quota 1 MiB, 256 KiB each: $out"
+
+# A quota changed while the application runs applies to its next verb.
+in_container pq$$ bash -c "until [[ -e $WORK/go ]]; do sleep 0.05; done; $PROBE qp 8" > "$WORK/live.log" 2>&1 &
+PIDS+=($!)
+LIVE=$!
+wait_for 10 router_says "red/pq$$ registered.*" || fail "container did not register"
+ctl quota set pq$$ tenant red qp 6 > /dev/null || fail "quota set live"
+wait_for 10 router_says "red/pq$$: policy qp 6" || fail "the router did not get the new quota"
+touch "$WORK/go"
+wait "$LIVE" || fail "live probe: $(cat "$WORK/live.log")"
+grep -q "qps 6 errno EDQUOT" "$WORK/live.log" || fail "live quota 6: $(cat "$WORK/live.log")"
+
+# A rate limit on the sending container.
+ctl container add pa$$ tenant red network n1 host p1 > /dev/null || fail "container add"
+ctl container add pb$$ tenant red network n1 host p1 > /dev/null || fail "container add"
+SERVER=$(ctl -j container show tenant red | python3 -c "import json,sys; print([c['vip'] for c in json.load(sys.stdin) if c['name']=='pa$$'][0])")
+ctl ratelimit set pb$$ tenant red rate 1gbit > /dev/null || fail "ratelimit set"
+wait_for 10 router_says "red/pb$$: policy rate 1000000000" || fail "the router did not get the rate"
+in_container pa$$ ib_write_bw -d wharf0 -D 3 --report_gbits > "$WORK/server.log" 2>&1 &
+PIDS+=($!)
+sleep 1
+in_container pb$$ ib_write_bw -d wharf0 -D 3 --report_gbits "$SERVER" > "$WORK/client.log" 2>&1 ||
+  fail "ib_write_bw client"
+gbits=$(awk '$1 == 65536 { print $4 }' "$WORK/client.log")
+[[ -n $gbits ]] || fail "no result from ib_write_bw"
+# Loose bounds: a limit must hold (at most +5 %); noise may only make it slower.
+python3 -c "import sys; g = float('$gbits'); sys.exit(0 if 0.5 <= g <= 1.05 else 1)" ||
+  fail "1 Gbit/s limit: ib_write_bw reported $gbits Gbit/s"
+echo "rate limit 1gbit: ib_write_bw $gbits Gbit/s"
+
+# A router started after the policies were set gets them from its first listing.
+kill "$ROUTER"
+wait "$ROUTER" 2> /dev/null
+: > "$WORK/wharfd.log"
+start_router
+out=$(in_container pq$$ "$PROBE" qp 8 2>&1) || fail "probe after router restart: $out"
+[[ $out == *"qps 6 errno EDQUOT"* ]] || fail "quota after router restart: $out"
+
+# A killed and restarted orchestrator: the router keeps what it had and follows new changes.
+kill -9 "$ORCH"
+wait "$ORCH" 2> /dev/null
+start_orchestrator
+ctl quota set pq$$ tenant red qp 2 > /dev/null || fail "quota set after orchestrator restart"
+wait_for 15 router_says "red/pq$$: policy qp 2" || fail "the router missed a change after the orchestrator restarted"
+out=$(in_container pq$$ "$PROBE" qp 8 2>&1) || fail "probe after orchestrator restart: $out"
+[[ $out == *"qps 2 errno EDQUOT"* ]] || fail "quota after orchestrator restart: $out"
+echo PASS

@@ -1,0 +1,75 @@
+#include "placement.h"
+
+#include <httplib.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "options.h"
+
+namespace wharf::run {
+namespace {
+
+using nlohmann::json;
+
+// The answer's JSON when it is 200, else prints the orchestrator's error and returns null.
+json answer(const Placement& p, const httplib::Result& r, const char* what) {
+  if (!r) {
+    std::fprintf(stderr, "wharf-run: cannot reach the orchestrator at %s: %s\n",
+                 p.orchestrator.c_str(), httplib::to_string(r.error()).c_str());
+    return nullptr;
+  }
+  json j = json::parse(r->body, nullptr, false);
+  if (r->status == 200 && j.is_object()) return j;
+  const std::string why = j.is_object() && j.contains("error") && j["error"].is_string()
+                              ? j["error"].get<std::string>()
+                              : "HTTP " + std::to_string(r->status);
+  std::fprintf(stderr, "wharf-run: orchestrator refused to %s container %s: %s\n", what,
+               p.name.c_str(), why.c_str());
+  return nullptr;
+}
+
+}  // namespace
+
+bool place_container(const Placement& p, uint32_t* vip) {
+  httplib::Client http(p.orchestrator);
+  http.set_connection_timeout(5);
+  http.set_read_timeout(30);
+  const std::string containers = "/v1/tenants/" + p.tenant + "/containers";
+  json body = {{"name", p.name}, {"network", p.network}, {"host", p.host}};
+  if (p.vip != 0) body["vip"] = format_ipv4(p.vip);
+  json placed;
+  auto made = http.Post(containers, body.dump(), "application/json");
+  if (made && made->status == 409) {
+    // It exists: a container started before (here or elsewhere) comes here with its address.
+    json old = answer(p, http.Get(containers + "/" + p.name), "look up");
+    if (old.is_null()) return false;
+    if (old.value("network", "") != p.network) {
+      std::fprintf(stderr, "wharf-run: container %s of tenant %s is in network %s, not %s\n",
+                   p.name.c_str(), p.tenant.c_str(), old.value("network", "").c_str(),
+                   p.network.c_str());
+      return false;
+    }
+    placed = answer(p,
+                    http.Post(containers + "/" + p.name + "/move", json{{"host", p.host}}.dump(),
+                              "application/json"),
+                    "move");
+  } else {
+    placed = answer(p, made, "create");
+  }
+  if (placed.is_null()) return false;
+  auto address = parse_ipv4(placed.value("vip", ""));
+  if (!address) {
+    std::fprintf(stderr, "wharf-run: orchestrator gave container %s no address\n", p.name.c_str());
+    return false;
+  }
+  if (p.vip != 0 && *address != p.vip) {
+    std::fprintf(stderr, "wharf-run: container %s has address %s, not the --vip given\n",
+                 p.name.c_str(), format_ipv4(*address).c_str());
+    return false;
+  }
+  *vip = *address;
+  return true;
+}
+
+}  // namespace wharf::run

@@ -1,0 +1,26 @@
+// wharf-run's side of the orchestrator (issue #4): the container's record in its tenant's
+// virtual network, made on first start and moved to this host on later ones, so it keeps its
+// virtual IP wherever it runs. The record outlives wharf-run (`wharfctl container del`
+// removes it).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace wharf::run {
+
+struct Placement {
+  std::string orchestrator;  // http://HOST:PORT
+  std::string tenant;
+  std::string network;
+  std::string name;
+  std::string host;  // the router's host
+  uint32_t vip = 0;  // wanted address (host order), 0: the orchestrator picks
+};
+
+// Creates or moves the record; on success stores its virtual IP in *vip. Prints the
+// orchestrator's refusal (or why it could not be reached) and returns false otherwise. The
+// address must still fit the bridge's subnet (--bridge-ip, --prefix) like a --vip.
+[[nodiscard]] bool place_container(const Placement& p, uint32_t* vip);
+
+}  // namespace wharf::run
