@@ -19,6 +19,7 @@ inline std::unique_ptr<httplib::Client> make_agent_client(const std::string& url
   auto c = std::make_unique<httplib::Client>(url);
   c->set_connection_timeout(2);
   c->set_read_timeout(read_timeout_s);
+  c->set_tcp_nodelay(true);  // a request's headers and body go in separate writes
   return c;
 }
 

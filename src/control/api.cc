@@ -76,6 +76,7 @@ json to_json(const ContainerInfo& c) {
   json j = {{"tenant", c.tenant},        {"name", c.name}, {"network", c.network},
             {"vip", format_ipv4(c.vip)}, {"host", c.host}, {"lid", c.lid}};
   policy_to_json(c.policy, &j);
+  j["priority"] = c.policy.priority;  // always shown, 0 included
   return j;
 }
 
@@ -85,6 +86,9 @@ ApiServer::ApiServer(KvStore* store)
     : store_(store), registry_(store), http_(std::make_unique<httplib::Server>()) {
   // Every router keeps a watch waiting: more threads than httplib's default of about eight.
   http_->new_task_queue = [] { return new httplib::ThreadPool(kServerThreads); };
+  // httplib writes a response's headers and body separately: with Nagle's algorithm the body
+  // waits for the client's delayed ACK, 40 ms on a kept-alive connection.
+  http_->set_tcp_nodelay(true);
   routes();
 }
 

@@ -17,9 +17,10 @@ Status read_count(const json& v, const std::string& name, uint64_t cleared, uint
     *out = cleared;
     return Status::ok();
   }
-  if (v.is_number_integer() && !v.is_number_unsigned())
+  // nlohmann keeps integers built in C++ (json{{"qp", 4}}) as signed, parsed ones as unsigned.
+  if (v.is_number_integer() && !v.is_number_unsigned() && v.get<int64_t>() < 0)
     return invalid(name + " must not be negative");
-  if (!v.is_number_unsigned()) return invalid(name + " must be a non-negative integer");
+  if (!v.is_number_integer()) return invalid(name + " must be a non-negative integer");
   *out = v.get<uint64_t>();
   return Status::ok();
 }

@@ -12,7 +12,7 @@
 namespace wharf::proto {
 
 constexpr uint32_t kMagic = 0x46524857;  // "WHRF" when read as little-endian bytes
-constexpr uint16_t kVersion = 2;         // 2: RegisterContainerReq names the tenant
+constexpr uint16_t kVersion = 2;         // 2: RegisterContainerReq names the tenant and network
 constexpr size_t kMaxMessage = 1024;
 constexpr int kMaxFds = 4;
 constexpr uint16_t kReplyBit = 0x8000;
@@ -317,9 +317,10 @@ struct RegisterContainerReq {
   Name name{};
   uint32_t vip = 0;  // host order
   Name tenant{};     // at the orchestrator; empty without one
+  Name network{};    // the tenant's virtual network; empty without an orchestrator
   template <class V>
   void visit(V&& v) {
-    v(name), v(vip), v(tenant);
+    v(name), v(vip), v(tenant), v(network);
   }
 };
 struct RegisterContainerRep {

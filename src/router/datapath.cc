@@ -183,7 +183,8 @@ Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w, const S
   Qp* dst = r_->qp_by_qpn(qp->attr.dest_qp_num);
   if (dst == nullptr || dst->type != qp->type || !can_receive(dst->state()) ||
       dst->attr.dest_qp_num != qp->qpn ||
-      !address_matches(qp->attr.ah_attr, dst->owner->container(), r_->config().link_layer))
+      !reaches(qp->owner->container(), qp->attr.ah_attr, dst->owner->container(),
+               r_->config().link_layer))
     return no_peer_st(qp, status);
 
   const bool needs_recv =
@@ -306,7 +307,8 @@ void Executor::execute_ud_st(Qp* qp, const SendWork& w, const SegmentList& local
   }
   Qp* dst = r_->qp_by_qpn(w.hdr.remote_qpn);
   if (dst == nullptr || dst->type != IBV_QPT_UD || !can_receive(dst->state()) ||
-      !address_matches(ah->attr, dst->owner->container(), r_->config().link_layer) ||
+      !reaches(qp->owner->container(), ah->attr, dst->owner->container(),
+               r_->config().link_layer) ||
       qkey != dst->attr.qkey)
     return;
   uint8_t grh[kGrhSize];

@@ -35,7 +35,8 @@ bool Router::direct_eligible_st(const Qp* qp) const {
   const Qp* peer = qp_by_qpn(qp->attr.dest_qp_num);
   return peer != nullptr && !peer->direct_revoked && peer->type == qp->type &&
          peer->attr.dest_qp_num == qp->qpn && can_receive(peer->state()) && peer->srq == nullptr &&
-         address_matches(qp->attr.ah_attr, peer->owner->container(), cfg_.link_layer);
+         reaches(qp->owner->container(), qp->attr.ah_attr, peer->owner->container(),
+                 cfg_.link_layer);
 }
 
 Qp* Router::direct_peer_st(const Qp* qp) const {

@@ -28,7 +28,8 @@ struct RemoteQpState;  // router/remote.h
 // A container: a network namespace registered by wharf-run (or an anonymous one for
 // processes started outside wharf-run). Its LID and GID address all its QPs.
 struct Container {
-  std::string tenant;  // empty: registered without an orchestrator, or anonymous
+  std::string tenant;   // empty: registered without an orchestrator, or anonymous
+  std::string network;  // its virtual network in the tenant (router/peer_rules.h)
   std::string name;
   uint64_t netns_ino = 0;
   uint32_t vip = 0;  // host order

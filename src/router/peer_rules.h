@@ -14,10 +14,22 @@ inline bool can_receive(ibv_qp_state s) {
   return s == IBV_QPS_RTR || s == IBV_QPS_RTS || s == IBV_QPS_SQD || s == IBV_QPS_SQE;
 }
 
-// Whether address vector `ah` names container c's port (by GID, or by LID on InfiniBand).
-inline bool address_matches(const proto::AhAttr& ah, const Container* c, uint8_t link_layer) {
-  if (ah.is_global) return ah.dgid == c->gid;
-  return link_layer == IBV_LINK_LAYER_INFINIBAND && ah.dlid == c->lid;
+// Whether containers a and b are in one virtual network (issue #4, "Isolation"): the same
+// tenant and network at the orchestrator. Containers without one (anonymous, or registered
+// without an orchestrator) share the host's default network.
+inline bool same_network(const Container* a, const Container* b) {
+  return a->tenant == b->tenant && a->network == b->network;
+}
+
+// Whether a QP of container `from` using address vector `ah` reaches container `to`'s port:
+// `ah` names it (by GID, or by LID on InfiniBand) and both are in one virtual network. Any
+// other destination is unreachable, however well its LID, GID or QPN was guessed: an RC or
+// UC requester retries until IBV_WC_RETRY_EXC_ERR, a UD datagram is dropped.
+inline bool reaches(const Container* from, const proto::AhAttr& ah, const Container* to,
+                    uint8_t link_layer) {
+  if (!same_network(from, to)) return false;
+  if (ah.is_global) return ah.dgid == to->gid;
+  return link_layer == IBV_LINK_LAYER_INFINIBAND && ah.dlid == to->lid;
 }
 
 }  // namespace wharf::router

@@ -371,8 +371,9 @@ Container* Router::container_for_netns(uint64_t netns_ino) {
   return raw;
 }
 
-int Router::register_container(const std::string& tenant, const std::string& name,
-                               uint64_t netns_ino, uint32_t vip, uint16_t* lid) {
+int Router::register_container(const std::string& tenant, const std::string& network,
+                               const std::string& name, uint64_t netns_ino, uint32_t vip,
+                               uint16_t* lid) {
   for (auto& [ino, c] : containers_) {
     if (c->registered && ((c->tenant == tenant && c->name == name) || c->vip == vip)) return EEXIST;
   }
@@ -380,6 +381,7 @@ int Router::register_container(const std::string& tenant, const std::string& nam
   if (c == nullptr) return ENOSPC;
   if (c->registered) return EEXIST;
   c->tenant = tenant;
+  c->network = network;
   c->name = name;
   c->vip = vip;
   c->gid = gid_for_vip(vip);
@@ -427,12 +429,6 @@ uint16_t Router::allocate_lid() {
 Container* Router::container_by_lid(uint16_t lid) {
   for (auto& [ino, c] : containers_)
     if (c->lid == lid) return c.get();
-  return nullptr;
-}
-
-Container* Router::container_by_gid(const proto::Gid& gid) {
-  for (auto& [ino, c] : containers_)
-    if (c->gid == gid) return c.get();
   return nullptr;
 }
 

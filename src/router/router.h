@@ -76,13 +76,12 @@ class Router {
   // The container of a network namespace, made (anonymous) on first use; nullptr when no
   // LID is free for a new one.
   Container* container_for_netns(uint64_t netns_ino);
-  // tenant: the container's tenant at the orchestrator, "" without one.
-  int register_container(const std::string& tenant, const std::string& name, uint64_t netns_ino,
-                         uint32_t vip, uint16_t* lid);
+  // tenant, network: the container's at the orchestrator, "" without one.
+  int register_container(const std::string& tenant, const std::string& network,
+                         const std::string& name, uint64_t netns_ino, uint32_t vip, uint16_t* lid);
   void unregister_container(const std::string& tenant, const std::string& name);
   void release_container(Container* c);
   Container* container_by_lid(uint16_t lid);
-  Container* container_by_gid(const proto::Gid& gid);
 
   uint32_t allocate_qpn(Qp* qp);
   void release_qpn(uint32_t qpn);

@@ -6,6 +6,9 @@
 #     ibv_reg_mr the same way;
 #   - ratelimit rate 1gbit: ib_write_bw from the limited container reports about 1 Gbit/s
 #     (the precise figures, and the time to take effect, are bench/policy.sh's);
+#   - isolation: ib_write_bw from another tenant, or another network of the same tenant, to a
+#     server whose LID, QPN and rkey it was told fails (retries exhausted), as if nobody were
+#     there; within one network it works;
 #   - a router restarted later, and an orchestrator killed and restarted, keep the policies.
 # Needs root, WHARF_BIN_DIR (wharfd, wharf-run, wharf-orchestrator, wharfctl),
 # WHARF_QUOTA_PROBE and perftest (exit 77 if missing). Containers use 198.18.77.0/24 on
@@ -108,6 +111,33 @@ gbits=$(awk '$1 == 65536 { print $4 }' "$WORK/client.log")
 python3 -c "import sys; g = float('$gbits'); sys.exit(0 if 0.5 <= g <= 1.05 else 1)" ||
   fail "1 Gbit/s limit: ib_write_bw reported $gbits Gbit/s"
 echo "rate limit 1gbit: ib_write_bw $gbits Gbit/s"
+
+# Isolation: a container of another tenant, or of another network of the same tenant, cannot
+# reach pa's QP, although ib_write_bw hands it the LID, QPN and rkey (over TCP).
+ctl tenant add blue || fail "tenant add blue"
+ctl network add n1 tenant blue cidr 198.18.79.0/24 || fail "network add blue"
+ctl network add n2 tenant red cidr 198.18.80.0/24 || fail "network add red n2"
+for intruder in "blue n1 pi$$" "red n2 pj$$"; do
+  read -r tenant network name <<< "$intruder"
+  NAMES+=("$name")
+  in_container pa$$ timeout 30 ib_write_bw -d wharf0 -n 5 > "$WORK/victim.log" 2>&1 &
+  victim=$!
+  PIDS+=("$victim")
+  sleep 1
+  if timeout 30 "$BIN/wharf-run" --router "$SOCK" --tenant "$tenant" --network "$network" --name "$name" \
+    -- ib_write_bw -d wharf0 -n 5 "$SERVER" > "$WORK/intruder.log" 2>&1; then
+    fail "$tenant/$network reached red/n1: $(cat "$WORK/intruder.log")"
+  fi
+  grep -q "Failed status 12" "$WORK/intruder.log" || fail "$tenant/$network: not IBV_WC_RETRY_EXC_ERR (12): $(cat "$WORK/intruder.log")"
+  kill "$victim" 2> /dev/null
+  wait "$victim" 2> /dev/null
+done
+# The same programs within one network work.
+in_container pa$$ timeout 30 ib_write_bw -d wharf0 -n 5 > "$WORK/server.log" 2>&1 &
+PIDS+=($!)
+sleep 1
+in_container pb$$ timeout 30 ib_write_bw -d wharf0 -n 5 "$SERVER" > "$WORK/client.log" 2>&1 ||
+  fail "within red/n1: $(cat "$WORK/client.log")"
 
 # A router started after the policies were set gets them from its first listing.
 kill "$ROUTER"

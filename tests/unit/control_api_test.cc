@@ -1,12 +1,18 @@
 // The orchestrator's HTTP API (control/api.h) on a SQLite store, through a real HTTP client:
 // status codes for each kind of refusal, and the list-then-watch protocol routers follow.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <thread>
+#include <tuple>
 
 #include "control/api.h"
 #include "control/kv_store.h"
@@ -90,6 +96,111 @@ TEST_F(ApiTest, EachKindOfRefusalHasItsStatusAndAMessage) {
   EXPECT_EQ(call("GET", "/v1/tenants/red/containers/zz").first, 404);
   EXPECT_EQ(call("POST", "/v1/hosts", {{"name", "h1"}, {"address", "x"}, {"ttl", 5}}).first, 400);
   EXPECT_EQ(call("POST", "/v1/hosts/h1/keepalive", {{"lease", 12345}}).first, 404);
+}
+
+TEST_F(ApiTest, APolicyChangeIsStoredAndShownWithTheContainer) {
+  ASSERT_EQ(call("POST", "/v1/tenants", {{"name", "red"}}).first, 200);
+  ASSERT_EQ(
+      call("POST", "/v1/tenants/red/networks", {{"name", "n"}, {"cidr", "198.18.1.0/24"}}).first,
+      200);
+  ASSERT_EQ(
+      call("POST", "/v1/tenants/red/containers", {{"name", "a"}, {"network", "n"}, {"host", "h1"}})
+          .first,
+      200);
+  const std::string path = "/v1/tenants/red/containers/a/policy";
+  auto [code, c] = call("POST", path, json::parse(R"({"quota": {"qp": 4, "mr_bytes": 1048576},
+                                                      "ratelimit": {"rate": 100000000,
+                                                                    "burst": 65536},
+                                                      "priority": 5})"));
+  ASSERT_EQ(code, 200) << c.dump();
+  EXPECT_EQ(c["name"], "a");
+  EXPECT_EQ(c["quota"], json::parse(R"({"qp": 4, "mr_bytes": 1048576})"));
+  EXPECT_EQ(c["ratelimit"], json::parse(R"({"rate": 100000000, "burst": 65536})"));
+  EXPECT_EQ(c["priority"], 5);
+  auto [got, stored] = call("GET", "/v1/tenants/red/containers/a");
+  ASSERT_EQ(got, 200);
+  EXPECT_EQ(stored, c);
+  EXPECT_EQ(stored["host"], "h1");  // the placement stays
+
+  // Keys present replace, null clears one field or a whole group, absent keys stay.
+  std::tie(code, c) = call("POST", path, json::parse(R"({"quota": {"qp": null, "cq": 2},
+                                                         "ratelimit": null})"));
+  ASSERT_EQ(code, 200) << c.dump();
+  EXPECT_EQ(c["quota"], json::parse(R"({"cq": 2, "mr_bytes": 1048576})"));
+  EXPECT_FALSE(c.contains("ratelimit"));
+  EXPECT_EQ(c["priority"], 5);
+  std::tie(code, c) = call("POST", path, json::parse(R"({"quota": null, "priority": null})"));
+  ASSERT_EQ(code, 200) << c.dump();
+  EXPECT_FALSE(c.contains("quota"));
+  EXPECT_EQ(c["priority"], 0);
+  std::tie(got, stored) = call("GET", "/v1/tenants/red/containers/a");
+  ASSERT_EQ(got, 200);
+  EXPECT_EQ(stored, c);
+}
+
+TEST_F(ApiTest, ABadPolicyChangeIsRefusedAndChangesNothing) {
+  ASSERT_EQ(call("POST", "/v1/tenants", {{"name", "red"}}).first, 200);
+  ASSERT_EQ(
+      call("POST", "/v1/tenants/red/networks", {{"name", "n"}, {"cidr", "198.18.1.0/24"}}).first,
+      200);
+  ASSERT_EQ(
+      call("POST", "/v1/tenants/red/containers", {{"name", "a"}, {"network", "n"}, {"host", "h1"}})
+          .first,
+      200);
+  const std::string path = "/v1/tenants/red/containers/a/policy";
+  ASSERT_EQ(
+      call("POST", path, json::parse(R"({"ratelimit": {"rate": 1000}, "priority": 3})")).first,
+      200);
+  auto [before_code, before] = call("GET", "/v1/tenants/red/containers/a");
+  ASSERT_EQ(before_code, 200);
+
+  auto [code, body] =
+      call("POST", path, json::parse(R"({"priority": 1, "ratelimit": {"rate": -1}})"));
+  EXPECT_EQ(code, 400);
+  EXPECT_EQ(body["error"], "rate must not be negative");
+  std::tie(code, body) = call("POST", path, json::parse(R"({"owner": "x"})"));
+  EXPECT_EQ(code, 400);
+  EXPECT_NE(body["error"].get<std::string>().find("unknown policy key 'owner'"), std::string::npos)
+      << body.dump();
+  EXPECT_EQ(call("POST", path, json::parse(R"({"priority": 8})")).first, 400);
+  EXPECT_EQ(call("POST", path, json::array()).first, 400);
+  EXPECT_EQ(call("GET", "/v1/tenants/red/containers/a").second, before);
+
+  std::tie(code, body) =
+      call("POST", "/v1/tenants/red/containers/zz/policy", json::parse(R"({"priority": 1})"));
+  EXPECT_EQ(code, 404);
+  EXPECT_TRUE(body.contains("error") && body["error"].is_string());
+  EXPECT_EQ(
+      call("POST", "/v1/tenants/blue/containers/a/policy", json::parse(R"({"priority": 1})")).first,
+      404);
+}
+
+// httplib writes a response's headers and body separately; with Nagle's algorithm on, the
+// body waited for the client's delayed ACK (40 ms per request on a kept-alive connection,
+// 37 container creations per second instead of 570). The server's own end of the
+// connection (in this process) must have TCP_NODELAY.
+TEST_F(ApiTest, TheServerSendsWithoutNaglesDelay) {
+  httplib::Client kept("127.0.0.1", port_);
+  kept.set_keep_alive(true);
+  auto r = kept.Get("/v1/tenants");
+  ASSERT_TRUE(r && r->status == 200);  // the connection stays open for the next request
+  int checked = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    const int fd = std::stoi(entry.path().filename().string());
+    sockaddr_in local{}, peer{};
+    socklen_t len = sizeof(local);
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0 ||
+        local.sin_family != AF_INET || ntohs(local.sin_port) != port_)
+      continue;
+    len = sizeof(peer);
+    if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) continue;  // listener
+    int nodelay = 0;
+    len = sizeof(nodelay);
+    ASSERT_EQ(getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &nodelay, &len), 0);
+    EXPECT_NE(nodelay, 0) << "fd " << fd;
+    ++checked;
+  }
+  EXPECT_GE(checked, 1);
 }
 
 TEST_F(ApiTest, ARouterListsThenWatchesFromTheNextRevision) {

@@ -134,6 +134,131 @@ TEST_P(RegistryTest, AMovedContainerKeepsItsAddressAndLidAcrossARestart) {
   EXPECT_EQ(reg_->move_container("t", "zz", "h2", &moved).code(), Code::kNotFound);
 }
 
+// A policy that sets every kind of field, as an edit of update_policy.
+ContainerPolicy some_policy() {
+  ContainerPolicy p;
+  p.quota[static_cast<size_t>(QuotaKind::kQp)] = 4;
+  p.quota[static_cast<size_t>(QuotaKind::kMrBytes)] = uint64_t{1} << 30;
+  p.rate_bps = 100'000'000;
+  p.qp_rate_bps = 10'000'000;
+  p.burst_bytes = 65536;
+  p.priority = 5;
+  return p;
+}
+
+Status set_some_policy(ContainerPolicy* p) {
+  *p = some_policy();
+  return Status::ok();
+}
+
+TEST_P(RegistryTest, UpdatePolicyStoresThePolicyInTheContainerRecord) {
+  ASSERT_TRUE(reg_->add_tenant("t").is_ok());
+  ASSERT_TRUE(reg_->add_network("t", "n", "198.18.1.0/24").is_ok());
+  ContainerInfo a, b, updated;
+  ASSERT_TRUE(reg_->add_container("t", "n", "a", "h1", 0, &a).is_ok());
+  ASSERT_TRUE(reg_->add_container("t", "n", "b", "h1", 0, &b).is_ok());
+  EXPECT_TRUE(a.policy == ContainerPolicy{});  // new containers are not limited
+  Status st = reg_->update_policy("t", "a", set_some_policy, &updated);
+  ASSERT_TRUE(st.is_ok()) << st.message();
+  EXPECT_TRUE(updated.policy == some_policy());
+  EXPECT_EQ(updated.vip, a.vip);  // the rest of the record stays
+  EXPECT_EQ(updated.lid, a.lid);
+  EXPECT_EQ(updated.host, "h1");
+
+  // The edit sees the stored policy.
+  ContainerPolicy seen;
+  ASSERT_TRUE(reg_->update_policy(
+                      "t", "a",
+                      [&](ContainerPolicy* p) {
+                        seen = *p;
+                        p->priority = 2;
+                        return Status::ok();
+                      },
+                      &updated)
+                  .is_ok());
+  EXPECT_TRUE(seen == some_policy());
+  ContainerPolicy want = some_policy();
+  want.priority = 2;
+  EXPECT_TRUE(updated.policy == want);
+
+  // Read back by every reader, also after the store is reopened.
+  reopen_registry();
+  ContainerInfo got;
+  ASSERT_TRUE(reg_->get_container("t", "a", &got).is_ok());
+  EXPECT_TRUE(got.policy == want);
+  std::vector<ContainerInfo> all;
+  ASSERT_TRUE(reg_->list_containers("t", &all).is_ok());
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_TRUE(all[0].policy == want);
+  EXPECT_TRUE(all[1].policy == ContainerPolicy{});  // b was not touched
+  std::vector<KeyValue> records;
+  int64_t rev = 0;
+  ASSERT_TRUE(
+      store_->range(std::string(Registry::kContainerPrefix) + "t/a", &records, &rev).is_ok());
+  ASSERT_EQ(records.size(), 1u);
+  ASSERT_TRUE(Registry::decode_container(records[0], &got));
+  EXPECT_TRUE(got.policy == want);
+}
+
+TEST_P(RegistryTest, AFailedPolicyEditChangesNothingAndReturnsItsError) {
+  ASSERT_TRUE(reg_->add_tenant("t").is_ok());
+  ASSERT_TRUE(reg_->add_network("t", "n", "198.18.1.0/24").is_ok());
+  ContainerInfo a, out;
+  ASSERT_TRUE(reg_->add_container("t", "n", "a", "h1", 0, &a).is_ok());
+  ASSERT_TRUE(reg_->update_policy("t", "a", set_some_policy, &out).is_ok());
+  KeyValue before;
+  ASSERT_TRUE(store_->get(std::string(Registry::kContainerPrefix) + "t/a", &before).is_ok());
+
+  Status st = reg_->update_policy(
+      "t", "a",
+      [](ContainerPolicy* p) {
+        p->priority = 1;  // changed, then refused: must not be written
+        return Status::error(Status::Code::kExhausted, "edit refused");
+      },
+      &out);
+  EXPECT_EQ(st.code(), Code::kExhausted);
+  EXPECT_EQ(st.message(), "edit refused");
+  KeyValue after;
+  ASSERT_TRUE(store_->get(std::string(Registry::kContainerPrefix) + "t/a", &after).is_ok());
+  EXPECT_EQ(after.value, before.value);
+  EXPECT_EQ(after.mod_revision, before.mod_revision);  // not even rewritten
+  ContainerInfo got;
+  ASSERT_TRUE(reg_->get_container("t", "a", &got).is_ok());
+  EXPECT_TRUE(got.policy == some_policy());
+}
+
+TEST_P(RegistryTest, UpdatePolicyOfAnUnknownContainerIsNotFound) {
+  ASSERT_TRUE(reg_->add_tenant("t").is_ok());
+  ASSERT_TRUE(reg_->add_network("t", "n", "198.18.1.0/24").is_ok());
+  ContainerInfo a, out;
+  ASSERT_TRUE(reg_->add_container("t", "n", "a", "h1", 0, &a).is_ok());
+  bool called = false;
+  auto edit = [&](ContainerPolicy*) {
+    called = true;
+    return Status::ok();
+  };
+  EXPECT_EQ(reg_->update_policy("t", "zz", edit, &out).code(), Code::kNotFound);
+  EXPECT_EQ(reg_->update_policy("other", "a", edit, &out).code(), Code::kNotFound);
+  EXPECT_FALSE(called);
+  std::vector<ContainerInfo> all;
+  ASSERT_TRUE(reg_->list_containers("", &all).is_ok());
+  EXPECT_EQ(all.size(), 1u);  // nothing created
+}
+
+TEST_P(RegistryTest, AMovedContainerKeepsItsPolicy) {
+  ASSERT_TRUE(reg_->add_tenant("t").is_ok());
+  ASSERT_TRUE(reg_->add_network("t", "n", "198.18.1.0/24").is_ok());
+  ContainerInfo a, out, moved;
+  ASSERT_TRUE(reg_->add_container("t", "n", "a", "h1", 0, &a).is_ok());
+  ASSERT_TRUE(reg_->update_policy("t", "a", set_some_policy, &out).is_ok());
+  ASSERT_TRUE(reg_->move_container("t", "a", "h2", &moved).is_ok());
+  EXPECT_TRUE(moved.policy == some_policy());
+  ContainerInfo got;
+  ASSERT_TRUE(reg_->get_container("t", "a", &got).is_ok());
+  EXPECT_EQ(got.host, "h2");
+  EXPECT_TRUE(got.policy == some_policy());
+}
+
 // Two orchestrators (here: threads with their own Registry) placing containers at once.
 TEST_P(RegistryTest, RacingPlacementsNeverShareAnAddressOrALid) {
   ASSERT_TRUE(reg_->add_tenant("t").is_ok());
@@ -168,6 +293,32 @@ TEST_P(RegistryTest, RacingPlacementsNeverShareAnAddressOrALid) {
 
 INSTANTIATE_TEST_SUITE_P(Backends, RegistryTest, ::testing::Values("sqlite", "etcd"),
                          test_support::backend_name);
+
+// How routers read a container's record from a watch: the policy with the placement, and a
+// record whose policy keys do not parse is malformed as a whole.
+TEST(DecodeContainerTest, ReadsThePolicyAndRefusesAMalformedOne) {
+  const std::string key = std::string(Registry::kContainerPrefix) + "t/a";
+  const std::string placement = R"("network": "n", "host": "h1", "vip": "198.18.1.2", "lid": 3)";
+  ContainerInfo c;
+  ASSERT_TRUE(Registry::decode_container(
+      {key, "{" + placement + R"(, "quota": {"qp": 4}, "ratelimit": {"rate": 1000},
+                                   "priority": 6})"},
+      &c));
+  EXPECT_EQ(c.name, "a");
+  EXPECT_EQ(c.lid, 3);
+  ContainerPolicy want;
+  want.quota[static_cast<size_t>(QuotaKind::kQp)] = 4;
+  want.rate_bps = 1000;
+  want.priority = 6;
+  EXPECT_TRUE(c.policy == want);
+
+  ASSERT_TRUE(Registry::decode_container({key, "{" + placement + "}"}, &c));
+  EXPECT_TRUE(c.policy == ContainerPolicy{});  // a record from before policies
+
+  for (const char* bad : {R"(, "priority": 8)", R"(, "quota": {"qp": -1})",
+                          R"(, "ratelimit": {"rate": "fast"})", R"(, "quota": {"gpu": 1})"})
+    EXPECT_FALSE(Registry::decode_container({key, "{" + placement + bad + "}"}, &c)) << bad;
+}
 
 TEST(CidrTest, ParsesOnlyWellFormedBlocks) {
   Cidr c;

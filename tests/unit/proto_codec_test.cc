@@ -205,7 +205,7 @@ TEST(CodecGoldenTest, ReplyHeaderBytes) {
   h.status = 12;  // ENOMEM
   const std::vector<uint8_t> expected = {
       'W',  'H',  'R',  'F',   // magic 0x46524857
-      0x01, 0x00,              // version 1
+      0x02, 0x00,              // version 2
       0x0a, 0x80,              // op 10 | reply bit
       0x0d, 0x0c, 0x0b, 0x0a,  // seq
       0x0c, 0x00, 0x00, 0x00,  // status
@@ -278,11 +278,14 @@ TEST(CodecGoldenTest, RegisterContainerRequestBytesWithNameArray) {
   r.vip = 0x0a000007;  // 10.0.0.7, host order
   const char tenant[] = "red";
   std::memcpy(r.tenant.data(), tenant, sizeof(tenant) - 1);
-  std::vector<uint8_t> expected(68, 0);
+  const char network[] = "n1";
+  std::memcpy(r.network.data(), network, sizeof(network) - 1);
+  std::vector<uint8_t> expected(100, 0);
   std::memcpy(expected.data(), name, sizeof(name) - 1);
   expected[32] = 0x07;
   expected[35] = 0x0a;
   std::memcpy(expected.data() + 36, tenant, sizeof(tenant) - 1);
+  std::memcpy(expected.data() + 68, network, sizeof(network) - 1);
   EXPECT_EQ(encoded(r), expected);
 }
 
@@ -326,7 +329,7 @@ TEST(CodecWriterTest, SignedCharsAndWideValuesAreTruncatedToTheirWidth) {
   r.name[0] = static_cast<char>(-1);
   r.name[31] = static_cast<char>(0x80);
   std::vector<uint8_t> bytes = encoded(r);
-  ASSERT_EQ(bytes.size(), 36u);
+  ASSERT_EQ(bytes.size(), 100u);
   EXPECT_EQ(bytes[0], 0xff);
   EXPECT_EQ(bytes[31], 0x80);
   RegisterContainerReq back;

@@ -23,13 +23,13 @@ RouterConfig config(uint16_t base, uint16_t count) {
 TEST(RouterRegistryTest, LidsComeFromTheRouterRangeAndRunOut) {
   Router r(config(100, 2));
   uint16_t a = 0, b = 0, c = 0;
-  ASSERT_EQ(r.register_container("", "a", 1, kVip + 1, &a), 0);
-  ASSERT_EQ(r.register_container("", "b", 2, kVip + 2, &b), 0);
+  ASSERT_EQ(r.register_container("", "", "a", 1, kVip + 1, &a), 0);
+  ASSERT_EQ(r.register_container("", "", "b", 2, kVip + 2, &b), 0);
   EXPECT_EQ(a, 100);
   EXPECT_EQ(b, 101);
-  EXPECT_EQ(r.register_container("", "c", 3, kVip + 3, &c), ENOSPC);
+  EXPECT_EQ(r.register_container("", "", "c", 3, kVip + 3, &c), ENOSPC);
   r.unregister_container("", "a");
-  ASSERT_EQ(r.register_container("", "c", 3, kVip + 3, &c), 0);
+  ASSERT_EQ(r.register_container("", "", "c", 3, kVip + 3, &c), 0);
   EXPECT_EQ(c, 100);
   EXPECT_EQ(r.container_by_lid(101)->name, "b");
 }
@@ -39,10 +39,10 @@ TEST(RouterRegistryTest, LidsComeFromTheRouterRangeAndRunOut) {
 TEST(RouterRegistryTest, ManyContainerStartsNeverYieldAnInvalidOrDuplicateLid) {
   Router r(config(1, 0xbfff));
   uint16_t keep = 0;
-  ASSERT_EQ(r.register_container("", "long-lived", 1, kVip + 1, &keep), 0);
+  ASSERT_EQ(r.register_container("", "", "long-lived", 1, kVip + 1, &keep), 0);
   for (int i = 0; i < 70000; ++i) {
     uint16_t lid = 0;
-    ASSERT_EQ(r.register_container("", "short", 2, kVip + 2, &lid), 0) << i;
+    ASSERT_EQ(r.register_container("", "", "short", 2, kVip + 2, &lid), 0) << i;
     ASSERT_GE(lid, 1);
     ASSERT_LE(lid, 0xbfff);
     ASSERT_NE(lid, keep) << i;

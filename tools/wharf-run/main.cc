@@ -157,7 +157,7 @@ int run(Options o) {
     return kExitSetupFailed;
   }
   uint16_t lid = 0;
-  if (!session.register_container(o.tenant, o.name, o.vip, netns_fd.get(), &lid))
+  if (!session.register_container(o.tenant, o.network, o.name, o.vip, netns_fd.get(), &lid))
     return kExitSetupFailed;
   say(o,
       "registered container " + o.name + " with router " + router + ", LID " + std::to_string(lid));

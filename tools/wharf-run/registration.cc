@@ -132,11 +132,13 @@ bool RouterSession::router_host(std::string* host) {
   return true;
 }
 
-bool RouterSession::register_container(const std::string& tenant, const std::string& name,
-                                       uint32_t vip, int netns_fd, uint16_t* lid) {
+bool RouterSession::register_container(const std::string& tenant, const std::string& network,
+                                       const std::string& name, uint32_t vip, int netns_fd,
+                                       uint16_t* lid) {
   proto::RegisterContainerReq req;
   req.name = to_wire_name(name);
   req.tenant = to_wire_name(tenant);
+  req.network = to_wire_name(network);
   req.vip = vip;
   uint8_t body[proto::kMaxMessage];
   size_t len = 0;

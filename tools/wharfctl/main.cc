@@ -87,6 +87,7 @@ class Client {
   explicit Client(const Options& o) : opts_(o), http_(o.url) {
     http_.set_connection_timeout(5);
     http_.set_read_timeout(30);
+    http_.set_tcp_nodelay(true);  // a request's headers and body go in separate writes
   }
 
   // Sends the request; on success returns the answer's JSON, else prints the error and exits.
