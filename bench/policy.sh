@@ -26,7 +26,7 @@ WORK=$(mktemp -d /tmp/wharf-policy-bench.XXXXXX)
 PIDS=()
 NAMES=(bs$$ bc$$)
 cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2> /dev/null && wait "$p" 2> /dev/null; done
+  for p in "${PIDS[@]}"; do kill "$p" 2> /dev/null && wait "$p" 2> /dev/null || true; done
   for n in "${NAMES[@]}"; do "$B/bin/wharf-run" --cleanup "$n" > /dev/null 2>&1 || true; done
   rm -rf "$WORK"
 }

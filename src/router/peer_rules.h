@@ -32,4 +32,13 @@ inline bool reaches(const Container* from, const proto::AhAttr& ah, const Contai
   return link_layer == IBV_LINK_LAYER_INFINIBAND && ah.dlid == to->lid;
 }
 
+// The traffic class (DSCP << 2) in which a QP of container c, using address vector ah,
+// travels between hosts: the container's priority class p as DSCP class selector CSp when
+// the operator set one (it overrides what the application asked), else the GRH traffic
+// class of its address (0 without a GRH).
+inline uint8_t link_class(const Container* c, const proto::AhAttr& ah) {
+  if (c->policy.priority != 0) return static_cast<uint8_t>(c->policy.priority << 5);
+  return ah.is_global ? ah.traffic_class : 0;
+}
+
 }  // namespace wharf::router

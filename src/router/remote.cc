@@ -59,13 +59,8 @@ uint8_t packet_operation(uint8_t wr_opcode, uint32_t k, uint32_t n) {
   return static_cast<uint8_t>(base + (imm ? 3 : 2));
 }
 
-// The traffic class (DSCP << 2) a QP's packets travel in between hosts: its container's
-// priority class p as DSCP class selector CSp when the operator set one (it overrides what
-// the application asked), else the GRH traffic class of its address (0 without a GRH).
 uint8_t link_class(const Qp* qp, const proto::AhAttr& ah) {
-  const uint8_t priority = qp->owner->container()->policy.priority;
-  if (priority != 0) return static_cast<uint8_t>(priority << 5);
-  return ah.is_global ? ah.traffic_class : 0;
+  return link_class(qp->owner->container(), ah);
 }
 
 bool is_read_or_atomic(uint8_t wr_opcode) {

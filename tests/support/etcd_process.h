@@ -77,6 +77,7 @@ class EtcdProcess {
   // Running and answering (false after kill_hard() until restart()).
   bool ok() const { return ok_; }
   std::string base_url() const { return "http://127.0.0.1:" + std::to_string(client_port_); }
+  int client_port() const { return client_port_; }
 
   // A crash: SIGKILL, nothing flushed beyond what etcd already synced.
   void kill_hard() {

@@ -1,12 +1,8 @@
 // The orchestrator's HTTP API (control/api.h) on a SQLite store, through a real HTTP client:
 // status codes for each kind of refusal, and the list-then-watch protocol routers follow.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdlib.h>
-#include <sys/socket.h>
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -16,6 +12,7 @@
 
 #include "control/api.h"
 #include "control/kv_store.h"
+#include "support/tcp_sockets.h"
 
 namespace wharf::control {
 namespace {
@@ -184,23 +181,10 @@ TEST_F(ApiTest, TheServerSendsWithoutNaglesDelay) {
   kept.set_keep_alive(true);
   auto r = kept.Get("/v1/tenants");
   ASSERT_TRUE(r && r->status == 200);  // the connection stays open for the next request
-  int checked = 0;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
-    const int fd = std::stoi(entry.path().filename().string());
-    sockaddr_in local{}, peer{};
-    socklen_t len = sizeof(local);
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0 ||
-        local.sin_family != AF_INET || ntohs(local.sin_port) != port_)
-      continue;
-    len = sizeof(peer);
-    if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) continue;  // listener
-    int nodelay = 0;
-    len = sizeof(nodelay);
-    ASSERT_EQ(getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &nodelay, &len), 0);
-    EXPECT_NE(nodelay, 0) << "fd " << fd;
-    ++checked;
-  }
-  EXPECT_GE(checked, 1);
+  const std::vector<int> fds =
+      test_support::connected_sockets(port_, test_support::PortSide::kLocal);
+  ASSERT_FALSE(fds.empty());
+  for (int fd : fds) EXPECT_TRUE(test_support::has_nodelay(fd)) << "fd " << fd;
 }
 
 TEST_F(ApiTest, ARouterListsThenWatchesFromTheNextRevision) {
