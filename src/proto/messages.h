@@ -42,6 +42,7 @@ enum class Op : uint16_t {
   kGetDirectPeer = 22,
   kGetPeerMr = 23,
   kRouterInfo = 24,
+  kDumpResources = 25,
 };
 
 // Every datagram starts with this. `status` is 0 in requests; in replies it is 0 or a
@@ -336,6 +337,15 @@ struct RouterInfoRep {
   template <class V>
   void visit(V&& v) {
     v(host);
+  }
+};
+// Every verbs object the router holds, for `wharfctl resource show` (peer must be root):
+// JSON of `bytes` bytes in the memfd the reply carries (src/router/resources.cc).
+struct DumpResourcesRep {
+  uint64_t bytes = 0;
+  template <class V>
+  void visit(V&& v) {
+    v(bytes);
   }
 };
 struct UnregisterContainerReq {

@@ -194,7 +194,7 @@ bool Session::handle_request(const uint8_t* buf, size_t len, UniqueFd* fds, int 
   using proto::Op;
   auto op = static_cast<Op>(h.op);
   if (!hello_done_ && op != Op::kHello && op != Op::kRegisterContainer &&
-      op != Op::kUnregisterContainer && op != Op::kRouterInfo) {
+      op != Op::kUnregisterContainer && op != Op::kRouterInfo && op != Op::kDumpResources) {
     send_reply(h, EPROTO, nullptr, 0, ReplyFds{});
     return true;
   }
@@ -221,6 +221,7 @@ bool Session::handle_request(const uint8_t* buf, size_t len, UniqueFd* fds, int 
     case Op::kGetDirectPeer: serve(h, body, blen, fds, nfds, &Session::on_get_direct_peer); break;
     case Op::kGetPeerMr: serve(h, body, blen, fds, nfds, &Session::on_get_peer_mr); break;
     case Op::kRouterInfo: serve(h, body, blen, fds, nfds, &Session::on_router_info); break;
+    case Op::kDumpResources: serve(h, body, blen, fds, nfds, &Session::on_dump_resources); break;
     case Op::kRegisterContainer:
       serve(h, body, blen, fds, nfds, &Session::on_register_container);
       break;

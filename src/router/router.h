@@ -102,6 +102,9 @@ class Router {
   }
   uint32_t allocate_srqn() { return next_srqn_++; }
 
+  // Every QP, CQ, MR and PD with its owner, as JSON (router/resources.cc).
+  std::string describe_resources_st() const;
+
   // ---- Policies (router/policy.cc) ----
   // The orchestrator's policy for container tenant/name: applied now if it is registered
   // here, else when it registers. A default policy lifts every limit.

@@ -113,6 +113,7 @@ class Session {
   int on_register_container(const proto::RegisterContainerReq&, UniqueFd*, int,
                             proto::RegisterContainerRep*, ReplyFds*);
   int on_router_info(const proto::Empty&, UniqueFd*, int, proto::RouterInfoRep*, ReplyFds*);
+  int on_dump_resources(const proto::Empty&, UniqueFd*, int, proto::DumpResourcesRep*, ReplyFds*);
   int on_unregister_container(const proto::UnregisterContainerReq&, UniqueFd*, int, proto::Empty*,
                               ReplyFds*);
 
@@ -127,6 +128,7 @@ class Session {
   ShmRegion page_;
   UniqueFd doorbell_;
   UniqueFd async_sock_;
+  UniqueFd dump_;  // the last kDumpResources answer
   std::string registered_tenant_;
   std::string registered_name_;
 

@@ -9,6 +9,7 @@
 #   - isolation: ib_write_bw from another tenant, or another network of the same tenant, to a
 #     server whose LID, QPN and rkey it was told fails (retries exhausted), as if nobody were
 #     there; within one network it works;
+#   - `wharfctl resource show` lists a container's objects with their process and container;
 #   - a router restarted later, and an orchestrator killed and restarted, keep the policies.
 # Needs root, WHARF_BIN_DIR (wharfd, wharf-run, wharf-orchestrator, wharfctl),
 # WHARF_QUOTA_PROBE and perftest (exit 77 if missing). Containers use 198.18.77.0/24 on
@@ -138,6 +139,20 @@ PIDS+=($!)
 sleep 1
 in_container pb$$ timeout 30 ib_write_bw -d wharf0 -n 5 "$SERVER" > "$WORK/client.log" 2>&1 ||
   fail "within red/n1: $(cat "$WORK/client.log")"
+
+# The router lists what the container holds, in `rdma res show`'s manner.
+in_container pa$$ timeout 30 ibv_rc_pingpong -d wharf0 -p 19877 > "$WORK/pingpong.log" 2>&1 &
+pingpong=$!
+PIDS+=("$pingpong")
+holds_qp() { ctl -r "$SOCK" resource show qp container pa$$ | grep -q "type RC state INIT"; }
+wait_for 10 holds_qp || fail "resource show qp: $(ctl -r "$SOCK" resource show qp)"
+out=$(ctl -r "$SOCK" resource show qp container pa$$)
+[[ $out == "link wharf0/1 lqpn "*" comm ibv_rc_pingpong container red/pa$$ vip $SERVER" ]] ||
+  fail "resource show qp: '$out'"
+out=$(ctl -r "$SOCK" resource show container pa$$)
+[[ $out == "wharf0: pd 1 cq 1 qp 1 mr 1" ]] || fail "resource show: '$out'"
+kill "$pingpong" 2> /dev/null
+wait "$pingpong" 2> /dev/null
 
 # A router started after the policies were set gets them from its first listing.
 kill "$ROUTER"

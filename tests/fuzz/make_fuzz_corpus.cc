@@ -61,6 +61,7 @@ uint16_t op_for() {
   if constexpr (std::is_same_v<T, RegisterContainerRep>) return rep(Op::kRegisterContainer);
   if constexpr (std::is_same_v<T, UnregisterContainerReq>) return req(Op::kUnregisterContainer);
   if constexpr (std::is_same_v<T, RouterInfoRep>) return rep(Op::kRouterInfo);
+  if constexpr (std::is_same_v<T, DumpResourcesRep>) return rep(Op::kDumpResources);
   return 0;
 }
 

@@ -48,6 +48,7 @@ WHARF_MESSAGE_SPEC(RegisterContainerReq, 100);   // 32 + 4 + 32 + 32
 WHARF_MESSAGE_SPEC(RegisterContainerRep, 2);     // 2
 WHARF_MESSAGE_SPEC(UnregisterContainerReq, 32);  // 32
 WHARF_MESSAGE_SPEC(RouterInfoRep, 32);           // 32
+WHARF_MESSAGE_SPEC(DumpResourcesRep, 8);         // 8
 WHARF_MESSAGE_SPEC(DirectPeerRep, 44);           // 10 * 4 + 2 + 1 + 1
 WHARF_MESSAGE_SPEC(PeerMrReq, 8);                // 2 * 4
 WHARF_MESSAGE_SPEC(PeerMrRep, 28);               // 3 * 8 + 4
@@ -61,7 +62,7 @@ using AllMessages =
              CreateCqRep, AhAttr, CreateAhReq, QpCaps, CreateQpReq, CreateQpRep, QpAttr,
              ModifyQpReq, QueryQpRep, CreateSrqReq, CreateSrqRep, ModifySrqReq, QuerySrqRep,
              RegisterContainerReq, RegisterContainerRep, UnregisterContainerReq, RouterInfoRep,
-             DirectPeerRep, PeerMrReq, PeerMrRep, AsyncEventMsg, CqEventMsg>;
+             DumpResourcesRep, DirectPeerRep, PeerMrReq, PeerMrRep, AsyncEventMsg, CqEventMsg>;
 
 // Calls f.template operator()<T>() for every T in the list, in order.
 template <class F, class... T>

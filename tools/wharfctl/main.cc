@@ -11,11 +11,13 @@
 //   wharfctl ratelimit { set NAME tenant T [rate RATE] [qp_rate RATE] [burst SIZE]
 //                      | del NAME tenant T | show [NAME tenant T | tenant T] }
 //   wharfctl host show
+//   wharfctl resource show [qp|cq|mr|pd] [container NAME] [tenant T]
 // NAME of quota and ratelimit is a container's. A quota of "unlimited" and a rate of 0 lift
 // that limit; `del` lifts them all. RATE and SIZE in tc's units (control/units.h).
 // Options: -j (JSON output), -p (pretty JSON), -o URL (the orchestrator; default
-// $WHARF_ORCHESTRATOR or http://127.0.0.1:7480). Exit status 0, 1 for a refused request, 2
-// for bad usage.
+// $WHARF_ORCHESTRATOR or http://127.0.0.1:7480), -r PATH (for `resource`: this host's router
+// socket; default $WHARF_ROUTER or /run/wharf/wharfd.sock). Exit status 0, 1 for a refused request,
+// 2 for bad usage.
 #include <httplib.h>
 #include <stdlib.h>
 
@@ -29,6 +31,7 @@
 
 #include "common/policy.h"
 #include "control/units.h"
+#include "router_dump.h"
 
 namespace {
 
@@ -46,6 +49,7 @@ constexpr const char* kUsage =
     "  ratelimit { set NAME tenant T [rate RATE] [qp_rate RATE] [burst SIZE]\n"
     "            | del NAME tenant T | show [NAME tenant T | tenant T] }\n"
     "  host      show\n"
+    "  resource  show [qp|cq|mr|pd] [container NAME] [tenant T]   (this host's router, -r PATH)\n"
     "RATE: 100mbit, 1gbit, 125mbps (bytes) ...; SIZE: 4096, 64kb, 1gb ...\n";
 
 // What a container line shows after its name.
@@ -63,6 +67,7 @@ struct Options {
   bool json_out = false;
   bool pretty = false;
   std::string url;
+  std::string router;
 };
 
 // The KEY VALUE pairs after the command, checked against what the command takes.
@@ -188,6 +193,61 @@ void print(const Options& o, const json& list, const char* kind,
   }
 }
 
+// `resource show`: the router's objects in `rdma res show`'s manner, one line each, or a
+// count of each kind when no kind is named.
+int show_resources(const Options& o, const std::vector<std::string>& args) {
+  static const std::map<std::string, std::vector<const char*>> kFields = {
+      {"qp", {"lqpn", "rqpn", "type", "state", "direct"}},
+      {"cq", {"cqe", "users"}},
+      {"mr", {"rkey", "lkey", "mrlen"}},
+      {"pd", {"users"}},
+  };
+  size_t from = 2;
+  std::string kind;
+  if (args.size() > 2 && kFields.count(args[2]) != 0) kind = args[from++];
+  auto kv = pairs(args, from, {}, {"container", "tenant"});
+  std::string dump, error;
+  if (!wharfctl::dump_router_resources(o.router, &dump, &error)) Client::fail(error);
+  const json all = json::parse(dump, nullptr, false);
+  if (!all.is_object()) Client::fail("the router answered something that is not JSON");
+  auto wanted = [&](const json& item) {
+    return (kv.count("container") == 0 || item.value("container", "") == kv["container"]) &&
+           (kv.count("tenant") == 0 || item.value("tenant", "") == kv["tenant"]);
+  };
+  if (kind.empty()) {
+    json counts = json::object();
+    for (const auto& [k, fields] : kFields) {
+      size_t n = 0;
+      for (const json& item : all.value(k, json::array())) n += wanted(item) ? 1 : 0;
+      counts[k] = n;
+    }
+    if (o.json_out) {
+      printf("%s\n", counts.dump(o.pretty ? 2 : -1).c_str());
+    } else {
+      printf("wharf0: pd %s cq %s qp %s mr %s\n", counts["pd"].dump().c_str(),
+             counts["cq"].dump().c_str(), counts["qp"].dump().c_str(), counts["mr"].dump().c_str());
+    }
+    return 0;
+  }
+  json out = json::array();
+  for (const json& item : all.value(kind, json::array()))
+    if (wanted(item)) out.push_back(item);
+  if (o.json_out) {
+    printf("%s\n", out.dump(o.pretty ? 2 : -1).c_str());
+    return 0;
+  }
+  for (const json& item : out) {
+    std::string line = "link wharf0/1";
+    for (const char* k : kFields.at(kind)) line += std::string(" ") + k + " " + text(item, k);
+    for (const char* k : {"pid", "comm"}) line += std::string(" ") + k + " " + text(item, k);
+    const std::string tenant = item.value("tenant", "");
+    line += " container " + (tenant.empty() ? "" : tenant + "/") + item.value("container", "");
+    if (!item.value("vip", "").empty()) line += " vip " + item.value("vip", "");
+    printf("%s\n", line.c_str());
+  }
+  return 0;
+}
+
 int run(const Options& o, const std::vector<std::string>& args) {
   if (args.size() < 2) throw Usage{"expected OBJECT COMMAND"};
   const std::string& object = args[0];
@@ -302,6 +362,8 @@ int run(const Options& o, const std::vector<std::string>& args) {
       print(o, out, object.c_str(), fields);
       return 0;
     }
+  } else if (object == "resource") {
+    if (cmd == "show") return show_resources(o, args);
   } else if (object == "host") {
     if (cmd == "show") {
       pairs(args, 2, {});
@@ -320,6 +382,8 @@ int main(int argc, char** argv) {
   Options o;
   const char* env = getenv("WHARF_ORCHESTRATOR");
   o.url = env != nullptr ? env : "http://127.0.0.1:7480";
+  const char* router = getenv("WHARF_ROUTER");
+  o.router = router != nullptr ? router : "/run/wharf/wharfd.sock";
   std::vector<std::string> args;
   try {
     for (int i = 1; i < argc; ++i) {
@@ -331,6 +395,9 @@ int main(int argc, char** argv) {
       } else if (a == "-o") {
         if (i + 1 >= argc) throw Usage{"-o needs a URL"};
         o.url = argv[++i];
+      } else if (a == "-r") {
+        if (i + 1 >= argc) throw Usage{"-r needs the router's socket path"};
+        o.router = argv[++i];
       } else if (a == "-h" || a == "--help") {
         fputs(kUsage, stdout);
         return 0;
