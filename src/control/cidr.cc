@@ -31,11 +31,6 @@ bool parse_ipv4(std::string_view text, uint32_t* out) {
   return true;
 }
 
-std::string format_ipv4(uint32_t ip) {
-  return std::to_string(ip >> 24) + "." + std::to_string((ip >> 16) & 255) + "." +
-         std::to_string((ip >> 8) & 255) + "." + std::to_string(ip & 255);
-}
-
 bool parse_cidr(std::string_view text, Cidr* out) {
   const size_t slash = text.find('/');
   if (slash == std::string_view::npos) return false;

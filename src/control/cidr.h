@@ -5,6 +5,8 @@
 #include <string>
 #include <string_view>
 
+#include "common/ipv4.h"
+
 namespace wharf::control {
 
 struct Cidr {
@@ -18,7 +20,7 @@ struct Cidr {
 
 // Dotted quad, exactly four decimal parts of 0..255 without leading zeros or spaces.
 bool parse_ipv4(std::string_view text, uint32_t* out);
-std::string format_ipv4(uint32_t ip);
+using wharf::format_ipv4;
 // "A.B.C.D/N": an address and a prefix length; the address must have its host bits zero.
 bool parse_cidr(std::string_view text, Cidr* out);
 std::string format_cidr(const Cidr& c);

@@ -48,10 +48,10 @@ void ContainerWatch::update(const std::string& key, const std::string* value) {
   if (!here) {
     if (it == mine_.end()) return;
     // Deleted or moved away: the router forgets its limits.
-    const std::string rest = key.substr(std::string(Registry::kContainerPrefix).size());
-    const size_t slash = rest.find('/');
     mine_.erase(it);
-    report_(rest.substr(0, slash), rest.substr(slash + 1), ContainerPolicy{});
+    std::string tenant, name;
+    if (Registry::split_container_key(key, &tenant, &name))
+      report_(tenant, name, ContainerPolicy{});
     return;
   }
   if (it != mine_.end() && it->second == c.policy) return;
@@ -115,22 +115,17 @@ void ContainerWatch::run() {
   std::unique_lock<std::mutex> g(mu_);
   while (!stop_) {
     g.unlock();
-    bool ok = false;
     bool pause = false;  // before asking again
     if (revision == 0) {
-      ok = list(&revision);
-      pause = !ok;
-    } else if (const int status = watch(&revision); status == 0) {
-      ok = true;
-    } else if (status == 410) {
+      pause = !list(&revision);
+    } else if (const int status = watch(&revision); status == 410) {
       spdlog::info("orchestrator {}: watch history compacted; listing again", orchestrator_);
       revision = 0;
-    } else {
+    } else if (status != 0) {
       spdlog::warn("orchestrator {}: container watch failed ({}); retrying", orchestrator_,
                    status < 0 ? "no answer" : "HTTP " + std::to_string(status));
       pause = true;
     }
-    in_sync_.store(ok);
     g.lock();
     if (pause) stop_cv_.wait_for(g, kRetry, [this] { return stop_; });
   }

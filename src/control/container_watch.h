@@ -7,7 +7,6 @@
 // Runs on a thread of its own; `report` is called on that thread.
 #pragma once
 
-#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -35,9 +34,6 @@ class ContainerWatch {
   ContainerWatch(const ContainerWatch&) = delete;
   ContainerWatch& operator=(const ContainerWatch&) = delete;
 
-  // Whether the last list or watch succeeded (the view is current).
-  bool in_sync() const { return in_sync_.load(); }
-
  private:
   void run();
   // Lists every container; false when the orchestrator could not be asked.
@@ -52,7 +48,6 @@ class ContainerWatch {
   const std::string host_;
   const Report report_;
   std::map<std::string, ContainerPolicy> mine_;  // by key: this host's containers, as reported
-  std::atomic<bool> in_sync_{false};
   std::mutex mu_;
   std::condition_variable stop_cv_;
   bool stop_ = false;                        // guarded by mu_

@@ -71,7 +71,6 @@ void HostAgent::run() {
       lease = 0;
       ok = register_host(&lease);
     }
-    registered_.store(ok);
     g.lock();
     stop_cv_.wait_for(g,
                       ok ? period : std::chrono::duration_cast<std::chrono::milliseconds>(kRetry),

@@ -5,7 +5,6 @@
 // router's loop.
 #pragma once
 
-#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -22,9 +21,6 @@ class HostAgent {
   HostAgent(const HostAgent&) = delete;
   HostAgent& operator=(const HostAgent&) = delete;
 
-  // Whether the host's entry was registered and kept alive at the last attempt.
-  bool registered() const { return registered_.load(); }
-
  private:
   void run();
   bool register_host(int64_t* lease);
@@ -34,7 +30,6 @@ class HostAgent {
   const std::string host_;
   const std::string address_;
   const int ttl_seconds_;
-  std::atomic<bool> registered_{false};
   std::mutex mu_;
   std::condition_variable stop_cv_;
   bool stop_ = false;  // guarded by mu_

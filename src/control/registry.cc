@@ -63,14 +63,19 @@ bool parse_network(const KeyValue& kv, const std::string& tenant, NetworkInfo* o
 
 }  // namespace
 
-bool Registry::decode_container(const KeyValue& kv, ContainerInfo* out) {
-  json j = json::parse(kv.value, nullptr, false);
-  if (!j.is_object() || kv.key.rfind(kContainers, 0) != 0) return false;
-  const std::string rest = kv.key.substr(kContainers.size());
+bool Registry::split_container_key(const std::string& key, std::string* tenant, std::string* name) {
+  if (key.rfind(kContainers, 0) != 0) return false;
+  const std::string rest = key.substr(kContainers.size());
   const size_t slash = rest.find('/');
   if (slash == std::string::npos) return false;
-  out->tenant = rest.substr(0, slash);
-  out->name = rest.substr(slash + 1);
+  *tenant = rest.substr(0, slash);
+  *name = rest.substr(slash + 1);
+  return true;
+}
+
+bool Registry::decode_container(const KeyValue& kv, ContainerInfo* out) {
+  json j = json::parse(kv.value, nullptr, false);
+  if (!j.is_object() || !split_container_key(kv.key, &out->tenant, &out->name)) return false;
   if (!j.contains("network") || !j["network"].is_string() || !j.contains("host") ||
       !j["host"].is_string() || !j.contains("vip") || !j["vip"].is_string() || !j.contains("lid") ||
       !j["lid"].is_number_unsigned())

@@ -81,6 +81,8 @@ class Registry {
   // Where the containers' records live, and how a watcher reads one (false: malformed).
   static constexpr const char* kContainerPrefix = "/wharf/container/";
   static bool decode_container(const KeyValue& kv, ContainerInfo* out);
+  // The tenant and name in a container's key; false for any other key.
+  static bool split_container_key(const std::string& key, std::string* tenant, std::string* name);
 
   static constexpr uint16_t kMaxLid = 0xbfff;  // unicast LIDs are 0x0001-0xbfff (IBA 4.1.3)
   // Whether s is a valid tenant, network, container or host name.

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "common/ipv4.h"
 #include "router/router.h"
 #include "router/session.h"
 
@@ -38,12 +39,6 @@ std::string comm_of(pid_t pid) {
   return comm;
 }
 
-std::string format_vip(uint32_t vip) {
-  if (vip == 0) return "";
-  return std::to_string(vip >> 24) + "." + std::to_string((vip >> 16) & 0xff) + "." +
-         std::to_string((vip >> 8) & 0xff) + "." + std::to_string(vip & 0xff);
-}
-
 }  // namespace
 
 std::string Router::describe_resources_st() const {
@@ -54,7 +49,7 @@ std::string Router::describe_resources_st() const {
                         {"comm", comm_of(s->pid())},
                         {"tenant", c->tenant},
                         {"container", c->name},
-                        {"vip", format_vip(c->vip)}};
+                        {"vip", c->vip == 0 ? "" : format_ipv4(c->vip)}};
     auto with_owner = [&](json j) {
       j.update(owner);
       return j;

@@ -20,6 +20,7 @@
 #include <sstream>
 
 #include "common/clock.h"
+#include "common/ipv4.h"
 #include "proto/datagram.h"
 #include "proto/messages.h"
 #include "router/remote.h"
@@ -389,9 +390,8 @@ int Router::register_container(const std::string& tenant, const std::string& net
   *lid = c->lid;
   if (auto it = policies_.find(tenant + "/" + name); it != policies_.end())
     apply_policy_st(c, it->second);
-  spdlog::info("container {}{}{} registered: vIP {}.{}.{}.{} LID {}", tenant,
-               tenant.empty() ? "" : "/", name, vip >> 24, (vip >> 16) & 0xff, (vip >> 8) & 0xff,
-               vip & 0xff, c->lid);
+  spdlog::info("container {}{}{} registered: vIP {} LID {}", tenant, tenant.empty() ? "" : "/",
+               name, format_ipv4(vip), c->lid);
   return 0;
 }
 

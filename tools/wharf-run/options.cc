@@ -22,12 +22,6 @@ std::optional<uint32_t> parse_ipv4(std::string_view text) {
   return ntohl(a.s_addr);
 }
 
-std::string format_ipv4(uint32_t addr) {
-  in_addr a{htonl(addr)};
-  char buf[INET_ADDRSTRLEN];
-  return ::inet_ntop(AF_INET, &a, buf, sizeof(buf)) != nullptr ? buf : "?";
-}
-
 std::string check_addresses(uint32_t vip, uint32_t bridge_ip, int prefix) {
   if (prefix < 1 || prefix > 30) return "prefix must be between 1 and 30";
   uint32_t mask = ~uint32_t{0} << (32 - prefix);

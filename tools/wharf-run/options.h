@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "common/ipv4.h"
+
 namespace wharf::run {
 
 // Interface names are limited to IFNAMSIZ - 1 = 15 bytes; the host end of the veth pair is
@@ -44,7 +46,7 @@ bool valid_container_name(std::string_view name);
 
 // Parses dotted-quad IPv4 into host byte order.
 std::optional<uint32_t> parse_ipv4(std::string_view text);
-std::string format_ipv4(uint32_t addr);
+using wharf::format_ipv4;
 
 // Checks that vip and bridge_ip are distinct host addresses of the same /prefix subnet, so the
 // bridge can be the container's default gateway. Returns an error message, empty when valid.
