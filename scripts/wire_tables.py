@@ -2,9 +2,10 @@
 """Byte-offset tables of the wire formats, generated from their headers.
 
 The `visit` field list of each message is its wire layout (src/proto/codec.h): fields in
-that order, little-endian, no padding. Two sections: the control messages
-(src/proto/messages.h) and the host-to-host headers (src/proto/host_wire.h).
-`wire_tables.py` prints both; `wire_tables.py --check docs/wire-protocol.md` fails if either
+that order, little-endian, no padding. Three sections: the control messages
+(src/proto/messages.h), the connection manager's (src/proto/cm_messages.h) and the
+host-to-host headers (src/proto/host_wire.h).
+`wire_tables.py` prints both; `wire_tables.py --check docs/wire-protocol.md` fails if any
 generated section of the doc differs.
 """
 import re
@@ -12,8 +13,10 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SIZES = {'uint8_t': 1, 'uint16_t': 2, 'uint32_t': 4, 'uint64_t': 8, 'Gid': 16, 'Name': 32}
-SOURCES = {'control': 'src/proto/messages.h', 'host': 'src/proto/host_wire.h'}
+SIZES = {'uint8_t': 1, 'uint16_t': 2, 'uint32_t': 4, 'int32_t': 4, 'uint64_t': 8, 'Gid': 16,
+         'Name': 32}
+SOURCES = {'control': 'src/proto/messages.h', 'cm': 'src/proto/cm_messages.h',
+           'host': 'src/proto/host_wire.h'}
 END = '<!-- END GENERATED -->'
 
 
@@ -22,6 +25,9 @@ def begin(section):
 
 
 def parse(src):
+    constants = dict(re.findall(r'constexpr \w+ (\w+) = (\d+);', src))
+    src = re.sub(r'std::array<(\w+), (\w+)>\s+(\w+)',
+                 lambda a: f'{a.group(1)} {a.group(3)}[{constants.get(a.group(2), a.group(2))}]', src)
     structs = {}
     for m in re.finditer(r'struct (\w+) \{(.*?)\n\};', src, re.S):
         name, body = m.group(1), m.group(2)

@@ -58,7 +58,7 @@ Device* the_device() {
 
 // Connects and says hello. On success fills ctx->hello and the shared page/doorbell.
 int open_session(Context* ctx, UniqueFd* async_mine) {
-  if (int err = ctx->client.connect(router_socket_path()); err != 0) return err;
+  if (int err = ctx->client.connect(proto::router_socket_path()); err != 0) return err;
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) != 0) return errno;
   async_mine->reset(sv[0]);
@@ -102,7 +102,7 @@ using namespace wharf::abi;
 
 WHARF_EXPORT ibv_device** ibv_get_device_list(int* num_devices) {
   struct stat st;
-  bool present = stat(router_socket_path(), &st) == 0 && S_ISSOCK(st.st_mode);
+  bool present = stat(proto::router_socket_path(), &st) == 0 && S_ISSOCK(st.st_mode);
   // An array of pointers, NULL-terminated, released by the caller with free().
   auto** list = static_cast<ibv_device**>(
       calloc(2, sizeof(ibv_device*)));  // NOLINT(bugprone-sizeof-expression)

@@ -16,10 +16,10 @@
 
 #include "abi/verbs/direct_path.h"
 #include "abi/verbs/mapping.h"
-#include "abi/verbs/router_client.h"
 #include "common/spinlock.h"
 #include "common/unique_fd.h"
 #include "proto/messages.h"
+#include "proto/router_client.h"
 #include "shm/cq_ring.h"
 #include "shm/layout.h"
 #include "shm/ring.h"
@@ -28,7 +28,7 @@ namespace wharf::abi {
 
 struct Context {
   verbs_context vctx;  // ibv_context is its last member: must stay first here
-  RouterClient client;
+  proto::RouterClient client;
   proto::HelloRep hello;
   Mapping page_map;
   shm::ContextPage* page = nullptr;

@@ -12,7 +12,7 @@
 namespace wharf::proto {
 
 constexpr uint32_t kMagic = 0x46524857;  // "WHRF" when read as little-endian bytes
-constexpr uint16_t kVersion = 2;         // 2: RegisterContainerReq names the tenant and network
+constexpr uint16_t kVersion = 3;  // 3: rdma_cm ops; 2: RegisterContainerReq names tenant, network
 constexpr size_t kMaxMessage = 1024;
 constexpr int kMaxFds = 4;
 constexpr uint16_t kReplyBit = 0x8000;
@@ -43,6 +43,23 @@ enum class Op : uint16_t {
   kGetPeerMr = 23,
   kRouterInfo = 24,
   kDumpResources = 25,
+  // rdma_cm (proto/cm_messages.h)
+  kCmOpen = 26,
+  kCmCreateChannel = 27,
+  kCmDestroyChannel = 28,
+  kCmCreateId = 29,
+  kCmDestroyId = 30,
+  kCmMigrateId = 31,
+  kCmBind = 32,
+  kCmResolveAddr = 33,
+  kCmResolveRoute = 34,
+  kCmListen = 35,
+  kCmConnect = 36,
+  kCmAccept = 37,
+  kCmReject = 38,
+  kCmEstablish = 39,
+  kCmDisconnect = 40,
+  kCmSetOption = 41,
 };
 
 // Every datagram starts with this. `status` is 0 in requests; in replies it is 0 or a

@@ -119,6 +119,7 @@ Session::Session(Router* router, UniqueFd sock, pid_t pid, uid_t uid, Container*
     : router_(router), sock_(std::move(sock)), pid_(pid), uid_(uid), container_(container) {}
 
 Session::~Session() {
+  destroy_cm_state();
   // Children before parents: QPs hold CQs, SRQs and PDs.
   while (qps_.size() != 0) destroy_qp(qps_.take(qps_.begin()->first));
   ahs_.clear();
@@ -132,6 +133,7 @@ Session::~Session() {
   // Only a session that said Hello counted itself in its container (and may release it); a
   // registration session may have registered, and so may free, the namespace it runs in.
   if (hello_done_) router_->release_container(container_);
+  if (cm_open_) router_->release_container(container_);
   if (!registered_name_.empty())
     router_->unregister_container(registered_tenant_, registered_name_);
 }
@@ -193,8 +195,13 @@ bool Session::handle_request(const uint8_t* buf, size_t len, UniqueFd* fds, int 
   size_t blen = len - proto::kHeaderSize;
   using proto::Op;
   auto op = static_cast<Op>(h.op);
-  if (!hello_done_ && op != Op::kHello && op != Op::kRegisterContainer &&
-      op != Op::kUnregisterContainer && op != Op::kRouterInfo && op != Op::kDumpResources) {
+  // Verbs need Hello first, rdma_cm ops CmOpen; the rest stand alone.
+  const bool cm_op =
+      h.op > static_cast<uint16_t>(Op::kCmOpen) && h.op <= static_cast<uint16_t>(Op::kCmSetOption);
+  const bool standalone = op == Op::kHello || op == Op::kRegisterContainer ||
+                          op == Op::kUnregisterContainer || op == Op::kRouterInfo ||
+                          op == Op::kDumpResources || op == Op::kCmOpen;
+  if (cm_op ? !cm_open_ : (!hello_done_ && !standalone)) {
     send_reply(h, EPROTO, nullptr, 0, ReplyFds{});
     return true;
   }
@@ -228,6 +235,26 @@ bool Session::handle_request(const uint8_t* buf, size_t len, UniqueFd* fds, int 
     case Op::kUnregisterContainer:
       serve(h, body, blen, fds, nfds, &Session::on_unregister_container);
       break;
+    case Op::kCmOpen: serve(h, body, blen, fds, nfds, &Session::on_cm_open); break;
+    case Op::kCmCreateChannel:
+      serve(h, body, blen, fds, nfds, &Session::on_cm_create_channel);
+      break;
+    case Op::kCmDestroyChannel:
+      serve(h, body, blen, fds, nfds, &Session::on_cm_destroy_channel);
+      break;
+    case Op::kCmCreateId: serve(h, body, blen, fds, nfds, &Session::on_cm_create_id); break;
+    case Op::kCmDestroyId: serve(h, body, blen, fds, nfds, &Session::on_cm_destroy_id); break;
+    case Op::kCmMigrateId: serve(h, body, blen, fds, nfds, &Session::on_cm_migrate_id); break;
+    case Op::kCmBind: serve(h, body, blen, fds, nfds, &Session::on_cm_bind); break;
+    case Op::kCmResolveAddr: serve(h, body, blen, fds, nfds, &Session::on_cm_resolve_addr); break;
+    case Op::kCmResolveRoute: serve(h, body, blen, fds, nfds, &Session::on_cm_resolve_route); break;
+    case Op::kCmListen: serve(h, body, blen, fds, nfds, &Session::on_cm_listen); break;
+    case Op::kCmConnect: serve(h, body, blen, fds, nfds, &Session::on_cm_connect); break;
+    case Op::kCmAccept: serve(h, body, blen, fds, nfds, &Session::on_cm_accept); break;
+    case Op::kCmReject: serve(h, body, blen, fds, nfds, &Session::on_cm_reject); break;
+    case Op::kCmEstablish: serve(h, body, blen, fds, nfds, &Session::on_cm_establish); break;
+    case Op::kCmDisconnect: serve(h, body, blen, fds, nfds, &Session::on_cm_disconnect); break;
+    case Op::kCmSetOption: serve(h, body, blen, fds, nfds, &Session::on_cm_set_option); break;
     default: send_reply(h, EOPNOTSUPP, nullptr, 0, ReplyFds{}); break;
   }
   return true;

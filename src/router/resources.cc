@@ -1,7 +1,10 @@
 // What `wharfctl resource show` lists (the router's answer to kDumpResources): every QP, CQ,
-// MR and PD of every session, with the process and container that own it, as JSON in the
-// manner of `rdma -j res show`. Control path only.
+// MR, PD and rdma_cm id of every session, with the process and container that own it, as JSON in
+// the manner of `rdma -j res show`. Control path only.
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <rdma/rdma_cma.h>
+#include <spdlog/fmt/fmt.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -32,6 +35,25 @@ const char* qp_state_name(ibv_qp_state s) {
   return s >= 0 && s <= IBV_QPS_ERR ? kNames[s] : "?";
 }
 
+const char* port_space_name(uint16_t ps) {
+  switch (ps) {
+    case RDMA_PS_TCP: return "TCP";
+    case RDMA_PS_UDP: return "UDP";
+    case RDMA_PS_IB: return "IB";
+    case RDMA_PS_IPOIB: return "IPOIB";
+    default: return "?";
+  }
+}
+
+// "a.b.c.d:port" or "[v6]:port", as `rdma res show cm_id` prints addresses.
+std::string format_cm_address(const CmAddress& a) {
+  if (a.family == proto::kCmAfNone) return "";
+  char ip[INET6_ADDRSTRLEN] = "";
+  inet_ntop(a.family == proto::kCmAf4 ? AF_INET : AF_INET6, a.ip.data(), ip, sizeof(ip));
+  return a.family == proto::kCmAf4 ? fmt::format("{}:{}", ip, a.port)
+                                   : fmt::format("[{}]:{}", ip, a.port);
+}
+
 std::string comm_of(pid_t pid) {
   std::ifstream f("/proc/" + std::to_string(pid) + "/comm");
   std::string comm;
@@ -42,7 +64,8 @@ std::string comm_of(pid_t pid) {
 }  // namespace
 
 std::string Router::describe_resources_st() const {
-  json qps = json::array(), cqs = json::array(), mrs = json::array(), pds = json::array();
+  json qps = json::array(), cqs = json::array(), mrs = json::array(), pds = json::array(),
+       cm_ids = json::array();
   for (const auto& [fd, s] : sessions_) {
     const Container* c = s->container();
     const json owner = {{"pid", s->pid()},
@@ -66,8 +89,16 @@ std::string Router::describe_resources_st() const {
     for (const auto& [h, mr] : s->mrs_)
       mrs.push_back(with_owner({{"lkey", mr->key}, {"rkey", mr->key}, {"mrlen", mr->length}}));
     for (const auto& [h, pd] : s->pds_) pds.push_back(with_owner({{"users", pd->users}}));
+    for (const auto& [h, id] : s->cm_ids_) {
+      cm_ids.push_back(with_owner({{"cm-idn", id->handle},
+                                   {"qp-type", qp_type_name(static_cast<ibv_qp_type>(id->qp_type))},
+                                   {"state", cm_state_name(id->state)},
+                                   {"ps", port_space_name(id->ps)},
+                                   {"src-addr", format_cm_address(id->local)},
+                                   {"dst-addr", format_cm_address(id->remote)}}));
+    }
   }
-  return json{{"qp", qps}, {"cq", cqs}, {"mr", mrs}, {"pd", pds}}.dump();
+  return json{{"qp", qps}, {"cq", cqs}, {"mr", mrs}, {"pd", pds}, {"cm_id", cm_ids}}.dump();
 }
 
 int Session::on_dump_resources(const proto::Empty&, UniqueFd*, int, proto::DumpResourcesRep* rep,

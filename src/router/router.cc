@@ -34,6 +34,7 @@ constexpr uint64_t kTagSignal = 1ull << 41;
 constexpr uint64_t kTagWake = 1ull << 42;
 constexpr uint64_t kTagDoorbell = 1ull << 43;  // | fd
 constexpr uint64_t kTagLinks = 1ull << 44;
+constexpr uint64_t kTagCmChannel = 1ull << 45;  // | fd
 constexpr uint64_t kFdMask = 0xffffffffull;
 
 proto::Gid gid_for_vip(uint32_t vip) {
@@ -247,6 +248,10 @@ void Router::poll_control(int timeout_ms) {
       while (read(wake_.get(), &v, sizeof(v)) == sizeof(v)) {
       }
       run_posted();
+    } else if ((tag & ~kFdMask) == kTagCmChannel) {
+      auto it = watched_cm_channels_.find(static_cast<int>(tag & kFdMask));
+      if (it != watched_cm_channels_.end() && cm_.flush_st(it->second))
+        unwatch_cm_channel_st(it->second);
     } else if ((tag & ~kFdMask) == kTagDoorbell) {
       uint64_t v;
       while (read(static_cast<int>(tag & kFdMask), &v, sizeof(v)) == sizeof(v)) {
@@ -424,6 +429,29 @@ uint16_t Router::allocate_lid() {
     return lid;
   }
   return 0;
+}
+
+const Container* Router::container_with_vip(uint32_t vip) const {
+  for (const auto& [ino, c] : containers_)
+    if (c->registered && c->vip == vip) return c.get();
+  return nullptr;
+}
+
+void Router::watch_cm_channel_st(CmChannel* ch) {
+  if (ch->watched) return;
+  epoll_event ev{};
+  ev.events = EPOLLOUT;
+  ev.data.u64 = kTagCmChannel | static_cast<uint64_t>(ch->sock.get());
+  if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, ch->sock.get(), &ev) != 0) return;
+  ch->watched = true;
+  watched_cm_channels_[ch->sock.get()] = ch;
+}
+
+void Router::unwatch_cm_channel_st(CmChannel* ch) {
+  if (!ch->watched) return;
+  epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, ch->sock.get(), nullptr);
+  watched_cm_channels_.erase(ch->sock.get());
+  ch->watched = false;
 }
 
 Container* Router::container_by_lid(uint16_t lid) {

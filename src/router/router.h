@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/unique_fd.h"
+#include "router/cm_manager.h"
 #include "router/objects.h"
 #include "router/session.h"
 
@@ -82,6 +83,14 @@ class Router {
   void unregister_container(const std::string& tenant, const std::string& name);
   void release_container(Container* c);
   Container* container_by_lid(uint16_t lid);
+  // The registered container that holds vIP `vip` (host order), or nullptr.
+  const Container* container_with_vip(uint32_t vip) const;
+
+  // ---- rdma_cm (router/cm_manager.h) ----
+  CmManager& cm() { return cm_; }
+  // Has the loop write ch's held-back events once its socket has room (EPOLLOUT), and stop.
+  void watch_cm_channel_st(CmChannel* ch);
+  void unwatch_cm_channel_st(CmChannel* ch);
 
   uint32_t allocate_qpn(Qp* qp);
   void release_qpn(uint32_t qpn);
@@ -183,6 +192,8 @@ class Router {
   uint64_t pass_ = 0;        // data-path passes so far: where the next one starts in active_
   std::vector<Qp*> direct_;  // QPs whose direct line is On
   std::unique_ptr<RemotePath> remote_;
+  CmManager cm_{this};
+  std::unordered_map<int, CmChannel*> watched_cm_channels_;  // by fd
   uint32_t mr_epoch_ = 0;
   uint32_t next_lid_offset_ = 0;  // where the search for a free LID starts
   uint32_t next_qpn_ = 0x100;

@@ -10,7 +10,9 @@
 #include <unordered_map>
 
 #include "common/unique_fd.h"
+#include "proto/cm_messages.h"
 #include "proto/messages.h"
+#include "router/cm_objects.h"
 #include "router/objects.h"
 #include "router/shm_region.h"
 #include "shm/layout.h"
@@ -82,6 +84,11 @@ class Session {
 
   Ah* find_ah(uint32_t handle) const { return ahs_.find(handle); }
 
+  uid_t uid() const { return uid_; }
+  // Takes an rdma_cm id the CmManager made for this session (a connection request on one of
+  // its listeners); gives it its handle.
+  CmId* adopt_cm_id(std::unique_ptr<CmId> id);
+
  private:
   template <class Req, class Rep>
   int serve(const proto::Header& h, const uint8_t* body, size_t len, UniqueFd* fds, int nfds,
@@ -117,6 +124,26 @@ class Session {
   int on_unregister_container(const proto::UnregisterContainerReq&, UniqueFd*, int, proto::Empty*,
                               ReplyFds*);
 
+  int on_cm_open(const proto::Empty&, UniqueFd*, int, proto::CmOpenRep*, ReplyFds*);
+  int on_cm_create_channel(const proto::Empty&, UniqueFd*, int, proto::Handle*, ReplyFds*);
+  int on_cm_destroy_channel(const proto::Handle&, UniqueFd*, int, proto::Empty*, ReplyFds*);
+  int on_cm_create_id(const proto::CmCreateIdReq&, UniqueFd*, int, proto::Handle*, ReplyFds*);
+  int on_cm_destroy_id(const proto::Handle&, UniqueFd*, int, proto::Empty*, ReplyFds*);
+  int on_cm_migrate_id(const proto::CmMigrateIdReq&, UniqueFd*, int, proto::Empty*, ReplyFds*);
+  int on_cm_bind(const proto::CmBindReq&, UniqueFd*, int, proto::CmAddrRep*, ReplyFds*);
+  int on_cm_resolve_addr(const proto::CmResolveAddrReq&, UniqueFd*, int, proto::CmAddrRep*,
+                         ReplyFds*);
+  int on_cm_resolve_route(const proto::Handle&, UniqueFd*, int, proto::Empty*, ReplyFds*);
+  int on_cm_listen(const proto::CmListenReq&, UniqueFd*, int, proto::Empty*, ReplyFds*);
+  int on_cm_connect(const proto::CmConnectReq&, UniqueFd*, int, proto::Empty*, ReplyFds*);
+  int on_cm_accept(const proto::CmConnectReq&, UniqueFd*, int, proto::Empty*, ReplyFds*);
+  int on_cm_reject(const proto::CmRejectReq&, UniqueFd*, int, proto::Empty*, ReplyFds*);
+  int on_cm_establish(const proto::Handle&, UniqueFd*, int, proto::Empty*, ReplyFds*);
+  int on_cm_disconnect(const proto::Handle&, UniqueFd*, int, proto::Empty*, ReplyFds*);
+  int on_cm_set_option(const proto::CmSetOptionReq&, UniqueFd*, int, proto::Empty*, ReplyFds*);
+  // Session end: every id leaves (peers told), then every channel closes.
+  void destroy_cm_state();
+
   void destroy_qp(std::unique_ptr<Qp> qp);
 
   Router* router_;
@@ -125,6 +152,7 @@ class Session {
   uid_t uid_;
   Container* container_;
   bool hello_done_ = false;
+  bool cm_open_ = false;  // said CmOpen: counted in its container like a Hello
   ShmRegion page_;
   UniqueFd doorbell_;
   UniqueFd async_sock_;
@@ -139,6 +167,8 @@ class Session {
   HandleTable<Srq> srqs_;
   HandleTable<Ah> ahs_;
   HandleTable<Qp> qps_;
+  HandleTable<CmChannel> cm_channels_;
+  HandleTable<CmId> cm_ids_;
 
   friend class Router;
 };

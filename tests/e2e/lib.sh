@@ -193,6 +193,24 @@ e2e_wait_listen() {
   e2e_fail "server did not listen on TCP port $port within $limit s"
 }
 
+# e2e_wait_cm_listen NAME PORT PID LIMIT: waits until an rdma_cm id of container NAME listens on
+# PORT, as the router's `wharfctl resource show cm_id` reports. Fails at once if PID exits first.
+e2e_wait_cm_listen() {
+  local name=$1 port=$2 pid=$3 limit=$4 i
+  for ((i = 0; i < limit * 10; i++)); do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      wait "$pid"
+      e2e_fail "server exited with status $? before listening on rdma_cm port $port"
+    fi
+    if "$E2E_BIN/wharfctl" -r "$E2E_SOCK" resource show cm_id container "$name" 2>/dev/null |
+      grep -qE "state LISTEN .*src-addr [^ ]*:$port( |$)"; then
+      return 0
+    fi
+    sleep 0.1
+  done
+  e2e_fail "server did not listen on rdma_cm port $port within $limit s"
+}
+
 # e2e_wait_pid PID LIMIT: waits up to LIMIT seconds for a background process, then stops it
 # (TERM, KILL after 5 s). Sets E2E_STATUS to its exit status and E2E_TIMED_OUT to 0 or 1.
 e2e_wait_pid() {

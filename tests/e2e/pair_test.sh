@@ -20,6 +20,7 @@
 # Options:
 #   --port N              TCP port the server listens on (default 18515, rdma-core's and
 #                         perftest's default)
+#   --cm                  the server listens with rdma_cm on --port, not on TCP
 #   --timeout S           bound on the client / single command (default $E2E_TIMEOUT or 75)
 #   --expect TEXT         client (single: the command) output must contain TEXT; repeatable
 #   --expect-server TEXT  server output must contain TEXT; repeatable
@@ -47,11 +48,13 @@ usage() {
 }
 
 port=18515
+listen=tcp
 expect_client=()
 expect_server=()
 while (($#)); do
   case $1 in
     --port) port=${2:?--port needs a value}; shift 2 ;;
+    --cm) listen=cm; shift ;;
     --timeout) E2E_TIMEOUT=${2:?--timeout needs a value}; shift 2 ;;
     --expect) expect_client+=("${2?--expect needs a value}"); shift 2 ;;
     --expect-server) expect_server+=("${2?--expect-server needs a value}"); shift 2 ;;
@@ -131,7 +134,11 @@ e2e_log "[$mode] client $name_b ($vip_b): ${cli[*]}"
 run_pair() {
   e2e_start_container server "$name_a" "$vip_a" "$mode" "${srv[@]}"
   local server_pid=$E2E_LAST_PID
-  e2e_wait_listen "$name_a" "$port" "$server_pid" 20
+  if [[ $listen == cm ]]; then
+    e2e_wait_cm_listen "$name_a" "$port" "$server_pid" 20
+  else
+    e2e_wait_listen "$name_a" "$port" "$server_pid" 20
+  fi
   e2e_run_container client "$name_b" "$vip_b" "$mode" "$E2E_TIMEOUT" "${cli[@]}"
   client_status=$?
   # A server whose client failed may wait forever for it; do not wait long for it then.

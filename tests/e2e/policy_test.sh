@@ -150,7 +150,7 @@ out=$(ctl -r "$SOCK" resource show qp container pa$$)
 [[ $out == "link wharf0/1 lqpn "*" comm ibv_rc_pingpong container red/pa$$ vip $SERVER" ]] ||
   fail "resource show qp: '$out'"
 out=$(ctl -r "$SOCK" resource show container pa$$)
-[[ $out == "wharf0: pd 1 cq 1 qp 1 mr 1" ]] || fail "resource show: '$out'"
+[[ $out == "wharf0: pd 1 cq 1 qp 1 mr 1 cm_id 0" ]] || fail "resource show: '$out'"
 kill "$pingpong" 2> /dev/null
 wait "$pingpong" 2> /dev/null
 

@@ -1,10 +1,11 @@
-// Every message struct of proto/messages.h, with its encoded size worked out by hand from the
-// field list. Shared by the codec unit test and the codec fuzz target; when a message is added
-// to messages.h, add it here (both pick it up).
+// Every message struct of proto/messages.h and proto/cm_messages.h, with its encoded size worked
+// out by hand from the field list. Shared by the codec unit test and the codec fuzz target; when a
+// message is added to messages.h, add it here (both pick it up).
 #pragma once
 
 #include <cstddef>
 
+#include "proto/cm_messages.h"
 #include "proto/messages.h"
 
 namespace wharf::proto::test_support {
@@ -54,6 +55,19 @@ WHARF_MESSAGE_SPEC(PeerMrReq, 8);                // 2 * 4
 WHARF_MESSAGE_SPEC(PeerMrRep, 28);               // 3 * 8 + 4
 WHARF_MESSAGE_SPEC(AsyncEventMsg, 8);            // 2 * 4 (kAsyncEventSize)
 WHARF_MESSAGE_SPEC(CqEventMsg, 4);               // 4 (kCqEventSize)
+WHARF_MESSAGE_SPEC(CmAddr, 20);                  // 2 + 2 + 16
+WHARF_MESSAGE_SPEC(CmConnParam, 216);            // 3 * 4 + 8 * 1 + 196
+WHARF_MESSAGE_SPEC(CmOpenRep, 24);               // 4 + 2 + 1 + 1 + 16
+WHARF_MESSAGE_SPEC(CmCreateIdReq, 8);            // 4 + 2 + 1 + 1
+WHARF_MESSAGE_SPEC(CmMigrateIdReq, 8);           // 2 * 4
+WHARF_MESSAGE_SPEC(CmBindReq, 24);               // 4 + CmAddr
+WHARF_MESSAGE_SPEC(CmAddrRep, 20);               // CmAddr
+WHARF_MESSAGE_SPEC(CmResolveAddrReq, 48);        // 2 * 4 + 2 * CmAddr
+WHARF_MESSAGE_SPEC(CmListenReq, 8);              // 2 * 4
+WHARF_MESSAGE_SPEC(CmConnectReq, 220);           // 4 + CmConnParam
+WHARF_MESSAGE_SPEC(CmRejectReq, 156);            // 4 + 1 + 3 + 148
+WHARF_MESSAGE_SPEC(CmSetOptionReq, 12);          // 3 * 4
+WHARF_MESSAGE_SPEC(CmEventMsg, 296);             // 4 * 4 + 4 + 4 + 16 + 2 * CmAddr + CmConnParam
 
 #undef WHARF_MESSAGE_SPEC
 
@@ -62,7 +76,9 @@ using AllMessages =
              CreateCqRep, AhAttr, CreateAhReq, QpCaps, CreateQpReq, CreateQpRep, QpAttr,
              ModifyQpReq, QueryQpRep, CreateSrqReq, CreateSrqRep, ModifySrqReq, QuerySrqRep,
              RegisterContainerReq, RegisterContainerRep, UnregisterContainerReq, RouterInfoRep,
-             DumpResourcesRep, DirectPeerRep, PeerMrReq, PeerMrRep, AsyncEventMsg, CqEventMsg>;
+             DumpResourcesRep, DirectPeerRep, PeerMrReq, PeerMrRep, AsyncEventMsg, CqEventMsg,
+             CmAddr, CmConnParam, CmOpenRep, CmCreateIdReq, CmMigrateIdReq, CmBindReq, CmAddrRep,
+             CmResolveAddrReq, CmListenReq, CmConnectReq, CmRejectReq, CmSetOptionReq, CmEventMsg>;
 
 // Calls f.template operator()<T>() for every T in the list, in order.
 template <class F, class... T>

@@ -55,6 +55,8 @@ std::vector<std::string> container_environment(const std::string& router_path,
   if (dropin) {
     prepend_var(&env, "LD_LIBRARY_PATH", lib_dir, ':');
   } else {
+    // Prepended in reverse: LD_PRELOAD lists libibverbs first, then librdmacm, which needs it.
+    prepend_var(&env, "LD_PRELOAD", lib_dir + "/librdmacm.so.1", ':');
     prepend_var(&env, "LD_PRELOAD", lib_dir + "/libibverbs.so.1", ':');
   }
   return env;

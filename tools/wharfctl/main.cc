@@ -11,7 +11,7 @@
 //   wharfctl ratelimit { set NAME tenant T [rate RATE] [qp_rate RATE] [burst SIZE]
 //                      | del NAME tenant T | show [NAME tenant T | tenant T] }
 //   wharfctl host show
-//   wharfctl resource show [qp|cq|mr|pd] [container NAME] [tenant T]
+//   wharfctl resource show [qp|cq|mr|pd|cm_id] [container NAME] [tenant T]
 // NAME of quota and ratelimit is a container's. A quota of "unlimited" and a rate of 0 lift
 // that limit; `del` lifts them all. RATE and SIZE in tc's units (control/units.h).
 // Options: -j (JSON output), -p (pretty JSON), -o URL (the orchestrator; default
@@ -49,7 +49,8 @@ constexpr const char* kUsage =
     "  ratelimit { set NAME tenant T [rate RATE] [qp_rate RATE] [burst SIZE]\n"
     "            | del NAME tenant T | show [NAME tenant T | tenant T] }\n"
     "  host      show\n"
-    "  resource  show [qp|cq|mr|pd] [container NAME] [tenant T]   (this host's router, -r PATH)\n"
+    "  resource  show [qp|cq|mr|pd|cm_id] [container NAME] [tenant T]   (this host's router, -r "
+    "PATH)\n"
     "RATE: 100mbit, 1gbit, 125mbps (bytes) ...; SIZE: 4096, 64kb, 1gb ...\n";
 
 // What a container line shows after its name.
@@ -201,6 +202,7 @@ int show_resources(const Options& o, const std::vector<std::string>& args) {
       {"cq", {"cqe", "users"}},
       {"mr", {"rkey", "lkey", "mrlen"}},
       {"pd", {"users"}},
+      {"cm_id", {"cm-idn", "qp-type", "state", "ps", "src-addr", "dst-addr"}},
   };
   size_t from = 2;
   std::string kind;
@@ -224,8 +226,9 @@ int show_resources(const Options& o, const std::vector<std::string>& args) {
     if (o.json_out) {
       printf("%s\n", counts.dump(o.pretty ? 2 : -1).c_str());
     } else {
-      printf("wharf0: pd %s cq %s qp %s mr %s\n", counts["pd"].dump().c_str(),
-             counts["cq"].dump().c_str(), counts["qp"].dump().c_str(), counts["mr"].dump().c_str());
+      printf("wharf0: pd %s cq %s qp %s mr %s cm_id %s\n", counts["pd"].dump().c_str(),
+             counts["cq"].dump().c_str(), counts["qp"].dump().c_str(), counts["mr"].dump().c_str(),
+             counts["cm_id"].dump().c_str());
     }
     return 0;
   }

@@ -1,4 +1,4 @@
-#include "abi/verbs/router_client.h"
+#include "proto/router_client.h"
 
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -8,7 +8,7 @@
 
 #include "proto/datagram.h"
 
-namespace wharf::abi {
+namespace wharf::proto {
 
 const char* router_socket_path() {
   const char* p = getenv("WHARF_ROUTER");
@@ -27,33 +27,33 @@ int RouterClient::connect(const char* path) {
   return 0;
 }
 
-int RouterClient::transact(proto::Op op, const uint8_t* body, size_t blen, const int* fds, int nfds,
+int RouterClient::transact(Op op, const uint8_t* body, size_t blen, const int* fds, int nfds,
                            uint8_t* reply, size_t* rlen, UniqueFd* out_fds, int max_out) {
   std::lock_guard<std::mutex> guard(mu_);
   if (!sock_.valid()) return ENODEV;
-  uint8_t buf[proto::kMaxMessage];
-  proto::Header h;
+  uint8_t buf[kMaxMessage];
+  Header h;
   h.op = static_cast<uint16_t>(op);
   h.seq = ++seq_;
-  size_t hn = proto::encode(h, buf, sizeof(buf));
+  size_t hn = encode(h, buf, sizeof(buf));
   if (blen > sizeof(buf) - hn) return EMSGSIZE;
   if (blen != 0) std::memcpy(buf + hn, body, blen);
-  if (int err = proto::send_datagram(sock_.get(), buf, hn + blen, fds, nfds, 0); err != 0)
+  if (int err = send_datagram(sock_.get(), buf, hn + blen, fds, nfds, 0); err != 0)
     return err == EPIPE ? ENODEV : err;
 
-  UniqueFd got[proto::kMaxFds];
+  UniqueFd got[kMaxFds];
   int ngot = 0;
-  ssize_t n = proto::recv_datagram(sock_.get(), buf, sizeof(buf), got, proto::kMaxFds, &ngot, 0);
+  ssize_t n = recv_datagram(sock_.get(), buf, sizeof(buf), got, kMaxFds, &ngot, 0);
   if (n <= 0) return n == 0 ? ENODEV : static_cast<int>(-n);
-  proto::Header rh;
-  if (static_cast<size_t>(n) < proto::kHeaderSize || !proto::decode(buf, proto::kHeaderSize, &rh) ||
-      rh.magic != proto::kMagic || rh.op != (h.op | proto::kReplyBit) || rh.seq != h.seq)
+  Header rh;
+  if (static_cast<size_t>(n) < kHeaderSize || !decode(buf, kHeaderSize, &rh) ||
+      rh.magic != kMagic || rh.op != (h.op | kReplyBit) || rh.seq != h.seq)
     return EPROTO;
   if (rh.status != 0) return static_cast<int>(rh.status);
-  *rlen = static_cast<size_t>(n) - proto::kHeaderSize;
-  std::memcpy(reply, buf + proto::kHeaderSize, *rlen);
+  *rlen = static_cast<size_t>(n) - kHeaderSize;
+  std::memcpy(reply, buf + kHeaderSize, *rlen);
   for (int i = 0; i < ngot && i < max_out; ++i) out_fds[i] = std::move(got[i]);
   return 0;
 }
 
-}  // namespace wharf::abi
+}  // namespace wharf::proto

@@ -1,4 +1,4 @@
-// The library's control connection to the router: one SOCK_SEQPACKET socket per context,
+// A client's control connection to the router (docs/wire-protocol.md): one SOCK_SEQPACKET socket,
 // synchronous request/reply. Thread-safe (one call at a time per connection).
 #pragma once
 
@@ -10,7 +10,7 @@
 #include "proto/codec.h"
 #include "proto/messages.h"
 
-namespace wharf::abi {
+namespace wharf::proto {
 
 // Path of the router socket: $WHARF_ROUTER, else /run/wharf/wharfd.sock.
 const char* router_socket_path();
@@ -26,25 +26,25 @@ class RouterClient {
   // (0 or an errno), or an errno for a broken connection. Descriptors in the reply are
   // stored in out_fds (up to max_out).
   template <class Req, class Rep>
-  int call(proto::Op op, const Req& req, const int* fds, int nfds, Rep* rep,
-           UniqueFd* out_fds = nullptr, int max_out = 0) {
-    uint8_t body[proto::kMaxMessage] = {};
-    size_t blen = proto::encode(req, body, sizeof(body));
+  int call(Op op, const Req& req, const int* fds, int nfds, Rep* rep, UniqueFd* out_fds = nullptr,
+           int max_out = 0) {
+    uint8_t body[kMaxMessage] = {};
+    size_t blen = encode(req, body, sizeof(body));
     if (blen == 0 && sizeof(Req) > 1) return EMSGSIZE;
-    uint8_t reply[proto::kMaxMessage];
+    uint8_t reply[kMaxMessage];
     size_t rlen = 0;
     int err = transact(op, body, blen, fds, nfds, reply, &rlen, out_fds, max_out);
     if (err != 0) return err;
-    return proto::decode(reply, rlen, rep) ? 0 : EPROTO;
+    return decode(reply, rlen, rep) ? 0 : EPROTO;
   }
 
  private:
-  int transact(proto::Op op, const uint8_t* body, size_t blen, const int* fds, int nfds,
-               uint8_t* reply, size_t* rlen, UniqueFd* out_fds, int max_out);
+  int transact(Op op, const uint8_t* body, size_t blen, const int* fds, int nfds, uint8_t* reply,
+               size_t* rlen, UniqueFd* out_fds, int max_out);
 
   std::mutex mu_;
   UniqueFd sock_;
   uint32_t seq_ = 0;
 };
 
-}  // namespace wharf::abi
+}  // namespace wharf::proto

@@ -1,0 +1,158 @@
+// Lifetime of ids: rdma_create_id, rdma_destroy_id, rdma_migrate_id.
+#include <rdma/rdma_cma.h>
+#include <sys/random.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <new>
+
+#include "abi/rdmacm/export.h"
+#include "abi/rdmacm/ops.h"
+#include "abi/rdmacm/registry.h"
+#include "abi/rdmacm/router_link.h"
+
+namespace wharf::rdmacm {
+
+uint32_t random_psn() {
+  uint32_t v = 0;
+  if (::getrandom(&v, sizeof(v), GRND_NONBLOCK) != sizeof(v)) {
+    v = static_cast<uint32_t>(std::rand());  // no entropy yet: any PSN is correct, just guessable
+  }
+  return v & 0xffffff;
+}
+
+Id* id_alloc(rdma_event_channel* channel, bool sync, void* context, rdma_port_space ps,
+             ibv_qp_type qp_type, uint32_t handle) {
+  auto* id = new (std::nothrow) Id();
+  if (id == nullptr) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  id->id.channel = channel;
+  id->id.context = context;
+  id->id.ps = ps;
+  id->id.qp_type = qp_type;
+  id->handle = handle;
+  id->sync = sync;
+  id->local_psn = random_psn();
+  registry::insert(id);
+  return id;
+}
+
+void id_free(Id* id) {
+  registry::erase(id);
+  std::free(id->id.route.path_rec);
+  if (id->sync) channel_destroy(to_channel(id->id.channel));
+  delete id;
+}
+
+int id_migrate(Id* id, rdma_event_channel* channel) {
+  RouterLink* link = RouterLink::get();
+  if (link == nullptr) return -1;
+  const bool sync = channel == nullptr;
+  if (sync) {
+    Channel* ch = channel_create();
+    if (ch == nullptr) return -1;
+    channel = &ch->channel;
+  }
+  proto::Empty rep;
+  int err = link->call(proto::Op::kCmMigrateId,
+                       proto::CmMigrateIdReq{id->handle, to_channel(channel)->handle}, &rep);
+  if (err != 0) {
+    if (sync) channel_destroy(to_channel(channel));
+    return fail(err);
+  }
+  if (id->sync) {
+    if (id->id.event != nullptr) {
+      rdma_ack_cm_event(id->id.event);
+      id->id.event = nullptr;
+    }
+    channel_destroy(to_channel(id->id.channel));
+  }
+  id->sync = sync;
+  id->id.channel = channel;
+  // Events of the id already handed out from the old channel must be acked first, so that the
+  // application never handles this id's events on two channels at once.
+  registry::wait_acked(id);
+  return 0;
+}
+
+int id_create(rdma_event_channel* channel, rdma_cm_id** out, void* context, rdma_port_space ps,
+              ibv_qp_type qp_type) {
+  if (out == nullptr) return fail(EINVAL);
+  RouterLink* link = RouterLink::get();
+  if (link == nullptr) return -1;
+  const bool sync = channel == nullptr;
+  if (sync) {
+    Channel* ch = channel_create();
+    if (ch == nullptr) return -1;
+    channel = &ch->channel;
+  }
+  proto::CmCreateIdReq req;
+  req.channel = to_channel(channel)->handle;
+  req.ps = static_cast<uint16_t>(ps);
+  req.qp_type = static_cast<uint8_t>(qp_type);
+  proto::Handle rep;
+  int err = link->call(proto::Op::kCmCreateId, req, &rep);
+  if (err != 0) {
+    if (sync) channel_destroy(to_channel(channel));
+    return fail(err);
+  }
+  Id* id = id_alloc(channel, sync, context, ps, qp_type, rep.handle);
+  if (id == nullptr) {
+    proto::Empty none;
+    (void)link->call(proto::Op::kCmDestroyId, proto::Handle{rep.handle}, &none);
+    if (sync) channel_destroy(to_channel(channel));
+    return fail(ENOMEM);
+  }
+  *out = &id->id;
+  return 0;
+}
+
+}  // namespace wharf::rdmacm
+
+using namespace wharf;
+using namespace wharf::rdmacm;
+
+WHARF_EXPORT int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** id, void* context,
+                                rdma_port_space ps) {
+  try {
+    ibv_qp_type qp_type = (ps == RDMA_PS_IPOIB || ps == RDMA_PS_UDP) ? IBV_QPT_UD : IBV_QPT_RC;
+    return id_create(channel, id, context, ps, qp_type);
+  } catch (...) {
+    return fail(ENOMEM);
+  }
+}
+
+WHARF_EXPORT int rdma_destroy_id(rdma_cm_id* cm_id) {
+  try {
+    if (cm_id == nullptr) return fail(EINVAL);
+    Id* id = to_id(cm_id);
+    RouterLink* link = RouterLink::get();
+    if (link == nullptr) return -1;
+    proto::Empty rep;
+    int err = link->call(proto::Op::kCmDestroyId, proto::Handle{id->handle}, &rep);
+    if (err != 0) return fail(err);
+    registry::erase(id);  // events still unread in the socket are dropped from now on
+    if (cm_id->event != nullptr) {
+      rdma_ack_cm_event(cm_id->event);
+      cm_id->event = nullptr;
+    }
+    registry::wait_acked(id);
+    id_free(id);
+    return 0;
+  } catch (...) {
+    return fail(ENOMEM);
+  }
+}
+
+WHARF_EXPORT int rdma_migrate_id(rdma_cm_id* cm_id, rdma_event_channel* channel) {
+  try {
+    if (cm_id == nullptr) return fail(EINVAL);
+    Id* id = to_id(cm_id);
+    if (id->sync && channel == nullptr) return fail(EINVAL);
+    return id_migrate(id, channel);
+  } catch (...) {
+    return fail(ENOMEM);
+  }
+}

@@ -1,0 +1,260 @@
+// QPs of ids: rdma_create_qp(_ex), rdma_destroy_qp, rdma_init_qp_attr and the transitions the
+// connection drives. rdma_init_qp_attr answers what the kernel's cma / ib_cm would, from what
+// the id learned of its peer (id.h, Peer).
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+#include <rdma/rdma_verbs.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "abi/rdmacm/addr.h"
+#include "abi/rdmacm/export.h"
+#include "abi/rdmacm/ops.h"
+#include "abi/rdmacm/router_link.h"
+
+using namespace wharf;
+using namespace wharf::rdmacm;
+
+namespace {
+
+constexpr uint8_t kDefaultAckTimeout = 14;
+
+bool reliable(ibv_qp_type t) {
+  return t == IBV_QPT_RC || t == IBV_QPT_XRC_SEND || t == IBV_QPT_XRC_RECV;
+}
+
+int init_qp_attr(Id* id, ibv_qp_attr* attr, int* mask) {
+  RouterLink* link = RouterLink::get();
+  if (link == nullptr || link->device() == nullptr) return -1;
+  const ibv_qp_type type = id->id.qp_type;
+  switch (attr->qp_state) {
+    case IBV_QPS_INIT:
+      *mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
+      attr->pkey_index = 0;
+      attr->port_num = 1;
+      if (is_ud(type)) {
+        attr->qkey = RDMA_UDP_QKEY;
+        *mask |= IBV_QP_QKEY;
+      } else {
+        attr->qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+        if (id->responder_resources != 0) {
+          attr->qp_access_flags |= IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+        }
+        *mask |= IBV_QP_ACCESS_FLAGS;
+      }
+      return 0;
+    case IBV_QPS_RTR:
+      if (is_ud(type)) {
+        *mask = IBV_QP_STATE;
+        return 0;
+      }
+      if (!id->peer.known || id->id.route.path_rec == nullptr) return fail(EINVAL);
+      *mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+      path_ah_attr(id->id.route.path_rec[0], &attr->ah_attr);
+      attr->path_mtu = link->active_mtu();
+      attr->dest_qp_num = id->peer.qp_num;
+      attr->rq_psn = id->peer.psn;
+      if (reliable(type)) {
+        *mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+        attr->max_dest_rd_atomic = id->responder_resources;
+        attr->min_rnr_timer = 0;  // as the kernel's ib_cm
+      }
+      return 0;
+    case IBV_QPS_RTS:
+      *mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
+      attr->sq_psn = id->local_psn;
+      if (is_ud(type)) return 0;
+      if (!id->peer.known) return fail(EINVAL);
+      if (reliable(type)) {
+        *mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+        attr->timeout = id->ack_timeout_set ? id->ack_timeout : kDefaultAckTimeout;
+        attr->retry_cnt = id->peer.retry_count;
+        attr->rnr_retry = id->peer.rnr_retry_count;
+        attr->max_rd_atomic = id->initiator_depth;
+      }
+      return 0;
+    default: return fail(EINVAL);
+  }
+}
+
+int modify(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
+  int err = ibv_modify_qp(qp, attr, mask);
+  return err == 0 ? 0 : fail(err);
+}
+
+// rdma-core's ucma_init_conn_qp: INIT with the id's attributes.
+int init_conn_qp(Id* id, ibv_qp* qp) {
+  ibv_qp_attr attr{};
+  int mask = 0;
+  attr.qp_state = IBV_QPS_INIT;
+  if (init_qp_attr(id, &attr, &mask) != 0) return -1;
+  return modify(qp, &attr, mask);
+}
+
+// rdma-core's ucma_init_ud_qp: a UD QP is ready to send as soon as it exists.
+int init_ud_qp(Id* id, ibv_qp* qp) {
+  ibv_qp_attr attr{};
+  int mask = 0;
+  attr.qp_state = IBV_QPS_INIT;
+  if (init_qp_attr(id, &attr, &mask) != 0 || modify(qp, &attr, mask) != 0) return -1;
+  attr.qp_state = IBV_QPS_RTR;
+  if (modify(qp, &attr, IBV_QP_STATE) != 0) return -1;
+  attr.qp_state = IBV_QPS_RTS;
+  attr.sq_psn = 0;
+  return modify(qp, &attr, IBV_QP_STATE | IBV_QP_SQ_PSN);
+}
+
+}  // namespace
+
+namespace wharf::rdmacm {
+
+int modify_qp_rtr(Id* id, uint8_t responder_resources) {
+  ibv_qp* qp = id->id.qp;
+  if (qp == nullptr) return 0;
+  ibv_qp_attr attr{};
+  int mask = 0;
+  // Access flags depend on the resources negotiated since the QP was created.
+  attr.qp_state = IBV_QPS_INIT;
+  if (init_qp_attr(id, &attr, &mask) != 0 || modify(qp, &attr, mask) != 0) return -1;
+  attr.qp_state = IBV_QPS_RTR;
+  if (init_qp_attr(id, &attr, &mask) != 0) return -1;
+  if (responder_resources != RDMA_MAX_RESP_RES) attr.max_dest_rd_atomic = responder_resources;
+  return modify(qp, &attr, mask);
+}
+
+int modify_qp_rts(Id* id, uint8_t initiator_depth) {
+  ibv_qp* qp = id->id.qp;
+  if (qp == nullptr) return 0;
+  ibv_qp_attr attr{};
+  int mask = 0;
+  attr.qp_state = IBV_QPS_RTS;
+  if (init_qp_attr(id, &attr, &mask) != 0) return -1;
+  if (initiator_depth != RDMA_MAX_INIT_DEPTH) attr.max_rd_atomic = initiator_depth;
+  return modify(qp, &attr, mask);
+}
+
+int modify_qp_err(Id* id) {
+  if (id->id.qp == nullptr) return 0;
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_ERR;
+  return modify(id->id.qp, &attr, IBV_QP_STATE);
+}
+
+void destroy_cqs(Id* id) {
+  rdma_cm_id& c = id->id;
+  if (c.qp_type == IBV_QPT_XRC_RECV && c.srq != nullptr) return;
+  if (c.recv_cq != nullptr) {
+    ibv_destroy_cq(c.recv_cq);
+    if (c.send_cq != nullptr && c.send_cq != c.recv_cq) ibv_destroy_cq(c.send_cq);
+    c.send_cq = nullptr;
+    c.recv_cq = nullptr;
+  }
+  if (c.recv_cq_channel != nullptr) {
+    ibv_destroy_comp_channel(c.recv_cq_channel);
+    if (c.send_cq_channel != nullptr && c.send_cq_channel != c.recv_cq_channel) {
+      ibv_destroy_comp_channel(c.send_cq_channel);
+    }
+    c.send_cq_channel = nullptr;
+    c.recv_cq_channel = nullptr;
+  }
+}
+
+int create_cqs(Id* id, uint32_t send_size, uint32_t recv_size) {
+  rdma_cm_id& c = id->id;
+  if (recv_size != 0) {
+    c.recv_cq_channel = ibv_create_comp_channel(c.verbs);
+    if (c.recv_cq_channel == nullptr) goto err;
+    c.recv_cq = ibv_create_cq(c.verbs, static_cast<int>(recv_size), &c, c.recv_cq_channel, 0);
+    if (c.recv_cq == nullptr) goto err;
+  }
+  if (send_size != 0) {
+    c.send_cq_channel = ibv_create_comp_channel(c.verbs);
+    if (c.send_cq_channel == nullptr) goto err;
+    c.send_cq = ibv_create_cq(c.verbs, static_cast<int>(send_size), &c, c.send_cq_channel, 0);
+    if (c.send_cq == nullptr) goto err;
+  }
+  return 0;
+err:
+  int err = errno;
+  destroy_cqs(id);
+  errno = err;
+  return -1;
+}
+
+}  // namespace wharf::rdmacm
+
+WHARF_EXPORT int rdma_init_qp_attr(rdma_cm_id* id, ibv_qp_attr* qp_attr, int* qp_attr_mask) {
+  try {
+    if (id == nullptr || qp_attr == nullptr || qp_attr_mask == nullptr) return fail(EINVAL);
+    return init_qp_attr(to_id(id), qp_attr, qp_attr_mask);
+  } catch (...) {
+    return fail(ENOMEM);
+  }
+}
+
+WHARF_EXPORT int rdma_create_qp_ex(rdma_cm_id* cm_id, ibv_qp_init_attr_ex* attr) {
+  try {
+    if (cm_id == nullptr || attr == nullptr || cm_id->verbs == nullptr) return fail(EINVAL);
+    if (cm_id->qp != nullptr) return fail(EINVAL);
+    Id* id = to_id(cm_id);
+    if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || attr->pd == nullptr) {
+      attr->comp_mask |= IBV_QP_INIT_ATTR_PD;
+      attr->pd = cm_id->pd;
+    } else if (cm_id->verbs != attr->pd->context) {
+      return fail(EINVAL);
+    }
+    if (attr->pd == nullptr) return fail(EINVAL);
+    if ((cm_id->recv_cq != nullptr && attr->recv_cq != nullptr &&
+         cm_id->recv_cq != attr->recv_cq) ||
+        (cm_id->send_cq != nullptr && attr->send_cq != nullptr &&
+         cm_id->send_cq != attr->send_cq)) {
+      return fail(EINVAL);
+    }
+    if (cm_id->qp_type == IBV_QPT_XRC_RECV) return fail(EOPNOTSUPP);  // no XRC domains
+    uint32_t send_size =
+        attr->send_cq != nullptr || cm_id->send_cq != nullptr ? 0 : attr->cap.max_send_wr;
+    uint32_t recv_size =
+        attr->recv_cq != nullptr || cm_id->recv_cq != nullptr ? 0 : attr->cap.max_recv_wr;
+    if (create_cqs(id, send_size, recv_size) != 0) return -1;
+    if (attr->send_cq == nullptr) attr->send_cq = cm_id->send_cq;
+    if (attr->recv_cq == nullptr) attr->recv_cq = cm_id->recv_cq;
+    if (cm_id->srq != nullptr && attr->srq == nullptr) attr->srq = cm_id->srq;
+    ibv_qp* qp = ibv_create_qp_ex(cm_id->verbs, attr);
+    if (qp == nullptr) {
+      int err = errno;
+      destroy_cqs(id);
+      return fail(err);
+    }
+    int ret = is_ud(cm_id->qp_type) ? init_ud_qp(id, qp) : init_conn_qp(id, qp);
+    if (ret != 0) {
+      int err = errno;
+      ibv_destroy_qp(qp);
+      destroy_cqs(id);
+      return fail(err);
+    }
+    cm_id->pd = qp->pd;
+    cm_id->qp = qp;
+    return 0;
+  } catch (...) {
+    return fail(ENOMEM);
+  }
+}
+
+WHARF_EXPORT int rdma_create_qp(rdma_cm_id* id, ibv_pd* pd, ibv_qp_init_attr* qp_init_attr) {
+  if (id == nullptr || qp_init_attr == nullptr) return fail(EINVAL);
+  ibv_qp_init_attr_ex attr_ex{};
+  std::memcpy(&attr_ex, qp_init_attr, sizeof(*qp_init_attr));
+  attr_ex.comp_mask = IBV_QP_INIT_ATTR_PD;
+  attr_ex.pd = pd != nullptr ? pd : id->pd;
+  int ret = rdma_create_qp_ex(id, &attr_ex);
+  std::memcpy(qp_init_attr, &attr_ex, sizeof(*qp_init_attr));
+  return ret;
+}
+
+WHARF_EXPORT void rdma_destroy_qp(rdma_cm_id* id) {
+  if (id == nullptr) return;
+  if (id->qp != nullptr) ibv_destroy_qp(id->qp);
+  id->qp = nullptr;
+  destroy_cqs(to_id(id));
+}

@@ -1,0 +1,24 @@
+// The process's ids by router handle: events name ids by handle, and an event for an id the
+// library no longer knows is dropped. The registry mutex also guards every Id's event counters,
+// so that an id found for an event cannot be freed before that event is acked.
+#pragma once
+
+#include <cstdint>
+
+#include "abi/rdmacm/id.h"
+
+namespace wharf::rdmacm::registry {
+
+void insert(Id* id);
+// After erase() no new event is handed out for the id.
+void erase(Id* id);
+
+// The id of `handle` with one more event counted as handed out, or nullptr if unknown. The
+// caller either hands the event to the application or calls complete() itself.
+Id* acquire(uint32_t handle);
+// One handed-out event of `id` was acked (rdma_ack_cm_event).
+void complete(Id* id);
+// Blocks until every event handed out for `id` has been acked.
+void wait_acked(Id* id);
+
+}  // namespace wharf::rdmacm::registry

@@ -1,0 +1,58 @@
+// The process's connection manager link: one router connection for all rdma_cm calls of the
+// process (opened on first use, never at load time, then kCmOpen), and the verbs device
+// `wharf0` opened once through our libibverbs, whose context every id shares.
+//
+// Thread-safe: calls are serialized by RouterClient; get() and device() by an internal mutex.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <mutex>
+
+#include "proto/cm_messages.h"
+#include "proto/router_client.h"
+
+namespace wharf::rdmacm {
+
+class RouterLink {
+ public:
+  // The connected link, or nullptr with errno set (the router is unreachable: ENODEV, or what
+  // kCmOpen answered). A failed attempt is retried by the next call.
+  static RouterLink* get();
+
+  // One request; returns 0 or a positive errno.
+  template <class Req, class Rep>
+  int call(proto::Op op, const Req& req, Rep* rep, const int* fds = nullptr, int nfds = 0) {
+    return client_.call(op, req, fds, nfds, rep);
+  }
+
+  // The container's address and port, as kCmOpen reported them.
+  const proto::CmOpenRep& info() const { return info_; }
+  bool ethernet() const { return info_.link_layer == IBV_LINK_LAYER_ETHERNET; }
+
+  // The verbs context of `wharf0` and the PD ids use when the application gives none (rdma-core
+  // allocates one per device). nullptr with errno set if the device cannot be opened.
+  ibv_context* device();
+  ibv_pd* pd();
+
+  // Device limits read when the device was opened (valid once device() succeeded).
+  uint8_t max_initiator_depth() const { return max_initiator_depth_; }
+  uint8_t max_responder_resources() const { return max_responder_resources_; }
+  ibv_mtu active_mtu() const { return active_mtu_; }
+
+ private:
+  RouterLink() = default;
+  int open_device_locked();
+
+  proto::RouterClient client_;
+  proto::CmOpenRep info_;
+  std::mutex device_mu_;
+  ibv_device** devices_ = nullptr;  // kept for the life of the process, as the contexts are
+  ibv_context* context_ = nullptr;
+  ibv_pd* pd_ = nullptr;
+  uint8_t max_initiator_depth_ = 0;
+  uint8_t max_responder_resources_ = 0;
+  ibv_mtu active_mtu_ = IBV_MTU_1024;
+};
+
+}  // namespace wharf::rdmacm

@@ -1,0 +1,85 @@
+// rdma_cm objects as the router keeps them (proto/cm_messages.h): event channels and ids. Both
+// belong to one Session, like verbs objects; ids of two sessions are linked while they form a
+// connection (peer) or a connection request waits on a listener.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <vector>
+
+#include "common/unique_fd.h"
+#include "proto/cm_messages.h"
+
+namespace wharf::router {
+
+class Session;
+struct Container;
+
+// An IPv4 or IPv6 address and port as a library named it (the family is kept, so events
+// report addresses as the application gave them).
+struct CmAddress {
+  uint16_t family = proto::kCmAfNone;
+  uint16_t port = 0;
+  std::array<uint8_t, 16> ip{};
+
+  // IPv4 (or IPv4-mapped IPv6) address in host order, if it is one.
+  std::optional<uint32_t> v4() const;
+  bool is_any() const;       // 0.0.0.0 or ::
+  bool is_loopback() const;  // 127/8, ::1 or ::ffff:127/104
+  // The same address, ignoring the port (IPv4 equals its mapped IPv6 form).
+  bool same_ip(const CmAddress& o) const;
+
+  static std::optional<CmAddress> from_wire(const proto::CmAddr& a);  // nullopt: bad family
+  proto::CmAddr to_wire() const;
+  static CmAddress ipv4(uint32_t host_order, uint16_t port);
+};
+
+// The router's end of an rdma_cm event channel: events wait in `backlog` while the library's
+// end is full (the router never blocks on a library).
+struct CmChannel {
+  uint32_t handle = 0;
+  Session* owner = nullptr;
+  UniqueFd sock;
+  std::deque<std::array<uint8_t, proto::kCmEventSize>> backlog;
+  bool watched = false;  // registered for EPOLLOUT while backlog is not empty
+  int users = 0;         // ids reporting to it
+};
+
+// The IB CM's view of an id, reduced to what rdma_cm exposes.
+enum class CmState : uint8_t {
+  kIdle,
+  kBound,
+  kAddrResolved,
+  kRouteResolved,
+  kListening,
+  kConnecting,   // active: REQ sent, waiting for REP or REJ
+  kRequested,    // passive: REQ received (CONNECT_REQUEST), not yet answered
+  kAccepted,     // passive: REP sent, waiting for RTU
+  kResponded,    // active: REP received (CONNECT_RESPONSE), RTU not yet sent
+  kEstablished,  // both sides; also a UD id once its SIDR exchange is done
+  kClosed,       // disconnected or rejected: only destroy is left
+};
+const char* cm_state_name(CmState s);
+
+struct CmId {
+  uint32_t handle = 0;
+  Session* owner = nullptr;
+  CmChannel* channel = nullptr;
+  uint16_t ps = 0;      // enum rdma_port_space
+  uint8_t qp_type = 0;  // enum ibv_qp_type
+  bool active = false;  // the connecting side
+  bool bound = false;   // holds `local` in the port table
+  bool reuseaddr = false;
+  bool afonly = false;
+  CmState state = CmState::kIdle;
+  uint32_t backlog = 0;  // listeners
+  CmAddress local;
+  CmAddress remote;
+  CmId* peer = nullptr;         // the other end of the connection being made or made
+  CmId* listener = nullptr;     // passive, while kRequested: whose request this is
+  std::vector<CmId*> requests;  // listener: its ids in kRequested
+};
+
+}  // namespace wharf::router

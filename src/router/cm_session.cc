@@ -1,0 +1,183 @@
+// rdma_cm requests of one session (proto/cm_messages.h): decode, find the session's own
+// channel or id, hand the rest to the router's CmManager.
+#include <errno.h>
+#include <fcntl.h>
+#include <rdma/rdma_cma.h>
+#include <sys/socket.h>
+
+#include "router/cm_manager.h"
+#include "router/router.h"
+#include "router/session.h"
+
+namespace wharf::router {
+namespace {
+
+bool valid_port_space(uint16_t ps, uint8_t qp_type) {
+  switch (ps) {
+    case RDMA_PS_TCP: return qp_type == IBV_QPT_RC || qp_type == IBV_QPT_UC;
+    case RDMA_PS_UDP:
+    case RDMA_PS_IPOIB: return qp_type == IBV_QPT_UD;
+    case RDMA_PS_IB: return qp_type == IBV_QPT_RC || qp_type == IBV_QPT_UC || qp_type == IBV_QPT_UD;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+CmId* Session::adopt_cm_id(std::unique_ptr<CmId> id) {
+  id->owner = this;
+  return cm_ids_.add(std::move(id));
+}
+
+void Session::destroy_cm_state() {
+  CmManager& cm = router_->cm();
+  for (auto& [h, id] : cm_ids_) cm.destroy_st(id.get());
+  cm_ids_.clear();
+  for (auto& [h, ch] : cm_channels_) router_->unwatch_cm_channel_st(ch.get());
+  cm_channels_.clear();
+}
+
+int Session::on_cm_open(const proto::Empty&, UniqueFd*, int, proto::CmOpenRep* rep, ReplyFds*) {
+  if (!cm_open_) {
+    cm_open_ = true;
+    container_->sessions++;
+  }
+  rep->vip = container_->vip;
+  rep->link_layer = router_->config().link_layer;
+  rep->lid = rep->link_layer == IBV_LINK_LAYER_ETHERNET ? 0 : container_->lid;
+  rep->gid = container_->gid;
+  return 0;
+}
+
+int Session::on_cm_create_channel(const proto::Empty&, UniqueFd* fds, int nfds, proto::Handle* rep,
+                                  ReplyFds*) {
+  if (nfds != 1) return EINVAL;
+  int type = 0;
+  socklen_t len = sizeof(type);
+  if (getsockopt(fds[0].get(), SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_SEQPACKET)
+    return EINVAL;
+  int fl = fcntl(fds[0].get(), F_GETFL);
+  if (fl < 0 || fcntl(fds[0].get(), F_SETFL, fl | O_NONBLOCK) != 0) return EINVAL;
+  auto ch = std::make_unique<CmChannel>();
+  ch->owner = this;
+  ch->sock = std::move(fds[0]);
+  rep->handle = cm_channels_.add(std::move(ch))->handle;
+  return 0;
+}
+
+int Session::on_cm_destroy_channel(const proto::Handle& req, UniqueFd*, int, proto::Empty*,
+                                   ReplyFds*) {
+  CmChannel* ch = cm_channels_.find(req.handle);
+  if (ch == nullptr) return EINVAL;
+  if (ch->users != 0) return EBUSY;
+  router_->unwatch_cm_channel_st(ch);
+  cm_channels_.take(req.handle);
+  return 0;
+}
+
+int Session::on_cm_create_id(const proto::CmCreateIdReq& req, UniqueFd*, int, proto::Handle* rep,
+                             ReplyFds*) {
+  CmChannel* ch = cm_channels_.find(req.channel);
+  if (ch == nullptr || !valid_port_space(req.ps, req.qp_type)) return EINVAL;
+  auto id = std::make_unique<CmId>();
+  id->channel = ch;
+  id->ps = req.ps;
+  id->qp_type = req.qp_type;
+  ch->users++;
+  rep->handle = adopt_cm_id(std::move(id))->handle;
+  return 0;
+}
+
+int Session::on_cm_destroy_id(const proto::Handle& req, UniqueFd*, int, proto::Empty*, ReplyFds*) {
+  CmId* id = cm_ids_.find(req.handle);
+  if (id == nullptr) return EINVAL;
+  router_->cm().destroy_st(id);
+  cm_ids_.take(req.handle);
+  return 0;
+}
+
+int Session::on_cm_migrate_id(const proto::CmMigrateIdReq& req, UniqueFd*, int, proto::Empty*,
+                              ReplyFds*) {
+  CmId* id = cm_ids_.find(req.id);
+  CmChannel* ch = cm_channels_.find(req.channel);
+  if (id == nullptr || ch == nullptr) return EINVAL;
+  if (id->channel != nullptr) id->channel->users--;
+  id->channel = ch;
+  ch->users++;
+  return 0;
+}
+
+int Session::on_cm_bind(const proto::CmBindReq& req, UniqueFd*, int, proto::CmAddrRep* rep,
+                        ReplyFds*) {
+  CmId* id = cm_ids_.find(req.id);
+  if (id == nullptr) return EINVAL;
+  auto addr = CmAddress::from_wire(req.addr);
+  if (!addr) return EAFNOSUPPORT;
+  if (int err = router_->cm().bind_st(id, *addr); err != 0) return err;
+  rep->addr = id->local.to_wire();
+  return 0;
+}
+
+int Session::on_cm_resolve_addr(const proto::CmResolveAddrReq& req, UniqueFd*, int,
+                                proto::CmAddrRep* rep, ReplyFds*) {
+  CmId* id = cm_ids_.find(req.id);
+  if (id == nullptr) return EINVAL;
+  auto dst = CmAddress::from_wire(req.dst);
+  if (!dst) return EAFNOSUPPORT;
+  std::optional<CmAddress> src;
+  if (req.src.family != proto::kCmAfNone) {
+    src = CmAddress::from_wire(req.src);
+    if (!src) return EAFNOSUPPORT;
+  }
+  if (int err = router_->cm().resolve_addr_st(id, src ? &*src : nullptr, *dst); err != 0)
+    return err;
+  rep->addr = id->local.to_wire();
+  return 0;
+}
+
+int Session::on_cm_resolve_route(const proto::Handle& req, UniqueFd*, int, proto::Empty*,
+                                 ReplyFds*) {
+  CmId* id = cm_ids_.find(req.handle);
+  return id == nullptr ? EINVAL : router_->cm().resolve_route_st(id);
+}
+
+int Session::on_cm_listen(const proto::CmListenReq& req, UniqueFd*, int, proto::Empty*, ReplyFds*) {
+  CmId* id = cm_ids_.find(req.id);
+  return id == nullptr ? EINVAL : router_->cm().listen_st(id, req.backlog);
+}
+
+int Session::on_cm_connect(const proto::CmConnectReq& req, UniqueFd*, int, proto::Empty*,
+                           ReplyFds*) {
+  CmId* id = cm_ids_.find(req.id);
+  return id == nullptr ? EINVAL : router_->cm().connect_st(id, req.param);
+}
+
+int Session::on_cm_accept(const proto::CmConnectReq& req, UniqueFd*, int, proto::Empty*,
+                          ReplyFds*) {
+  CmId* id = cm_ids_.find(req.id);
+  return id == nullptr ? EINVAL : router_->cm().accept_st(id, req.param);
+}
+
+int Session::on_cm_reject(const proto::CmRejectReq& req, UniqueFd*, int, proto::Empty*, ReplyFds*) {
+  CmId* id = cm_ids_.find(req.id);
+  if (id == nullptr) return EINVAL;
+  return router_->cm().reject_st(id, req.private_data.data(), req.private_data_len);
+}
+
+int Session::on_cm_establish(const proto::Handle& req, UniqueFd*, int, proto::Empty*, ReplyFds*) {
+  CmId* id = cm_ids_.find(req.handle);
+  return id == nullptr ? EINVAL : router_->cm().establish_st(id);
+}
+
+int Session::on_cm_disconnect(const proto::Handle& req, UniqueFd*, int, proto::Empty*, ReplyFds*) {
+  CmId* id = cm_ids_.find(req.handle);
+  return id == nullptr ? EINVAL : router_->cm().disconnect_st(id);
+}
+
+int Session::on_cm_set_option(const proto::CmSetOptionReq& req, UniqueFd*, int, proto::Empty*,
+                              ReplyFds*) {
+  CmId* id = cm_ids_.find(req.id);
+  return id == nullptr ? EINVAL : router_->cm().set_option_st(id, req.option, req.value);
+}
+
+}  // namespace wharf::router

@@ -1,0 +1,368 @@
+// The router's connection manager over a real control socket: the handshake and its events,
+// port ownership, and what happens when one side goes away. Processes here run outside any
+// container (one anonymous container), so they reach each other on loopback addresses.
+#include <errno.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <rdma/rdma_cma.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "proto/cm_messages.h"
+#include "proto/datagram.h"
+#include "proto/router_client.h"
+#include "router/router.h"
+
+namespace wharf::router {
+namespace {
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/wharf-unit.XXXXXX";
+    dir_ = mkdtemp(tmpl);
+  }
+  ~TempDir() {
+    unlink(socket_path().c_str());
+    rmdir(dir_.c_str());
+  }
+  std::string socket_path() const { return dir_ + "/r.sock"; }
+
+ private:
+  std::string dir_;
+};
+
+proto::CmAddr loopback(uint16_t port) {
+  proto::CmAddr a;
+  a.family = proto::kCmAf4;
+  a.port = port;
+  a.addr = {127, 0, 0, 1};
+  return a;
+}
+
+proto::CmAddr ipv4(uint8_t a, uint8_t b, uint8_t c, uint8_t d, uint16_t port) {
+  proto::CmAddr r;
+  r.family = proto::kCmAf4;
+  r.port = port;
+  r.addr = {a, b, c, d};
+  return r;
+}
+
+// One library connection: verbs (for a QP to name) and rdma_cm, with one event channel.
+class CmClient {
+ public:
+  explicit CmClient(const std::string& path) {
+    EXPECT_EQ(client_.connect(path.c_str()), 0);
+    proto::CmOpenRep open;
+    EXPECT_EQ(client_.call(proto::Op::kCmOpen, proto::Empty{}, nullptr, 0, &open), 0);
+    channel_ = create_channel(&events_);
+  }
+
+  uint32_t create_channel(UniqueFd* events) {
+    int sv[2];
+    EXPECT_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+    events->reset(sv[0]);
+    proto::Handle h;
+    EXPECT_EQ(client_.call(proto::Op::kCmCreateChannel, proto::Empty{}, &sv[1], 1, &h), 0);
+    ::close(sv[1]);
+    return h.handle;
+  }
+
+  // A QP of this connection's container, for connect/accept to name.
+  uint32_t make_qp() {
+    int sv[2];
+    EXPECT_EQ(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv), 0);
+    async_.reset(sv[0]);
+    proto::HelloRep hello;
+    UniqueFd fds[2];
+    EXPECT_EQ(client_.call(proto::Op::kHello, proto::HelloReq{}, &sv[1], 1, &hello, fds, 2), 0);
+    ::close(sv[1]);
+    proto::Handle pd, cq_handle;
+    EXPECT_EQ(client_.call(proto::Op::kAllocPd, proto::Empty{}, nullptr, 0, &pd), 0);
+    proto::CreateCqRep cq;
+    UniqueFd cq_fd;
+    EXPECT_EQ(
+        client_.call(proto::Op::kCreateCq, proto::CreateCqReq{4, 0}, nullptr, 0, &cq, &cq_fd, 1),
+        0);
+    proto::CreateQpReq q;
+    q.pd = pd.handle;
+    q.send_cq = q.recv_cq = cq.cq;
+    q.qp_type = IBV_QPT_RC;
+    q.caps = {1, 1, 1, 1, 0};
+    proto::CreateQpRep rep;
+    UniqueFd qp_fd;
+    EXPECT_EQ(client_.call(proto::Op::kCreateQp, q, nullptr, 0, &rep, &qp_fd, 1), 0);
+    return rep.qpn;
+  }
+
+  uint32_t create_id(uint16_t ps = RDMA_PS_TCP, uint8_t qp_type = IBV_QPT_RC) {
+    proto::Handle h;
+    EXPECT_EQ(client_.call(proto::Op::kCmCreateId, proto::CmCreateIdReq{channel_, ps, qp_type, 0},
+                           nullptr, 0, &h),
+              0);
+    return h.handle;
+  }
+
+  template <class Req>
+  int call(proto::Op op, const Req& req) {
+    proto::Empty none;
+    return client_.call(op, req, nullptr, 0, &none);
+  }
+  int bind(uint32_t id, const proto::CmAddr& a, proto::CmAddr* bound = nullptr) {
+    proto::CmAddrRep rep;
+    int err = client_.call(proto::Op::kCmBind, proto::CmBindReq{id, a}, nullptr, 0, &rep);
+    if (bound != nullptr) *bound = rep.addr;
+    return err;
+  }
+  int resolve(uint32_t id, const proto::CmAddr& dst) {
+    proto::CmResolveAddrReq r;
+    r.id = id;
+    r.dst = dst;
+    proto::CmAddrRep rep;
+    return client_.call(proto::Op::kCmResolveAddr, r, nullptr, 0, &rep);
+  }
+  int set_option(uint32_t id, uint32_t option, uint32_t value) {
+    return call(proto::Op::kCmSetOption, proto::CmSetOptionReq{id, option, value});
+  }
+
+  // The next event on the channel within 2 s; event == UINT32_MAX if none came.
+  proto::CmEventMsg next_event(int timeout_ms = 2000) { return next_event_on(events_, timeout_ms); }
+  static proto::CmEventMsg next_event_on(const UniqueFd& events, int timeout_ms = 2000) {
+    proto::CmEventMsg ev;
+    ev.event = UINT32_MAX;
+    pollfd p{events.get(), POLLIN, 0};
+    if (poll(&p, 1, timeout_ms) != 1) return ev;
+    uint8_t buf[proto::kCmEventSize + 8];
+    ssize_t n = recv(events.get(), buf, sizeof(buf), 0);
+    EXPECT_EQ(n, static_cast<ssize_t>(proto::kCmEventSize));
+    EXPECT_TRUE(proto::decode(buf, static_cast<size_t>(n), &ev));
+    return ev;
+  }
+  bool quiet() { return next_event(100).event == UINT32_MAX; }
+
+  void close() { client_.close(); }
+
+ private:
+  proto::RouterClient client_;
+  UniqueFd events_;
+  UniqueFd async_;
+  uint32_t channel_ = 0;
+};
+
+class RouterCmTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    RouterConfig cfg;
+    cfg.socket_path = dir_.socket_path();
+    router_ = std::make_unique<Router>(cfg);
+    ASSERT_EQ(router_->start(), 0);
+    thread_ = std::thread([this] { router_->run(false); });
+  }
+  void TearDown() override {
+    router_->stop();
+    thread_.join();
+    router_.reset();
+  }
+
+  // A listener on 127.0.0.1:port in `server`.
+  uint32_t listen(CmClient& server, uint16_t port) {
+    uint32_t id = server.create_id();
+    EXPECT_EQ(server.bind(id, loopback(port)), 0);
+    EXPECT_EQ(server.call(proto::Op::kCmListen, proto::CmListenReq{id, 16}), 0);
+    return id;
+  }
+  // An id of `client` with its route to 127.0.0.1:port resolved.
+  uint32_t routed(CmClient& client, uint16_t port) {
+    uint32_t id = client.create_id();
+    EXPECT_EQ(client.resolve(id, loopback(port)), 0);
+    EXPECT_EQ(client.next_event().event, RDMA_CM_EVENT_ADDR_RESOLVED);
+    EXPECT_EQ(client.call(proto::Op::kCmResolveRoute, proto::Handle{id}), 0);
+    EXPECT_EQ(client.next_event().event, RDMA_CM_EVENT_ROUTE_RESOLVED);
+    return id;
+  }
+  static proto::CmConnectReq conn(uint32_t id, uint32_t qpn, const char* data = "") {
+    proto::CmConnectReq r;
+    r.id = id;
+    r.param.qp_num = qpn;
+    r.param.psn = 0x123456;
+    r.param.responder_resources = 2;
+    r.param.initiator_depth = 1;
+    r.param.private_data_len = static_cast<uint8_t>(strlen(data));
+    memcpy(r.param.private_data.data(), data, strlen(data));
+    return r;
+  }
+
+  TempDir dir_;
+  std::unique_ptr<Router> router_;
+  std::thread thread_;
+};
+
+TEST_F(RouterCmTest, ConnectAcceptEstablishDisconnect) {
+  CmClient server(dir_.socket_path()), client(dir_.socket_path());
+  const uint32_t server_qpn = server.make_qp(), client_qpn = client.make_qp();
+  const uint32_t listener = listen(server, 7000);
+  const uint32_t active = routed(client, 7000);
+
+  ASSERT_EQ(client.call(proto::Op::kCmConnect, conn(active, client_qpn, "hello")), 0);
+  proto::CmEventMsg req = server.next_event();
+  ASSERT_EQ(req.event, RDMA_CM_EVENT_CONNECT_REQUEST);
+  EXPECT_EQ(req.listen_id, listener);
+  EXPECT_EQ(req.param.qp_num, client_qpn);
+  EXPECT_EQ(req.param.psn, 0x123456u);
+  // The IB CM swaps the resources: the requester's initiator depth is ours to respond to.
+  EXPECT_EQ(req.param.responder_resources, 1);
+  EXPECT_EQ(req.param.initiator_depth, 2);
+  EXPECT_EQ(req.param.private_data_len, proto::kCmReqPrivateData);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(req.param.private_data.data())), "hello");
+  EXPECT_EQ(req.src.port, 7000);
+  EXPECT_EQ(req.dst.family, proto::kCmAf4);
+  EXPECT_GE(req.dst.port, 32768);  // the requester's ephemeral port
+
+  ASSERT_EQ(server.call(proto::Op::kCmAccept, conn(req.id, server_qpn, "welcome")), 0);
+  proto::CmEventMsg rep = client.next_event();
+  ASSERT_EQ(rep.event, RDMA_CM_EVENT_CONNECT_RESPONSE);
+  EXPECT_EQ(rep.param.qp_num, server_qpn);
+  EXPECT_EQ(rep.param.private_data_len, proto::kCmRepPrivateData);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(rep.param.private_data.data())), "welcome");
+  EXPECT_TRUE(server.quiet());  // nothing until the RTU
+
+  ASSERT_EQ(client.call(proto::Op::kCmEstablish, proto::Handle{active}), 0);
+  EXPECT_EQ(server.next_event().event, RDMA_CM_EVENT_ESTABLISHED);
+
+  ASSERT_EQ(client.call(proto::Op::kCmDisconnect, proto::Handle{active}), 0);
+  EXPECT_EQ(client.next_event().event, RDMA_CM_EVENT_DISCONNECTED);
+  EXPECT_EQ(server.next_event().event, RDMA_CM_EVENT_DISCONNECTED);
+  // The passive side's own disconnect, after the DREQ, is a no-op: one event per side.
+  EXPECT_EQ(server.call(proto::Op::kCmDisconnect, proto::Handle{req.id}), 0);
+  EXPECT_TRUE(server.quiet());
+  EXPECT_TRUE(client.quiet());
+}
+
+TEST_F(RouterCmTest, NobodyListeningIsRejectedWithInvalidServiceId) {
+  CmClient client(dir_.socket_path());
+  const uint32_t qpn = client.make_qp();
+  const uint32_t id = routed(client, 7001);
+  ASSERT_EQ(client.call(proto::Op::kCmConnect, conn(id, qpn)), 0);
+  proto::CmEventMsg ev = client.next_event();
+  EXPECT_EQ(ev.event, RDMA_CM_EVENT_REJECTED);
+  EXPECT_EQ(ev.status, proto::kCmRejInvalidServiceId);
+}
+
+TEST_F(RouterCmTest, RejectCarriesPrivateData) {
+  CmClient server(dir_.socket_path()), client(dir_.socket_path());
+  const uint32_t qpn = client.make_qp();
+  listen(server, 7002);
+  const uint32_t id = routed(client, 7002);
+  ASSERT_EQ(client.call(proto::Op::kCmConnect, conn(id, qpn)), 0);
+  proto::CmEventMsg req = server.next_event();
+  ASSERT_EQ(req.event, RDMA_CM_EVENT_CONNECT_REQUEST);
+  proto::CmRejectReq rej;
+  rej.id = req.id;
+  rej.private_data_len = 3;
+  memcpy(rej.private_data.data(), "no!", 3);
+  ASSERT_EQ(server.call(proto::Op::kCmReject, rej), 0);
+  proto::CmEventMsg ev = client.next_event();
+  EXPECT_EQ(ev.event, RDMA_CM_EVENT_REJECTED);
+  EXPECT_EQ(ev.status, proto::kCmRejConsumerDefined);
+  EXPECT_EQ(ev.param.private_data_len, proto::kCmRejPrivateData);
+  EXPECT_EQ(memcmp(ev.param.private_data.data(), "no!", 3), 0);
+}
+
+TEST_F(RouterCmTest, BadRequestsFailWithTheKernelsErrnos) {
+  CmClient c(dir_.socket_path());
+  const uint32_t qpn = c.make_qp();
+  const uint32_t a = c.create_id(), b = c.create_id(), d = c.create_id();
+  proto::CmAddr bound;
+  ASSERT_EQ(c.bind(a, loopback(7003), &bound), 0);
+  EXPECT_EQ(bound.port, 7003);
+  EXPECT_EQ(c.bind(b, loopback(7003)), EADDRINUSE);
+  EXPECT_EQ(c.bind(b, ipv4(0, 0, 0, 0, 7003)), EADDRNOTAVAIL);     // a wildcard over a bound one
+  EXPECT_EQ(c.bind(b, ipv4(198, 18, 0, 9, 7004)), EADDRNOTAVAIL);  // not this container's
+  EXPECT_EQ(c.bind(a, loopback(7005)), EINVAL);                    // already bound
+  // Port 0 takes an ephemeral port.
+  ASSERT_EQ(c.bind(d, loopback(0), &bound), 0);
+  EXPECT_GE(bound.port, 32768);
+  EXPECT_LE(bound.port, 60999);
+  // Connecting needs a route and the caller's own QP; private data has the REQ's room only.
+  EXPECT_EQ(c.call(proto::Op::kCmConnect, conn(d, qpn)), EINVAL);
+  const uint32_t e = routed(c, 7003);
+  EXPECT_EQ(c.call(proto::Op::kCmConnect, conn(e, 0xabcdef)), EINVAL);
+  proto::CmConnectReq big = conn(e, qpn);
+  big.param.private_data_len = proto::kCmReqPrivateData + 1;
+  EXPECT_EQ(c.call(proto::Op::kCmConnect, big), EINVAL);
+  EXPECT_EQ(c.call(proto::Op::kCmDestroyId, proto::Handle{9999}), EINVAL);
+  EXPECT_EQ(c.call(proto::Op::kCmSetOption, proto::CmSetOptionReq{e, 77, 1}), ENOSYS);
+}
+
+TEST_F(RouterCmTest, ReuseAddrSharesAPortButNotWithAListener) {
+  CmClient c(dir_.socket_path());
+  const uint32_t a = c.create_id(), b = c.create_id();
+  ASSERT_EQ(c.set_option(a, proto::kCmOptReuseAddr, 1), 0);
+  ASSERT_EQ(c.set_option(b, proto::kCmOptReuseAddr, 1), 0);
+  ASSERT_EQ(c.bind(a, loopback(7006)), 0);
+  ASSERT_EQ(c.bind(b, loopback(7006)), 0);
+  EXPECT_EQ(c.call(proto::Op::kCmListen, proto::CmListenReq{a, 1}), EADDRINUSE);
+}
+
+TEST_F(RouterCmTest, UnknownAddressIsAnAddressError) {
+  CmClient c(dir_.socket_path());
+  const uint32_t id = c.create_id();
+  ASSERT_EQ(c.resolve(id, ipv4(198, 18, 0, 9, 7007)), 0);
+  proto::CmEventMsg ev = c.next_event();
+  EXPECT_EQ(ev.event, RDMA_CM_EVENT_ADDR_ERROR);
+  EXPECT_EQ(ev.status, -EHOSTUNREACH);
+}
+
+TEST_F(RouterCmTest, DestroyingAListenerRejectsItsWaitingRequests) {
+  CmClient server(dir_.socket_path()), client(dir_.socket_path());
+  const uint32_t qpn = client.make_qp();
+  const uint32_t listener = listen(server, 7008);
+  const uint32_t id = routed(client, 7008);
+  ASSERT_EQ(client.call(proto::Op::kCmConnect, conn(id, qpn)), 0);
+  ASSERT_EQ(server.next_event().event, RDMA_CM_EVENT_CONNECT_REQUEST);
+  ASSERT_EQ(server.call(proto::Op::kCmDestroyId, proto::Handle{listener}), 0);
+  proto::CmEventMsg ev = client.next_event();
+  EXPECT_EQ(ev.event, RDMA_CM_EVENT_REJECTED);
+  EXPECT_EQ(ev.status, proto::kCmRejConsumerDefined);
+}
+
+TEST_F(RouterCmTest, APeerThatGoesAwayDisconnectsTheOtherSide) {
+  auto server = std::make_unique<CmClient>(dir_.socket_path());
+  CmClient client(dir_.socket_path());
+  const uint32_t server_qpn = server->make_qp(), client_qpn = client.make_qp();
+  listen(*server, 7009);
+  const uint32_t id = routed(client, 7009);
+  ASSERT_EQ(client.call(proto::Op::kCmConnect, conn(id, client_qpn)), 0);
+  proto::CmEventMsg req = server->next_event();
+  ASSERT_EQ(server->call(proto::Op::kCmAccept, conn(req.id, server_qpn)), 0);
+  ASSERT_EQ(client.next_event().event, RDMA_CM_EVENT_CONNECT_RESPONSE);
+  ASSERT_EQ(client.call(proto::Op::kCmEstablish, proto::Handle{id}), 0);
+  server->close();  // the process died
+  EXPECT_EQ(client.next_event().event, RDMA_CM_EVENT_DISCONNECTED);
+}
+
+// Regression guard for the channel backlog: events a library does not read yet wait in the
+// router (its socket holds a few hundred); none is lost and they keep their order.
+TEST_F(RouterCmTest, EventsBeyondTheSocketsRoomWaitInOrder) {
+  CmClient c(dir_.socket_path());
+  constexpr int kIds = 2000;
+  for (int i = 0; i < kIds; ++i) {
+    const uint32_t id = c.create_id();
+    ASSERT_EQ(c.resolve(id, ipv4(198, 18, 0, 9, 7010)), 0);
+  }
+  uint32_t last = 0;
+  for (int i = 0; i < kIds; ++i) {
+    proto::CmEventMsg ev = c.next_event();
+    ASSERT_EQ(ev.event, RDMA_CM_EVENT_ADDR_ERROR) << "event " << i;
+    EXPECT_GT(ev.id, last);
+    last = ev.id;
+  }
+  EXPECT_TRUE(c.quiet());
+}
+
+}  // namespace
+}  // namespace wharf::router
