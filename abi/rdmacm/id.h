@@ -62,6 +62,10 @@ struct Id {
   uint8_t responder_resources = 0;
   uint32_t local_psn = 0;      // random 24-bit starting send PSN
   bool connect_error = false;  // CONNECT_RESPONSE could not be completed: drop what follows
+  // The access flags the id's QP was last moved to INIT with (-1: not yet). The INIT -> INIT
+  // transition before RTR is skipped when it would change nothing: one router request less
+  // per connection side.
+  int64_t init_access = -1;
   Peer peer;
   uint16_t remote_lid = 0;
 

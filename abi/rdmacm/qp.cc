@@ -83,13 +83,22 @@ int modify(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
   return err == 0 ? 0 : fail(err);
 }
 
-// rdma-core's ucma_init_conn_qp: INIT with the id's attributes.
-int init_conn_qp(Id* id, ibv_qp* qp) {
+// Moves a connected QP to INIT with the id's attributes (again, if its access flags changed).
+int modify_init(Id* id, ibv_qp* qp) {
   ibv_qp_attr attr{};
   int mask = 0;
   attr.qp_state = IBV_QPS_INIT;
   if (init_qp_attr(id, &attr, &mask) != 0) return -1;
-  return modify(qp, &attr, mask);
+  if (id->init_access == attr.qp_access_flags) return 0;
+  if (modify(qp, &attr, mask) != 0) return -1;
+  id->init_access = attr.qp_access_flags;
+  return 0;
+}
+
+// rdma-core's ucma_init_conn_qp.
+int init_conn_qp(Id* id, ibv_qp* qp) {
+  id->init_access = -1;
+  return modify_init(id, qp);
 }
 
 // rdma-core's ucma_init_ud_qp: a UD QP is ready to send as soon as it exists.
@@ -115,8 +124,7 @@ int modify_qp_rtr(Id* id, uint8_t responder_resources) {
   ibv_qp_attr attr{};
   int mask = 0;
   // Access flags depend on the resources negotiated since the QP was created.
-  attr.qp_state = IBV_QPS_INIT;
-  if (init_qp_attr(id, &attr, &mask) != 0 || modify(qp, &attr, mask) != 0) return -1;
+  if (modify_init(id, qp) != 0) return -1;
   attr.qp_state = IBV_QPS_RTR;
   if (init_qp_attr(id, &attr, &mask) != 0) return -1;
   if (responder_resources != RDMA_MAX_RESP_RES) attr.max_dest_rd_atomic = responder_resources;

@@ -168,14 +168,18 @@ void Router::run(bool handle_signals) {
     ev.data.u64 = kTagSignal;
     epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, signal_.get(), &ev);
   }
+  // Control input is looked for every kControlPeriodNs while the data path is busy, and on
+  // every pass for kControlHotNs after a request: a library's requests come in runs (an
+  // rdma_cm connection is some twenty of them), each waiting for the previous reply.
   constexpr uint64_t kControlPeriodNs = 50000;
+  constexpr uint64_t kControlHotNs = 1000000;
   uint64_t last_work = now_ns();
   uint64_t last_control = 0;
   while (!stopping_) {
     bool busy = poll_datapath_st();
     uint64_t now = now_ns();
-    if (busy) last_work = now;
-    if (now - last_control >= kControlPeriodNs) {
+    if (busy || now - last_request_ns_ < kControlHotNs) last_work = now;
+    if (now - last_control >= kControlPeriodNs || now - last_request_ns_ < kControlHotNs) {
       poll_control(0);
       last_control = now_ns();
     }
@@ -223,11 +227,13 @@ bool Router::sleep_until_work() {
   return busy;
 }
 
-void Router::poll_control(int timeout_ms) {
+bool Router::poll_control(int timeout_ms) {
   epoll_event events[64];
   int n = epoll_wait(epoll_.get(), events, 64, timeout_ms);
+  bool requests = false;
   for (int i = 0; i < n; ++i) {
     uint64_t tag = events[i].data.u64;
+    if (tag == kTagListen || tag < kTagListen) requests = true;  // a session or its request
     if (tag == kTagListen) {
       accept_sessions();
     } else if (tag == kTagSignal) {
@@ -266,6 +272,8 @@ void Router::poll_control(int timeout_ms) {
       }
     }
   }
+  if (requests) last_request_ns_ = now_ns();
+  return requests;
 }
 
 void Router::stop() {
@@ -327,18 +335,21 @@ void Router::close_session(int fd) {
   sessions_.erase(it);
 }
 
+// Serves one request: a library waits for each reply before its next request, so reading on
+// until EAGAIN would cost a failed recvmsg per request. Requests still queued keep the socket
+// readable (level-triggered), and the next poll serves them.
 void Router::handle_session_input(Session* s) {
   uint8_t buf[proto::kMaxMessage];
   UniqueFd fds[proto::kMaxFds];
   int fd = s->fd();
-  for (int i = 0; i < 16; ++i) {
+  {
     int nfds = 0;
     ssize_t n =
         proto::recv_datagram(fd, buf, sizeof(buf), fds, proto::kMaxFds, &nfds, MSG_DONTWAIT);
     if (n == -EAGAIN) return;
     if (n == -EMSGSIZE) {
       spdlog::warn("session pid {}: oversized request dropped", s->pid());
-      continue;
+      return;
     }
     if (n <= 0) {
       close_session(fd);
@@ -355,7 +366,6 @@ void Router::handle_session_input(Session* s) {
       ev.data.u64 = kTagDoorbell | static_cast<uint64_t>(s->doorbell_fd());
       epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, s->doorbell_fd(), &ev);
     }
-    for (auto& f : fds) f.reset();
   }
 }
 

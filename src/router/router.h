@@ -157,8 +157,9 @@ class Router {
  public:
   bool sleep_until_work();
   // Serves ready control input (new sessions, requests, signals, stop); waits up to
-  // timeout_ms (-1: forever) for some. Public for tests.
-  void poll_control(int timeout_ms);
+  // timeout_ms (-1: forever) for some. True if a library connected or sent a request.
+  // Public for tests.
+  bool poll_control(int timeout_ms);
 
  private:
   void accept_sessions();
@@ -189,6 +190,7 @@ class Router {
   std::unordered_map<uint32_t, Qp*> qps_;                                // by QPN
   std::unordered_map<uint32_t, Mr*> keys_;                               // by lkey/rkey
   std::vector<Qp*> active_;
+  uint64_t last_request_ns_ = 0;  // when poll_control last served a library
   uint64_t pass_ = 0;        // data-path passes so far: where the next one starts in active_
   std::vector<Qp*> direct_;  // QPs whose direct line is On
   std::unique_ptr<RemotePath> remote_;

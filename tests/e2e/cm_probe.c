@@ -2,7 +2,8 @@
  * librdmacm, ours injected). Prints one line per check, "ok NAME" or "FAIL NAME: why", and exits
  * 0 when every check passed.
  *   cm_probe [ADDR]   ADDR: an address of this container (default 127.0.0.1); the checks listen
- *                     and connect on it, and resolve 192.0.2.1 (TEST-NET-1), which nobody has. */
+ *                     and connect on it, and resolve 198.19.255.254, which no container has
+ *                     (the router answers: nothing goes on any network). */
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -270,7 +271,7 @@ int main(int argc, char** argv) {
 
   /* An address nobody has. */
   struct rdma_cm_id* c3 = NULL;
-  struct sockaddr_storage nobody = addr_of("192.0.2.1", 4791);
+  struct sockaddr_storage nobody = addr_of("198.19.255.254", 4791);
   rdma_create_id(cc, &c3, NULL, RDMA_PS_TCP);
   r = rdma_resolve_addr(c3, NULL, (struct sockaddr*)&nobody, 2000);
   ev = r == 0 ? next_event(cc, 5000) : NULL;

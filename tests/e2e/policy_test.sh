@@ -8,17 +8,19 @@
 #     (the precise figures, and the time to take effect, are bench/policy.sh's);
 #   - isolation: ib_write_bw from another tenant, or another network of the same tenant, to a
 #     server whose LID, QPN and rkey it was told fails (retries exhausted), as if nobody were
-#     there; within one network it works;
+#     there; rping (rdma_cm) from there gets ADDR_ERROR for the server's address; within one
+#     network both work;
 #   - `wharfctl resource show` lists a container's objects with their process and container;
 #   - a router restarted later, and an orchestrator killed and restarted, keep the policies.
 # Needs root, WHARF_BIN_DIR (wharfd, wharf-run, wharf-orchestrator, wharfctl),
-# WHARF_QUOTA_PROBE and perftest (exit 77 if missing). Containers use 198.18.77.0/24 on
-# wharf-run's bridge; everything is removed on exit.
+# WHARF_QUOTA_PROBE, perftest and rdmacm-utils (exit 77 if missing). Containers use
+# 198.18.77.0/24 on wharf-run's bridge; everything is removed on exit.
 set -uo pipefail
 BIN=${WHARF_BIN_DIR:?}
 PROBE=${WHARF_QUOTA_PROBE:?}
 [[ $(id -u) == 0 ]] || { echo "needs root"; exit 77; }
 command -v ib_write_bw > /dev/null || { echo "perftest not installed"; exit 77; }
+command -v rping > /dev/null || { echo "rdmacm-utils not installed"; exit 77; }
 WORK=$(mktemp -d /tmp/wharf-policy-test.XXXXXX)
 PIDS=()
 NAMES=()
@@ -133,7 +135,26 @@ for intruder in "blue n1 pi$$" "red n2 pj$$"; do
   kill "$victim" 2> /dev/null
   wait "$victim" 2> /dev/null
 done
+# rdma_cm from there cannot even resolve pa's address: ADDR_ERROR, -EHOSTUNREACH.
+in_container pa$$ timeout 30 rping -s -a "$SERVER" -C 1 > "$WORK/victim.log" 2>&1 &
+victim=$!
+PIDS+=("$victim")
+listens() { ctl -r "$SOCK" resource show cm_id container pa$$ | grep -q "state LISTEN"; }
+wait_for 10 listens || fail "rping did not listen: $(cat "$WORK/victim.log")"
+for intruder in "blue n1 pk$$" "red n2 pl$$"; do
+  read -r tenant network name <<< "$intruder"
+  NAMES+=("$name")
+  if timeout 30 "$BIN/wharf-run" --router "$SOCK" --tenant "$tenant" --network "$network" --name "$name" \
+    -- rping -c -a "$SERVER" -C 1 > "$WORK/intruder.log" 2>&1; then
+    fail "$tenant/$network connected to red/n1 with rdma_cm: $(cat "$WORK/intruder.log")"
+  fi
+  grep -q "RDMA_CM_EVENT_ADDR_ERROR, error -113" "$WORK/intruder.log" ||
+    fail "$tenant/$network: not ADDR_ERROR -EHOSTUNREACH: $(cat "$WORK/intruder.log")"
+done
 # The same programs within one network work.
+in_container pb$$ timeout 30 rping -c -a "$SERVER" -C 1 > "$WORK/client.log" 2>&1 ||
+  fail "rping within red/n1: $(cat "$WORK/client.log")"
+wait "$victim" || fail "rping server within red/n1: $(cat "$WORK/victim.log")"
 in_container pa$$ timeout 30 ib_write_bw -d wharf0 -n 5 > "$WORK/server.log" 2>&1 &
 PIDS+=($!)
 sleep 1
