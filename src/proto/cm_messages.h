@@ -207,4 +207,47 @@ struct CmEventMsg {
 };
 constexpr size_t kCmEventSize = 4 * 4 + 4 + 4 + 16 + 2 * 20 + (4 * 3 + 8 + kCmMaxPrivateData);
 
+// ---- Router -> router: connection management between hosts ----
+// As IB CM MADs go to a port's QP1, these travel as UD SEND-only packets to QPN 1 with
+// Q_Key kCmQkey on the host links (docs/wire-protocol.md, "Connection management between
+// hosts"); the payload is one CmMad. A router also hands them to itself for ids of its own
+// host, so one set of rules serves both.
+constexpr uint32_t kCmQpn = 1;
+constexpr uint32_t kCmQkey = 0x80010000;  // IBA's well-known GSI Q_Key
+
+enum CmMadType : uint8_t {
+  kCmReq = 1,        // connect (RC): receiver_comm 0, the listener is found by `dst`
+  kCmRep = 2,        // accept
+  kCmRtu = 3,        // the active side is established
+  kCmRej = 4,        // status: the reject reason
+  kCmDreq = 5,       // disconnect
+  kCmSidrReq = 6,    // connect (UD)
+  kCmSidrRep = 7,    // accept (status 0) or refuse (SIDR status) a SIDR REQ
+  kCmAddrQuery = 8,  // who holds `dst` in the sender's tenant and network?
+  kCmAddrReply = 9,  // status 0 and the holder's port, or -EHOSTUNREACH
+};
+
+struct CmMad {
+  uint8_t type = 0;  // CmMadType
+  uint8_t qp_type = 0;
+  uint16_t ps = 0;
+  int32_t status = 0;
+  uint32_t sender_comm = 0;    // the sending router's id (its communication ID)
+  uint32_t receiver_comm = 0;  // the receiving router's id; 0 for REQ, SIDR REQ, queries
+  uint16_t lid = 0;            // the sender's container's port (LID 0 on Ethernet)
+  uint16_t reserved = 0;
+  Gid gid{};
+  Name tenant{};  // the sender's container's virtual network
+  Name network{};
+  CmAddr src;  // as the sender sees them: its own address first
+  CmAddr dst;
+  CmConnParam param;
+  template <class V>
+  void visit(V&& v) {
+    v(type), v(qp_type), v(ps), v(status), v(sender_comm), v(receiver_comm), v(lid), v(reserved),
+        v(gid), v(tenant), v(network), v(src), v(dst), v(param);
+  }
+};
+constexpr size_t kCmMadSize = 1 + 1 + 2 + 4 + 4 + 4 + 2 + 2 + 16 + 32 + 32 + 2 * 20 + 216;
+
 }  // namespace wharf::proto

@@ -67,6 +67,7 @@ const char* cm_state_name(CmState s) {
   switch (s) {
     case CmState::kIdle: return "IDLE";
     case CmState::kBound: return "ADDR_BOUND";
+    case CmState::kResolving: return "ADDR_QUERY";
     case CmState::kAddrResolved: return "ADDR_RESOLVED";
     case CmState::kRouteResolved: return "ROUTE_RESOLVED";
     case CmState::kListening: return "LISTEN";

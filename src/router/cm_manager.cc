@@ -1,6 +1,7 @@
-// The connection manager's rules, after the kernel's cma.c and ib_cm for one subnet: port
-// ownership (cma_check_port), the REQ -> REP -> RTU handshake with REJ at any point before
-// RTU, DREQ once per connection, SIDR for UD. See cm_manager.h.
+// The connection manager's rules, after the kernel's cma.c and ib_cm: port ownership
+// (cma_check_port), the REQ -> REP -> RTU handshake with REJ at any point before the RTU,
+// DREQ once per connection, SIDR for UD, and address resolution in the caller's virtual
+// network. See cm_manager.h.
 #include "router/cm_manager.h"
 
 #include <errno.h>
@@ -10,9 +11,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 
+#include "common/clock.h"
 #include "proto/datagram.h"
 #include "router/peer_rules.h"
+#include "router/remote.h"
 #include "router/router.h"
 #include "router/session.h"
 
@@ -23,14 +27,31 @@ namespace {
 constexpr uint32_t kEphemeralFirst = 32768;
 constexpr uint32_t kEphemeralCount = 60999 - 32768 + 1;
 constexpr uint16_t kPrivilegedPorts = 1024;
-// Events one channel may hold back for a library that does not read them; beyond this they
-// are dropped (logged), so a stuck application cannot grow the router without bound.
+// Events one channel may hold back for a library that does not read them, and requests one
+// listener may have waiting; beyond these, events are dropped (logged) and requests rejected,
+// so a stuck application cannot grow the router without bound.
 constexpr size_t kMaxChannelBacklog = 65536;
-// SIDR REP statuses (IBA 12.11.2) reported as UNREACHABLE's status for UD.
+constexpr size_t kMaxWaitingRequests = 65536;
+// SIDR REP statuses (IBA 12.11.2), reported as UNREACHABLE's status for UD.
 constexpr int32_t kSidrUnsupported = 1;
 constexpr int32_t kSidrReject = 2;
+// REJ reason when a MAD could not be sent (IBA: the CM's timeout).
+constexpr int32_t kCmRejTimeout = 1;
 
 bool is_ud(const CmId* id) { return id->qp_type == IBV_QPT_UD; }
+
+bool handshaking(CmState s) {
+  return s == CmState::kConnecting || s == CmState::kRequested || s == CmState::kAccepted ||
+         s == CmState::kResponded;
+}
+
+std::string name_of(const proto::Name& n) {
+  return std::string(n.data(), strnlen(n.data(), n.size()));
+}
+
+void set_name(proto::Name* out, const std::string& s) {
+  std::memcpy(out->data(), s.data(), std::min(s.size(), out->size() - 1));
+}
 
 // What the receiving side of a REQ or REP sees: the sender's responder resources are its own
 // initiator depth and vice versa (ib_cm swaps them), and the private data field is reported
@@ -47,15 +68,37 @@ proto::CmConnParam as_received(const proto::CmConnParam& sent, uint8_t field_siz
 
 }  // namespace
 
+void CmManager::add_st(CmId* id) {
+  if (next_comm_ == 1) next_comm_ = static_cast<uint32_t>(now_ns()) | 1;  // differs per start
+  do {
+    id->comm = next_comm_++;
+  } while (id->comm == 0 || by_comm_.count(id->comm) != 0);
+  by_comm_[id->comm] = id;
+}
+
 const Container* CmManager::container_of(const CmId* id) const { return id->owner->container(); }
 
-const Container* CmManager::destination_st(const CmId* from, const CmAddress& ip) const {
-  const Container* self = container_of(from);
+const Container* CmManager::holder_st(const Container* self, const std::string& tenant,
+                                      const std::string& network, const CmAddress& ip) const {
   if (ip.is_loopback()) return self;
   auto v4 = ip.v4();
   if (!v4 || *v4 == 0) return nullptr;
   const Container* c = router_->container_with_vip(*v4);
-  return c != nullptr && same_network(self, c) ? c : nullptr;
+  return c != nullptr && c->tenant == tenant && c->network == network ? c : nullptr;
+}
+
+int CmManager::host_of(const CmAddress& ip) const {
+  if (ip.is_loopback()) return kThisHost;
+  auto v4 = ip.v4();
+  if (!v4 || *v4 == 0) return -2;
+  if (router_->container_with_vip(*v4) != nullptr) return kThisHost;
+  if (router_->remote() == nullptr) return -2;
+  proto::AhAttr ah;
+  ah.is_global = 1;
+  ah.dgid[10] = ah.dgid[11] = 0xff;
+  for (int i = 0; i < 4; ++i) ah.dgid[12 + i] = static_cast<uint8_t>(*v4 >> (24 - 8 * i));
+  const int h = router_->remote()->host_for(ah);
+  return h >= 0 ? h : -2;
 }
 
 bool CmManager::may_bind_ip(const CmId* id, const CmAddress& a) const {
@@ -148,29 +191,35 @@ int CmManager::resolve_addr_st(CmId* id, const CmAddress* src, const CmAddress& 
     if (int err = bind_st(id, a); err != 0) return err;
   }
   id->remote = dst;
-  const Container* to = destination_st(id, dst);
-  if (to == nullptr) {
+  const int host = host_of(dst);
+  const Container* self = container_of(id);
+  if (host == kThisHost) {
+    const Container* to = holder_st(self, self->tenant, self->network, dst);
+    if (to == nullptr) {
+      post_st(id, RDMA_CM_EVENT_ADDR_ERROR, -EHOSTUNREACH);
+      return 0;
+    }
+    const bool ethernet = router_->config().link_layer == IBV_LINK_LAYER_ETHERNET;
+    id->remote_lid = ethernet ? 0 : to->lid;
+    id->remote_gid = to->gid;
+    id->state = CmState::kAddrResolved;
+    post_st(id, RDMA_CM_EVENT_ADDR_RESOLVED, 0);
+  } else if (host >= 0) {
+    // ARP's part: the router of the host whose subnet holds dst answers for its containers.
+    id->state = CmState::kResolving;
+    id->peer_host = host;
+    id->peer_comm = 0;
+    send_st(host, mad_from(id, proto::kCmAddrQuery));
+  } else {
     post_st(id, RDMA_CM_EVENT_ADDR_ERROR, -EHOSTUNREACH);
-    return 0;
   }
-  id->state = CmState::kAddrResolved;
-  proto::CmEventMsg ev = event_for(id, RDMA_CM_EVENT_ADDR_RESOLVED, 0);
-  set_remote_port(&ev, to);
-  post_st(id, ev);
   return 0;
 }
 
 int CmManager::resolve_route_st(CmId* id) {
   if (id->state != CmState::kAddrResolved) return EINVAL;
-  const Container* to = destination_st(id, id->remote);
-  if (to == nullptr) {
-    post_st(id, RDMA_CM_EVENT_ROUTE_ERROR, -EHOSTUNREACH);
-    return 0;
-  }
   id->state = CmState::kRouteResolved;
-  proto::CmEventMsg ev = event_for(id, RDMA_CM_EVENT_ROUTE_RESOLVED, 0);
-  set_remote_port(&ev, to);
-  post_st(id, ev);
+  post_st(id, RDMA_CM_EVENT_ROUTE_RESOLVED, 0);
   return 0;
 }
 
@@ -215,70 +264,35 @@ int CmManager::connect_st(CmId* id, const proto::CmConnParam& p) {
   const uint8_t limit = is_ud(id) ? proto::kCmSidrReqPrivateData : proto::kCmReqPrivateData;
   if (p.private_data_len > limit) return EINVAL;
   if (!is_ud(id) && !owns_qp(id, p.qp_num)) return EINVAL;
+  const int host = host_of(id->remote);
+  if (host < kThisHost) return EHOSTUNREACH;  // its address moved away since it resolved
   id->active = true;
-  const Container* to = destination_st(id, id->remote);
-  CmId* l = to == nullptr ? nullptr : find_listener(to, id->ps, id->remote);
-  if (l == nullptr || l->requests.size() >= kMaxChannelBacklog) {
-    id->state = CmState::kClosed;
-    if (is_ud(id)) {
-      post_st(id, RDMA_CM_EVENT_UNREACHABLE, kSidrUnsupported);
-    } else {
-      post_rejected_st(id, proto::kCmRejInvalidServiceId, nullptr, 0);
-    }
-    return 0;
-  }
-  // The passive side's new id, in the listener's session and channel (ucma's conn request).
-  auto made = std::make_unique<CmId>();
-  made->channel = l->channel;
-  made->ps = l->ps;
-  made->qp_type = l->qp_type;
-  made->state = CmState::kRequested;
-  made->local = id->remote;
-  made->remote = id->local;
-  made->peer = id;
-  made->listener = l;
-  CmId* n = l->owner->adopt_cm_id(std::move(made));
-  n->channel->users++;
-  l->requests.push_back(n);
-  id->peer = n;
   id->state = CmState::kConnecting;
-
-  proto::CmEventMsg ev = event_for(n, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
-  ev.listen_id = l->handle;
-  set_remote_port(&ev, container_of(id));
-  ev.param = as_received(p, is_ud(id) ? proto::kCmSidrReqPrivateData : proto::kCmReqPrivateData);
-  post_st(n, ev);
+  id->peer_host = host;
+  id->peer_comm = 0;
+  proto::CmMad m = mad_from(id, is_ud(id) ? proto::kCmSidrReq : proto::kCmReq);
+  m.param = p;
+  send_st(host, m);
   return 0;
 }
 
-void CmManager::unlink_request(CmId* id) {
-  if (id->listener == nullptr) return;
-  std::erase(id->listener->requests, id);
-  id->listener = nullptr;
-}
-
 int CmManager::accept_st(CmId* id, const proto::CmConnParam& p) {
-  if (id->state != CmState::kRequested || id->peer == nullptr) return EINVAL;
+  if (id->state != CmState::kRequested || id->peer_comm == 0) return EINVAL;
   const uint8_t limit = is_ud(id) ? proto::kCmSidrRepPrivateData : proto::kCmRepPrivateData;
   if (p.private_data_len > limit) return EINVAL;
   if (!owns_qp(id, p.qp_num)) return EINVAL;
   unlink_request(id);
-  CmId* a = id->peer;
-  proto::CmEventMsg ev;
+  proto::CmMad m = mad_from(id, is_ud(id) ? proto::kCmSidrRep : proto::kCmRep);
+  m.param = p;
   if (is_ud(id)) {
     // SIDR REP: the requester learns the QP and Q_Key; no connection remains.
-    id->state = a->state = CmState::kEstablished;
-    id->peer = a->peer = nullptr;
-    ev = event_for(a, RDMA_CM_EVENT_ESTABLISHED, 0);
-    ev.param = as_received(p, limit);
+    id->state = CmState::kEstablished;
+    send_to_peer_st(id, m);
+    id->peer_comm = 0;
   } else {
     id->state = CmState::kAccepted;
-    a->state = CmState::kResponded;
-    ev = event_for(a, RDMA_CM_EVENT_CONNECT_RESPONSE, 0);
-    ev.param = as_received(p, limit);
+    send_to_peer_st(id, m);
   }
-  set_remote_port(&ev, container_of(id));
-  post_st(a, ev);
   return 0;
 }
 
@@ -287,17 +301,13 @@ int CmManager::reject_st(CmId* id, const uint8_t* data, uint8_t len) {
   const bool passive = id->state == CmState::kRequested;
   if (!passive && id->state != CmState::kResponded) return EINVAL;
   unlink_request(id);
-  CmId* other = id->peer;
+  proto::CmMad m = mad_from(id, is_ud(id) ? proto::kCmSidrRep : proto::kCmRej);
+  m.status = is_ud(id) ? kSidrReject : proto::kCmRejConsumerDefined;
+  m.param.private_data_len = len;
+  if (len != 0) std::memcpy(m.param.private_data.data(), data, len);
   id->state = CmState::kClosed;
-  id->peer = nullptr;
-  if (other == nullptr) return 0;  // the requester went away first
-  other->peer = nullptr;
-  other->state = CmState::kClosed;
-  if (is_ud(other)) {
-    post_st(other, RDMA_CM_EVENT_UNREACHABLE, kSidrReject);
-  } else {
-    post_rejected_st(other, proto::kCmRejConsumerDefined, data, len);
-  }
+  send_to_peer_st(id, m);
+  id->peer_comm = 0;
   return 0;
 }
 
@@ -305,15 +315,12 @@ int CmManager::establish_st(CmId* id) {
   if (id->state == CmState::kResponded) {
     // The active side's RTU.
     id->state = CmState::kEstablished;
-    CmId* p = id->peer;
-    if (p != nullptr && p->state == CmState::kAccepted) {
-      p->state = CmState::kEstablished;
-      post_st(p, RDMA_CM_EVENT_ESTABLISHED, 0);
-    }
+    send_to_peer_st(id, mad_from(id, proto::kCmRtu));
     return 0;
   }
   if (id->state == CmState::kAccepted) {
-    // rdma_notify: the passive QP saw traffic before the RTU (IBV_EVENT_COMM_EST).
+    // rdma_notify: the passive QP saw traffic before the RTU (IBV_EVENT_COMM_EST); the RTU
+    // that follows changes nothing.
     id->state = CmState::kEstablished;
     post_st(id, RDMA_CM_EVENT_ESTABLISHED, 0);
     return 0;
@@ -330,15 +337,10 @@ int CmManager::disconnect_st(CmId* id) {
     default: return EINVAL;
   }
   if (is_ud(id)) return EINVAL;
-  CmId* p = id->peer;
+  send_to_peer_st(id, mad_from(id, proto::kCmDreq));
   id->state = CmState::kClosed;
-  id->peer = nullptr;
+  id->peer_comm = 0;
   post_st(id, RDMA_CM_EVENT_DISCONNECTED, 0);
-  if (p != nullptr) {
-    p->peer = nullptr;
-    p->state = CmState::kClosed;
-    post_st(p, RDMA_CM_EVENT_DISCONNECTED, 0);
-  }
   return 0;
 }
 
@@ -366,27 +368,266 @@ void CmManager::destroy_st(CmId* id) {
     reject_st(r, nullptr, 0);
   }
   id->requests.clear();
-  unlink_request(id);
-  if (CmId* p = id->peer; p != nullptr) {
-    p->peer = nullptr;
-    const CmState was = p->state;
-    p->state = CmState::kClosed;
-    if (was == CmState::kEstablished && !is_ud(p)) {
-      post_st(p, RDMA_CM_EVENT_DISCONNECTED, 0);
-    } else if (was == CmState::kConnecting || was == CmState::kRequested ||
-               was == CmState::kAccepted || was == CmState::kResponded) {
-      if (is_ud(p)) {
-        post_st(p, RDMA_CM_EVENT_UNREACHABLE, kSidrReject);
-      } else {
-        post_rejected_st(p, proto::kCmRejConsumerDefined, nullptr, 0);
-      }
+  // The peer learns as from the IB CM: REJ before the RTU, DREQ after, SIDR REP for a UD
+  // request never answered. An active id still waiting for its REP names its peer by the REJ
+  // alone (receiver_st matches it by our communication ID).
+  if (id->peer_comm != 0 || id->state == CmState::kConnecting) {
+    proto::CmMad m;
+    if (id->state == CmState::kEstablished || id->state == CmState::kAccepted ||
+        id->state == CmState::kResponded) {
+      m = mad_from(id, id->state == CmState::kEstablished ? proto::kCmDreq : proto::kCmRej);
+    } else if (is_ud(id)) {
+      m = mad_from(id, id->state == CmState::kRequested ? proto::kCmSidrRep : 0);
+    } else {
+      m = mad_from(id, handshaking(id->state) ? proto::kCmRej : 0);
     }
-    id->peer = nullptr;
+    m.status = is_ud(id) ? kSidrReject : proto::kCmRejConsumerDefined;
+    if (m.type != 0) send_st(id->peer_host, m);
   }
+  unlink_request(id);
   release_port(id);
   if (id->channel != nullptr) id->channel->users--;
   id->channel = nullptr;
+  by_comm_.erase(id->comm);
 }
+
+// ---- MADs ----
+
+proto::CmMad CmManager::mad_from(const CmId* id, uint8_t type) const {
+  const Container* c = container_of(id);
+  proto::CmMad m;
+  m.type = type;
+  m.qp_type = id->qp_type;
+  m.ps = id->ps;
+  m.sender_comm = id->comm;
+  m.receiver_comm = id->peer_comm;
+  m.lid = router_->config().link_layer == IBV_LINK_LAYER_ETHERNET ? 0 : c->lid;
+  m.gid = c->gid;
+  set_name(&m.tenant, c->tenant);
+  set_name(&m.network, c->network);
+  m.src = id->local.to_wire();
+  m.dst = id->remote.to_wire();
+  return m;
+}
+
+void CmManager::send_to_peer_st(CmId* id, proto::CmMad m) {
+  if (id->peer_comm == 0) return;
+  m.receiver_comm = id->peer_comm;
+  send_st(id->peer_host, m);
+}
+
+// To this router: handed over in place. To another: a datagram on the host link; if it
+// cannot go (no link, queue full), the sender hears what the IB CM reports when its MAD is
+// never answered, at once.
+void CmManager::send_st(int host, const proto::CmMad& m) {
+  if (host == kThisHost) return on_mad_st(kThisHost, m);
+  if (router_->remote() != nullptr && router_->remote()->send_cm_st(host, m)) return;
+  proto::CmMad failed;
+  failed.sender_comm = m.receiver_comm;
+  failed.receiver_comm = m.sender_comm;
+  switch (m.type) {
+    case proto::kCmReq: failed.type = proto::kCmRej, failed.status = kCmRejTimeout; break;
+    case proto::kCmSidrReq:
+      failed.type = proto::kCmSidrRep, failed.status = kSidrUnsupported;
+      break;
+    case proto::kCmAddrQuery:
+      failed.type = proto::kCmAddrReply, failed.status = -EHOSTUNREACH;
+      break;
+    default: return;  // an answer that is lost: its receiver hears of the link's loss
+  }
+  on_mad_st(host, failed);
+}
+
+// An answer to a MAD whose receiver does not exist (any more), as if from that receiver.
+void CmManager::answer_st(int host, const proto::CmMad& to, uint8_t type, int32_t status) {
+  proto::CmMad m;
+  m.type = type;
+  m.status = status;
+  m.sender_comm = to.receiver_comm;
+  m.receiver_comm = to.sender_comm;
+  send_st(host, m);
+}
+
+// The id a MAD is for: the one it names, if the sender is that id's peer (or the host it
+// asked, before the peer's ID is known). A REJ naming nobody is for the passive id whose
+// requester it comes from (the requester went away before it knew that id).
+CmId* CmManager::receiver_st(int from, const proto::CmMad& m) const {
+  if (m.receiver_comm == 0) {
+    if (m.type != proto::kCmRej) return nullptr;
+    for (const auto& [comm, id] : by_comm_)
+      if (id->state == CmState::kRequested && id->peer_host == from &&
+          id->peer_comm == m.sender_comm)
+        return id;
+    return nullptr;
+  }
+  auto it = by_comm_.find(m.receiver_comm);
+  if (it == by_comm_.end()) return nullptr;
+  CmId* id = it->second;
+  if (id->peer_host != from || (id->peer_comm != 0 && id->peer_comm != m.sender_comm))
+    return nullptr;
+  return id;
+}
+
+void CmManager::on_mad_st(int from, const proto::CmMad& m) {
+  if (m.type == proto::kCmReq || m.type == proto::kCmSidrReq) return on_request_st(from, m);
+  if (m.type == proto::kCmAddrQuery) return on_addr_query_st(from, m);
+  CmId* id = receiver_st(from, m);
+  if (id == nullptr) {
+    // A REP for an id that is gone: refuse it, so the passive side does not wait forever.
+    if (m.type == proto::kCmRep) answer_st(from, m, proto::kCmRej, proto::kCmRejConsumerDefined);
+    return;
+  }
+  proto::CmEventMsg ev;
+  switch (m.type) {
+    case proto::kCmAddrReply:
+      if (id->state != CmState::kResolving) return;
+      if (m.status != 0) {
+        id->state = CmState::kBound;
+        post_st(id, RDMA_CM_EVENT_ADDR_ERROR, m.status < 0 ? m.status : -EHOSTUNREACH);
+        return;
+      }
+      id->remote_lid = m.lid;
+      id->remote_gid = m.gid;
+      id->state = CmState::kAddrResolved;
+      post_st(id, RDMA_CM_EVENT_ADDR_RESOLVED, 0);
+      return;
+    case proto::kCmRep:
+      if (id->state != CmState::kConnecting || is_ud(id)) return;
+      id->peer_comm = m.sender_comm;
+      id->remote_lid = m.lid;
+      id->remote_gid = m.gid;
+      id->state = CmState::kResponded;
+      ev = event_for(id, RDMA_CM_EVENT_CONNECT_RESPONSE, 0);
+      ev.param = as_received(m.param, proto::kCmRepPrivateData);
+      return post_st(id, ev);
+    case proto::kCmSidrRep:
+      if (id->state != CmState::kConnecting || !is_ud(id)) return;
+      if (m.status != 0) return lose_peer_st(id, m.status, nullptr, 0);
+      id->remote_lid = m.lid;
+      id->remote_gid = m.gid;
+      id->state = CmState::kEstablished;
+      ev = event_for(id, RDMA_CM_EVENT_ESTABLISHED, 0);
+      ev.param = as_received(m.param, proto::kCmSidrRepPrivateData);
+      post_st(id, ev);
+      id->peer_comm = 0;
+      return;
+    case proto::kCmRtu:
+      if (id->state != CmState::kAccepted) return;  // after rdma_notify: nothing new
+      id->state = CmState::kEstablished;
+      return post_st(id, RDMA_CM_EVENT_ESTABLISHED, 0);
+    case proto::kCmRej:
+      if (!handshaking(id->state)) return;
+      return lose_peer_st(id, m.status, m.param.private_data.data(),
+                          std::min(m.param.private_data_len, proto::kCmRejPrivateData));
+    case proto::kCmDreq:
+      if (id->state != CmState::kEstablished && id->state != CmState::kAccepted &&
+          id->state != CmState::kResponded)
+        return;
+      id->state = CmState::kClosed;
+      id->peer_comm = 0;
+      return post_st(id, RDMA_CM_EVENT_DISCONNECTED, 0);
+    default: return;
+  }
+}
+
+// REQ / SIDR REQ: a new passive id on the listener of the destination, in the listener's
+// session and channel (ucma's connection request), or a refusal.
+void CmManager::on_request_st(int from, const proto::CmMad& m) {
+  const bool ud = m.type == proto::kCmSidrReq;
+  auto dst = CmAddress::from_wire(m.dst);
+  auto src = CmAddress::from_wire(m.src);
+  if (!dst || !src || m.sender_comm == 0) return;
+  // Loopback names the requester's own container, so only requests from this router may use it.
+  const Container* self = nullptr;
+  if (from == kThisHost) {
+    auto it = by_comm_.find(m.sender_comm);
+    if (it == by_comm_.end()) return;
+    self = container_of(it->second);
+  }
+  const Container* c = holder_st(self, name_of(m.tenant), name_of(m.network), *dst);
+  CmId* l = c == nullptr ? nullptr : find_listener(c, m.ps, *dst);
+  if (l == nullptr || is_ud(l) != ud || l->requests.size() >= kMaxWaitingRequests) {
+    if (ud) return answer_st(from, m, proto::kCmSidrRep, kSidrUnsupported);
+    return answer_st(from, m, proto::kCmRej, proto::kCmRejInvalidServiceId);
+  }
+  auto made = std::make_unique<CmId>();
+  made->channel = l->channel;
+  made->ps = l->ps;
+  made->qp_type = l->qp_type;
+  made->state = CmState::kRequested;
+  made->local = *dst;
+  made->remote = *src;
+  made->remote_lid = m.lid;
+  made->remote_gid = m.gid;
+  made->peer_host = from;
+  made->peer_comm = m.sender_comm;
+  made->listener = l;
+  CmId* n = l->owner->adopt_cm_id(std::move(made));
+  n->channel->users++;
+  l->requests.push_back(n);
+  proto::CmEventMsg ev = event_for(n, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
+  ev.listen_id = l->handle;
+  ev.param = as_received(m.param, ud ? proto::kCmSidrReqPrivateData : proto::kCmReqPrivateData);
+  post_st(n, ev);
+}
+
+// Another router asks who holds an address in its container's tenant and network.
+void CmManager::on_addr_query_st(int from, const proto::CmMad& m) {
+  auto dst = CmAddress::from_wire(m.dst);
+  if (from == kThisHost || !dst || m.sender_comm == 0) return;
+  const Container* c = holder_st(nullptr, name_of(m.tenant), name_of(m.network), *dst);
+  proto::CmMad r;
+  r.type = proto::kCmAddrReply;
+  r.receiver_comm = m.sender_comm;
+  if (c == nullptr) {
+    r.status = -EHOSTUNREACH;
+  } else {
+    r.lid = router_->config().link_layer == IBV_LINK_LAYER_ETHERNET ? 0 : c->lid;
+    r.gid = c->gid;
+  }
+  send_st(from, r);
+}
+
+void CmManager::lose_peer_st(CmId* id, int32_t reject_reason, const uint8_t* data, uint8_t len) {
+  const CmState was = id->state;
+  id->state = CmState::kClosed;
+  id->peer_comm = 0;
+  unlink_request(id);
+  if (was == CmState::kEstablished) {
+    if (!is_ud(id)) post_st(id, RDMA_CM_EVENT_DISCONNECTED, 0);
+    return;
+  }
+  if (!handshaking(was)) return;
+  if (is_ud(id)) return post_st(id, RDMA_CM_EVENT_UNREACHABLE, reject_reason);
+  proto::CmEventMsg ev = event_for(id, RDMA_CM_EVENT_REJECTED, reject_reason);
+  if (data != nullptr && len != 0) std::memcpy(ev.param.private_data.data(), data, len);
+  ev.param.private_data_len = proto::kCmRejPrivateData;
+  post_st(id, ev);
+}
+
+void CmManager::on_host_lost_st(int host, bool link_only) {
+  std::vector<CmId*> lost;
+  for (const auto& [comm, id] : by_comm_)
+    if (id->peer_host == host && (id->state == CmState::kResolving || handshaking(id->state) ||
+                                  (!link_only && id->state == CmState::kEstablished)))
+      lost.push_back(id);
+  for (CmId* id : lost) {
+    if (id->state == CmState::kResolving) {
+      id->state = CmState::kBound;
+      post_st(id, RDMA_CM_EVENT_ADDR_ERROR, -EHOSTUNREACH);
+    } else if (id->peer_comm != 0 || id->state == CmState::kConnecting) {
+      lose_peer_st(id, is_ud(id) ? kSidrUnsupported : kCmRejTimeout, nullptr, 0);
+    }
+  }
+}
+
+void CmManager::unlink_request(CmId* id) {
+  if (id->listener == nullptr) return;
+  std::erase(id->listener->requests, id);
+  id->listener = nullptr;
+}
+
+// ---- Events ----
 
 proto::CmEventMsg CmManager::event_for(const CmId* id, uint32_t type, int32_t status) const {
   proto::CmEventMsg ev;
@@ -397,21 +638,9 @@ proto::CmEventMsg CmManager::event_for(const CmId* id, uint32_t type, int32_t st
   ev.qp_type = id->qp_type;
   ev.src = id->local.to_wire();
   ev.dst = id->remote.to_wire();
-  if (id->peer != nullptr) set_remote_port(&ev, container_of(id->peer));
+  ev.remote_lid = id->remote_lid;
+  ev.remote_gid = id->remote_gid;
   return ev;
-}
-
-void CmManager::set_remote_port(proto::CmEventMsg* ev, const Container* c) const {
-  const bool ethernet = router_->config().link_layer == IBV_LINK_LAYER_ETHERNET;
-  ev->remote_lid = ethernet ? 0 : c->lid;
-  ev->remote_gid = c->gid;
-}
-
-void CmManager::post_rejected_st(CmId* id, int32_t reason, const uint8_t* data, uint8_t len) {
-  proto::CmEventMsg ev = event_for(id, RDMA_CM_EVENT_REJECTED, reason);
-  if (data != nullptr && len != 0) std::memcpy(ev.param.private_data.data(), data, len);
-  ev.param.private_data_len = proto::kCmRejPrivateData;
-  post_st(id, ev);
 }
 
 void CmManager::post_st(CmId* id, uint32_t type, int32_t status) {

@@ -1,13 +1,20 @@
 // The router as rdma_cm's connection manager (the kernel's cma/ib_cm for our containers):
-// ports per container and port space, listeners, and the REQ/REP/RTU/REJ/DREQ exchange
-// between ids of this host. A connection is a pair of linked CmIds; every change reaches the
-// libraries as CmEventMsg datagrams on their event channels.
+// ports per container and port space, listeners, and the IB CM's exchange between the two ids
+// of a connection: REQ -> REP -> RTU, REJ before the RTU, DREQ, and SIDR REQ/REP for UD.
+//
+// The two ids talk only through CmMads (proto/cm_messages.h), addressed by host and
+// communication ID: handed over in place when both are on this router, sent to QPN 1 of the
+// other router over the host links (router/remote.h) when not. Addresses on another host are
+// resolved by asking that host's router (AddrQuery), which answers only for containers of the
+// asker's tenant and network. Every change reaches the libraries as CmEventMsg datagrams on
+// their event channels.
 //
 // Threading: router thread only (as everything the router holds).
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <string>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
@@ -23,6 +30,8 @@ class CmManager {
  public:
   explicit CmManager(Router* router) : router_(router) {}
 
+  // A new id of a session: gets its communication ID.
+  void add_st(CmId* id);
   // Each returns 0 or a positive errno for the request's reply; events follow on channels.
   int bind_st(CmId* id, const CmAddress& addr);
   int resolve_addr_st(CmId* id, const CmAddress* src, const CmAddress& dst);
@@ -37,39 +46,54 @@ class CmManager {
   // Before the id is freed: tells its peer and its pending requesters, leaves the port table.
   void destroy_st(CmId* id);
 
+  // A CmMad from host `from` (kThisHost: handed over in place). Hostile input: checked here.
+  void on_mad_st(int from, const proto::CmMad& m);
+  // `host`'s router is gone or restarted: its ids are. Handshakes with it fail, connections
+  // to it are disconnected. If only the link broke (`link_only`), MADs in flight are lost:
+  // handshakes fail, connections stay (their QPs recover by themselves).
+  void on_host_lost_st(int host, bool link_only);
+
   // Writes what a channel holds back once its socket has room; true when it is empty.
   bool flush_st(CmChannel* ch);
-
-  // Calls f(id) for every id bound to a port (resources dump).
-  template <class F>
-  void for_each_bound(F&& f) const {
-    for (const auto& [key, ids] : ports_)
-      for (const CmId* id : ids) f(id);
-  }
 
  private:
   using PortKey = std::tuple<const Container*, uint16_t, uint16_t>;  // container, ps, port
 
   const Container* container_of(const CmId* id) const;
-  // The container of the caller's virtual network that owns `ip`, or nullptr.
-  const Container* destination_st(const CmId* from, const CmAddress& ip) const;
+  // The container of this host that holds `ip` within tenant/network, or nullptr.
+  const Container* holder_st(const Container* self, const std::string& tenant,
+                             const std::string& network, const CmAddress& ip) const;
   bool may_bind_ip(const CmId* id, const CmAddress& a) const;
   int check_port(const CmId* id, const CmAddress& a, bool reuse) const;
   int take_port(CmId* id, CmAddress a);
   void release_port(CmId* id);
   CmId* find_listener(const Container* c, uint16_t ps, const CmAddress& dst) const;
+  bool owns_qp(const CmId* id, uint32_t qpn) const;
+  // The host of the router that serves `ip` (kThisHost for this one), or -2 if none does.
+  int host_of(const CmAddress& ip) const;
+
+  // MADs: made from an id, sent to its peer, or answered to a sender.
+  proto::CmMad mad_from(const CmId* id, uint8_t type) const;
+  void send_st(int host, const proto::CmMad& m);
+  void send_to_peer_st(CmId* id, proto::CmMad m);
+  void answer_st(int host, const proto::CmMad& to, uint8_t type, int32_t status);
+  CmId* receiver_st(int from, const proto::CmMad& m) const;
+  void on_request_st(int from, const proto::CmMad& m);
+  void on_addr_query_st(int from, const proto::CmMad& m);
+  // Ends whatever the id was doing with its peer and reports it: REJECTED / UNREACHABLE
+  // before ESTABLISHED, DISCONNECTED after.
+  void lose_peer_st(CmId* id, int32_t reject_reason, const uint8_t* data, uint8_t len);
+  void unlink_request(CmId* id);
 
   // Event plumbing.
   proto::CmEventMsg event_for(const CmId* id, uint32_t type, int32_t status) const;
-  void set_remote_port(proto::CmEventMsg* ev, const Container* c) const;
   void post_st(CmId* id, const proto::CmEventMsg& ev);
   void post_st(CmId* id, uint32_t type, int32_t status);
-  void post_rejected_st(CmId* id, int32_t reason, const uint8_t* data, uint8_t len);
-  void unlink_request(CmId* id);
-  bool owns_qp(const CmId* id, uint32_t qpn) const;
 
   Router* router_;
   std::map<PortKey, std::vector<CmId*>> ports_;
+  std::unordered_map<uint32_t, CmId*> by_comm_;
+  uint32_t next_comm_ = 1;
   uint32_t next_ephemeral_ = 0;
 };
 

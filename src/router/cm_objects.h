@@ -1,6 +1,7 @@
 // rdma_cm objects as the router keeps them (proto/cm_messages.h): event channels and ids. Both
-// belong to one Session, like verbs objects; ids of two sessions are linked while they form a
-// connection (peer) or a connection request waits on a listener.
+// belong to one Session, like verbs objects. The two ids of a connection know each other by
+// host and communication ID (the IB CM's local/remote comm IDs), whether they are on one
+// router or two.
 #pragma once
 
 #include <array>
@@ -51,6 +52,7 @@ struct CmChannel {
 enum class CmState : uint8_t {
   kIdle,
   kBound,
+  kResolving,  // waiting for another host's router to answer an address query
   kAddrResolved,
   kRouteResolved,
   kListening,
@@ -63,8 +65,12 @@ enum class CmState : uint8_t {
 };
 const char* cm_state_name(CmState s);
 
+// peer_host of an id whose peer is on this router.
+constexpr int kThisHost = -1;
+
 struct CmId {
   uint32_t handle = 0;
+  uint32_t comm = 0;  // router-wide communication ID (CmManager), never 0
   Session* owner = nullptr;
   CmChannel* channel = nullptr;
   uint16_t ps = 0;      // enum rdma_port_space
@@ -77,7 +83,13 @@ struct CmId {
   uint32_t backlog = 0;  // listeners
   CmAddress local;
   CmAddress remote;
-  CmId* peer = nullptr;         // the other end of the connection being made or made
+  // The peer's port, once known (address resolution, or the request that made this id).
+  uint16_t remote_lid = 0;
+  proto::Gid remote_gid{};
+  // The other end of the connection being made or made (peer_comm 0: none yet, or no more),
+  // or, while kResolving, the host asked.
+  int peer_host = kThisHost;
+  uint32_t peer_comm = 0;
   CmId* listener = nullptr;     // passive, while kRequested: whose request this is
   std::vector<CmId*> requests;  // listener: its ids in kRequested
 };

@@ -26,7 +26,9 @@ bool valid_port_space(uint16_t ps, uint8_t qp_type) {
 
 CmId* Session::adopt_cm_id(std::unique_ptr<CmId> id) {
   id->owner = this;
-  return cm_ids_.add(std::move(id));
+  CmId* raw = cm_ids_.add(std::move(id));
+  router_->cm().add_st(raw);
+  return raw;
 }
 
 void Session::destroy_cm_state() {

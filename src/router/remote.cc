@@ -366,8 +366,29 @@ void RemotePath::send_datagram_st(Qp* qp, const SendWork& w, const SegmentList& 
     (void)links_.send(dest, link_class(qp, ah), p);  // a full link drops it, as UD may
 }
 
-// A UD datagram: for the local UD QP it names, if its address and Q_Key match.
-void RemotePath::on_datagram_st(const Packet& p) {
+bool RemotePath::send_cm_st(int host, const proto::CmMad& m) {
+  uint8_t body[proto::kCmMadSize];
+  if (proto::encode(m, body, sizeof(body)) != sizeof(body)) return false;
+  Packet p;
+  p.hdr.opcode = host::opcode_of(host::kUd, host::kSendOnly);
+  p.hdr.dest_qpn = proto::kCmQpn;
+  p.hdr.src_qpn = proto::kCmQpn;
+  p.deth = host::Deth{proto::kCmQkey, proto::kCmQpn};
+  p.payload = body;
+  p.payload_len = sizeof(body);
+  return host::finish_packet(&p) && links_.send(host, 0, p);
+}
+
+// A UD datagram: to QPN 1, the connection manager's; else for the local UD QP it names, if
+// its address and Q_Key match.
+void RemotePath::on_datagram_st(int src_host, const Packet& p) {
+  if (p.hdr.dest_qpn == proto::kCmQpn) {
+    proto::CmMad m;
+    if (p.deth.qkey == proto::kCmQkey && p.payload_len == proto::kCmMadSize &&
+        proto::decode(p.payload, p.payload_len, &m))
+      r_->cm().on_mad_st(src_host, m);
+    return;
+  }
   Qp* dst = r_->qp_by_qpn(p.hdr.dest_qpn);
   if (dst == nullptr || dst->type != IBV_QPT_UD || !can_receive(dst->state()) ||
       p.deth.qkey != dst->attr.qkey)
@@ -394,7 +415,7 @@ void RemotePath::on_datagram_st(const Packet& p) {
 }
 
 void RemotePath::on_packet(int src_host, const Packet& p) {
-  if ((p.hdr.opcode & 0xe0) == host::kUd) return on_datagram_st(p);
+  if ((p.hdr.opcode & 0xe0) == host::kUd) return on_datagram_st(src_host, p);
   const uint8_t op = p.hdr.opcode & 0x1f;
   if (op == host::kAcknowledge || op == host::kAtomicAcknowledge ||
       (op >= host::kReadResponseFirst && op <= host::kReadResponseOnly))
@@ -811,6 +832,7 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
 // resends as soon as the connection may be reopened, instead of at its ACK timeout. If
 // nobody listens there any more, reopening it is refused and on_peer_gone fails them.
 void RemotePath::on_link_down(int host) {
+  r_->cm().on_host_lost_st(host, true);  // its connection-management MADs in flight are lost
   const uint64_t at = std::max(links_.reconnect_at_ns(host), now_ns());
   for (auto& [qp, st] : states_) {
     if (st.outstanding.empty() || peer_host(qp) != host) continue;
@@ -823,6 +845,7 @@ void RemotePath::on_link_down(int host) {
 // have not heard from it yet may be new ones talking to the new incarnation.
 void RemotePath::on_peer_restarted(int host) {
   spdlog::info("router of {} restarted", dir_->hosts()[static_cast<size_t>(host)].name);
+  r_->cm().on_host_lost_st(host, false);
   const uint32_t now_incarnation = links_.incarnation(host);
   fail_peer_qps_st(host, "restarted", [now_incarnation](const State* st) {
     return st != nullptr && st->peer_incarnation != 0 && st->peer_incarnation != now_incarnation;
@@ -832,6 +855,7 @@ void RemotePath::on_peer_restarted(int host) {
 // Nobody listens at the host: whatever QP talked to its router, or waits for an answer from
 // it, has lost its peer.
 void RemotePath::on_peer_gone(int host) {
+  r_->cm().on_host_lost_st(host, false);
   fail_peer_qps_st(host, "is not running", [](const State* st) {
     return st != nullptr && (st->peer_incarnation != 0 || !st->outstanding.empty());
   });

@@ -32,6 +32,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "proto/cm_messages.h"
 #include "proto/host_wire.h"
 #include "router/executor.h"
 #include "transport/cluster.h"
@@ -121,6 +122,10 @@ class RemotePath final : public transport::HostLinks::Handler {
   void send_datagram_st(Qp* qp, const SendWork& w, const SegmentList& local,
                         const proto::AhAttr& ah, uint32_t qkey, int host);
 
+  // Connection management: one CmMad to `host`'s router, as a UD datagram to its QPN 1
+  // (proto/cm_messages.h). False when the link cannot take it now.
+  bool send_cm_st(int host, const proto::CmMad& m);
+
   // Requester work of an RTS QP whose peer is on `host`. True if anything was done.
   bool process_requester_st(Executor* ex, Qp* qp, int host, uint64_t now);
   // Completes qp's outstanding work with WR_FLUSH_ERR (the QP is in ERR).
@@ -158,7 +163,7 @@ class RemotePath final : public transport::HostLinks::Handler {
   void complete_send_st(Qp* qp, const Outstanding& o, ibv_wc_status status);
   void on_response_st(int host, const proto::host::Packet& p);
   void on_request_st(int host, const proto::host::Packet& p);
-  void on_datagram_st(const proto::host::Packet& p);
+  void on_datagram_st(int src_host, const proto::host::Packet& p);
   void respond_st(Qp* dst, uint32_t psn, uint8_t syndrome);
   Qp* local_qp_for(int host, const proto::host::Packet& p) const;
   // Fails the RC QPs connected to `host` that `lost` says lost their peer (router log: `why`).

@@ -2,6 +2,7 @@
 # End-to-end test of the multi-host lab (tools/wharf-lab): three hosts, containers on two,
 # TCP between their VIPs across the hosts, each container served by its own host's router,
 # unmodified RDMA programs between containers on the two hosts (the host-to-host transport),
+# rdma_cm programs between them (rping, udaddy, perftest -R),
 # a VIP outside the host's subnet refused, the fault tests that take h2's link down (the
 # verifier; h3 is their healthy path), and nothing left after `wharf-lab down`.
 #
@@ -128,6 +129,41 @@ rdma_pair ud_pingpong_g0 ibv_ud_pingpong -d wharf0 -n 200 -s 1024 -g 0
 rdma_pair srq_pingpong ibv_srq_pingpong -d wharf0 -n 200
 rdma_pair ib_send_bw_ud ib_send_bw -d wharf0 -c UD -n 1000
 rdma_pair ib_write_bw_uc ib_write_bw -d wharf0 -c UC -n 1000
+
+# rdma_cm between hosts: h2's router asks h1's who holds 198.18.1.10, then the REQ, REP and
+# RTU (SIDR for UD) go between the routers; the programs are unmodified.
+# cm_pair LABEL PORT SERVER_CMD -- CLIENT_CMD: the server on h1, the client on h2 once the
+# server's rdma_cm id listens on PORT.
+cm_pair() {
+  local label=$1 port=$2 status=0 srv=() i
+  shift 2
+  while [[ $1 != -- ]]; do srv+=("$1"); shift; done
+  shift
+  timeout 60 "$BIN/wharf-run" --router "$H1" --name "${NAMES[0]}" --vip 198.18.1.10 -- "${srv[@]}" \
+    > "$TMP/$label.server.log" 2>&1 &
+  SERVER_PID=$!
+  for ((i = 0; i < 100; i++)); do
+    "$BIN/wharfctl" -r "$H1" resource show cm_id 2> /dev/null |
+      grep -qE "state LISTEN .*src-addr [^ ]*:$port( |$)" && break
+    sleep 0.1
+  done
+  timeout 60 "$BIN/wharf-run" --router "$H2" --name "${NAMES[1]}" --vip 198.18.2.10 -- "$@" \
+    > "$TMP/$label.client.log" 2>&1 || status=1
+  wait "$SERVER_PID" || status=1
+  SERVER_PID=
+  ((status == 0)) || fail "$label across hosts: client or server failed"
+  echo "lab_test: $label across hosts: ok"
+}
+cm_pair rping 7174 rping -s -a 198.18.1.10 -v -C 20 -- rping -c -a 198.18.1.10 -v -C 20
+grep -q "ping data: rdma-ping-19" "$TMP/rping.client.log" || fail "rping across hosts: no 20th ping"
+cm_pair udaddy 7174 udaddy -- udaddy -s 198.18.1.10
+cm_pair ib_send_bw_R 18515 ib_send_bw -d wharf0 -R -n 1000 -- ib_send_bw -d wharf0 -R -n 1000 198.18.1.10
+cm_pair ib_read_bw_R 18515 ib_read_bw -d wharf0 -R -n 200 -- ib_read_bw -d wharf0 -R -n 200 198.18.1.10
+# An address on h1 that no container holds: h1's router says so (ADDR_ERROR, -EHOSTUNREACH).
+timeout 30 "$BIN/wharf-run" --router "$H2" --name "${NAMES[1]}" --vip 198.18.2.10 -- \
+  rping -c -a 198.18.1.99 -C 1 > "$TMP/cm_nobody.log" 2>&1 && fail "rping to nobody succeeded"
+grep -q "RDMA_CM_EVENT_ADDR_ERROR, error -113" "$TMP/cm_nobody.log" ||
+  fail "rping to an unheld address on h1: $(cat "$TMP/cm_nobody.log")"
 
 # A VIP outside the host's container subnet is refused before anything is created.
 timeout 30 "$BIN/wharf-run" --router "$H2" --name "${NAMES[2]}" --vip 198.18.1.20 -- true \

@@ -40,6 +40,7 @@ WHARF_MESSAGE_SPEC(CreateQpReq, 38);             // 4 * 4 + 2 * 1 + QpCaps
 WHARF_MESSAGE_SPEC(CreateQpRep, 44);             // 6 * 4 + QpCaps
 WHARF_MESSAGE_SPEC(QpAttr, 104);                 // 4 * 1 + 5 * 4 + 2 * 2 + 12 * 1 + 4 + 2 * AhAttr
 WHARF_MESSAGE_SPEC(ModifyQpReq, 112);            // 2 * 4 + QpAttr
+WHARF_MESSAGE_SPEC(ModifyQpRateLimitReq, 16);    // 3 * 4 + 2 * 2
 WHARF_MESSAGE_SPEC(QueryQpRep, 125);             // QpAttr + QpCaps + 1
 WHARF_MESSAGE_SPEC(CreateSrqReq, 16);            // 4 * 4
 WHARF_MESSAGE_SPEC(CreateSrqRep, 24);            // 6 * 4
@@ -68,17 +69,19 @@ WHARF_MESSAGE_SPEC(CmConnectReq, 220);           // 4 + CmConnParam
 WHARF_MESSAGE_SPEC(CmRejectReq, 156);            // 4 + 1 + 3 + 148
 WHARF_MESSAGE_SPEC(CmSetOptionReq, 12);          // 3 * 4
 WHARF_MESSAGE_SPEC(CmEventMsg, 296);             // 4 * 4 + 4 + 4 + 16 + 2 * CmAddr + CmConnParam
+WHARF_MESSAGE_SPEC(CmMad, 356);  // 4 + 3 * 4 + 4 + 16 + 2 * 32 + 2 * CmAddr + CmConnParam
 
 #undef WHARF_MESSAGE_SPEC
 
 using AllMessages =
     TypeList<Header, Empty, HelloReq, HelloRep, Handle, RegMrReq, RegMrRep, CreateCqReq,
              CreateCqRep, AhAttr, CreateAhReq, QpCaps, CreateQpReq, CreateQpRep, QpAttr,
-             ModifyQpReq, QueryQpRep, CreateSrqReq, CreateSrqRep, ModifySrqReq, QuerySrqRep,
-             RegisterContainerReq, RegisterContainerRep, UnregisterContainerReq, RouterInfoRep,
-             DumpResourcesRep, DirectPeerRep, PeerMrReq, PeerMrRep, AsyncEventMsg, CqEventMsg,
-             CmAddr, CmConnParam, CmOpenRep, CmCreateIdReq, CmMigrateIdReq, CmBindReq, CmAddrRep,
-             CmResolveAddrReq, CmListenReq, CmConnectReq, CmRejectReq, CmSetOptionReq, CmEventMsg>;
+             ModifyQpReq, ModifyQpRateLimitReq, QueryQpRep, CreateSrqReq, CreateSrqRep,
+             ModifySrqReq, QuerySrqRep, RegisterContainerReq, RegisterContainerRep,
+             UnregisterContainerReq, RouterInfoRep, DumpResourcesRep, DirectPeerRep, PeerMrReq,
+             PeerMrRep, AsyncEventMsg, CqEventMsg, CmAddr, CmConnParam, CmOpenRep, CmCreateIdReq,
+             CmMigrateIdReq, CmBindReq, CmAddrRep, CmResolveAddrReq, CmListenReq, CmConnectReq,
+             CmRejectReq, CmSetOptionReq, CmEventMsg, CmMad>;
 
 // Calls f.template operator()<T>() for every T in the list, in order.
 template <class F, class... T>
