@@ -35,6 +35,7 @@ void init_context_ops(Context* ctx) {
   ops.dealloc_mw = dealloc_mw;
   ctx->vctx.query_port = query_port;
   ctx->vctx.query_device_ex = query_device_ex;
+  ctx->vctx.modify_qp_rate_limit = modify_qp_rate_limit;
 }
 
 }  // namespace wharf::abi

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -216,7 +218,18 @@ int query_device_ex(ibv_context* context, const ibv_query_device_ex_input*,
                     ibv_device_attr_ex* attr, size_t attr_size) {
   if (attr_size < sizeof(ibv_device_attr)) return EINVAL;
   std::memset(attr, 0, attr_size);
-  return ibv_query_device(context, &attr->orig_attr);
+  if (int err = ibv_query_device(context, &attr->orig_attr); err != 0) return err;
+  // Per-QP rate limits (ibv_modify_qp IBV_QP_RATE_LIMIT, ibv_modify_qp_rate_limit), paced
+  // by the router: any rate rdma-core's 32-bit kbps can name. Callers built against an
+  // older struct get what fits.
+  if (attr_size >=
+      offsetof(ibv_device_attr_ex, packet_pacing_caps) + sizeof(attr->packet_pacing_caps)) {
+    attr->packet_pacing_caps.qp_rate_limit_min = 1;
+    attr->packet_pacing_caps.qp_rate_limit_max = UINT32_MAX;
+    attr->packet_pacing_caps.supported_qpts =
+        (1u << IBV_QPT_RC) | (1u << IBV_QPT_UC) | (1u << IBV_QPT_UD);
+  }
+  return 0;
 }
 
 int query_port(ibv_context* context, uint8_t port, ibv_port_attr* a, size_t len) {

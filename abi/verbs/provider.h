@@ -165,6 +165,9 @@ int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad);
 int poll_cq(ibv_cq* cq, int n, ibv_wc* wc);
 int req_notify_cq(ibv_cq* cq, int solicited_only);
 
+// Extended entry installed in verbs_context (ibv_modify_qp_rate_limit is inline in verbs.h).
+int modify_qp_rate_limit(ibv_qp* qp, ibv_qp_rate_limit_attr* attr);
+
 // Writes one receive WQE into a producer ring; shared by QP and SRQ receive posting.
 int write_recv_wqe(shm::RingProducer* ring, uint32_t max_sge, const ibv_recv_wr* wr);
 

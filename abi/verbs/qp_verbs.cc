@@ -211,6 +211,24 @@ WHARF_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
   return 0;
 }
 
+namespace wharf::abi {
+
+// The router paces bytes, not packets: typical_pkt_sz is checked as mlx5 does, then unused.
+int modify_qp_rate_limit(ibv_qp* qp, ibv_qp_rate_limit_attr* attr) {
+  if (attr->comp_mask != 0) return EINVAL;
+  if ((attr->max_burst_sz != 0 || attr->typical_pkt_sz != 0) && attr->rate_limit == 0)
+    return EINVAL;
+  proto::ModifyQpRateLimitReq req;
+  req.qp = to_qp(qp)->handle;
+  req.rate_limit = attr->rate_limit;
+  req.max_burst_sz = attr->max_burst_sz;
+  req.typical_pkt_sz = attr->typical_pkt_sz;
+  proto::Empty rep;
+  return to_ctx(qp->context)->client.call(proto::Op::kModifyQpRateLimit, req, nullptr, 0, &rep);
+}
+
+}  // namespace wharf::abi
+
 WHARF_EXPORT int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int, ibv_qp_init_attr* init) {
   proto::QueryQpRep rep;
   int err =

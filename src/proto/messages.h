@@ -60,6 +60,7 @@ enum class Op : uint16_t {
   kCmEstablish = 39,
   kCmDisconnect = 40,
   kCmSetOption = 41,
+  kModifyQpRateLimit = 42,
 };
 
 // Every datagram starts with this. `status` is 0 in requests; in replies it is 0 or a
@@ -274,6 +275,19 @@ struct ModifyQpReq {
   template <class V>
   void visit(V&& v) {
     v(qp), v(attr_mask), v(attr);
+  }
+};
+// ibv_modify_qp_rate_limit. The same change as kModifyQp with IBV_QP_RATE_LIMIT alone, plus
+// the bucket depth; typical_pkt_sz is carried but unused (the router paces bytes).
+struct ModifyQpRateLimitReq {
+  uint32_t qp = 0;
+  uint32_t rate_limit = 0;    // kbit/s; 0: no limit of the application's
+  uint32_t max_burst_sz = 0;  // bytes; 0: the router's default depth for the rate
+  uint16_t typical_pkt_sz = 0;
+  uint16_t reserved = 0;
+  template <class V>
+  void visit(V&& v) {
+    v(qp), v(rate_limit), v(max_burst_sz), v(typical_pkt_sz), v(reserved);
   }
 };
 struct QueryQpRep {

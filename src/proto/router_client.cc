@@ -1,5 +1,6 @@
 #include "proto/router_client.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
@@ -39,16 +40,25 @@ int RouterClient::transact(Op op, const uint8_t* body, size_t blen, const int* f
   if (blen > sizeof(buf) - hn) return EMSGSIZE;
   if (blen != 0) std::memcpy(buf + hn, body, blen);
   if (int err = send_datagram(sock_.get(), buf, hn + blen, fds, nfds, 0); err != 0)
-    return err == EPIPE ? ENODEV : err;
+    return broken(err == EPIPE ? ENODEV : err);
+  if (timeout_ms_ >= 0) {
+    pollfd p{sock_.get(), POLLIN, 0};
+    int ready;
+    do {
+      ready = ::poll(&p, 1, timeout_ms_);
+    } while (ready < 0 && errno == EINTR);
+    if (ready <= 0) return broken(ready == 0 ? ETIMEDOUT : errno);
+  }
 
   UniqueFd got[kMaxFds];
   int ngot = 0;
   ssize_t n = recv_datagram(sock_.get(), buf, sizeof(buf), got, kMaxFds, &ngot, 0);
-  if (n <= 0) return n == 0 ? ENODEV : static_cast<int>(-n);
+  if (n <= 0) return broken(n == 0 ? ENODEV : static_cast<int>(-n));
   Header rh;
   if (static_cast<size_t>(n) < kHeaderSize || !decode(buf, kHeaderSize, &rh) ||
-      rh.magic != kMagic || rh.op != (h.op | kReplyBit) || rh.seq != h.seq)
-    return EPROTO;
+      rh.magic != kMagic || rh.version != kVersion || rh.op != (h.op | kReplyBit) ||
+      rh.seq != h.seq)
+    return broken(EPROTO);
   if (rh.status != 0) return static_cast<int>(rh.status);
   *rlen = static_cast<size_t>(n) - kHeaderSize;
   std::memcpy(reply, buf + kHeaderSize, *rlen);

@@ -20,11 +20,16 @@ class RouterClient {
   // Connects to the router socket. Returns 0 or an errno.
   int connect(const char* path);
   void close() { sock_.reset(); }
+  // False once the connection broke: the router closed it, a reply did not match its request
+  // or did not come in time. The client then closes it; every later call fails with ENODEV.
   bool connected() const { return sock_.valid(); }
+  int fd() const { return sock_.get(); }
+  // How long call() waits for a reply (ETIMEDOUT after); -1, the default, waits forever.
+  void set_reply_timeout_ms(int ms) { timeout_ms_ = ms; }
 
   // Sends `req` with `nfds` descriptors and waits for the reply. Returns the router's status
-  // (0 or an errno), or an errno for a broken connection. Descriptors in the reply are
-  // stored in out_fds (up to max_out).
+  // (0 or an errno), or an errno for a broken connection (then !connected()). Descriptors in
+  // the reply are stored in out_fds (up to max_out).
   template <class Req, class Rep>
   int call(Op op, const Req& req, const int* fds, int nfds, Rep* rep, UniqueFd* out_fds = nullptr,
            int max_out = 0) {
@@ -42,9 +47,16 @@ class RouterClient {
   int transact(Op op, const uint8_t* body, size_t blen, const int* fds, int nfds, uint8_t* reply,
                size_t* rlen, UniqueFd* out_fds, int max_out);
 
+  // A transport failure: the connection is unusable from here on.
+  int broken(int err) {
+    sock_.reset();
+    return err;
+  }
+
   std::mutex mu_;
   UniqueFd sock_;
   uint32_t seq_ = 0;
+  int timeout_ms_ = -1;
 };
 
 }  // namespace wharf::proto

@@ -88,6 +88,10 @@ void apply_qp_attr(Qp* qp, uint32_t mask, const proto::QpAttr& a) {
   if (mask & IBV_QP_MAX_DEST_RD_ATOMIC) q.max_dest_rd_atomic = a.max_dest_rd_atomic;
   if (mask & IBV_QP_PATH_MIG_STATE) q.path_mig_state = a.path_mig_state;
   if (mask & IBV_QP_DEST_QPN) q.dest_qp_num = a.dest_qp_num;
+  if (mask & IBV_QP_RATE_LIMIT) {
+    q.rate_limit = a.rate_limit;
+    qp->app_burst_bytes = 0;  // as mlx5: set without burst information, the default depth
+  }
   q.cur_qp_state = q.qp_state;
 }
 
@@ -218,6 +222,9 @@ bool Session::handle_request(const uint8_t* buf, size_t len, UniqueFd* fds, int 
     case Op::kCreateQp: serve(h, body, blen, fds, nfds, &Session::on_create_qp); break;
     case Op::kModifyQp: serve(h, body, blen, fds, nfds, &Session::on_modify_qp); break;
     case Op::kQueryQp: serve(h, body, blen, fds, nfds, &Session::on_query_qp); break;
+    case Op::kModifyQpRateLimit:
+      serve(h, body, blen, fds, nfds, &Session::on_modify_qp_rate_limit);
+      break;
     case Op::kDestroyQp: serve(h, body, blen, fds, nfds, &Session::on_destroy_qp); break;
     case Op::kCreateSrq: serve(h, body, blen, fds, nfds, &Session::on_create_srq); break;
     case Op::kModifySrq: serve(h, body, blen, fds, nfds, &Session::on_modify_srq); break;
@@ -503,13 +510,20 @@ int Session::on_modify_qp(const proto::ModifyQpReq& req, UniqueFd*, int, proto::
   const auto next = static_cast<ibv_qp_state>(wanted);  // validated above
   if (int err = validate_qp_attr_values(*qp, req.attr_mask, req.attr); err != 0) return err;
   apply_qp_attr(qp, req.attr_mask, req.attr);
+  if (req.attr_mask & IBV_QP_RATE_LIMIT) router_->configure_qp_rate_st(qp, now_ns());
   // Before the switch below touches any ring: no library may be executing into this QP.
+  // A QP that became rate limited also leaves the direct path here.
   router_->refresh_direct_st(qp);
   if (wanted == cur) return 0;
   switch (next) {
     case IBV_QPS_RESET:
       router_->deactivate(qp);
       reset_qp_rings(qp);
+      // The application's rate limit belongs to the connection it made; a reused QP starts
+      // without one (its policy limit stays).
+      qp->attr.rate_limit = 0;
+      qp->app_burst_bytes = 0;
+      router_->configure_qp_rate_st(qp, now_ns());
       if (router_->remote() != nullptr) router_->remote()->forget_st(qp);
       break;
     case IBV_QPS_RTS:
@@ -524,6 +538,22 @@ int Session::on_modify_qp(const proto::ModifyQpReq& req, UniqueFd*, int, proto::
       break;
     default: break;
   }
+  return 0;
+}
+
+int Session::on_modify_qp_rate_limit(const proto::ModifyQpRateLimitReq& req, UniqueFd*, int,
+                                     proto::Empty*, ReplyFds*) {
+  Qp* qp = qps_.find(req.qp);
+  if (qp == nullptr) return EINVAL;
+  // As mlx5: burst information qualifies a limit, and is meaningless without one.
+  if ((req.max_burst_sz != 0 || req.typical_pkt_sz != 0) && req.rate_limit == 0) return EINVAL;
+  // The states and types ibv_modify_qp accepts IBV_QP_RATE_LIMIT in, without a transition.
+  const uint32_t cur = qp->attr.qp_state;
+  if (int err = check_qp_transition(qp->type, cur, cur, IBV_QP_RATE_LIMIT); err != 0) return err;
+  qp->attr.rate_limit = req.rate_limit;
+  qp->app_burst_bytes = req.max_burst_sz;
+  router_->configure_qp_rate_st(qp, now_ns());
+  router_->refresh_direct_st(qp);
   return 0;
 }
 

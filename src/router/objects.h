@@ -126,10 +126,13 @@ struct Qp {
   uint64_t wait_until_ns = 0;
   uint8_t rnr_attempts = 0;
   uint8_t retry_attempts = 0;
-  // Rate limits: this QP's own bucket (its container's qp_rate), and the time before which
-  // neither it nor its container's bucket lets the head WQE go.
+  // Rate limits: this QP's own bucket (the tighter of its container's qp_rate and the
+  // application's attr.rate_limit, router/policy.cc), and the time before which neither it
+  // nor its container's bucket lets the head WQE go. app_burst_bytes: the max_burst_sz of
+  // ibv_modify_qp_rate_limit, 0 for the default depth.
   TokenBucket rate;
   uint64_t paced_until_ns = 0;
+  uint32_t app_burst_bytes = 0;
   bool active = false;  // in the router's polled list
   // Its state in the host-to-host engine, once it has any (owned by RemotePath).
   RemoteQpState* remote = nullptr;

@@ -1,8 +1,11 @@
 // Enforcing the orchestrator's policies (common/policy.h): quotas when objects are created,
-// rate limits as work requests start. A QP under any rate limit leaves the direct path, so
-// that every one of its messages passes admit_st.
+// rate limits as work requests start. A QP's own limit is the tighter of the policy's and
+// the one its application set (IBV_QP_RATE_LIMIT, ibv_modify_qp_rate_limit). A QP under any
+// rate limit leaves the direct path, so that every one of its messages passes admit_st.
 #include <errno.h>
 #include <spdlog/spdlog.h>
+
+#include <algorithm>
 
 #include "common/clock.h"
 #include "router/router.h"
@@ -22,6 +25,19 @@ std::string describe(const ContainerPolicy& p) {
   if (p.burst_bytes != 0) out += "burst " + std::to_string(p.burst_bytes) + " B ";
   if (p.priority != 0) out += "priority " + std::to_string(p.priority) + " ";
   return out.empty() ? "no limits" : out.substr(0, out.size() - 1);
+}
+
+// The tighter of two limits, where 0 is no limit.
+uint64_t tighter(uint64_t a, uint64_t b) {
+  if (a == 0) return b;
+  if (b == 0) return a;
+  return std::min(a, b);
+}
+
+// The depth of a bucket of bits_per_s (0: none, and no depth) given burst_bytes (0: default).
+uint64_t depth_of(uint64_t bits_per_s, uint64_t burst_bytes) {
+  if (bits_per_s == 0) return 0;
+  return burst_bytes != 0 ? burst_bytes : TokenBucket::default_depth_bytes(bits_per_s);
 }
 
 }  // namespace
@@ -56,7 +72,13 @@ void Router::apply_policy_st(Container* c, const ContainerPolicy& p) {
 
 void Router::configure_qp_rate_st(Qp* qp, uint64_t now) {
   const ContainerPolicy& p = qp->owner->container()->policy;
-  qp->rate.configure(p.qp_rate_bps, p.burst_bytes, now);
+  const uint64_t app_bps = uint64_t{qp->attr.rate_limit} * 1000;  // kbps, as rdma-core's
+  // One bucket as tight as both: the lower rate and the shallower depth. Over any interval
+  // it passes no more than either limit's own bucket would.
+  const uint64_t bps = tighter(p.qp_rate_bps, app_bps);
+  const uint64_t depth =
+      tighter(depth_of(p.qp_rate_bps, p.burst_bytes), depth_of(app_bps, qp->app_burst_bytes));
+  qp->rate.retune(bps, depth, now);
   qp->paced_until_ns = 0;
 }
 

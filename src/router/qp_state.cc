@@ -12,14 +12,18 @@ struct MaskRule {
 
 constexpr uint32_t kAv = IBV_QP_AV;
 constexpr uint32_t kAltPath = IBV_QP_ALT_PATH;
+// Not in IBTA's table: an application's send rate limit (rdma-core's packet pacing). As mlx5
+// takes it on the way into RTS and in RTS, every type may set it whenever the QP is or
+// becomes RTS, and in SQD->SQD (where the other send-side attributes change).
+constexpr uint32_t kRateLimit = IBV_QP_RATE_LIMIT;
 
 // RTS->RTS and SQD->RTS: nothing required; path, access and timer changes allowed.
 MaskRule resume_rts(bool rc, bool uc) {
   constexpr uint32_t kConnected =
-      IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | kAltPath | IBV_QP_PATH_MIG_STATE;
+      IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | kAltPath | IBV_QP_PATH_MIG_STATE | kRateLimit;
   if (rc) return {0, kConnected | IBV_QP_MIN_RNR_TIMER};
   if (uc) return {0, kConnected};
-  return {0, IBV_QP_CUR_STATE | IBV_QP_QKEY};
+  return {0, IBV_QP_CUR_STATE | IBV_QP_QKEY | kRateLimit};
 }
 
 // Per-type (required, optional) masks of one transition. IBV_QP_STATE is handled by the caller.
@@ -55,11 +59,11 @@ MaskRule rule(ibv_qp_type type, ibv_qp_state cur, ibv_qp_state next, bool* legal
         return {IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
                     IBV_QP_MAX_QP_RD_ATOMIC,
                 IBV_QP_CUR_STATE | kAltPath | IBV_QP_ACCESS_FLAGS | IBV_QP_MIN_RNR_TIMER |
-                    IBV_QP_PATH_MIG_STATE};
+                    IBV_QP_PATH_MIG_STATE | kRateLimit};
       if (uc)
-        return {IBV_QP_SQ_PSN,
-                IBV_QP_CUR_STATE | kAltPath | IBV_QP_ACCESS_FLAGS | IBV_QP_PATH_MIG_STATE};
-      return {IBV_QP_SQ_PSN, IBV_QP_CUR_STATE | IBV_QP_QKEY};
+        return {IBV_QP_SQ_PSN, IBV_QP_CUR_STATE | kAltPath | IBV_QP_ACCESS_FLAGS |
+                                   IBV_QP_PATH_MIG_STATE | kRateLimit};
+      return {IBV_QP_SQ_PSN, IBV_QP_CUR_STATE | IBV_QP_QKEY | kRateLimit};
     case IBV_QPS_RTS:
       if (next == IBV_QPS_RTS) return resume_rts(rc, uc);
       if (next == IBV_QPS_SQD) return {0, IBV_QP_EN_SQD_ASYNC_NOTIFY};
@@ -71,17 +75,17 @@ MaskRule rule(ibv_qp_type type, ibv_qp_state cur, ibv_qp_state next, bool* legal
           return {0, kAv | kAltPath | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX |
                          IBV_QP_MIN_RNR_TIMER | IBV_QP_PATH_MIG_STATE | IBV_QP_TIMEOUT |
                          IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC |
-                         IBV_QP_MAX_DEST_RD_ATOMIC};
+                         IBV_QP_MAX_DEST_RD_ATOMIC | kRateLimit};
         if (uc)
-          return {0,
-                  kAv | kAltPath | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX | IBV_QP_PATH_MIG_STATE};
-        return {0, IBV_QP_PKEY_INDEX | IBV_QP_QKEY};
+          return {0, kAv | kAltPath | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX |
+                         IBV_QP_PATH_MIG_STATE | kRateLimit};
+        return {0, IBV_QP_PKEY_INDEX | IBV_QP_QKEY | kRateLimit};
       }
       break;
     case IBV_QPS_SQE:
       // C10-...: only unreliable types have a send-queue-error state to leave.
       if (next == IBV_QPS_RTS && (uc || ud))
-        return {0, static_cast<uint32_t>(IBV_QP_CUR_STATE) |
+        return {0, static_cast<uint32_t>(IBV_QP_CUR_STATE) | kRateLimit |
                        static_cast<uint32_t>(uc ? IBV_QP_ACCESS_FLAGS : IBV_QP_QKEY)};
       break;
     default: break;

@@ -123,8 +123,13 @@ class Router {
   // Whether qp's next message of `bytes` may go now under its and its container's rate
   // limits; charges them if so, else sets qp->paced_until_ns.
   bool admit_st(Qp* qp, uint64_t bytes, uint64_t now);
-  // Gives a new QP the per-QP limit of its container's policy.
+  // (Re)computes qp's own limit from its container's policy and its application's rate_limit
+  // and app_burst_bytes: after either changes, and for a new QP. A bucket that was limited
+  // keeps its debt (TokenBucket::retune).
   void configure_qp_rate_st(Qp* qp, uint64_t now);
+  // Gives container c policy p (set_policy_st does so for the registered containers it
+  // names). Public for tests.
+  void apply_policy_st(Container* c, const ContainerPolicy& p);
 
   // QPs whose queues the data path polls.
   void activate(Qp* qp);
@@ -166,7 +171,6 @@ class Router {
   void close_session(int fd);
   void handle_session_input(Session* s);
   uint16_t allocate_lid();  // 0 when the range is exhausted
-  void apply_policy_st(Container* c, const ContainerPolicy& p);
   void run_posted();
   int start_remote();
   bool direct_eligible_st(const Qp* qp) const;
@@ -191,8 +195,8 @@ class Router {
   std::unordered_map<uint32_t, Mr*> keys_;                               // by lkey/rkey
   std::vector<Qp*> active_;
   uint64_t last_request_ns_ = 0;  // when poll_control last served a library
-  uint64_t pass_ = 0;        // data-path passes so far: where the next one starts in active_
-  std::vector<Qp*> direct_;  // QPs whose direct line is On
+  uint64_t pass_ = 0;             // data-path passes so far: where the next one starts in active_
+  std::vector<Qp*> direct_;       // QPs whose direct line is On
   std::unique_ptr<RemotePath> remote_;
   CmManager cm_{this};
   std::unordered_map<int, CmChannel*> watched_cm_channels_;  // by fd

@@ -107,6 +107,8 @@ class Session {
   int on_destroy_cq(const proto::Handle&, UniqueFd*, int, proto::Empty*, ReplyFds*);
   int on_create_qp(const proto::CreateQpReq&, UniqueFd*, int, proto::CreateQpRep*, ReplyFds*);
   int on_modify_qp(const proto::ModifyQpReq&, UniqueFd*, int, proto::Empty*, ReplyFds*);
+  int on_modify_qp_rate_limit(const proto::ModifyQpRateLimitReq&, UniqueFd*, int, proto::Empty*,
+                              ReplyFds*);
   int on_query_qp(const proto::Handle&, UniqueFd*, int, proto::QueryQpRep*, ReplyFds*);
   int on_destroy_qp(const proto::Handle&, UniqueFd*, int, proto::Empty*, ReplyFds*);
   int on_create_srq(const proto::CreateSrqReq&, UniqueFd*, int, proto::CreateSrqRep*, ReplyFds*);

@@ -16,13 +16,29 @@ class TokenBucket {
   // bits_per_s 0: unlimited. depth_bytes 0: kDefaultDepthNs of the rate, at least
   // kMinDepthBytes. Starts full.
   void configure(uint64_t bits_per_s, uint64_t depth_bytes, uint64_t now_ns) {
-    bytes_per_s_ = bits_per_s / 8;
-    if (bits_per_s != 0 && bytes_per_s_ == 0) bytes_per_s_ = 1;
-    if (depth_bytes == 0)
-      depth_bytes = std::max<uint64_t>(bytes_per_s_ * kDefaultDepthNs / kNsPerS, kMinDepthBytes);
+    bytes_per_s_ = bytes_per_s_of(bits_per_s);
+    if (depth_bytes == 0) depth_bytes = default_depth_bytes(bits_per_s);
     depth_ = static_cast<__int128>(depth_bytes) * kNsPerS;
     tokens_ = depth_;
     last_ns_ = now_ns;
+  }
+
+  // As configure, but a bucket that was limited keeps what it holds (refilled up to now_ns
+  // at the old rate, then capped at the new depth) and its debt: a limit its owner may change
+  // as often as it likes must not hand out a fresh burst each time.
+  void retune(uint64_t bits_per_s, uint64_t depth_bytes, uint64_t now_ns) {
+    if (!limited()) return configure(bits_per_s, depth_bytes, now_ns);
+    uint64_t unused = 0;
+    ready(now_ns, &unused);  // refills at the old rate
+    const __int128 tokens = tokens_;
+    configure(bits_per_s, depth_bytes, std::max(now_ns, last_ns_));
+    tokens_ = std::min(tokens_, tokens);
+  }
+
+  // The depth configure() gives a rate when none is set.
+  static uint64_t default_depth_bytes(uint64_t bits_per_s) {
+    return std::max<uint64_t>(bytes_per_s_of(bits_per_s) * kDefaultDepthNs / kNsPerS,
+                              kMinDepthBytes);
   }
 
   bool limited() const { return bytes_per_s_ != 0; }
@@ -50,6 +66,10 @@ class TokenBucket {
 
  private:
   static constexpr uint64_t kNsPerS = 1'000'000'000;
+  // A limit below 8 bit/s still limits, to 1 byte/s.
+  static uint64_t bytes_per_s_of(uint64_t bits_per_s) {
+    return bits_per_s != 0 && bits_per_s < 8 ? 1 : bits_per_s / 8;
+  }
   uint64_t bytes_per_s_ = 0;
   __int128 depth_ = 0;
   __int128 tokens_ = 0;  // bytes * ns

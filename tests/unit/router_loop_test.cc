@@ -1,4 +1,5 @@
-// The router's event loop: stopping, and hostile control input on a real socket.
+// The router's event loop: stopping, hostile control input on a real socket, and what
+// control requests change in the QPs the data path then serves (application rate limits).
 #include <errno.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -11,9 +12,12 @@
 
 #include <chrono>
 #include <cstring>
+#include <future>
+#include <optional>
 #include <string>
 #include <thread>
 
+#include "common/clock.h"
 #include "proto/datagram.h"
 #include "proto/messages.h"
 #include "router/router.h"
@@ -118,6 +122,12 @@ class RawClient {
   }
   // Reply status, or -1 if the connection closed, -2 on timeout.
   int status(UniqueFd* fds = nullptr, int max_fds = 0) {
+    proto::Empty none;
+    return reply(&none, /*check_body=*/false, fds, max_fds);
+  }
+  // As status(), and a successful reply's body decoded into *rep (-4 if it does not decode).
+  template <class Rep>
+  int reply(Rep* rep, bool check_body = true, UniqueFd* fds = nullptr, int max_fds = 0) {
     timeval tv{5, 0};
     setsockopt(fd_.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     uint8_t buf[proto::kMaxMessage];
@@ -129,6 +139,10 @@ class RawClient {
     proto::Header h;
     if (!proto::decode(buf, proto::kHeaderSize, &h)) return -3;
     for (int i = 0; i < n && i < max_fds; ++i) fds[i] = std::move(got[i]);
+    if (h.status == 0 && check_body &&
+        !proto::decode(buf + proto::kHeaderSize, static_cast<size_t>(len) - proto::kHeaderSize,
+                       rep))
+      return -4;
     return static_cast<int>(h.status);
   }
   int fd() const { return fd_.get(); }
@@ -159,6 +173,76 @@ class RouterControlTest : public ::testing::Test {
     UniqueFd fds[2];
     ASSERT_EQ(c.status(fds, 2), 0);
   }
+  // A PD, a CQ and an RC QP in session c (after hello), the QP taken to RTR; its QPN.
+  // Its peer QPN 0x123 is nobody's: nothing here sends.
+  uint32_t make_rtr_qp(RawClient& c) {
+    c.send(proto::Op::kAllocPd, proto::Empty{});
+    EXPECT_EQ(c.status(), 0);
+    c.send(proto::Op::kCreateCq, proto::CreateCqReq{16, 0});
+    EXPECT_EQ(c.status(), 0);
+    proto::CreateQpReq q;
+    q.pd = q.send_cq = q.recv_cq = 1;
+    q.qp_type = IBV_QPT_RC;
+    q.caps.max_send_wr = q.caps.max_recv_wr = 4;
+    q.caps.max_send_sge = q.caps.max_recv_sge = 1;
+    c.send(proto::Op::kCreateQp, q);
+    proto::CreateQpRep rep;
+    EXPECT_EQ(c.reply(&rep), 0);
+    EXPECT_EQ(rep.qp, 1u);
+    proto::ModifyQpReq m;
+    m.qp = rep.qp;
+    m.attr_mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+    m.attr.qp_state = IBV_QPS_INIT;
+    m.attr.port_num = 1;
+    c.send(proto::Op::kModifyQp, m);
+    EXPECT_EQ(c.status(), 0);
+    m.attr_mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+    m.attr.qp_state = IBV_QPS_RTR;
+    m.attr.ah_attr.port_num = 1;
+    m.attr.path_mtu = IBV_MTU_4096;
+    m.attr.dest_qp_num = 0x123;
+    c.send(proto::Op::kModifyQp, m);
+    EXPECT_EQ(c.status(), 0);
+    return rep.qpn;
+  }
+  // RTR -> RTS of QP handle 1, with `rate_limit_kbps` unless it is unset.
+  int to_rts(RawClient& c, std::optional<uint32_t> rate_limit_kbps) {
+    proto::ModifyQpReq m;
+    m.qp = 1;
+    m.attr_mask = IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                  IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+    m.attr.qp_state = IBV_QPS_RTS;
+    m.attr.timeout = 14;
+    m.attr.retry_cnt = m.attr.rnr_retry = 7;
+    if (rate_limit_kbps) {
+      m.attr_mask |= IBV_QP_RATE_LIMIT;
+      m.attr.rate_limit = *rate_limit_kbps;
+    }
+    c.send(proto::Op::kModifyQp, m);
+    return c.status();
+  }
+  // Runs fn(qp) on the router thread for the QP numbered qpn, and waits for it.
+  template <class F>
+  void with_qp(uint32_t qpn, F fn) {
+    std::promise<void> done;
+    router_->post([&] {
+      Qp* qp = router_->qp_by_qpn(qpn);
+      EXPECT_NE(qp, nullptr);
+      if (qp != nullptr) fn(qp);
+      done.set_value();
+    });
+    done.get_future().wait();
+  }
+  // When qp, with a full bucket of `depth` bytes and nothing else in its way, may send again
+  // after one message of depth + `debt` bytes at now, relative to now (ns).
+  uint64_t pace_after_debt(Qp* qp, uint64_t depth, uint64_t debt) {
+    const uint64_t now = now_ns();
+    EXPECT_TRUE(router_->admit_st(qp, depth + debt, now));
+    EXPECT_FALSE(router_->admit_st(qp, 1, now));
+    return qp->paced_until_ns - now;
+  }
+
   TempSocket sock_;
   RouterConfig cfg_;
   std::unique_ptr<Router> router_;
@@ -297,6 +381,127 @@ TEST_F(RouterControlTest, RegisteringTheCallersOwnNamespaceThenLeavingIsSafe) {
   hello(c);
   c.send(proto::Op::kAllocPd, proto::Empty{});
   EXPECT_EQ(c.status(), 0);
+}
+
+constexpr uint64_t kNsPerS = 1'000'000'000;
+
+TEST_F(RouterControlTest, AppRateLimitFromModifyQpPacesTheQpAndIsQueried) {
+  RawClient c(cfg_.socket_path);
+  hello(c);
+  const uint32_t qpn = make_rtr_qp(c);
+  proto::ModifyQpReq m;
+  m.qp = 1;
+  m.attr_mask = IBV_QP_RATE_LIMIT;  // RTR -> RTR: not a state a limit is set in
+  m.attr.rate_limit = 8000;
+  c.send(proto::Op::kModifyQp, m);
+  EXPECT_EQ(c.status(), EINVAL);
+  // 8000 kbit/s = 1 MB/s, default depth (64 KiB, the minimum): a 1 MB debt takes 1 s.
+  ASSERT_EQ(to_rts(c, 8000), 0);
+  with_qp(qpn, [&](Qp* qp) {
+    ASSERT_TRUE(qp->rate.limited());
+    EXPECT_EQ(pace_after_debt(qp, TokenBucket::kMinDepthBytes, 1'000'000), kNsPerS);
+  });
+  c.send(proto::Op::kQueryQp, proto::Handle{1});
+  proto::QueryQpRep q;
+  ASSERT_EQ(c.reply(&q), 0);
+  EXPECT_EQ(q.attr.rate_limit, 8000u);
+  // RTS -> RTS: 0 lifts it.
+  m.attr.rate_limit = 0;
+  c.send(proto::Op::kModifyQp, m);
+  EXPECT_EQ(c.status(), 0);
+  with_qp(qpn, [](Qp* qp) { EXPECT_FALSE(qp->rate.limited()); });
+}
+
+TEST_F(RouterControlTest, ModifyQpRateLimitTakesABurstAsDepthAndRefusesWhatMlx5Refuses) {
+  RawClient c(cfg_.socket_path);
+  hello(c);
+  const uint32_t qpn = make_rtr_qp(c);
+  c.send(proto::Op::kModifyQpRateLimit, proto::ModifyQpRateLimitReq{1, 16000, 1000, 0, 0});
+  EXPECT_EQ(c.status(), EINVAL);  // RTR
+  ASSERT_EQ(to_rts(c, std::nullopt), 0);
+  c.send(proto::Op::kModifyQpRateLimit, proto::ModifyQpRateLimitReq{1, 0, 1000, 0, 0});
+  EXPECT_EQ(c.status(), EINVAL);  // a burst without a rate
+  c.send(proto::Op::kModifyQpRateLimit, proto::ModifyQpRateLimitReq{1, 0, 0, 1024, 0});
+  EXPECT_EQ(c.status(), EINVAL);  // a packet size without a rate
+  c.send(proto::Op::kModifyQpRateLimit, proto::ModifyQpRateLimitReq{2, 16000, 0, 0, 0});
+  EXPECT_EQ(c.status(), EINVAL);  // no such QP
+  with_qp(qpn, [](Qp* qp) { EXPECT_FALSE(qp->rate.limited()); });
+  // 16000 kbit/s = 2 MB/s with a 1000-byte depth: a 2 MB debt takes 1 s.
+  c.send(proto::Op::kModifyQpRateLimit, proto::ModifyQpRateLimitReq{1, 16000, 1000, 1024, 0});
+  ASSERT_EQ(c.status(), 0);
+  with_qp(qpn, [&](Qp* qp) { EXPECT_EQ(pace_after_debt(qp, 1000, 2'000'000), kNsPerS); });
+  // Changing the limit again does not refill the bucket: the debt stays.
+  c.send(proto::Op::kModifyQpRateLimit, proto::ModifyQpRateLimitReq{1, 32000, 0, 0, 0});
+  ASSERT_EQ(c.status(), 0);
+  with_qp(qpn, [&](Qp* qp) {
+    uint64_t unused = 0;
+    EXPECT_FALSE(qp->rate.ready(now_ns(), &unused));
+  });
+  c.send(proto::Op::kQueryQp, proto::Handle{1});
+  proto::QueryQpRep q;
+  ASSERT_EQ(c.reply(&q), 0);
+  EXPECT_EQ(q.attr.rate_limit, 32000u);
+}
+
+TEST_F(RouterControlTest, AQpIsPacedByTheTighterOfItsAppLimitAndItsPolicy) {
+  RawClient c(cfg_.socket_path);
+  hello(c);
+  const uint32_t qpn = make_rtr_qp(c);
+  ASSERT_EQ(to_rts(c, std::nullopt), 0);
+  ContainerPolicy policy;
+  policy.qp_rate_bps = 4'000'000;  // 0.5 MB/s
+  with_qp(qpn, [&](Qp* qp) { router_->apply_policy_st(qp->owner->container(), policy); });
+  // The application asks for more than the operator allows: the policy holds.
+  c.send(proto::Op::kModifyQpRateLimit, proto::ModifyQpRateLimitReq{1, 8000, 0, 0, 0});
+  ASSERT_EQ(c.status(), 0);
+  with_qp(qpn, [&](Qp* qp) {
+    EXPECT_EQ(pace_after_debt(qp, TokenBucket::kMinDepthBytes, 500'000), kNsPerS);
+  });
+  // The operator lifts its limit: the application's 1 MB/s remains.
+  with_qp(qpn, [&](Qp* qp) {
+    router_->apply_policy_st(qp->owner->container(), ContainerPolicy{});
+    EXPECT_TRUE(qp->rate.limited());
+  });
+  // Back to a policy of 0.5 MB/s and a 1000-byte burst; the application lifts its own limit
+  // (the bucket, emptied by now, starts full under the new policy).
+  policy.burst_bytes = 1000;
+  c.send(proto::Op::kModifyQpRateLimit, proto::ModifyQpRateLimitReq{1, 0, 0, 0, 0});
+  ASSERT_EQ(c.status(), 0);
+  with_qp(qpn, [&](Qp* qp) {
+    EXPECT_FALSE(qp->rate.limited());
+    router_->apply_policy_st(qp->owner->container(), policy);
+    EXPECT_EQ(pace_after_debt(qp, 1000, 500'000), kNsPerS);
+  });
+  // The application asks for less, 2000 kbit/s = 250 kB/s, with a deeper burst than the
+  // operator's: its rate, the operator's depth. Reset first, as the debt would carry over.
+  proto::ModifyQpReq m;
+  m.qp = 1;
+  m.attr_mask = IBV_QP_STATE;
+  m.attr.qp_state = IBV_QPS_RESET;
+  c.send(proto::Op::kModifyQp, m);
+  ASSERT_EQ(c.status(), 0);
+  with_qp(qpn, [&](Qp* qp) {
+    EXPECT_EQ(qp->attr.rate_limit, 0u);  // RESET drops the application's limit
+    router_->apply_policy_st(qp->owner->container(), ContainerPolicy{});
+    router_->apply_policy_st(qp->owner->container(), policy);
+  });
+  m.attr_mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+  m.attr.qp_state = IBV_QPS_INIT;
+  m.attr.port_num = 1;
+  c.send(proto::Op::kModifyQp, m);
+  ASSERT_EQ(c.status(), 0);
+  m.attr_mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+  m.attr.qp_state = IBV_QPS_RTR;
+  m.attr.ah_attr.port_num = 1;
+  m.attr.path_mtu = IBV_MTU_4096;
+  m.attr.dest_qp_num = 0x123;
+  c.send(proto::Op::kModifyQp, m);
+  ASSERT_EQ(c.status(), 0);
+  ASSERT_EQ(to_rts(c, std::nullopt), 0);
+  c.send(proto::Op::kModifyQpRateLimit, proto::ModifyQpRateLimitReq{1, 2000, 100'000, 0, 0});
+  ASSERT_EQ(c.status(), 0);
+  with_qp(qpn, [&](Qp* qp) { EXPECT_EQ(pace_after_debt(qp, 1000, 250'000), kNsPerS); });
 }
 
 }  // namespace

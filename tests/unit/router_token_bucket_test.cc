@@ -55,6 +55,32 @@ TEST(TokenBucketTest, ReadyNsRoundsUpToTheNanosecondTheDebtIsRepaid) {
   EXPECT_TRUE(b.ready(333'333'334, &ready_ns));
 }
 
+TEST(TokenBucketTest, RetuningKeepsTheDebtAndCapsTheTokensAtTheNewDepth) {
+  uint64_t ready_ns = 0;
+  TokenBucket debtor;
+  debtor.configure(8'000'000, 1000, 0);  // 1 MB/s
+  debtor.charge(1000 + 1'000'000);
+  debtor.retune(16'000'000, 0, 0);  // 2 MB/s: the 1 MB debt is repaid in 0.5 s, not forgiven
+  ASSERT_FALSE(debtor.ready(0, &ready_ns));
+  EXPECT_EQ(ready_ns, kNsPerS / 2);
+
+  TokenBucket full;
+  full.configure(8'000'000, 100'000, 0);
+  full.retune(8'000'000, 1000, 0);  // a shallower bucket holds no more than its depth
+  full.charge(1000 + 1'000'000);
+  ASSERT_FALSE(full.ready(0, &ready_ns));
+  EXPECT_EQ(ready_ns, kNsPerS);
+
+  TokenBucket unlimited;
+  unlimited.configure(0, 0, 0);
+  unlimited.charge(uint64_t{1} << 40);
+  unlimited.retune(8'000'000, 1000, 5);  // had no limit: starts full, as configure
+  EXPECT_TRUE(unlimited.ready(5, &ready_ns));
+  unlimited.charge(1000 + 1'000'000);
+  ASSERT_FALSE(unlimited.ready(5, &ready_ns));
+  EXPECT_EQ(ready_ns, 5 + kNsPerS);
+}
+
 TEST(TokenBucketTest, AnExplicitDepthIsHonoured) {
   TokenBucket b;
   b.configure(8'000'000, 1000, 0);

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "common/unique_fd.h"
+#include "proto/router_client.h"
 
 namespace wharf::run {
 
@@ -32,21 +32,19 @@ class RouterSession {
   void unregister_container(const std::string& name);
 
   // The connected socket; readable with 0 bytes once the router closes it.
-  int fd() const { return sock_.get(); }
+  int fd() const { return client_.fd(); }
   // The router's pid (SO_PEERCRED), or -1.
   pid_t router_pid() const;
 
  private:
-  // Sends header(op, next seq) + body and waits for the matching reply. Returns the reply's
-  // status (0 or an errno), or -1 after printing a transport/protocol error; the reply body
-  // is copied to body_out (up to body_cap bytes) and its length stored in *body_len.
-  template <class Req>
-  int call(uint16_t op, const Req& req, const int* fds, int nfds, int timeout_ms, bool quiet,
-           uint8_t* body_out, size_t body_cap, size_t* body_len);
+  // One request and its reply within timeout_ms. Returns the router's status (0 or an errno),
+  // or -1 after printing (unless quiet) why the connection broke.
+  template <class Req, class Rep>
+  int call(proto::Op op, const Req& req, const int* fds, int nfds, int timeout_ms, bool quiet,
+           Rep* rep);
 
-  UniqueFd sock_;
+  proto::RouterClient client_;
   std::string path_;
-  uint32_t seq_ = 0;
 };
 
 }  // namespace wharf::run
