@@ -105,6 +105,7 @@ int DirectPath::describe(Qp* qp) {
   if (rep.flags & proto::kSendCqChannel) send_channel_ = std::move(fds[next++]);
   peer_rq_hdr_ = reinterpret_cast<shm::RingHeader*>(peer_qp_map_.data + ql.rq_ring_off);
   peer_rq_slots_ = peer_qp_map_.data + ql.rq_slots_off;
+  peer_counters_ = reinterpret_cast<shm::QpCounters*>(peer_qp_map_.data + ql.counters_off);
   peer_cq_ =
       shm::CqProducer(reinterpret_cast<shm::RingHeader*>(peer_cq_map_.data + cl.ring_off),
                       reinterpret_cast<shm::Cqe*>(peer_cq_map_.data + cl.slots_off), cl.entries);
@@ -315,7 +316,12 @@ DirectPath::Step DirectPath::run(Qp* qp, const ibv_send_wr* wr, uint32_t* missin
     }
   }
 
+  // The QP counters, as the router keeps them for the work it executes (shm::QpCounters).
+  qp->counters->tx_msgs.fetch_add(1, std::memory_order_relaxed);
+  qp->counters->tx_bytes.fetch_add(len, std::memory_order_relaxed);
   if (needs_recv) {
+    peer_counters_->rx_msgs.fetch_add(1, std::memory_order_relaxed);
+    peer_counters_->rx_bytes.fetch_add(len, std::memory_order_relaxed);
     peer_rq_hdr_->consumer.value.store(rq_pos + 1, std::memory_order_release);
     shm::Cqe c{};
     c.wr_id = rh.wr_id;

@@ -86,6 +86,7 @@ class DirectPath {
   Mapping peer_cq_map_;
   shm::RingHeader* peer_rq_hdr_ = nullptr;
   uint8_t* peer_rq_slots_ = nullptr;
+  shm::QpCounters* peer_counters_ = nullptr;
   shm::CqProducer peer_cq_;
   shm::CqNotify* peer_notify_ = nullptr;
   UniqueFd peer_channel_;  // router's end of the peer CQ's completion channel

@@ -140,6 +140,7 @@ struct Qp {
   SpinLock sq_lock;
   SpinLock rq_lock;
   shm::QpDirect* direct_line;  // in `map`, written by the router
+  shm::QpCounters* counters;   // in `map`: the direct path counts the work it executes
   DirectPath direct;           // guarded by sq_lock
   void reset_rings();          // after a transition to RESET (the router zeroed the indices)
 };

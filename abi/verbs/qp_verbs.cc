@@ -170,6 +170,7 @@ WHARF_EXPORT ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
   qp->sq_sig_all = req.sq_sig_all;
   qp->reset_rings();
   qp->direct_line = reinterpret_cast<shm::QpDirect*>(qp->map.data + qp->layout.direct_off);
+  qp->counters = reinterpret_cast<shm::QpCounters*>(qp->map.data + qp->layout.counters_off);
   ibv_qp* q = &qp->qp;
   q->context = pd->context;
   q->qp_context = init->qp_context;

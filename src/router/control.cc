@@ -482,6 +482,7 @@ int Session::on_create_qp(const proto::CreateQpReq& req, UniqueFd*, int, proto::
   qp->attr.path_mtu = IBV_MTU_4096;
   reset_qp_rings(qp.get());
   qp->direct = reinterpret_cast<shm::QpDirect*>(qp->shm.data() + qp->layout.direct_off);
+  qp->counters = reinterpret_cast<shm::QpCounters*>(qp->shm.data() + qp->layout.counters_off);
 
   Qp* raw = qps_.add(std::move(qp));
   raw->qpn = router_->allocate_qpn(raw);
@@ -576,6 +577,7 @@ void Session::destroy_qp(std::unique_ptr<Qp> qp) {
   router_->release_qpn(qp->qpn);
   // The QP it was connected to can no longer execute into it.
   if (Qp* peer = router_->qp_by_qpn(qp->attr.dest_qp_num)) router_->refresh_direct_st(peer);
+  container_->retired.add(*qp->counters);
   qp->pd->users--;
   qp->send_cq->users--;
   qp->recv_cq->users--;

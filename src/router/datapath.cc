@@ -102,6 +102,7 @@ bool Executor::process_qp_st(Qp* qp) {
     qp->sq.pop();
     qp->rnr_attempts = qp->retry_attempts = 0;
     did = true;
+    count_completion(qp, true, status, payload_bytes(w));
     bool signaled = (w.hdr.flags & shm::kWqeSignaled) || qp->sq_sig_all;
     if (signaled || status != IBV_WC_SUCCESS) {
       shm::Cqe c = make_cqe(w.hdr.wr_id, status, proto::send_wc_opcode(w.hdr.opcode), qp->qpn);
@@ -424,6 +425,7 @@ Origin Executor::origin_of(const SendWork& w, const Qp* src) const {
 
 void Executor::complete_recv_st(Qp* dst, const RecvWork& rw, ibv_wc_status status, ibv_wc_opcode op,
                                 uint32_t byte_len, const Origin& from, uint32_t flags) {
+  count_completion(dst, false, status, byte_len);
   shm::Cqe c = make_cqe(rw.hdr.wr_id, status, op, dst->qpn);
   c.byte_len = byte_len;
   c.src_qp = from.qpn;

@@ -25,6 +25,18 @@ namespace wharf::router {
 class Session;
 struct RemoteQpState;  // router/remote.h
 
+// What QPs moved (shm::QpCounters), summed: a container keeps its destroyed QPs' share.
+struct Traffic {
+  uint64_t tx_msgs = 0, tx_bytes = 0, rx_msgs = 0, rx_bytes = 0, errors = 0;
+  void add(const shm::QpCounters& c) {
+    tx_msgs += c.tx_msgs.load(std::memory_order_relaxed);
+    tx_bytes += c.tx_bytes.load(std::memory_order_relaxed);
+    rx_msgs += c.rx_msgs.load(std::memory_order_relaxed);
+    rx_bytes += c.rx_bytes.load(std::memory_order_relaxed);
+    errors += c.errors.load(std::memory_order_relaxed);
+  }
+};
+
 // A container: a network namespace registered by wharf-run (or an anonymous one for
 // processes started outside wharf-run). Its LID and GID address all its QPs.
 struct Container {
@@ -39,6 +51,7 @@ struct Container {
   bool registered = false;
   ContainerPolicy policy;  // from the orchestrator (router/policy.cc)
   TokenBucket rate;        // policy.rate_bps over all its QPs
+  Traffic retired;         // what its destroyed QPs moved (`wharfctl statistic`)
 };
 
 struct Pd {
@@ -144,8 +157,22 @@ struct Qp {
   uint32_t direct_generation = 0;
   bool direct_on = false;
   bool direct_revoked = false;
+  shm::QpCounters* counters = nullptr;  // in shm: the library's direct path adds to it too
 
   ibv_qp_state state() const { return static_cast<ibv_qp_state>(attr.qp_state); }
 };
+
+// Counts one completion of qp's work in its counters (shm::QpCounters): its send side (a
+// send, WRITE, READ or atomic it issued) or its receive side (a message that consumed one of
+// its receives). Flushes are not counted.
+inline void count_completion(Qp* qp, bool send_side, ibv_wc_status status, uint64_t bytes) {
+  shm::QpCounters* c = qp->counters;
+  if (status == IBV_WC_SUCCESS) {
+    (send_side ? c->tx_msgs : c->rx_msgs).fetch_add(1, std::memory_order_relaxed);
+    (send_side ? c->tx_bytes : c->rx_bytes).fetch_add(bytes, std::memory_order_relaxed);
+  } else if (status != IBV_WC_WR_FLUSH_ERR) {
+    c->errors.fetch_add(1, std::memory_order_relaxed);
+  }
+}
 
 }  // namespace wharf::router

@@ -216,6 +216,7 @@ void RemotePath::resend_all_st(Executor* ex, Qp* qp, int dest) {
 }
 
 void RemotePath::complete_send_st(Qp* qp, const Outstanding& o, ibv_wc_status status) {
+  count_completion(qp, true, status, payload_bytes(o.w));
   if (!o.signaled && status == IBV_WC_SUCCESS) return;
   shm::Cqe c = make_cqe(o.w.hdr.wr_id, status, proto::send_wc_opcode(o.w.hdr.opcode), qp->qpn);
   c.byte_len = o.byte_len;

@@ -1,5 +1,6 @@
-// What `wharfctl resource show` lists (the router's answer to kDumpResources): every QP, CQ,
-// MR, PD and rdma_cm id of every session, with the process and container that own it, as JSON in
+// What `wharfctl resource show` and `wharfctl statistic show` list (the router's answer to
+// kDumpResources): every QP (with its counters), CQ, MR, PD and rdma_cm id of every session, and
+// every container's traffic, with the process and container that own it, as JSON in
 // the manner of `rdma -j res show`. Control path only.
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -10,6 +11,7 @@
 
 #include <cerrno>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "common/ipv4.h"
@@ -61,11 +63,22 @@ std::string comm_of(pid_t pid) {
   return comm;
 }
 
+json traffic_json(const Traffic& t) {
+  return {{"tx_msgs", t.tx_msgs},
+          {"tx_bytes", t.tx_bytes},
+          {"rx_msgs", t.rx_msgs},
+          {"rx_bytes", t.rx_bytes},
+          {"errors", t.errors}};
+}
+
 }  // namespace
 
 std::string Router::describe_resources_st() const {
   json qps = json::array(), cqs = json::array(), mrs = json::array(), pds = json::array(),
-       cm_ids = json::array();
+       cm_ids = json::array(), containers = json::array();
+  // Per container: what its destroyed QPs moved, plus its live QPs (below).
+  std::map<const Container*, Traffic> traffic;
+  for (const auto& [ino, c] : containers_) traffic[c.get()] = c->retired;
   for (const auto& [fd, s] : sessions_) {
     const Container* c = s->container();
     const json owner = {{"pid", s->pid()},
@@ -78,11 +91,16 @@ std::string Router::describe_resources_st() const {
       return j;
     };
     for (const auto& [h, qp] : s->qps_) {
-      qps.push_back(with_owner({{"lqpn", qp->qpn},
-                                {"rqpn", qp->attr.dest_qp_num},
-                                {"type", qp_type_name(qp->type)},
-                                {"state", qp_state_name(qp->state())},
-                                {"direct", qp->direct_on}}));
+      Traffic t;
+      t.add(*qp->counters);
+      traffic[c].add(*qp->counters);
+      json j = with_owner({{"lqpn", qp->qpn},
+                           {"rqpn", qp->attr.dest_qp_num},
+                           {"type", qp_type_name(qp->type)},
+                           {"state", qp_state_name(qp->state())},
+                           {"direct", qp->direct_on}});
+      j.update(traffic_json(t));
+      qps.push_back(j);
     }
     for (const auto& [h, cq] : s->cqs_)
       cqs.push_back(with_owner({{"cqe", cq->layout.entries}, {"users", cq->users}}));
@@ -98,7 +116,17 @@ std::string Router::describe_resources_st() const {
                                    {"dst-addr", format_cm_address(id->remote)}}));
     }
   }
-  return json{{"qp", qps}, {"cq", cqs}, {"mr", mrs}, {"pd", pds}, {"cm_id", cm_ids}}.dump();
+  for (const auto& [c, t] : traffic) {
+    json j = {{"tenant", c->tenant},
+              {"container", c->name},
+              {"vip", c->vip == 0 ? "" : format_ipv4(c->vip)},
+              {"lid", c->lid}};
+    j.update(traffic_json(t));
+    containers.push_back(j);
+  }
+  return json{{"qp", qps}, {"cq", cqs},       {"mr", mrs},
+              {"pd", pds}, {"cm_id", cm_ids}, {"container", containers}}
+      .dump();
 }
 
 int Session::on_dump_resources(const proto::Empty&, UniqueFd*, int, proto::DumpResourcesRep* rep,

@@ -23,13 +23,15 @@ bool copy_send_wqe(const uint8_t* slot, uint32_t slot_size, ibv_qp_type type, ui
   return proto::opcode_allowed(type, out->hdr.opcode);
 }
 
-uint64_t rate_charge(const SendWork& w) {
+uint64_t payload_bytes(const SendWork& w) {
+  if (w.hdr.flags & shm::kWqeInline) return w.hdr.inline_len;
   uint64_t bytes = 0;
-  if (w.hdr.flags & shm::kWqeInline) {
-    bytes = w.hdr.inline_len;
-  } else {
-    for (uint32_t i = 0; i < w.hdr.num_sge; ++i) bytes += w.sge[i].length;
-  }
+  for (uint32_t i = 0; i < w.hdr.num_sge; ++i) bytes += w.sge[i].length;
+  return bytes;
+}
+
+uint64_t rate_charge(const SendWork& w) {
+  const uint64_t bytes = payload_bytes(w);
   return bytes < kMinChargeBytes ? kMinChargeBytes : bytes;
 }
 

@@ -30,9 +30,11 @@ struct RecvWork {
 bool copy_send_wqe(const uint8_t* slot, uint32_t slot_size, ibv_qp_type type, uint32_t max_sge,
                    SendWork* out);
 
-// What a send WQE costs under a rate limit: its payload (the bytes its SGEs or inline data
-// name; for a READ, what it reads), but at least kMinChargeBytes, about a packet's headers,
-// so that empty messages are limited too.
+// A send WQE's payload: the bytes its SGEs or inline data name (for a READ, what it reads).
+uint64_t payload_bytes(const SendWork& w);
+
+// What a send WQE costs under a rate limit: its payload, but at least kMinChargeBytes, about
+// a packet's headers, so that empty messages are limited too.
 inline constexpr uint64_t kMinChargeBytes = 64;
 uint64_t rate_charge(const SendWork& w);
 

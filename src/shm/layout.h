@@ -141,11 +141,25 @@ struct QpDirect {
   std::atomic<uint32_t> in_error;
 };
 
-// ---- Queue pair: send ring, receive ring, direct-path line, then the slots. ----
+// What a QP has moved, for `wharfctl statistic` (docs/shm-rings.md, "QP counters"): added to
+// (relaxed) by whoever executes the work, the router or a direct-path library, so it lives
+// beside the QP's rings; the router only ever reports it. Messages and payload bytes that
+// completed successfully: sends, WRITEs, READs and atomics on the sending side (tx), messages
+// that consumed a receive on the receiving side (rx); completions with an error other than
+// a flush (errors).
+struct QpCounters {
+  alignas(kCacheLine) std::atomic<uint64_t> tx_msgs;
+  std::atomic<uint64_t> tx_bytes;
+  std::atomic<uint64_t> rx_msgs;
+  std::atomic<uint64_t> rx_bytes;
+  std::atomic<uint64_t> errors;
+};
+
+// ---- Queue pair: send ring, receive ring, direct-path line, counters, then the slots. ----
 struct QpLayout {
   uint32_t sq_entries, sq_slot;
   uint32_t rq_entries, rq_slot;  // rq_entries == 0 when the QP uses an SRQ
-  size_t sq_ring_off, rq_ring_off, direct_off, sq_slots_off, rq_slots_off, total;
+  size_t sq_ring_off, rq_ring_off, direct_off, counters_off, sq_slots_off, rq_slots_off, total;
 };
 constexpr QpLayout qp_layout(uint32_t sq_entries, uint32_t sq_slot, uint32_t rq_entries,
                              uint32_t rq_slot) {
@@ -157,7 +171,8 @@ constexpr QpLayout qp_layout(uint32_t sq_entries, uint32_t sq_slot, uint32_t rq_
   l.sq_ring_off = 0;
   l.rq_ring_off = sizeof(RingHeader);
   l.direct_off = 2 * sizeof(RingHeader);
-  l.sq_slots_off = l.direct_off + sizeof(QpDirect);
+  l.counters_off = l.direct_off + sizeof(QpDirect);
+  l.sq_slots_off = l.counters_off + sizeof(QpCounters);
   l.rq_slots_off = l.sq_slots_off + static_cast<size_t>(sq_entries) * sq_slot;
   l.total = align_up(l.rq_slots_off + static_cast<size_t>(rq_entries) * rq_slot, kPageSize);
   return l;

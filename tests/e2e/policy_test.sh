@@ -10,7 +10,8 @@
 #     server whose LID, QPN and rkey it was told fails (retries exhausted), as if nobody were
 #     there; rping (rdma_cm) from there gets ADDR_ERROR for the server's address; within one
 #     network both work;
-#   - `wharfctl resource show` lists a container's objects with their process and container;
+#   - `wharfctl resource show` lists a container's objects with their process and container,
+#     `wharfctl statistic show` what they moved;
 #   - a router restarted later, and an orchestrator killed and restarted, keep the policies.
 # Needs root, WHARF_BIN_DIR (wharfd, wharf-run, wharf-orchestrator, wharfctl),
 # WHARF_QUOTA_PROBE, perftest and rdmacm-utils (exit 77 if missing). Containers use
@@ -172,8 +173,25 @@ out=$(ctl -r "$SOCK" resource show qp container pa$$)
   fail "resource show qp: '$out'"
 out=$(ctl -r "$SOCK" resource show container pa$$)
 [[ $out == "wharf0: pd 1 cq 1 qp 1 mr 1 cm_id 0" ]] || fail "resource show: '$out'"
+# ... and what a container moved, in `rdma statistic show`'s manner, its finished QPs
+# included: 50 pingpong rounds of 4096 bytes each way between ps and pb (through the router,
+# as pb is rate-limited; tests/e2e/CMakeLists.txt's e2e.preload.statistic.direct checks the
+# direct path, where the libraries count).
+ctl -r "$SOCK" statistic show container pa$$ | grep -q "tx_msgs 0 tx_bytes 0 rx_msgs 0" ||
+  fail "statistic before traffic: $(ctl -r "$SOCK" statistic show)"
 kill "$pingpong" 2> /dev/null
 wait "$pingpong" 2> /dev/null
+NAMES+=("ps$$")
+in_container ps$$ bash -c "ibv_rc_pingpong -d wharf0 -p 19878 -n 50; sleep 10" > "$WORK/pong.log" 2>&1 &
+pingpong=$!
+PIDS+=("$pingpong")
+pingpong_listens() { ip netns exec "wharf-ps$$" ss -Hltn "sport = :19878" 2> /dev/null | grep -q .; }
+wait_for 20 pingpong_listens || fail "ibv_rc_pingpong in ps did not listen: $(cat "$WORK/pong.log")"
+PONG=$(ctl -j container show tenant red | python3 -c "import json,sys; print([c['vip'] for c in json.load(sys.stdin) if c['name']=='ps$$'][0])")
+in_container pb$$ ibv_rc_pingpong -d wharf0 -p 19878 -n 50 "$PONG" > "$WORK/ping.log" 2>&1 ||
+  fail "pingpong within red/n1: $(cat "$WORK/ping.log")"
+counted() { ctl -r "$SOCK" statistic show container ps$$ | grep -q "tx_msgs 50 tx_bytes 204800 rx_msgs 50 rx_bytes 204800 errors 0 container red/ps$$"; }
+wait_for 5 counted || fail "statistic show: '$(ctl -r "$SOCK" statistic show container ps$$)'"
 
 # A router started after the policies were set gets them from its first listing.
 kill "$ROUTER"

@@ -66,6 +66,7 @@ static_assert(offsetof(RingHeader, producer) == 0);
 static_assert(offsetof(RingHeader, consumer) == kCacheLine);
 static_assert(sizeof(CqNotify) == kCacheLine);
 static_assert(sizeof(QpDirect) == kCacheLine);
+static_assert(sizeof(QpCounters) == kCacheLine);
 static_assert(offsetof(ContextPage, mr_epoch) == kCacheLine);
 static_assert(sizeof(ContextPage) <= kContextPageSize);
 static_assert(kContextPageSize == kPageSize);
@@ -195,7 +196,8 @@ TEST_P(QpLayoutTest, RingsThenDirectLineThenSendSlotsThenRecvSlots) {
   EXPECT_EQ(l.sq_ring_off, 0u);
   EXPECT_EQ(l.rq_ring_off, 128u);
   EXPECT_EQ(l.direct_off, 256u);
-  EXPECT_EQ(l.sq_slots_off, 320u);
+  EXPECT_EQ(l.counters_off, 320u);
+  EXPECT_EQ(l.sq_slots_off, 384u);
   EXPECT_EQ(l.rq_slots_off, c.rq_slots_off);
   EXPECT_EQ(l.total, c.total);
 }
@@ -226,7 +228,8 @@ TEST(QpLayoutTest, RegionsNeverOverlapAndSlotsStayAligned) {
         SCOPED_TRACE(std::to_string(sq) + "/" + std::to_string(rq) + "/" + std::to_string(sge));
         ASSERT_GE(l.rq_ring_off, l.sq_ring_off + sizeof(RingHeader));
         ASSERT_GE(l.direct_off, l.rq_ring_off + sizeof(RingHeader));
-        ASSERT_GE(l.sq_slots_off, l.direct_off + sizeof(QpDirect));
+        ASSERT_GE(l.counters_off, l.direct_off + sizeof(QpDirect));
+        ASSERT_GE(l.sq_slots_off, l.counters_off + sizeof(QpCounters));
         ASSERT_EQ(l.rq_slots_off, l.sq_slots_off + static_cast<size_t>(sq) * ss);
         ASSERT_LE(l.rq_slots_off + static_cast<size_t>(rq) * rs, l.total);
         ASSERT_LT(l.total - (l.rq_slots_off + static_cast<size_t>(rq) * rs), kPageSize);

@@ -12,12 +12,13 @@
 //                      | del NAME tenant T | show [NAME tenant T | tenant T] }
 //   wharfctl host show
 //   wharfctl resource show [qp|cq|mr|pd|cm_id] [container NAME] [tenant T]
+//   wharfctl statistic show [qp] [container NAME] [tenant T]
 // NAME of quota and ratelimit is a container's. A quota of "unlimited" and a rate of 0 lift
 // that limit; `del` lifts them all. RATE and SIZE in tc's units (control/units.h).
 // Options: -j (JSON output), -p (pretty JSON), -o URL (the orchestrator; default
-// $WHARF_ORCHESTRATOR or http://127.0.0.1:7480), -r PATH (for `resource`: this host's router
-// socket; default $WHARF_ROUTER or /run/wharf/wharfd.sock). Exit status 0, 1 for a refused request,
-// 2 for bad usage.
+// $WHARF_ORCHESTRATOR or http://127.0.0.1:7480), -r PATH (for `resource` and `statistic`: this
+// host's router socket; default $WHARF_ROUTER or /run/wharf/wharfd.sock). Exit status 0, 1 for a
+// refused request, 2 for bad usage.
 #include <httplib.h>
 #include <stdlib.h>
 
@@ -50,6 +51,8 @@ constexpr const char* kUsage =
     "            | del NAME tenant T | show [NAME tenant T | tenant T] }\n"
     "  host      show\n"
     "  resource  show [qp|cq|mr|pd|cm_id] [container NAME] [tenant T]   (this host's router, -r "
+    "PATH)\n"
+    "  statistic show [qp] [container NAME] [tenant T]                 (this host's router, -r "
     "PATH)\n"
     "RATE: 100mbit, 1gbit, 125mbps (bytes) ...; SIZE: 4096, 64kb, 1gb ...\n";
 
@@ -194,6 +197,48 @@ void print(const Options& o, const json& list, const char* kind,
   }
 }
 
+// The router's answer to kDumpResources (router/resources.cc), parsed; exits on failure.
+json router_dump(const Options& o) {
+  std::string dump, error;
+  if (!wharfctl::dump_router_resources(o.router, &dump, &error)) Client::fail(error);
+  json all = json::parse(dump, nullptr, false);
+  if (!all.is_object()) Client::fail("the router answered something that is not JSON");
+  return all;
+}
+
+// The items of `kind` in the router's answer that match the [container NAME] [tenant T]
+// filter in args[from...].
+json router_items(const json& all, const std::string& kind, const std::vector<std::string>& args,
+                  size_t from) {
+  auto kv = pairs(args, from, {}, {"container", "tenant"});
+  json out = json::array();
+  for (const json& item : all.value(kind, json::array()))
+    if ((kv.count("container") == 0 || item.value("container", "") == kv["container"]) &&
+        (kv.count("tenant") == 0 || item.value("tenant", "") == kv["tenant"]))
+      out.push_back(item);
+  return out;
+}
+
+// One line per item in the manner of iproute2's `rdma`: "link wharf0/1", the fields, the
+// owning process (with_process), the container and its vIP; or the items as JSON with -j.
+void print_links(const Options& o, const json& items, const std::vector<const char*>& fields,
+                 bool with_process) {
+  if (o.json_out) {
+    printf("%s\n", items.dump(o.pretty ? 2 : -1).c_str());
+    return;
+  }
+  for (const json& item : items) {
+    std::string line = "link wharf0/1";
+    for (const char* k : fields) line += std::string(" ") + k + " " + text(item, k);
+    if (with_process)
+      for (const char* k : {"pid", "comm"}) line += std::string(" ") + k + " " + text(item, k);
+    const std::string tenant = item.value("tenant", "");
+    line += " container " + (tenant.empty() ? "" : tenant + "/") + item.value("container", "");
+    if (!item.value("vip", "").empty()) line += " vip " + item.value("vip", "");
+    printf("%s\n", line.c_str());
+  }
+}
+
 // `resource show`: the router's objects in `rdma res show`'s manner, one line each, or a
 // count of each kind when no kind is named.
 int show_resources(const Options& o, const std::vector<std::string>& args) {
@@ -207,46 +252,36 @@ int show_resources(const Options& o, const std::vector<std::string>& args) {
   size_t from = 2;
   std::string kind;
   if (args.size() > 2 && kFields.count(args[2]) != 0) kind = args[from++];
-  auto kv = pairs(args, from, {}, {"container", "tenant"});
-  std::string dump, error;
-  if (!wharfctl::dump_router_resources(o.router, &dump, &error)) Client::fail(error);
-  const json all = json::parse(dump, nullptr, false);
-  if (!all.is_object()) Client::fail("the router answered something that is not JSON");
-  auto wanted = [&](const json& item) {
-    return (kv.count("container") == 0 || item.value("container", "") == kv["container"]) &&
-           (kv.count("tenant") == 0 || item.value("tenant", "") == kv["tenant"]);
-  };
-  if (kind.empty()) {
-    json counts = json::object();
-    for (const auto& [k, fields] : kFields) {
-      size_t n = 0;
-      for (const json& item : all.value(k, json::array())) n += wanted(item) ? 1 : 0;
-      counts[k] = n;
-    }
-    if (o.json_out) {
-      printf("%s\n", counts.dump(o.pretty ? 2 : -1).c_str());
-    } else {
-      printf("wharf0: pd %s cq %s qp %s mr %s cm_id %s\n", counts["pd"].dump().c_str(),
-             counts["cq"].dump().c_str(), counts["qp"].dump().c_str(), counts["mr"].dump().c_str(),
-             counts["cm_id"].dump().c_str());
-    }
+  const json all = router_dump(o);
+  if (!kind.empty()) {
+    print_links(o, router_items(all, kind, args, from), kFields.at(kind), true);
     return 0;
   }
-  json out = json::array();
-  for (const json& item : all.value(kind, json::array()))
-    if (wanted(item)) out.push_back(item);
+  json counts = json::object();
+  for (const auto& [k, fields] : kFields) counts[k] = router_items(all, k, args, from).size();
   if (o.json_out) {
-    printf("%s\n", out.dump(o.pretty ? 2 : -1).c_str());
-    return 0;
+    printf("%s\n", counts.dump(o.pretty ? 2 : -1).c_str());
+  } else {
+    printf("wharf0: pd %s cq %s qp %s mr %s cm_id %s\n", counts["pd"].dump().c_str(),
+           counts["cq"].dump().c_str(), counts["qp"].dump().c_str(), counts["mr"].dump().c_str(),
+           counts["cm_id"].dump().c_str());
   }
-  for (const json& item : out) {
-    std::string line = "link wharf0/1";
-    for (const char* k : kFields.at(kind)) line += std::string(" ") + k + " " + text(item, k);
-    for (const char* k : {"pid", "comm"}) line += std::string(" ") + k + " " + text(item, k);
-    const std::string tenant = item.value("tenant", "");
-    line += " container " + (tenant.empty() ? "" : tenant + "/") + item.value("container", "");
-    if (!item.value("vip", "").empty()) line += " vip " + item.value("vip", "");
-    printf("%s\n", line.c_str());
+  return 0;
+}
+
+// `statistic show`: what the router's containers (or, with `qp`, their live QPs) moved, in
+// `rdma statistic show`'s manner. A container's figures include its destroyed QPs.
+int show_statistics(const Options& o, const std::vector<std::string>& args) {
+  static const std::vector<const char*> kCounters = {"tx_msgs", "tx_bytes", "rx_msgs", "rx_bytes",
+                                                     "errors"};
+  const bool per_qp = args.size() > 2 && args[2] == "qp";
+  const json all = router_dump(o);
+  if (per_qp) {
+    std::vector<const char*> fields = {"lqpn", "type"};
+    fields.insert(fields.end(), kCounters.begin(), kCounters.end());
+    print_links(o, router_items(all, "qp", args, 3), fields, true);
+  } else {
+    print_links(o, router_items(all, "container", args, 2), kCounters, false);
   }
   return 0;
 }
@@ -367,6 +402,8 @@ int run(const Options& o, const std::vector<std::string>& args) {
     }
   } else if (object == "resource") {
     if (cmd == "show") return show_resources(o, args);
+  } else if (object == "statistic") {
+    if (cmd == "show") return show_statistics(o, args);
   } else if (object == "host") {
     if (cmd == "show") {
       pairs(args, 2, {});
