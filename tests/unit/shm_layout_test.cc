@@ -186,7 +186,7 @@ void PrintTo(const QpCase& c, std::ostream* os) { *os << c.name; }
 
 class QpLayoutTest : public ::testing::TestWithParam<QpCase> {};
 
-TEST_P(QpLayoutTest, RingsThenDirectLineThenSendSlotsThenRecvSlots) {
+TEST_P(QpLayoutTest, RingsThenDirectLineThenCountersThenSendSlotsThenRecvSlots) {
   const QpCase c = GetParam();
   const QpLayout l = qp_layout(c.sq_entries, c.sq_slot, c.rq_entries, c.rq_slot);
   EXPECT_EQ(l.sq_entries, c.sq_entries);
@@ -208,15 +208,15 @@ const uint32_t kBigRecv = recv_slot_size(kMaxRecvSge);              // 496
 INSTANTIATE_TEST_SUITE_P(
     Table, QpLayoutTest,
     ::testing::Values(
-        QpCase{"OneOfEach", 1, 64, 1, 16, 384, 4096},
+        QpCase{"OneOfEach", 1, 64, 1, 16, 448, 4096},
         // rq_entries == 0 (the QP uses an SRQ): no receive slots, nothing after the send slots.
-        QpCase{"NoRecvQueue", 16, 128, 0, 32, 320 + 2048, 4096},
-        QpCase{"NoRecvQueueEndsOnPage", 59, 64, 0, 16, 4096, 4096},
-        QpCase{"OneRecvSlotCrossesPage", 59, 64, 1, 16, 4096, 8192},
-        QpCase{"RecvSlotsEndOnPage", 1, 64, 232, 16, 384, 4096},  // 384 + 232*16 = 4096
-        QpCase{"RecvSlotsOneOver", 1, 64, 233, 16, 384, 8192},
-        QpCase{"Max", kMaxQueueDepth, kBigSend, kMaxQueueDepth, kBigRecv, 320 + 18874368,
-               35131392}),  // 320 + 32768 * (576 + 496) = 35127616 -> 8577 pages
+        QpCase{"NoRecvQueue", 16, 128, 0, 32, 384 + 2048, 4096},
+        QpCase{"NoRecvQueueEndsOnPage", 58, 64, 0, 16, 4096, 4096},
+        QpCase{"OneRecvSlotCrossesPage", 58, 64, 1, 16, 4096, 8192},
+        QpCase{"RecvSlotsEndOnPage", 1, 64, 228, 16, 448, 4096},  // 448 + 228*16 = 4096
+        QpCase{"RecvSlotsOneOver", 1, 64, 229, 16, 448, 8192},
+        QpCase{"Max", kMaxQueueDepth, kBigSend, kMaxQueueDepth, kBigRecv, 384 + 18874368,
+               35131392}),  // 384 + 32768 * (576 + 496) = 35127680 -> 8577 pages
     [](const ::testing::TestParamInfo<QpCase>& p) { return std::string(p.param.name); });
 
 TEST(QpLayoutTest, RegionsNeverOverlapAndSlotsStayAligned) {
