@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# A container's priority class (wharfctl container set ... priority P) is the DSCP of its
+# traffic between hosts: class selector CSP, whatever traffic class the application asks for.
+#
+# Two routers of one cluster share this machine's loopback (hosts h1 on 127.0.0.2, h2 on
+# 127.0.0.3, both following one orchestrator); a container on each runs ib_send_bw, the
+# client's container with priority 5, the server's with none; tcpdump on lo must see the
+# client's router send with TOS 0xa0 (DSCP 40 = CS5).
+#
+#   WHARF_BIN_DIR=build/bin bash tests/e2e/priority_test.sh
+#
+# Needs root, tcpdump and perftest (exit 77 if missing). Containers use 198.18.93.0/24 and
+# 198.18.94.0/24 on wharf-run's bridge; everything is removed on exit.
+set -uo pipefail
+BIN=${WHARF_BIN_DIR:?}
+[[ $(id -u) == 0 ]] || { echo "needs root"; exit 77; }
+for tool in ib_send_bw tcpdump curl; do
+  command -v "$tool" > /dev/null || { echo "$tool not installed"; exit 77; }
+done
+WORK=$(mktemp -d /tmp/wharf-priority-test.XXXXXX)
+PIDS=()
+NAMES=(qa$$ qb$$)
+cleanup() {
+  for p in "${PIDS[@]}"; do kill -9 "$p" 2> /dev/null; wait "$p" 2> /dev/null; done
+  for n in "${NAMES[@]}"; do "$BIN/wharf-run" --cleanup "$n" > /dev/null 2>&1; done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+fail() {
+  echo "FAIL: $*" >&2
+  for f in "$WORK"/*.log; do echo "--- $f" >&2; tail -20 "$f" >&2; done
+  exit 1
+}
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_for() {
+  local tries=$(($1 * 10))
+  shift
+  for _ in $(seq "$tries"); do
+    "$@" && return 0
+    sleep 0.1
+  done
+  return 1
+}
+ctl() { "$BIN/wharfctl" "$@"; }
+
+PORT=$(free_port)
+P1=$(free_port)
+P2=$(free_port)
+export WHARF_ORCHESTRATOR="http://127.0.0.1:$PORT"
+"$BIN/wharf-orchestrator" --listen "127.0.0.1:$PORT" --store "sqlite:$WORK/orch.db" > "$WORK/orch.log" 2>&1 &
+PIDS+=($!)
+wait_for 10 curl -sf -o /dev/null "$WHARF_ORCHESTRATOR/v1/tenants" || fail "orchestrator did not start"
+cat > "$WORK/cluster" << EOF
+h1 127.0.0.2 198.18.93.0/24 1-1024 $P1
+h2 127.0.0.3 198.18.94.0/24 1025-2048 $P2
+EOF
+for h in h1 h2; do
+  "$BIN/wharfd" --socket "$WORK/$h.sock" --cluster "$WORK/cluster" --host "$h" \
+    --orchestrator "$WHARF_ORCHESTRATOR" > "$WORK/$h.log" 2>&1 &
+  PIDS+=($!)
+  wait_for 10 test -S "$WORK/$h.sock" || fail "wharfd $h did not start"
+done
+
+ctl tenant add prio > /dev/null || fail "tenant add"
+ctl network add n1 tenant prio cidr 198.18.92.0/22 > /dev/null || fail "network add"
+ctl container add qa$$ tenant prio network n1 host h1 vip 198.18.93.10 > /dev/null || fail "container add qa"
+ctl container add qb$$ tenant prio network n1 host h2 vip 198.18.94.10 > /dev/null || fail "container add qb"
+ctl container set qb$$ tenant prio priority 5 > /dev/null || fail "priority"
+wait_for 10 grep -q "prio/qb$$: policy" "$WORK/h2.log" || fail "h2's router did not get qb's policy"
+
+# Packets with TOS 0xa0 to h1's router: h2's router carries qb's requests on its connection
+# to h1's port (the server's answers travel on h1's connection, in its default class).
+timeout 30 tcpdump -i lo -n -v -c 5 "tcp dst port $P1 and (ip[1] & 0xfc) == 0xa0" \
+  > "$WORK/tcpdump.log" 2>&1 &
+TCPDUMP=$!
+PIDS+=("$TCPDUMP")
+sleep 1
+run_in() {
+  local host=$1 name=$2
+  shift 2
+  "$BIN/wharf-run" --router "$WORK/$host.sock" --tenant prio --network n1 --name "$name" -- "$@"
+}
+run_in h1 qa$$ timeout 60 ib_send_bw -d wharf0 -n 500 > "$WORK/server.log" 2>&1 &
+SERVER=$!
+PIDS+=("$SERVER")
+listens() { ip netns exec "wharf-qa$$" ss -Hltn "sport = :18515" 2> /dev/null | grep -q .; }
+wait_for 20 listens || fail "ib_send_bw server did not listen"
+run_in h2 qb$$ timeout 60 ib_send_bw -d wharf0 -n 500 198.18.93.10 > "$WORK/client.log" 2>&1 ||
+  fail "ib_send_bw between the hosts"
+wait "$SERVER" || fail "ib_send_bw server"
+wait "$TCPDUMP" || fail "no packet with DSCP CS5 from h2's router"
+grep -q "tos 0xa0" "$WORK/tcpdump.log" || fail "tcpdump shows no tos 0xa0"
+echo "priority 5: h2's router sent with DSCP CS5 (TOS 0xa0)"
+echo "PASS"
