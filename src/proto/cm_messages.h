@@ -225,6 +225,9 @@ enum CmMadType : uint8_t {
   kCmSidrRep = 7,    // accept (status 0) or refuse (SIDR status) a SIDR REQ
   kCmAddrQuery = 8,  // who holds `dst` in the sender's tenant and network?
   kCmAddrReply = 9,  // status 0 and the holder's port, or -EHOSTUNREACH
+  // Not rdma_cm: the sender's number for virtual network tenant/network (in `status`), which
+  // the receiver puts in the `network` field of its packets' headers to the sender's host.
+  kCmNetAnnounce = 10,
 };
 
 struct CmMad {

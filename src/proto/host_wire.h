@@ -17,8 +17,8 @@
 namespace wharf::proto::host {
 
 constexpr uint32_t kMagic = 0x50544857;  // "WHTP" as little-endian bytes
-constexpr uint16_t kVersionMin = 1;      // versions this build speaks
-constexpr uint16_t kVersionMax = 1;
+constexpr uint16_t kVersionMin = 2;      // versions this build speaks (2: PacketHeader.network)
+constexpr uint16_t kVersionMax = 2;
 constexpr uint32_t kMaxSegment = 64 * 1024;  // payload bytes in one packet
 
 // ---- Connection setup: each side sends Hello, then reads the other's. ----
@@ -94,13 +94,16 @@ struct PacketHeader {
   uint32_t dest_qpn = 0;  // 24 bits
   uint32_t src_qpn = 0;   // 24 bits
   uint32_t psn = 0;       // 24 bits
+  // Requests: the receiving router's number for the sender's virtual network (0: unknown to
+  // it), which it checks against the destination's (docs/wire-protocol.md, "Isolation").
+  uint32_t network = 0;
   template <class V>
   void visit(V&& v) {
     v(length), v(opcode), v(flags), v(sl), v(reserved), v(dlid), v(slid), v(dest_qpn), v(src_qpn),
-        v(psn);
+        v(psn), v(network);
   }
 };
-constexpr size_t kPacketHeaderSize = 24;
+constexpr size_t kPacketHeaderSize = 28;
 
 // Global route (UD with a GRH address vector): what the receiver's 40-byte GRH is made of.
 struct Grh {

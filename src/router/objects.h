@@ -40,8 +40,9 @@ struct Traffic {
 // A container: a network namespace registered by wharf-run (or an anonymous one for
 // processes started outside wharf-run). Its LID and GID address all its QPs.
 struct Container {
-  std::string tenant;   // empty: registered without an orchestrator, or anonymous
-  std::string network;  // its virtual network in the tenant (router/peer_rules.h)
+  std::string tenant;       // empty: registered without an orchestrator, or anonymous
+  std::string network;      // its virtual network in the tenant (router/peer_rules.h)
+  uint32_t network_id = 0;  // this router's number for tenant/network (Router::network_id_st)
   std::string name;
   uint64_t netns_ino = 0;
   uint32_t vip = 0;  // host order

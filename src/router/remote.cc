@@ -82,7 +82,9 @@ RemotePath::RemotePath(Router* r, std::unique_ptr<transport::StaticCluster> dir,
     : r_(r),
       dir_(std::move(dir)),
       links_(dir_.get(), node_guid, this),
-      bounce_(host::kMaxSegment) {}
+      bounce_(host::kMaxSegment),
+      peer_networks_(dir_->hosts().size()),
+      told_(dir_->hosts().size(), false) {}
 
 RemotePath::~RemotePath() = default;
 
@@ -141,8 +143,9 @@ bool RemotePath::poll_st() {
 // ---- Requester ----
 
 proto::host::PacketHeader RemotePath::request_header(const Qp* qp, const proto::AhAttr& ah,
-                                                     uint32_t dest_qpn) const {
+                                                     uint32_t dest_qpn, int host) const {
   proto::host::PacketHeader h;
+  h.network = peer_network(host, qp->owner->container());
   h.sl = ah.sl;
   h.dlid = ah.dlid;
   h.slid = r_->config().link_layer == IBV_LINK_LAYER_ETHERNET ? 0 : qp->owner->container()->lid;
@@ -162,7 +165,7 @@ bool RemotePath::send_message_st(Executor* ex, Qp* qp, int dest, const Outstandi
     const uint64_t off = uint64_t{k} * host::kMaxSegment;
     const uint32_t chunk = static_cast<uint32_t>(std::min<uint64_t>(host::kMaxSegment, len - off));
     Packet p;
-    p.hdr = request_header(qp, qp->attr.ah_attr, qp->attr.dest_qp_num);
+    p.hdr = request_header(qp, qp->attr.ah_attr, qp->attr.dest_qp_num, dest);
     p.hdr.opcode = host::opcode_of(qp->type == IBV_QPT_UC ? host::kUc : host::kRc,
                                    static_cast<host::Operation>(packet_operation(op, k, n)));
     p.hdr.psn = psn_add(o.first_psn, k);
@@ -192,7 +195,7 @@ bool RemotePath::send_request_st(Executor* ex, Qp* qp, int dest, const Outstandi
   const uint8_t op = o.w.hdr.opcode;
   if (!is_read_or_atomic(op)) return send_message_st(ex, qp, dest, o);
   Packet p;
-  p.hdr = request_header(qp, qp->attr.ah_attr, qp->attr.dest_qp_num);
+  p.hdr = request_header(qp, qp->attr.ah_attr, qp->attr.dest_qp_num, dest);
   p.hdr.opcode =
       host::opcode_of(host::kRc, op == IBV_WR_RDMA_READ              ? host::kReadRequest
                                  : op == IBV_WR_ATOMIC_FETCH_AND_ADD ? host::kFetchAdd
@@ -348,7 +351,7 @@ void RemotePath::send_datagram_st(Qp* qp, const SendWork& w, const SegmentList& 
   if (len != 0 && copy_segments(local, bounce, len) != 0) return;
   const Container* me = qp->owner->container();
   Packet p;
-  p.hdr = request_header(qp, ah, w.hdr.remote_qpn);
+  p.hdr = request_header(qp, ah, w.hdr.remote_qpn, dest);
   p.hdr.opcode = host::opcode_of(
       host::kUd, w.hdr.opcode == IBV_WR_SEND_WITH_IMM ? host::kSendOnlyImm : host::kSendOnly);
   p.hdr.flags = (w.hdr.flags & shm::kWqeSolicited) ? host::kSolicited : 0;
@@ -387,7 +390,8 @@ void RemotePath::on_datagram_st(int src_host, const Packet& p) {
     proto::CmMad m;
     if (p.deth.qkey == proto::kCmQkey && p.payload_len == proto::kCmMadSize &&
         proto::decode(p.payload, p.payload_len, &m))
-      r_->cm().on_mad_st(src_host, m);
+      m.type == proto::kCmNetAnnounce ? on_network_announce_st(src_host, m)
+                                      : r_->cm().on_mad_st(src_host, m);
     return;
   }
   Qp* dst = r_->qp_by_qpn(p.hdr.dest_qpn);
@@ -395,6 +399,7 @@ void RemotePath::on_datagram_st(int src_host, const Packet& p) {
       p.deth.qkey != dst->attr.qkey)
     return;
   const Container* c = dst->owner->container();
+  if (p.hdr.network != c->network_id) return;  // another virtual network's: dropped
   if (p.has_grh ? p.grh.dgid != c->gid
                 : (r_->config().link_layer != IBV_LINK_LAYER_INFINIBAND || p.hdr.dlid != c->lid))
     return;
@@ -415,7 +420,48 @@ void RemotePath::on_datagram_st(int src_host, const Packet& p) {
   ex.deliver_ud_st(dst, payload, p.has_grh ? grh : nullptr, from);
 }
 
+void RemotePath::announce_network_st(const std::string& tenant, const std::string& network,
+                                     uint32_t id) {
+  proto::CmMad m;
+  m.type = proto::kCmNetAnnounce;
+  std::memcpy(m.tenant.data(), tenant.data(), std::min(tenant.size(), m.tenant.size() - 1));
+  std::memcpy(m.network.data(), network.data(), std::min(network.size(), m.network.size() - 1));
+  m.status = static_cast<int32_t>(id);
+  for (int h = 0; h < static_cast<int>(dir_->hosts().size()); ++h) {
+    // A host that cannot take it now hears everything again when it next speaks to us.
+    if (h != dir_->self() && !send_cm_st(h, m)) told_[static_cast<size_t>(h)] = false;
+  }
+}
+
+void RemotePath::announce_all_st(int host) {
+  told_[static_cast<size_t>(host)] = true;
+  r_->for_each_network([&](const std::string& tenant, const std::string& network, uint32_t id) {
+    proto::CmMad m;
+    m.type = proto::kCmNetAnnounce;
+    std::memcpy(m.tenant.data(), tenant.data(), std::min(tenant.size(), m.tenant.size() - 1));
+    std::memcpy(m.network.data(), network.data(), std::min(network.size(), m.network.size() - 1));
+    m.status = static_cast<int32_t>(id);
+    if (!send_cm_st(host, m)) told_[static_cast<size_t>(host)] = false;
+  });
+}
+
+void RemotePath::on_network_announce_st(int host, const proto::CmMad& m) {
+  if (m.status <= 0) return;
+  const std::string tenant(m.tenant.data(), strnlen(m.tenant.data(), m.tenant.size()));
+  const std::string network(m.network.data(), strnlen(m.network.data(), m.network.size()));
+  peer_networks_[static_cast<size_t>(host)][r_->network_id_st(tenant, network)] =
+      static_cast<uint32_t>(m.status);
+}
+
+uint32_t RemotePath::peer_network(int host, const Container* c) const {
+  if (host < 0) return 0;
+  const auto& ids = peer_networks_[static_cast<size_t>(host)];
+  auto it = ids.find(c->network_id);
+  return it == ids.end() ? 0 : it->second;
+}
+
 void RemotePath::on_packet(int src_host, const Packet& p) {
+  if (!told_[static_cast<size_t>(src_host)]) announce_all_st(src_host);
   if ((p.hdr.opcode & 0xe0) == host::kUd) return on_datagram_st(src_host, p);
   const uint8_t op = p.hdr.opcode & 0x1f;
   if (op == host::kAcknowledge || op == host::kAtomicAcknowledge ||
@@ -671,7 +717,11 @@ void RemotePath::on_atomic_request_st(Qp* dst, State& st, const Packet& p, bool 
 
 void RemotePath::on_request_st(int src_host, const Packet& p) {
   Qp* dst = local_qp_for(src_host, p);
-  if (dst == nullptr || !can_receive(dst->state())) return;  // IBA: silently dropped
+  // IBA: silently dropped; so is anything from another virtual network, as if nobody were
+  // there (the requester retries until RETRY_EXC_ERR).
+  if (dst == nullptr || !can_receive(dst->state()) ||
+      p.hdr.network != dst->owner->container()->network_id)
+    return;
   State& st = state(dst);
   st.requester_host = src_host;
   st.peer_incarnation = links_.incarnation(src_host);
@@ -846,6 +896,8 @@ void RemotePath::on_link_down(int host) {
 // have not heard from it yet may be new ones talking to the new incarnation.
 void RemotePath::on_peer_restarted(int host) {
   spdlog::info("router of {} restarted", dir_->hosts()[static_cast<size_t>(host)].name);
+  peer_networks_[static_cast<size_t>(host)].clear();  // its numbers were its old incarnation's
+  told_[static_cast<size_t>(host)] = false;
   r_->cm().on_host_lost_st(host, false);
   const uint32_t now_incarnation = links_.incarnation(host);
   fail_peer_qps_st(host, "restarted", [now_incarnation](const State* st) {
@@ -856,6 +908,8 @@ void RemotePath::on_peer_restarted(int host) {
 // Nobody listens at the host: whatever QP talked to its router, or waits for an answer from
 // it, has lost its peer.
 void RemotePath::on_peer_gone(int host) {
+  peer_networks_[static_cast<size_t>(host)].clear();
+  told_[static_cast<size_t>(host)] = false;
   r_->cm().on_host_lost_st(host, false);
   fail_peer_qps_st(host, "is not running", [](const State* st) {
     return st != nullptr && (st->peer_incarnation != 0 || !st->outstanding.empty());

@@ -126,6 +126,12 @@ class RemotePath final : public transport::HostLinks::Handler {
   // (proto/cm_messages.h). False when the link cannot take it now.
   bool send_cm_st(int host, const proto::CmMad& m);
 
+  // Isolation between hosts: every request packet names the sender's virtual network by the
+  // receiving router's number for it (PacketHeader::network), which that router announced;
+  // the receiver drops a request whose number is not its destination's network's. Announces
+  // this router's number for tenant/network to every other host.
+  void announce_network_st(const std::string& tenant, const std::string& network, uint32_t id);
+
   // Requester work of an RTS QP whose peer is on `host`. True if anything was done.
   bool process_requester_st(Executor* ex, Qp* qp, int host, uint64_t now);
   // Completes qp's outstanding work with WR_FLUSH_ERR (the QP is in ERR).
@@ -150,8 +156,8 @@ class RemotePath final : public transport::HostLinks::Handler {
 
   State& state(Qp* qp);
   // The addressing of a packet qp sends along address vector ah to QP dest_qpn.
-  proto::host::PacketHeader request_header(const Qp* qp, const proto::AhAttr& ah,
-                                           uint32_t dest_qpn) const;
+  proto::host::PacketHeader request_header(const Qp* qp, const proto::AhAttr& ah, uint32_t dest_qpn,
+                                           int host) const;
   bool send_request_st(Executor* ex, Qp* qp, int host, const Outstanding& o);
   bool send_message_st(Executor* ex, Qp* qp, int host, const Outstanding& o);
   bool pump_responses_st(Qp* dst);
@@ -164,6 +170,11 @@ class RemotePath final : public transport::HostLinks::Handler {
   void on_response_st(int host, const proto::host::Packet& p);
   void on_request_st(int host, const proto::host::Packet& p);
   void on_datagram_st(int src_host, const proto::host::Packet& p);
+  void on_network_announce_st(int host, const proto::CmMad& m);
+  // Tells `host` every network this router has numbered (the first time we hear from it).
+  void announce_all_st(int host);
+  // `host`'s number for container c's network; 0 (dropped there) until announced.
+  uint32_t peer_network(int host, const Container* c) const;
   void respond_st(Qp* dst, uint32_t psn, uint8_t syndrome);
   Qp* local_qp_for(int host, const proto::host::Packet& p) const;
   // Fails the RC QPs connected to `host` that `lost` says lost their peer (router log: `why`).
@@ -178,6 +189,10 @@ class RemotePath final : public transport::HostLinks::Handler {
   std::unordered_map<Qp*, State> states_;
   std::vector<Qp*> responding_;  // responders whose response queue is not empty
   std::vector<uint8_t> bounce_;  // one packet's payload
+  // Per host: its numbers for our networks (by our number), and whether it has heard ours in
+  // its current incarnation.
+  std::vector<std::unordered_map<uint32_t, uint32_t>> peer_networks_;
+  std::vector<bool> told_;
 };
 
 }  // namespace wharf::router

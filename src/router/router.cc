@@ -382,6 +382,7 @@ Container* Router::container_for_netns(uint64_t netns_ino) {
     return nullptr;
   }
   c->gid = gid_link_local(cfg_.node_guid, c->lid);
+  c->network_id = network_id_st(c->tenant, c->network);
   Container* raw = c.get();
   containers_.emplace(netns_ino, std::move(c));
   return raw;
@@ -398,6 +399,7 @@ int Router::register_container(const std::string& tenant, const std::string& net
   if (c->registered) return EEXIST;
   c->tenant = tenant;
   c->network = network;
+  c->network_id = network_id_st(tenant, network);
   c->name = name;
   c->vip = vip;
   c->gid = gid_for_vip(vip);
@@ -439,6 +441,13 @@ uint16_t Router::allocate_lid() {
     return lid;
   }
   return 0;
+}
+
+uint32_t Router::network_id_st(const std::string& tenant, const std::string& network) {
+  const auto next = static_cast<uint32_t>(network_ids_.size() + 1);
+  auto [it, added] = network_ids_.emplace(std::make_pair(tenant, network), next);
+  if (added && remote_ != nullptr) remote_->announce_network_st(tenant, network, it->second);
+  return it->second;
 }
 
 const Container* Router::container_with_vip(uint32_t vip) const {

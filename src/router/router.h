@@ -85,6 +85,15 @@ class Router {
   Container* container_by_lid(uint16_t lid);
   // The registered container that holds vIP `vip` (host order), or nullptr.
   const Container* container_with_vip(uint32_t vip) const;
+  // This router's number for virtual network tenant/network (never 0), made on first use and
+  // then announced to the other hosts' routers, which put it in their packets to this host
+  // (router/remote.h, "Isolation between hosts").
+  uint32_t network_id_st(const std::string& tenant, const std::string& network);
+  // Calls f(tenant, network, id) for every network numbered so far.
+  template <class F>
+  void for_each_network(F&& f) const {
+    for (const auto& [key, id] : network_ids_) f(key.first, key.second, id);
+  }
 
   // ---- rdma_cm (router/cm_manager.h) ----
   CmManager& cm() { return cm_; }
@@ -188,6 +197,7 @@ class Router {
   std::mutex posted_mu_;  // guards posted_ (control path only)
   std::vector<std::function<void()>> posted_;
   std::map<std::string, ContainerPolicy> policies_;  // by "tenant/name", from the orchestrator
+  std::map<std::pair<std::string, std::string>, uint32_t> network_ids_;  // (tenant, network)
 
   std::unordered_map<int, std::unique_ptr<Session>> sessions_;
   std::unordered_map<uint64_t, std::unique_ptr<Container>> containers_;  // by netns inode

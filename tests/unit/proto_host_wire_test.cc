@@ -30,6 +30,7 @@ Packet make(uint8_t opcode, const std::vector<uint8_t>& payload, uint8_t flags =
   p.hdr.dest_qpn = 0x123456;
   p.hdr.src_qpn = 0x100;
   p.hdr.psn = 0xfffffe;
+  p.hdr.network = 0xa1b2c3d4;
   p.grh.ver_tc_flow = 0x6a012345;
   p.grh.hop_limit = 64;
   p.grh.sgid[15] = 1;
@@ -95,6 +96,7 @@ TEST(HostWireTest, EveryOpcodeRoundTrips) {
       EXPECT_EQ(d.hdr.dest_qpn, 0x123456u);
       EXPECT_EQ(d.hdr.psn, 0xfffffeu);
       EXPECT_EQ(d.hdr.dlid, 0x401);
+      EXPECT_EQ(d.hdr.network, 0xa1b2c3d4u);
       EXPECT_EQ(d.has_reth, s.reth);
       EXPECT_EQ(d.has_imm, s.imm);
       EXPECT_EQ(d.has_grh, (flags & kHasGrh) != 0);
@@ -133,11 +135,11 @@ TEST(HostWireTest, ExtensionLayoutOfAWriteWithImmediate) {
   Packet p = make(opcode_of(kRc, kWriteOnlyImm), {9, 9});
   ASSERT_TRUE(finish_packet(&p));
   std::vector<uint8_t> b = wire(p);
-  ASSERT_EQ(b.size(), 24u + 16 + 4 + 2);
+  ASSERT_EQ(b.size(), kPacketHeaderSize + 16 + 4 + 2);
   EXPECT_EQ(b[0], 16 + 4 + 2);  // length, little-endian
   EXPECT_EQ(b[4], opcode_of(kRc, kWriteOnlyImm));
-  EXPECT_EQ(b[24], 0x44);       // RETH va starts right after the header
-  EXPECT_EQ(b[24 + 16], 0xef);  // then the immediate (0xdeadbeef, little-endian)
+  EXPECT_EQ(b[kPacketHeaderSize], 0x44);       // RETH va starts right after the header
+  EXPECT_EQ(b[kPacketHeaderSize + 16], 0xef);  // then the immediate (0xdeadbeef, little-endian)
 }
 
 TEST(HostWireTest, PartialInputAsksForMore) {
@@ -171,9 +173,10 @@ TEST(HostWireTest, WhatThisVersionDoesNotAcceptIsRejected) {
   EXPECT_EQ(status_after([](auto&) {}), DecodeStatus::kOk);
   EXPECT_EQ(status_after([](auto& b) { b[4] = 0x1f; }), DecodeStatus::kBad);  // unknown op
   EXPECT_EQ(status_after([](auto& b) { b[4] = opcode_of(kUc, kReadRequest); }), DecodeStatus::kBad);
-  EXPECT_EQ(status_after([](auto& b) { b[5] = 0x80; }), DecodeStatus::kBad);   // unknown flag
-  EXPECT_EQ(status_after([](auto& b) { b[15] = 1; }), DecodeStatus::kBad);     // dest QPN > 24 bits
-  EXPECT_EQ(status_after([](auto& b) { b[24] = 0x40; }), DecodeStatus::kBad);  // AETH syndrome
+  EXPECT_EQ(status_after([](auto& b) { b[5] = 0x80; }), DecodeStatus::kBad);  // unknown flag
+  EXPECT_EQ(status_after([](auto& b) { b[15] = 1; }), DecodeStatus::kBad);    // dest QPN > 24 bits
+  EXPECT_EQ(status_after([](auto& b) { b[kPacketHeaderSize] = 0x40; }),
+            DecodeStatus::kBad);        // AETH syndrome
   EXPECT_EQ(status_after([](auto& b) {  // an ACK with a payload byte
               b[0] += 1;
               b.push_back(0);

@@ -1,25 +1,27 @@
 #!/usr/bin/env bash
-# A container's priority class (wharfctl container set ... priority P) is the DSCP of its
-# traffic between hosts: class selector CSP, whatever traffic class the application asks for.
+# Policies between hosts. Two routers of one cluster share this machine's loopback (hosts h1
+# on 127.0.0.2, h2 on 127.0.0.3, both following one orchestrator):
+#   - priority: a container's priority class (wharfctl container set ... priority P) is the
+#     DSCP of its traffic between hosts, class selector CSP: ib_send_bw from h2's container
+#     with priority 5 to h1's, and tcpdump on lo sees h2's router send with TOS 0xa0 (CS5);
+#   - isolation: a container of another tenant on h2 cannot reach h1's container, although
+#     ib_write_bw hands it the LID, QPN and rkey (RETRY_EXC_ERR, status 12), and rping cannot
+#     even resolve its address (ADDR_ERROR, -EHOSTUNREACH); the same programs work between
+#     the two containers of one network.
 #
-# Two routers of one cluster share this machine's loopback (hosts h1 on 127.0.0.2, h2 on
-# 127.0.0.3, both following one orchestrator); a container on each runs ib_send_bw, the
-# client's container with priority 5, the server's with none; tcpdump on lo must see the
-# client's router send with TOS 0xa0 (DSCP 40 = CS5).
-#
-#   WHARF_BIN_DIR=build/bin bash tests/e2e/priority_test.sh
+#   WHARF_BIN_DIR=build/bin bash tests/e2e/cluster_policy_test.sh
 #
 # Needs root, tcpdump and perftest (exit 77 if missing). Containers use 198.18.93.0/24 and
 # 198.18.94.0/24 on wharf-run's bridge; everything is removed on exit.
 set -uo pipefail
 BIN=${WHARF_BIN_DIR:?}
 [[ $(id -u) == 0 ]] || { echo "needs root"; exit 77; }
-for tool in ib_send_bw tcpdump curl; do
+for tool in ib_send_bw ib_write_bw rping tcpdump curl; do
   command -v "$tool" > /dev/null || { echo "$tool not installed"; exit 77; }
 done
 WORK=$(mktemp -d /tmp/wharf-priority-test.XXXXXX)
 PIDS=()
-NAMES=(qa$$ qb$$)
+NAMES=(qa$$ qb$$ qc$$)
 cleanup() {
   for p in "${PIDS[@]}"; do kill -9 "$p" 2> /dev/null; wait "$p" 2> /dev/null; done
   for n in "${NAMES[@]}"; do "$BIN/wharf-run" --cleanup "$n" > /dev/null 2>&1; done
@@ -91,4 +93,36 @@ wait "$SERVER" || fail "ib_send_bw server"
 wait "$TCPDUMP" || fail "no packet with DSCP CS5 from h2's router"
 grep -q "tos 0xa0" "$WORK/tcpdump.log" || fail "tcpdump shows no tos 0xa0"
 echo "priority 5: h2's router sent with DSCP CS5 (TOS 0xa0)"
+
+# Isolation between hosts: qc, of another tenant, on h2.
+ctl tenant add other > /dev/null || fail "tenant add other"
+ctl network add n1 tenant other cidr 198.18.92.0/22 > /dev/null || fail "network add other"
+ctl container add qc$$ tenant other network n1 host h2 vip 198.18.94.20 > /dev/null || fail "container add qc"
+run_other() {
+  "$BIN/wharf-run" --router "$WORK/h2.sock" --tenant other --network n1 --name qc$$ -- "$@"
+}
+run_in h1 qa$$ timeout 60 ib_write_bw -d wharf0 -n 5 > "$WORK/victim.log" 2>&1 &
+SERVER=$!
+PIDS+=("$SERVER")
+wait_for 20 listens || fail "ib_write_bw server did not listen"
+if run_other timeout 60 ib_write_bw -d wharf0 -n 5 198.18.93.10 > "$WORK/intruder.log" 2>&1; then
+  fail "tenant other on h2 reached tenant prio on h1"
+fi
+grep -q "Failed status 12" "$WORK/intruder.log" || fail "not IBV_WC_RETRY_EXC_ERR (12)"
+kill "$SERVER" 2> /dev/null
+wait "$SERVER" 2> /dev/null
+echo "isolation: ib_write_bw from another tenant's container on h2: RETRY_EXC_ERR"
+run_in h1 qa$$ timeout 60 rping -s -a 198.18.93.10 -C 1 > "$WORK/victim.log" 2>&1 &
+SERVER=$!
+PIDS+=("$SERVER")
+rping_listens() { ctl -r "$WORK/h1.sock" resource show cm_id | grep -q "state LISTEN"; }
+wait_for 20 rping_listens || fail "rping server did not listen"
+if run_other timeout 60 rping -c -a 198.18.93.10 -C 1 > "$WORK/intruder.log" 2>&1; then
+  fail "tenant other on h2 connected to tenant prio on h1 with rdma_cm"
+fi
+grep -q "RDMA_CM_EVENT_ADDR_ERROR, error -113" "$WORK/intruder.log" || fail "not ADDR_ERROR -113"
+echo "isolation: rping from another tenant's container on h2: ADDR_ERROR -EHOSTUNREACH"
+run_in h2 qb$$ timeout 60 rping -c -a 198.18.93.10 -C 1 > "$WORK/client.log" 2>&1 ||
+  fail "rping within the network"
+wait "$SERVER" || fail "rping server"
 echo "PASS"
