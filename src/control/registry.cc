@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <set>
 
 #include "control/policy_json.h"
@@ -13,6 +14,18 @@ using Code = Status::Code;
 using nlohmann::json;
 
 constexpr int kRaceRetries = 64;  // compare-and-set attempts before giving up
+// After losing a claim, the next attempt takes one of this many lowest free values at random,
+// so that racing creators (orchestrators, or one orchestrator's clients) stop all reaching
+// for the same one; an uncontended claim always gets the lowest.
+constexpr size_t kSpreadAfterCollision = 32;
+
+// The value a claim tries on attempt `attempt`: the lowest of the free `candidates` (in
+// increasing order, at most kSpreadAfterCollision of them) first, then a random one.
+uint32_t pick_free(const std::vector<uint32_t>& candidates, int attempt) {
+  if (attempt == 0 || candidates.size() == 1) return candidates.front();
+  thread_local std::minstd_rand rng(std::random_device{}());
+  return candidates[rng() % candidates.size()];
+}
 
 const std::string kTenants = "/wharf/tenant/";
 const std::string kNetworks = "/wharf/network/";
@@ -226,9 +239,11 @@ Status Registry::claim_lid(const std::string& owner, uint16_t* lid) {
       auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), taken_lid);
       if (ec == std::errc() && end == digits.data() + digits.size()) used.insert(taken_lid);
     }
-    uint32_t pick = 1;
-    while (used.count(pick) != 0) ++pick;
-    if (pick > kMaxLid) return Status::error(Code::kExhausted, "no LID left in the cluster");
+    std::vector<uint32_t> free;
+    for (uint32_t l = 1; l <= kMaxLid && free.size() < kSpreadAfterCollision; ++l)
+      if (used.count(l) == 0) free.push_back(l);
+    if (free.empty()) return Status::error(Code::kExhausted, "no LID left in the cluster");
+    const uint32_t pick = pick_free(free, attempt);
     bool ok = false;
     st = store_->txn({Compare::absent(lid_key(static_cast<uint16_t>(pick)))},
                      {TxnOp::put(lid_key(static_cast<uint16_t>(pick)), owner)}, &ok, &rev);
@@ -259,7 +274,7 @@ Status Registry::add_container(const std::string& tenant, const std::string& net
   ContainerInfo c{tenant, name, network, host, vip, 0};
   if (st = claim_lid(tenant + "/" + name, &c.lid); !st.is_ok()) return st;
   for (int attempt = 0; attempt < kRaceRetries; ++attempt) {
-    if (vip == 0) {  // the lowest free address
+    if (vip == 0) {  // the lowest free address (see pick_free)
       std::vector<KeyValue> taken;
       int64_t rev = 0;
       if (st = store_->range(ip_prefix(tenant, network), &taken, &rev); !st.is_ok()) break;
@@ -268,16 +283,15 @@ Status Registry::add_container(const std::string& tenant, const std::string& net
         uint32_t ip = 0;
         if (parse_ipv4(kv.key.substr(ip_prefix(tenant, network).size()), &ip)) used.insert(ip);
       }
-      c.vip = 0;
-      for (uint32_t ip = net.cidr.base; ip < net.cidr.base + net.cidr.size(); ++ip)
-        if (assignable(net.cidr, ip) && used.count(ip) == 0) {
-          c.vip = ip;
-          break;
-        }
-      if (c.vip == 0) {
+      std::vector<uint32_t> free;
+      for (uint32_t ip = net.cidr.base;
+           ip < net.cidr.base + net.cidr.size() && free.size() < kSpreadAfterCollision; ++ip)
+        if (assignable(net.cidr, ip) && used.count(ip) == 0) free.push_back(ip);
+      if (free.empty()) {
         st = Status::error(Code::kExhausted, "network " + network + " has no free address");
         break;
       }
+      c.vip = pick_free(free, attempt);
     }
     bool ok = false;
     int64_t rev = 0;
