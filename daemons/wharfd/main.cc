@@ -34,6 +34,7 @@ int run_wharfd(int argc, char** argv) {
   uint32_t lid_count = cfg.lid_count;
   uint64_t spin_us = cfg.spin_ns / 1000;
   uint64_t watchdog_ms = cfg.watchdog_ns / 1000000;
+  uint64_t cm_timeout_ms = cfg.cm_timeout_ns / 1000000;
   app.add_option("--socket", cfg.socket_path, "Unix socket the verbs libraries connect to")
       ->capture_default_str();
   app.add_option("--link-layer", link_layer, "Port link layer: ib (LIDs) or eth (GIDs only)")
@@ -61,6 +62,11 @@ int run_wharfd(int argc, char** argv) {
                  "Move to error an RC QP whose peer on another host has refused its work (RNR, "
                  "rnr_retry 7) this long without progress; 0: never")
       ->capture_default_str();
+  app.add_option("--cm-timeout-ms", cm_timeout_ms,
+                 "rdma_cm: how long a connection handshake waits for the peer's next step "
+                 "before failing with ETIMEDOUT")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{3600000}));
   std::string orchestrator;
   int host_ttl = 10;
   app.add_option("--orchestrator", orchestrator,
@@ -92,6 +98,7 @@ int run_wharfd(int argc, char** argv) {
   cfg.link_layer = link_layer == "eth" ? IBV_LINK_LAYER_ETHERNET : IBV_LINK_LAYER_INFINIBAND;
   cfg.spin_ns = spin_us * 1000;
   cfg.watchdog_ns = watchdog_ms * 1000000;
+  cfg.cm_timeout_ns = cm_timeout_ms * 1000000;
   cfg.direct_path = direct_path == "on";
   raise_fd_limit();
   wharf::router::Router router(cfg);

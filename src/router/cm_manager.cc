@@ -165,7 +165,8 @@ int CmManager::bind_st(CmId* id, const CmAddress& addr) {
   return 0;
 }
 
-int CmManager::resolve_addr_st(CmId* id, const CmAddress* src, const CmAddress& dst) {
+int CmManager::resolve_addr_st(CmId* id, const CmAddress* src, const CmAddress& dst,
+                               uint32_t timeout_ms) {
   if (id->state != CmState::kIdle && id->state != CmState::kBound) return EINVAL;
   if (id->state == CmState::kIdle) {
     // Bound to the given source, else to the address that reaches dst: loopback for a
@@ -209,6 +210,7 @@ int CmManager::resolve_addr_st(CmId* id, const CmAddress* src, const CmAddress& 
     id->state = CmState::kResolving;
     id->peer_host = host;
     id->peer_comm = 0;
+    wait_st(id, timeout_ms != 0 ? uint64_t{timeout_ms} * 1000000 : router_->config().cm_timeout_ns);
     send_st(host, mad_from(id, proto::kCmAddrQuery));
   } else {
     post_st(id, RDMA_CM_EVENT_ADDR_ERROR, -EHOSTUNREACH);
@@ -270,6 +272,7 @@ int CmManager::connect_st(CmId* id, const proto::CmConnParam& p) {
   id->state = CmState::kConnecting;
   id->peer_host = host;
   id->peer_comm = 0;
+  wait_st(id, router_->config().cm_timeout_ns);
   proto::CmMad m = mad_from(id, is_ud(id) ? proto::kCmSidrReq : proto::kCmReq);
   m.param = p;
   send_st(host, m);
@@ -291,6 +294,7 @@ int CmManager::accept_st(CmId* id, const proto::CmConnParam& p) {
     id->peer_comm = 0;
   } else {
     id->state = CmState::kAccepted;
+    wait_st(id, router_->config().cm_timeout_ns);
     send_to_peer_st(id, m);
   }
   return 0;
@@ -388,7 +392,7 @@ void CmManager::destroy_st(CmId* id) {
   release_port(id);
   if (id->channel != nullptr) id->channel->users--;
   id->channel = nullptr;
-  by_comm_.erase(id->comm);
+  by_comm_.erase(id->comm);  // its deadline, if any, is skipped when it comes
 }
 
 // ---- MADs ----
@@ -617,6 +621,34 @@ void CmManager::on_host_lost_st(int host, bool link_only) {
       post_st(id, RDMA_CM_EVENT_ADDR_ERROR, -EHOSTUNREACH);
     } else if (id->peer_comm != 0 || id->state == CmState::kConnecting) {
       lose_peer_st(id, is_ud(id) ? kSidrUnsupported : kCmRejTimeout, nullptr, 0);
+    }
+  }
+}
+
+void CmManager::wait_st(CmId* id, uint64_t ns) {
+  id->deadline_ns = now_ns() + ns;
+  deadlines_.emplace(id->deadline_ns, id->comm);
+}
+
+void CmManager::expire_st(uint64_t now) {
+  while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
+    const auto [deadline, comm] = *deadlines_.begin();
+    deadlines_.erase(deadlines_.begin());
+    auto it = by_comm_.find(comm);
+    if (it == by_comm_.end() || it->second->deadline_ns != deadline) continue;
+    CmId* id = it->second;
+    id->deadline_ns = 0;
+    if (id->state == CmState::kResolving) {
+      id->state = CmState::kBound;
+      post_st(id, RDMA_CM_EVENT_ADDR_ERROR, -ETIMEDOUT);
+    } else if (id->state == CmState::kConnecting || id->state == CmState::kAccepted) {
+      // The IB CM gives up: REJ (timeout) to the peer, UNREACHABLE here.
+      proto::CmMad m = mad_from(id, is_ud(id) ? 0 : proto::kCmRej);
+      m.status = kCmRejTimeout;
+      if (m.type != 0) send_st(id->peer_host, m);
+      id->state = CmState::kClosed;
+      id->peer_comm = 0;
+      post_st(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT);
     }
   }
 }

@@ -34,7 +34,7 @@ class CmManager {
   void add_st(CmId* id);
   // Each returns 0 or a positive errno for the request's reply; events follow on channels.
   int bind_st(CmId* id, const CmAddress& addr);
-  int resolve_addr_st(CmId* id, const CmAddress* src, const CmAddress& dst);
+  int resolve_addr_st(CmId* id, const CmAddress* src, const CmAddress& dst, uint32_t timeout_ms);
   int resolve_route_st(CmId* id);
   int listen_st(CmId* id, uint32_t backlog);
   int connect_st(CmId* id, const proto::CmConnParam& p);
@@ -55,6 +55,12 @@ class CmManager {
 
   // Writes what a channel holds back once its socket has room; true when it is empty.
   bool flush_st(CmChannel* ch);
+
+  // Fails the waits whose time is up (cm_timeout_ns, or the application's address resolution
+  // timeout): the waiting side gets UNREACHABLE or ADDR_ERROR with -ETIMEDOUT, its peer a REJ.
+  void expire_st(uint64_t now);
+  // The earliest such deadline (CLOCK_MONOTONIC ns), 0 if none.
+  uint64_t next_deadline() const { return deadlines_.empty() ? 0 : deadlines_.begin()->first; }
 
  private:
   using PortKey = std::tuple<const Container*, uint16_t, uint16_t>;  // container, ps, port
@@ -84,6 +90,8 @@ class CmManager {
   // before ESTABLISHED, DISCONNECTED after.
   void lose_peer_st(CmId* id, int32_t reject_reason, const uint8_t* data, uint8_t len);
   void unlink_request(CmId* id);
+  // The id waits in its current state until now + ns at most.
+  void wait_st(CmId* id, uint64_t ns);
 
   // Event plumbing.
   proto::CmEventMsg event_for(const CmId* id, uint32_t type, int32_t status) const;
@@ -93,6 +101,7 @@ class CmManager {
   Router* router_;
   std::map<PortKey, std::vector<CmId*>> ports_;
   std::unordered_map<uint32_t, CmId*> by_comm_;
+  std::multimap<uint64_t, uint32_t> deadlines_;  // deadline -> comm; stale entries are skipped
   uint32_t next_comm_ = 1;
   uint32_t next_ephemeral_ = 0;
 };

@@ -131,7 +131,8 @@ int Session::on_cm_resolve_addr(const proto::CmResolveAddrReq& req, UniqueFd*, i
     src = CmAddress::from_wire(req.src);
     if (!src) return EAFNOSUPPORT;
   }
-  if (int err = router_->cm().resolve_addr_st(id, src ? &*src : nullptr, *dst); err != 0)
+  if (int err = router_->cm().resolve_addr_st(id, src ? &*src : nullptr, *dst, req.timeout_ms);
+      err != 0)
     return err;
   rep->addr = id->local.to_wire();
   return 0;

@@ -182,6 +182,8 @@ void Router::run(bool handle_signals) {
     if (now - last_control >= kControlPeriodNs || now - last_request_ns_ < kControlHotNs) {
       poll_control(0);
       last_control = now_ns();
+      if (cm_.next_deadline() != 0 && last_control >= cm_.next_deadline())
+        cm_.expire_st(last_control);
     }
     if (stopping_) break;
     if (!busy && now - last_work >= cfg_.spin_ns) {
@@ -219,6 +221,7 @@ bool Router::sleep_until_work() {
       if (qp->paced_until_ns != 0) wake_at(qp->paced_until_ns);
     }
     if (remote_ != nullptr && remote_->next_deadline() != 0) wake_at(remote_->next_deadline());
+    if (cm_.next_deadline() != 0) wake_at(cm_.next_deadline());
     // A stop consumed by an earlier poll_control() would never wake this wait.
     if (!stopping_) poll_control(timeout_ms);
   }

@@ -43,6 +43,10 @@ struct RouterConfig {
   // forever) this long without any progress is moved to ERR, so it stops holding the shared
   // host link (its probes) and the router's timers. 0: never.
   uint64_t watchdog_ns = 60'000'000'000;
+  // rdma_cm: how long a handshake waits for the peer's next step (the REP after a REQ, the
+  // RTU after a REP, a SIDR REP) or another host's router for an address, before failing
+  // with -ETIMEDOUT, as the IB CM does when its retries run out (about a minute).
+  uint64_t cm_timeout_ns = 60'000'000'000;
 };
 
 // What the router counts; logged on SIGUSR1 (wharfd) and read by tests.

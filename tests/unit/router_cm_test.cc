@@ -158,6 +158,7 @@ class RouterCmTest : public ::testing::Test {
   void SetUp() override {
     RouterConfig cfg;
     cfg.socket_path = dir_.socket_path();
+    cfg.cm_timeout_ns = kCmTimeoutNs;
     router_ = std::make_unique<Router>(cfg);
     ASSERT_EQ(router_->start(), 0);
     thread_ = std::thread([this] { router_->run(false); });
@@ -196,6 +197,7 @@ class RouterCmTest : public ::testing::Test {
     return r;
   }
 
+  static constexpr uint64_t kCmTimeoutNs = 300'000'000;  // short, for the timeout tests
   TempDir dir_;
   std::unique_ptr<Router> router_;
   std::thread thread_;
@@ -343,6 +345,59 @@ TEST_F(RouterCmTest, APeerThatGoesAwayDisconnectsTheOtherSide) {
   ASSERT_EQ(client.call(proto::Op::kCmEstablish, proto::Handle{id}), 0);
   server->close();  // the process died
   EXPECT_EQ(client.next_event().event, RDMA_CM_EVENT_DISCONNECTED);
+}
+
+// A listener that never answers: the requester gives up after the CM timeout, as the IB CM
+// does when its REQ retries run out, and the listener's request is refused.
+TEST_F(RouterCmTest, AnUnansweredRequestTimesOut) {
+  CmClient server(dir_.socket_path()), client(dir_.socket_path());
+  const uint32_t qpn = client.make_qp();
+  listen(server, 7011);
+  const uint32_t id = routed(client, 7011);
+  ASSERT_EQ(client.call(proto::Op::kCmConnect, conn(id, qpn)), 0);
+  ASSERT_EQ(server.next_event().event, RDMA_CM_EVENT_CONNECT_REQUEST);
+  proto::CmEventMsg ev = client.next_event(5000);
+  EXPECT_EQ(ev.event, RDMA_CM_EVENT_UNREACHABLE);
+  EXPECT_EQ(ev.status, -ETIMEDOUT);
+  ev = server.next_event();
+  EXPECT_EQ(ev.event, RDMA_CM_EVENT_REJECTED);
+  EXPECT_EQ(ev.status, 1);  // IB CM reject reason: timeout
+}
+
+// An accepted connection whose requester never sends its RTU: the passive side gives up.
+TEST_F(RouterCmTest, AMissingRtuTimesOut) {
+  CmClient server(dir_.socket_path()), client(dir_.socket_path());
+  const uint32_t server_qpn = server.make_qp(), client_qpn = client.make_qp();
+  listen(server, 7012);
+  const uint32_t id = routed(client, 7012);
+  ASSERT_EQ(client.call(proto::Op::kCmConnect, conn(id, client_qpn)), 0);
+  proto::CmEventMsg req = server.next_event();
+  ASSERT_EQ(req.event, RDMA_CM_EVENT_CONNECT_REQUEST);
+  ASSERT_EQ(server.call(proto::Op::kCmAccept, conn(req.id, server_qpn)), 0);
+  ASSERT_EQ(client.next_event().event, RDMA_CM_EVENT_CONNECT_RESPONSE);
+  proto::CmEventMsg ev = server.next_event(5000);  // no RTU
+  EXPECT_EQ(ev.event, RDMA_CM_EVENT_UNREACHABLE);
+  EXPECT_EQ(ev.status, -ETIMEDOUT);
+  ev = client.next_event();
+  EXPECT_EQ(ev.event, RDMA_CM_EVENT_REJECTED);
+  // An answered handshake is not timed out later.
+  EXPECT_EQ(client.call(proto::Op::kCmEstablish, proto::Handle{id}), EINVAL);
+}
+
+TEST_F(RouterCmTest, AnAnsweredHandshakeDoesNotTimeOut) {
+  CmClient server(dir_.socket_path()), client(dir_.socket_path());
+  const uint32_t server_qpn = server.make_qp(), client_qpn = client.make_qp();
+  listen(server, 7013);
+  const uint32_t id = routed(client, 7013);
+  ASSERT_EQ(client.call(proto::Op::kCmConnect, conn(id, client_qpn)), 0);
+  proto::CmEventMsg req = server.next_event();
+  ASSERT_EQ(server.call(proto::Op::kCmAccept, conn(req.id, server_qpn)), 0);
+  ASSERT_EQ(client.next_event().event, RDMA_CM_EVENT_CONNECT_RESPONSE);
+  ASSERT_EQ(client.call(proto::Op::kCmEstablish, proto::Handle{id}), 0);
+  ASSERT_EQ(server.next_event().event, RDMA_CM_EVENT_ESTABLISHED);
+  EXPECT_TRUE(server.quiet());
+  EXPECT_EQ(client.next_event(1000).event, UINT32_MAX);  // well past the 300 ms timeout
+  EXPECT_EQ(server.next_event(100).event, UINT32_MAX);
 }
 
 // Regression guard for the channel backlog: events a library does not read yet wait in the
