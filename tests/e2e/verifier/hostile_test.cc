@@ -57,9 +57,9 @@ class HostileTest : public VerbsTest {
 };
 
 // QP region layout (docs/shm-rings.md): SQ producer index at 0, consumer at 64, RQ ring
-// header at 128, direct-path line at 256, SQ slots at 320.
+// header at 128, direct-path line at 256, counters at 320, SQ slots at 384.
 constexpr size_t kSqProducer = 0;
-constexpr size_t kSqSlots = 320;
+constexpr size_t kSqSlots = 384;
 
 TEST_F(HostileTest, SendRingIndexBeyondCapacityKillsOnlyThatQp) {
   Side c = open_side();
