@@ -102,7 +102,8 @@ bool Executor::process_qp_st(Qp* qp) {
     qp->sq.pop();
     qp->rnr_attempts = qp->retry_attempts = 0;
     did = true;
-    count_completion(qp, true, status, payload_bytes(w));
+    // A WQE that did not copy out whole is garbage: only its status counts.
+    count_completion(qp, true, status, status == IBV_WC_SUCCESS ? payload_bytes(w) : 0);
     bool signaled = (w.hdr.flags & shm::kWqeSignaled) || qp->sq_sig_all;
     if (signaled || status != IBV_WC_SUCCESS) {
       shm::Cqe c = make_cqe(w.hdr.wr_id, status, proto::send_wc_opcode(w.hdr.opcode), qp->qpn);

@@ -26,7 +26,7 @@ bool copy_send_wqe(const uint8_t* slot, uint32_t slot_size, ibv_qp_type type, ui
 uint64_t payload_bytes(const SendWork& w) {
   if (w.hdr.flags & shm::kWqeInline) return w.hdr.inline_len;
   uint64_t bytes = 0;
-  for (uint32_t i = 0; i < w.hdr.num_sge; ++i) bytes += w.sge[i].length;
+  for (uint32_t i = 0; i < w.hdr.num_sge && i < shm::kMaxSendSge; ++i) bytes += w.sge[i].length;
   return bytes;
 }
 
