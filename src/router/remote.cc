@@ -420,13 +420,23 @@ void RemotePath::on_datagram_st(int src_host, const Packet& p) {
   ex.deliver_ud_st(dst, payload, p.has_grh ? grh : nullptr, from);
 }
 
-void RemotePath::announce_network_st(const std::string& tenant, const std::string& network,
-                                     uint32_t id) {
+namespace {
+
+// A NET ANNOUNCE of this router's number `id` for tenant/network.
+proto::CmMad network_announce(const std::string& tenant, const std::string& network, uint32_t id) {
   proto::CmMad m;
   m.type = proto::kCmNetAnnounce;
   std::memcpy(m.tenant.data(), tenant.data(), std::min(tenant.size(), m.tenant.size() - 1));
   std::memcpy(m.network.data(), network.data(), std::min(network.size(), m.network.size() - 1));
   m.status = static_cast<int32_t>(id);
+  return m;
+}
+
+}  // namespace
+
+void RemotePath::announce_network_st(const std::string& tenant, const std::string& network,
+                                     uint32_t id) {
+  const proto::CmMad m = network_announce(tenant, network, id);
   for (int h = 0; h < static_cast<int>(dir_->hosts().size()); ++h) {
     // A host that cannot take it now hears everything again when it next speaks to us.
     if (h != dir_->self() && !send_cm_st(h, m)) told_[static_cast<size_t>(h)] = false;
@@ -436,12 +446,8 @@ void RemotePath::announce_network_st(const std::string& tenant, const std::strin
 void RemotePath::announce_all_st(int host) {
   told_[static_cast<size_t>(host)] = true;
   r_->for_each_network([&](const std::string& tenant, const std::string& network, uint32_t id) {
-    proto::CmMad m;
-    m.type = proto::kCmNetAnnounce;
-    std::memcpy(m.tenant.data(), tenant.data(), std::min(tenant.size(), m.tenant.size() - 1));
-    std::memcpy(m.network.data(), network.data(), std::min(network.size(), m.network.size() - 1));
-    m.status = static_cast<int32_t>(id);
-    if (!send_cm_st(host, m)) told_[static_cast<size_t>(host)] = false;
+    if (!send_cm_st(host, network_announce(tenant, network, id)))
+      told_[static_cast<size_t>(host)] = false;
   });
 }
 
