@@ -40,7 +40,7 @@ def parse(src):
     return structs
 
 
-def tables(structs):
+def tables(structs, names):
     def size(t):
         array = re.fullmatch(r'(\w+)\[(\d+)\]', t)
         if array:
@@ -58,7 +58,7 @@ def tables(structs):
         return out
 
     lines = []
-    for name in structs:
+    for name in names:
         if not structs[name]:
             continue
         r = rows(name)
@@ -70,7 +70,10 @@ def tables(structs):
 
 
 def generated(section):
-    return tables(parse((ROOT / SOURCES[section]).read_text()))
+    own = parse((ROOT / SOURCES[section]).read_text())
+    # Structs of the control section may appear inside another section's (cm's QpAttr).
+    known = {**parse((ROOT / SOURCES['control']).read_text()), **own}
+    return tables(known, list(own))
 
 
 def main():

@@ -60,12 +60,17 @@ int fill_param(Id* id, const rdma_conn_param* src, uint32_t qp_num, uint8_t srq,
   return 0;
 }
 
-int send_handle(proto::Op op, Id* id) {
+// Sends a connection step (`req`: its id and QP transitions); afterwards the library's view of
+// the QP is what the router applied.
+template <class Req>
+int send_step(proto::Op op, Id* id, const Req& req) {
   RouterLink* link = RouterLink::get();
   if (link == nullptr) return -1;
   proto::Empty rep;
-  int err = link->call(op, proto::Handle{id->handle}, &rep);
-  return err == 0 ? 0 : fail(err);
+  int err = link->call(op, req, &rep);
+  if (err != 0) errno = err;
+  qp_steps_done(id, req.qp, err == 0);
+  return err == 0 ? 0 : -1;
 }
 
 }  // namespace
@@ -73,8 +78,11 @@ int send_handle(proto::Op op, Id* id) {
 namespace wharf::rdmacm {
 
 int process_conn_resp(Id* id) {
-  if (modify_qp_rtr(id, RDMA_MAX_RESP_RES) != 0 || modify_qp_rts(id, RDMA_MAX_INIT_DEPTH) != 0 ||
-      send_handle(proto::Op::kCmEstablish, id) != 0) {
+  proto::CmStepReq req;
+  req.id = id->handle;
+  if (add_rtr_steps(id, RDMA_MAX_RESP_RES, &req.qp) != 0 ||
+      add_rts_step(id, RDMA_MAX_INIT_DEPTH, &req.qp) != 0 ||
+      send_step(proto::Op::kCmEstablish, id, req) != 0) {
     int err = errno;
     (void)modify_qp_err(id);
     errno = err;
@@ -148,13 +156,17 @@ WHARF_EXPORT int rdma_accept(rdma_cm_id* cm_id, rdma_conn_param* conn_param) {
         is_ud(cm_id->qp_type) ? proto::kCmSidrRepPrivateData : proto::kCmRepPrivateData;
     if (fill_param(id, conn_param, qp_num, srq, max_private, &req.param) != 0) return -1;
     if (!is_ud(cm_id->qp_type)) {
-      if (modify_qp_rtr(id, id->responder_resources) != 0) return -1;
-      if (modify_qp_rts(id, id->initiator_depth) != 0) return -1;
+      if (add_rtr_steps(id, id->responder_resources, &req.qp) != 0) return -1;
+      if (add_rts_step(id, id->initiator_depth, &req.qp) != 0) return -1;
     }
-    proto::Empty rep;
-    if (int err = link->call(proto::Op::kCmAccept, req, &rep); err != 0) {
-      (void)modify_qp_err(id);
-      return fail(err);
+    if (send_step(proto::Op::kCmAccept, id, req) != 0) {
+      // As rdma-core: a QP that reached RTS before the accept itself failed goes to ERR.
+      if (cm_id->qp != nullptr && cm_id->qp->state == IBV_QPS_RTS) {
+        int err = errno;
+        (void)modify_qp_err(id);
+        errno = err;
+      }
+      return -1;
     }
     if (is_ud(cm_id->qp_type)) return 0;
     return complete(id);
@@ -197,7 +209,10 @@ WHARF_EXPORT int rdma_establish(rdma_cm_id* cm_id) {
 WHARF_EXPORT int rdma_notify(rdma_cm_id* cm_id, ibv_event_type /*event*/) {
   try {
     if (cm_id == nullptr) return fail(EINVAL);
-    return send_handle(proto::Op::kCmEstablish, to_id(cm_id));
+    Id* id = to_id(cm_id);
+    proto::CmStepReq req;
+    req.id = id->handle;
+    return send_step(proto::Op::kCmEstablish, id, req);
   } catch (...) {
     return fail(ENOMEM);
   }
@@ -210,8 +225,10 @@ WHARF_EXPORT int rdma_disconnect(rdma_cm_id* cm_id) {
     }
     Id* id = to_id(cm_id);
     if (cm_id->verbs->device->transport_type != IBV_TRANSPORT_IB) return fail(EINVAL);
-    if (modify_qp_err(id) != 0) return -1;
-    if (send_handle(proto::Op::kCmDisconnect, id) != 0) return -1;
+    proto::CmStepReq req;
+    req.id = id->handle;
+    add_err_step(id, &req.qp);
+    if (send_step(proto::Op::kCmDisconnect, id, req) != 0) return -1;
     return complete(id);
   } catch (...) {
     return fail(ENOMEM);

@@ -5,6 +5,7 @@
 #include <rdma/rdma_cma.h>
 
 #include "abi/rdmacm/id.h"
+#include "proto/cm_messages.h"
 
 namespace wharf::rdmacm {
 
@@ -32,10 +33,16 @@ int id_migrate(Id* id, rdma_event_channel* channel);
 // becomes the result (rdma-core's ucma_complete). Asynchronous ids: 0.
 int complete(Id* id);
 
-// qp.cc: QP transitions driven by the connection (rdma-core's ucma_modify_qp_*). Without a QP
-// they do nothing. RDMA_MAX_RESP_RES / RDMA_MAX_INIT_DEPTH keep rdma_init_qp_attr's values.
-int modify_qp_rtr(Id* id, uint8_t responder_resources);
-int modify_qp_rts(Id* id, uint8_t initiator_depth);
+// qp.cc: QP transitions driven by the connection (rdma-core's ucma_modify_qp_*). They travel
+// with the connection step's request (proto::CmQpSteps): the add_* append the id's QP's
+// transitions to `steps` (nothing without a QP; RDMA_MAX_RESP_RES / RDMA_MAX_INIT_DEPTH keep
+// rdma_init_qp_attr's values), qp_steps_done brings the library's view of the QP up to date
+// once the request came back (`ok`: all applied; else the QP's state is read back, errno
+// kept). modify_qp_err moves the QP to ERR at once.
+int add_rtr_steps(Id* id, uint8_t responder_resources, proto::CmQpSteps* steps);
+int add_rts_step(Id* id, uint8_t initiator_depth, proto::CmQpSteps* steps);
+void add_err_step(Id* id, proto::CmQpSteps* steps);
+void qp_steps_done(Id* id, const proto::CmQpSteps& steps, bool ok);
 int modify_qp_err(Id* id);
 // rdma-core's ucma_create_cqs / ucma_destroy_cqs: CQs (each with its completion channel) the
 // id owns, for the sizes that are nonzero.

@@ -12,6 +12,7 @@
 #include "abi/rdmacm/export.h"
 #include "abi/rdmacm/ops.h"
 #include "abi/rdmacm/router_link.h"
+#include "proto/verbs_wire.h"
 
 using namespace wharf;
 using namespace wharf::rdmacm;
@@ -83,16 +84,31 @@ int modify(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
   return err == 0 ? 0 : fail(err);
 }
 
+// The INIT attributes of a connected QP; `*needed` says whether its access flags changed since
+// it was last moved to INIT.
+int init_attr(Id* id, ibv_qp_attr* attr, int* mask, bool* needed) {
+  attr->qp_state = IBV_QPS_INIT;
+  if (init_qp_attr(id, attr, mask) != 0) return -1;
+  *needed = id->init_access != attr->qp_access_flags;
+  return 0;
+}
+
 // Moves a connected QP to INIT with the id's attributes (again, if its access flags changed).
 int modify_init(Id* id, ibv_qp* qp) {
   ibv_qp_attr attr{};
   int mask = 0;
-  attr.qp_state = IBV_QPS_INIT;
-  if (init_qp_attr(id, &attr, &mask) != 0) return -1;
-  if (id->init_access == attr.qp_access_flags) return 0;
+  bool needed = false;
+  if (init_attr(id, &attr, &mask, &needed) != 0) return -1;
+  if (!needed) return 0;
   if (modify(qp, &attr, mask) != 0) return -1;
   id->init_access = attr.qp_access_flags;
   return 0;
+}
+
+void add_step(const ibv_qp_attr& attr, int mask, proto::CmQpSteps* steps) {
+  proto::QpStep& s = steps->steps[steps->count++];
+  s.attr_mask = static_cast<uint32_t>(mask);
+  s.attr = proto::to_wire(attr);
 }
 
 // rdma-core's ucma_init_conn_qp.
@@ -118,28 +134,66 @@ int init_ud_qp(Id* id, ibv_qp* qp) {
 
 namespace wharf::rdmacm {
 
-int modify_qp_rtr(Id* id, uint8_t responder_resources) {
+int add_rtr_steps(Id* id, uint8_t responder_resources, proto::CmQpSteps* steps) {
   ibv_qp* qp = id->id.qp;
   if (qp == nullptr) return 0;
+  steps->qpn = qp->qp_num;
+  // Access flags depend on the resources negotiated since the QP was created.
   ibv_qp_attr attr{};
   int mask = 0;
-  // Access flags depend on the resources negotiated since the QP was created.
-  if (modify_init(id, qp) != 0) return -1;
+  bool needed = false;
+  if (init_attr(id, &attr, &mask, &needed) != 0) return -1;
+  if (needed) add_step(attr, mask, steps);
+  attr = ibv_qp_attr{};
   attr.qp_state = IBV_QPS_RTR;
   if (init_qp_attr(id, &attr, &mask) != 0) return -1;
   if (responder_resources != RDMA_MAX_RESP_RES) attr.max_dest_rd_atomic = responder_resources;
-  return modify(qp, &attr, mask);
+  add_step(attr, mask, steps);
+  return 0;
 }
 
-int modify_qp_rts(Id* id, uint8_t initiator_depth) {
+int add_rts_step(Id* id, uint8_t initiator_depth, proto::CmQpSteps* steps) {
   ibv_qp* qp = id->id.qp;
   if (qp == nullptr) return 0;
+  steps->qpn = qp->qp_num;
   ibv_qp_attr attr{};
   int mask = 0;
   attr.qp_state = IBV_QPS_RTS;
   if (init_qp_attr(id, &attr, &mask) != 0) return -1;
   if (initiator_depth != RDMA_MAX_INIT_DEPTH) attr.max_rd_atomic = initiator_depth;
-  return modify(qp, &attr, mask);
+  add_step(attr, mask, steps);
+  return 0;
+}
+
+void add_err_step(Id* id, proto::CmQpSteps* steps) {
+  ibv_qp* qp = id->id.qp;
+  if (qp == nullptr) return;
+  steps->qpn = qp->qp_num;
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_ERR;
+  add_step(attr, IBV_QP_STATE, steps);
+}
+
+void qp_steps_done(Id* id, const proto::CmQpSteps& steps, bool ok) {
+  ibv_qp* qp = id->id.qp;
+  if (qp == nullptr || steps.count == 0) return;
+  if (!ok) {
+    // Some of them may have been applied: ask the router where the QP stands (our
+    // libibverbs's ibv_query_qp updates qp->state); the INIT attributes are sent again.
+    int err = errno;
+    ibv_qp_attr attr{};
+    ibv_qp_init_attr init{};
+    (void)ibv_query_qp(qp, &attr, IBV_QP_STATE, &init);
+    id->init_access = -1;
+    errno = err;
+    return;
+  }
+  for (uint32_t i = 0; i < steps.count; ++i) {
+    const proto::QpStep& s = steps.steps[i];
+    if (s.attr.qp_state == IBV_QPS_INIT) id->init_access = s.attr.qp_access_flags;
+  }
+  // What ibv_modify_qp does to the QP on success, for transitions that do not reset it.
+  qp->state = static_cast<ibv_qp_state>(steps.steps[steps.count - 1].attr.qp_state);
 }
 
 int modify_qp_err(Id* id) {

@@ -152,10 +152,6 @@ struct Ah {
 };
 inline Ah* to_ah(ibv_ah* a) { return reinterpret_cast<Ah*>(a); }
 
-// ibv_ah_attr <-> wire form.
-proto::AhAttr to_wire(const ibv_ah_attr& a);
-ibv_ah_attr from_wire(const proto::AhAttr& a);
-
 // Fills every ops slot of a new context (post/poll/notify live in the ops table).
 void init_context_ops(Context* ctx);
 

@@ -8,6 +8,7 @@
 #include "abi/verbs/export.h"
 #include "abi/verbs/provider.h"
 #include "proto/device.h"
+#include "proto/verbs_wire.h"
 
 using namespace wharf;
 using namespace wharf::abi;
@@ -108,7 +109,7 @@ int post_srq_recv(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
 WHARF_EXPORT ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
   proto::CreateAhReq req;
   req.pd = to_pd(pd)->handle;
-  req.attr = to_wire(*attr);
+  req.attr = proto::to_wire(*attr);
   proto::Handle rep;
   int err = to_ctx(pd->context)->client.call(proto::Op::kCreateAh, req, nullptr, 0, &rep);
   if (err != 0) {

@@ -143,15 +143,43 @@ struct CmListenReq {
   }
 };
 
+// The QP transitions that go with a connection step (rdma-core's ucma_modify_qp_rtr/rts/err
+// before rdma_accept's REP, the RTU and the DREQ). The library computes them, as rdma-core's
+// does; they travel with the step's request so that the step costs one exchange. The router
+// applies them in order to the QP numbered `qpn`, which must belong to the calling process,
+// before it takes the step; the first transition that fails fails the request (the ones
+// before it stay applied, as separate ibv_modify_qp calls would) and the step is not taken.
+// count 0: no transitions (qpn is ignored).
+constexpr uint32_t kCmMaxQpSteps = 3;
+struct QpStep {
+  uint32_t attr_mask = 0;  // enum ibv_qp_attr_mask, as ModifyQpReq
+  QpAttr attr;
+  template <class V>
+  void visit(V&& v) {
+    v(attr_mask), v(attr);
+  }
+};
+struct CmQpSteps {
+  uint32_t qpn = 0;
+  uint32_t count = 0;  // <= kCmMaxQpSteps
+  std::array<QpStep, kCmMaxQpSteps> steps{};
+  template <class V>
+  void visit(V&& v) {
+    v(qpn), v(count), v(steps);
+  }
+};
+
 // CmConnect (after ROUTE_RESOLVED) and CmAccept (on an id from CONNECT_REQUEST). qp_num must
 // name a QP of the caller's container. RC: the peer of a connect gets CONNECT_REQUEST, the
 // peer of an accept CONNECT_RESPONSE. UD (SIDR): the peer of an accept gets ESTABLISHED.
+// An accept's `qp` moves the QP to RTR and RTS before the REP leaves.
 struct CmConnectReq {
   uint32_t id = 0;
   CmConnParam param;
+  CmQpSteps qp;
   template <class V>
   void visit(V&& v) {
-    v(id), v(param);
+    v(id), v(param), v(qp);
   }
 };
 
@@ -168,9 +196,18 @@ struct CmRejectReq {
   }
 };
 
-// CmEstablish: Handle{id}: the active side's RTU after CONNECT_RESPONSE (its QP is in RTS), or
-// rdma_notify on the passive side. The passive side gets ESTABLISHED.
-// CmDisconnect: Handle{id} of an established id: both sides get DISCONNECTED, once.
+// CmEstablish: the active side's RTU after CONNECT_RESPONSE (`qp` moves its QP to RTS first),
+// or rdma_notify on the passive side. The passive side gets ESTABLISHED.
+// CmDisconnect: on an established id (`qp` moves its QP to ERR first): both sides get
+// DISCONNECTED, once.
+struct CmStepReq {
+  uint32_t id = 0;
+  CmQpSteps qp;
+  template <class V>
+  void visit(V&& v) {
+    v(id), v(qp);
+  }
+};
 
 // CmSetOption: the options the router acts on (the library keeps the others).
 enum CmRouterOption : uint32_t { kCmOptReuseAddr = 1, kCmOptAfOnly = 2 };

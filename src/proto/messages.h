@@ -12,7 +12,9 @@
 namespace wharf::proto {
 
 constexpr uint32_t kMagic = 0x46524857;  // "WHRF" when read as little-endian bytes
-constexpr uint16_t kVersion = 3;  // 3: rdma_cm ops; 2: RegisterContainerReq names tenant, network
+// 4: connection steps carry QP transitions; 3: rdma_cm ops; 2: RegisterContainerReq names
+// tenant and network.
+constexpr uint16_t kVersion = 4;
 constexpr size_t kMaxMessage = 1024;
 constexpr int kMaxFds = 4;
 constexpr uint16_t kReplyBit = 0x8000;

@@ -152,13 +152,17 @@ int Session::on_cm_listen(const proto::CmListenReq& req, UniqueFd*, int, proto::
 int Session::on_cm_connect(const proto::CmConnectReq& req, UniqueFd*, int, proto::Empty*,
                            ReplyFds*) {
   CmId* id = cm_ids_.find(req.id);
-  return id == nullptr ? EINVAL : router_->cm().connect_st(id, req.param);
+  if (id == nullptr) return EINVAL;
+  if (int err = apply_qp_steps(req.qp); err != 0) return err;
+  return router_->cm().connect_st(id, req.param);
 }
 
 int Session::on_cm_accept(const proto::CmConnectReq& req, UniqueFd*, int, proto::Empty*,
                           ReplyFds*) {
   CmId* id = cm_ids_.find(req.id);
-  return id == nullptr ? EINVAL : router_->cm().accept_st(id, req.param);
+  if (id == nullptr) return EINVAL;
+  if (int err = apply_qp_steps(req.qp); err != 0) return err;
+  return router_->cm().accept_st(id, req.param);
 }
 
 int Session::on_cm_reject(const proto::CmRejectReq& req, UniqueFd*, int, proto::Empty*, ReplyFds*) {
@@ -167,14 +171,34 @@ int Session::on_cm_reject(const proto::CmRejectReq& req, UniqueFd*, int, proto::
   return router_->cm().reject_st(id, req.private_data.data(), req.private_data_len);
 }
 
-int Session::on_cm_establish(const proto::Handle& req, UniqueFd*, int, proto::Empty*, ReplyFds*) {
-  CmId* id = cm_ids_.find(req.handle);
-  return id == nullptr ? EINVAL : router_->cm().establish_st(id);
+int Session::on_cm_establish(const proto::CmStepReq& req, UniqueFd*, int, proto::Empty*,
+                             ReplyFds*) {
+  CmId* id = cm_ids_.find(req.id);
+  if (id == nullptr) return EINVAL;
+  if (int err = apply_qp_steps(req.qp); err != 0) return err;
+  return router_->cm().establish_st(id);
 }
 
-int Session::on_cm_disconnect(const proto::Handle& req, UniqueFd*, int, proto::Empty*, ReplyFds*) {
-  CmId* id = cm_ids_.find(req.handle);
-  return id == nullptr ? EINVAL : router_->cm().disconnect_st(id);
+int Session::on_cm_disconnect(const proto::CmStepReq& req, UniqueFd*, int, proto::Empty*,
+                              ReplyFds*) {
+  CmId* id = cm_ids_.find(req.id);
+  if (id == nullptr) return EINVAL;
+  if (int err = apply_qp_steps(req.qp); err != 0) return err;
+  return router_->cm().disconnect_st(id);
+}
+
+int Session::apply_qp_steps(const proto::CmQpSteps& steps) {
+  if (steps.count == 0) return 0;
+  if (steps.count > proto::kCmMaxQpSteps) return EINVAL;
+  // The QP belongs to the library's verbs connection, another session of this process.
+  Qp* qp = router_->qp_by_qpn(steps.qpn);
+  if (qp == nullptr || qp->owner->pid() != pid_ || qp->owner->container() != container_)
+    return EINVAL;
+  for (uint32_t i = 0; i < steps.count; ++i) {
+    const proto::QpStep& s = steps.steps[i];
+    if (int err = qp->owner->modify_qp(qp, s.attr_mask, s.attr); err != 0) return err;
+  }
+  return 0;
 }
 
 int Session::on_cm_set_option(const proto::CmSetOptionReq& req, UniqueFd*, int, proto::Empty*,

@@ -467,7 +467,10 @@ int Session::on_create_qp(const proto::CreateQpReq& req, UniqueFd*, int, proto::
     rq_slot = shm::recv_slot_size(recv_sge);
   }
   qp->layout = shm::qp_layout(sq_entries, sq_slot, rq_entries, rq_slot);
-  if (int err = qp->shm.create("wharf-qp", qp->layout.total); err != 0) return err;
+  qp->shm = spare_qp_regions_.take(qp->layout.total);
+  if (qp->shm.size() == 0) {
+    if (int err = qp->shm.create("wharf-qp", qp->layout.total); err != 0) return err;
+  }
   // Granted capabilities: what the slots can hold (>= what was asked, as providers report).
   qp->caps.max_send_wr = sq_entries;
   qp->caps.max_recv_wr = rq_entries;
@@ -504,14 +507,17 @@ int Session::on_create_qp(const proto::CreateQpReq& req, UniqueFd*, int, proto::
 
 int Session::on_modify_qp(const proto::ModifyQpReq& req, UniqueFd*, int, proto::Empty*, ReplyFds*) {
   Qp* qp = qps_.find(req.qp);
-  if (qp == nullptr) return EINVAL;
+  return qp == nullptr ? EINVAL : modify_qp(qp, req.attr_mask, req.attr);
+}
+
+int Session::modify_qp(Qp* qp, uint32_t attr_mask, const proto::QpAttr& attr) {
   const uint32_t cur = qp->attr.qp_state;
-  const uint32_t wanted = (req.attr_mask & IBV_QP_STATE) ? req.attr.qp_state : cur;
-  if (int err = check_qp_transition(qp->type, cur, wanted, req.attr_mask); err != 0) return err;
+  const uint32_t wanted = (attr_mask & IBV_QP_STATE) ? attr.qp_state : cur;
+  if (int err = check_qp_transition(qp->type, cur, wanted, attr_mask); err != 0) return err;
   const auto next = static_cast<ibv_qp_state>(wanted);  // validated above
-  if (int err = validate_qp_attr_values(*qp, req.attr_mask, req.attr); err != 0) return err;
-  apply_qp_attr(qp, req.attr_mask, req.attr);
-  if (req.attr_mask & IBV_QP_RATE_LIMIT) router_->configure_qp_rate_st(qp, now_ns());
+  if (int err = validate_qp_attr_values(*qp, attr_mask, attr); err != 0) return err;
+  apply_qp_attr(qp, attr_mask, attr);
+  if (attr_mask & IBV_QP_RATE_LIMIT) router_->configure_qp_rate_st(qp, now_ns());
   // Before the switch below touches any ring: no library may be executing into this QP.
   // A QP that became rate limited also leaves the direct path here.
   router_->refresh_direct_st(qp);
@@ -582,6 +588,7 @@ void Session::destroy_qp(std::unique_ptr<Qp> qp) {
   qp->send_cq->users--;
   qp->recv_cq->users--;
   if (qp->srq != nullptr) qp->srq->users--;
+  if (!qp->shm_shared) spare_qp_regions_.give(std::move(qp->shm));
 }
 
 int Session::on_destroy_qp(const proto::Handle& req, UniqueFd*, int, proto::Empty*, ReplyFds*) {

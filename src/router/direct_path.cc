@@ -123,6 +123,7 @@ int Session::on_get_direct_peer(const proto::Handle& req, UniqueFd*, int, proto:
   rep->slid = router_->config().link_layer == IBV_LINK_LAYER_ETHERNET ? 0 : container_->lid;
   rep->sl = qp->attr.ah_attr.sl;
   out->add(peer->shm.fd());
+  peer->shm_shared = true;
   out->add(peer->recv_cq->shm.fd());
   if (peer->recv_cq->channel != nullptr) {
     rep->flags |= proto::kPeerCqChannel;

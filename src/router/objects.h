@@ -132,6 +132,7 @@ struct Qp {
   proto::QpCaps caps;
   proto::QpAttr attr;  // current attributes (attr.qp_state is the state)
   ShmRegion shm;
+  bool shm_shared = false;  // handed to another process (a direct-path peer)
   shm::QpLayout layout{};
   shm::RingConsumer sq;
   shm::RingConsumer rq;

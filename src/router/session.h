@@ -84,6 +84,10 @@ class Session {
 
   Ah* find_ah(uint32_t handle) const { return ahs_.find(handle); }
 
+  // ibv_modify_qp on one of this session's QPs: validates the transition and the values,
+  // applies them. Returns 0 or an errno.
+  int modify_qp(Qp* qp, uint32_t attr_mask, const proto::QpAttr& attr);
+
   uid_t uid() const { return uid_; }
   // Takes an rdma_cm id the CmManager made for this session (a connection request on one of
   // its listeners); gives it its handle.
@@ -140,9 +144,11 @@ class Session {
   int on_cm_connect(const proto::CmConnectReq&, UniqueFd*, int, proto::Empty*, ReplyFds*);
   int on_cm_accept(const proto::CmConnectReq&, UniqueFd*, int, proto::Empty*, ReplyFds*);
   int on_cm_reject(const proto::CmRejectReq&, UniqueFd*, int, proto::Empty*, ReplyFds*);
-  int on_cm_establish(const proto::Handle&, UniqueFd*, int, proto::Empty*, ReplyFds*);
-  int on_cm_disconnect(const proto::Handle&, UniqueFd*, int, proto::Empty*, ReplyFds*);
+  int on_cm_establish(const proto::CmStepReq&, UniqueFd*, int, proto::Empty*, ReplyFds*);
+  int on_cm_disconnect(const proto::CmStepReq&, UniqueFd*, int, proto::Empty*, ReplyFds*);
   int on_cm_set_option(const proto::CmSetOptionReq&, UniqueFd*, int, proto::Empty*, ReplyFds*);
+  // Applies a connection step's QP transitions (proto::CmQpSteps) to the caller's QP.
+  int apply_qp_steps(const proto::CmQpSteps& steps);
   // Session end: every id leaves (peers told), then every channel closes.
   void destroy_cm_state();
 
@@ -169,6 +175,7 @@ class Session {
   HandleTable<Srq> srqs_;
   HandleTable<Ah> ahs_;
   HandleTable<Qp> qps_;
+  ShmRegionPool spare_qp_regions_;  // of this session's destroyed QPs
   HandleTable<CmChannel> cm_channels_;
   HandleTable<CmId> cm_ids_;
 

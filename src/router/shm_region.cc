@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 
+#include <cstring>
 #include <utility>
 
 namespace wharf::router {
@@ -39,6 +40,22 @@ int ShmRegion::create(const char* name, size_t size) {
   data_ = static_cast<uint8_t*>(p);
   size_ = size;
   return 0;
+}
+
+ShmRegion ShmRegionPool::take(size_t size) {
+  for (size_t i = 0; i < count_; ++i) {
+    if (regions_[i].size() != size) continue;
+    ShmRegion r = std::move(regions_[i]);
+    regions_[i] = std::move(regions_[--count_]);
+    std::memset(r.data(), 0, size);
+    return r;
+  }
+  return ShmRegion{};
+}
+
+void ShmRegionPool::give(ShmRegion r) {
+  if (r.size() == 0 || r.size() > kMaxRegionSize || count_ == kMaxRegions) return;
+  regions_[count_++] = std::move(r);
 }
 
 }  // namespace wharf::router

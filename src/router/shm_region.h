@@ -31,4 +31,24 @@ class ShmRegion {
   size_t size_ = 0;
 };
 
+// Regions of one session's destroyed objects, kept for its next objects of the same size:
+// creating a region costs the router five system calls, reusing one a memset. Only regions
+// that no other process ever mapped may be given back (the session's own process may still
+// map one; that is its own business), and only small ones (zeroing a large region costs more
+// than a fresh one, whose pages the kernel zeroes as they are first touched).
+class ShmRegionPool {
+ public:
+  static constexpr size_t kMaxRegionSize = 64 * 1024;
+  static constexpr size_t kMaxRegions = 8;
+
+  // A zeroed region of exactly `size` bytes, or an empty one (size() 0) if none is kept.
+  ShmRegion take(size_t size);
+  // Keeps `r` if it is small enough and there is room; else it is released.
+  void give(ShmRegion r);
+
+ private:
+  ShmRegion regions_[kMaxRegions];
+  size_t count_ = 0;
+};
+
 }  // namespace wharf::router

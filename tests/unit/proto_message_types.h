@@ -65,7 +65,10 @@ WHARF_MESSAGE_SPEC(CmBindReq, 24);               // 4 + CmAddr
 WHARF_MESSAGE_SPEC(CmAddrRep, 20);               // CmAddr
 WHARF_MESSAGE_SPEC(CmResolveAddrReq, 48);        // 2 * 4 + 2 * CmAddr
 WHARF_MESSAGE_SPEC(CmListenReq, 8);              // 2 * 4
-WHARF_MESSAGE_SPEC(CmConnectReq, 220);           // 4 + CmConnParam
+WHARF_MESSAGE_SPEC(QpStep, 108);                 // 4 + QpAttr
+WHARF_MESSAGE_SPEC(CmQpSteps, 332);              // 2 * 4 + 3 * QpStep
+WHARF_MESSAGE_SPEC(CmConnectReq, 552);           // 4 + CmConnParam + CmQpSteps
+WHARF_MESSAGE_SPEC(CmStepReq, 336);              // 4 + CmQpSteps
 WHARF_MESSAGE_SPEC(CmRejectReq, 156);            // 4 + 1 + 3 + 148
 WHARF_MESSAGE_SPEC(CmSetOptionReq, 12);          // 3 * 4
 WHARF_MESSAGE_SPEC(CmEventMsg, 296);             // 4 * 4 + 4 + 4 + 16 + 2 * CmAddr + CmConnParam
@@ -80,8 +83,8 @@ using AllMessages =
              ModifySrqReq, QuerySrqRep, RegisterContainerReq, RegisterContainerRep,
              UnregisterContainerReq, RouterInfoRep, DumpResourcesRep, DirectPeerRep, PeerMrReq,
              PeerMrRep, AsyncEventMsg, CqEventMsg, CmAddr, CmConnParam, CmOpenRep, CmCreateIdReq,
-             CmMigrateIdReq, CmBindReq, CmAddrRep, CmResolveAddrReq, CmListenReq, CmConnectReq,
-             CmRejectReq, CmSetOptionReq, CmEventMsg, CmMad>;
+             CmMigrateIdReq, CmBindReq, CmAddrRep, CmResolveAddrReq, CmListenReq, QpStep, CmQpSteps,
+             CmConnectReq, CmStepReq, CmRejectReq, CmSetOptionReq, CmEventMsg, CmMad>;
 
 // Calls f.template operator()<T>() for every T in the list, in order.
 template <class F, class... T>

@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <rdma/rdma_cma.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <memory>
@@ -96,7 +97,14 @@ class CmClient {
     proto::CreateQpRep rep;
     UniqueFd qp_fd;
     EXPECT_EQ(client_.call(proto::Op::kCreateQp, q, nullptr, 0, &rep, &qp_fd, 1), 0);
+    qp_ = rep.qp;
     return rep.qpn;
+  }
+  // The state of the QP make_qp made, as ibv_query_qp reports it.
+  uint32_t qp_state() {
+    proto::QueryQpRep rep;
+    EXPECT_EQ(client_.call(proto::Op::kQueryQp, proto::Handle{qp_}, nullptr, 0, &rep), 0);
+    return rep.attr.qp_state;
   }
 
   uint32_t create_id(uint16_t ps = RDMA_PS_TCP, uint8_t qp_type = IBV_QPT_RC) {
@@ -151,6 +159,7 @@ class CmClient {
   UniqueFd events_;
   UniqueFd async_;
   uint32_t channel_ = 0;
+  uint32_t qp_ = 0;
 };
 
 class RouterCmTest : public ::testing::Test {
@@ -197,6 +206,43 @@ class RouterCmTest : public ::testing::Test {
     return r;
   }
 
+  // A step without QP transitions.
+  static proto::CmStepReq step(uint32_t id) {
+    proto::CmStepReq r;
+    r.id = id;
+    return r;
+  }
+
+  // The transitions rdma-core's librdmacm makes before an accept or an RTU: INIT, RTR, RTS of
+  // RC QP `qpn`, connected to `dest_qpn`.
+  static proto::CmQpSteps to_rts(uint32_t qpn, uint32_t dest_qpn) {
+    proto::CmQpSteps s;
+    s.qpn = qpn;
+    s.count = 3;
+    proto::QpStep& init = s.steps[0];
+    init.attr_mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+    init.attr.qp_state = IBV_QPS_INIT;
+    init.attr.port_num = 1;
+    init.attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+    proto::QpStep& rtr = s.steps[1];
+    rtr.attr_mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                    IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+    rtr.attr.qp_state = IBV_QPS_RTR;
+    rtr.attr.ah_attr.port_num = 1;
+    rtr.attr.path_mtu = IBV_MTU_1024;
+    rtr.attr.dest_qp_num = dest_qpn;
+    rtr.attr.max_dest_rd_atomic = 1;
+    proto::QpStep& rts = s.steps[2];
+    rts.attr_mask = IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                    IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+    rts.attr.qp_state = IBV_QPS_RTS;
+    rts.attr.timeout = 14;
+    rts.attr.retry_cnt = 7;
+    rts.attr.rnr_retry = 7;
+    rts.attr.max_rd_atomic = 1;
+    return s;
+  }
+
   static constexpr uint64_t kCmTimeoutNs = 300'000'000;  // short, for the timeout tests
   TempDir dir_;
   std::unique_ptr<Router> router_;
@@ -232,16 +278,125 @@ TEST_F(RouterCmTest, ConnectAcceptEstablishDisconnect) {
   EXPECT_EQ(std::string(reinterpret_cast<const char*>(rep.param.private_data.data())), "welcome");
   EXPECT_TRUE(server.quiet());  // nothing until the RTU
 
-  ASSERT_EQ(client.call(proto::Op::kCmEstablish, proto::Handle{active}), 0);
+  ASSERT_EQ(client.call(proto::Op::kCmEstablish, step(active)), 0);
   EXPECT_EQ(server.next_event().event, RDMA_CM_EVENT_ESTABLISHED);
 
-  ASSERT_EQ(client.call(proto::Op::kCmDisconnect, proto::Handle{active}), 0);
+  ASSERT_EQ(client.call(proto::Op::kCmDisconnect, step(active)), 0);
   EXPECT_EQ(client.next_event().event, RDMA_CM_EVENT_DISCONNECTED);
   EXPECT_EQ(server.next_event().event, RDMA_CM_EVENT_DISCONNECTED);
   // The passive side's own disconnect, after the DREQ, is a no-op: one event per side.
-  EXPECT_EQ(server.call(proto::Op::kCmDisconnect, proto::Handle{req.id}), 0);
+  EXPECT_EQ(server.call(proto::Op::kCmDisconnect, step(req.id)), 0);
   EXPECT_TRUE(server.quiet());
   EXPECT_TRUE(client.quiet());
+}
+
+// The QP transitions a step carries are applied before the step: RTS before the REP and the
+// RTU, ERR before the DREQ.
+TEST_F(RouterCmTest, StepsMoveTheCallersQpFirst) {
+  CmClient server(dir_.socket_path()), client(dir_.socket_path());
+  const uint32_t server_qpn = server.make_qp(), client_qpn = client.make_qp();
+  listen(server, 7010);
+  const uint32_t active = routed(client, 7010);
+  ASSERT_EQ(client.call(proto::Op::kCmConnect, conn(active, client_qpn)), 0);
+  proto::CmEventMsg req = server.next_event();
+  ASSERT_EQ(req.event, RDMA_CM_EVENT_CONNECT_REQUEST);
+  EXPECT_EQ(server.qp_state(), IBV_QPS_RESET);
+
+  proto::CmConnectReq accept = conn(req.id, server_qpn);
+  accept.qp = to_rts(server_qpn, client_qpn);
+  ASSERT_EQ(server.call(proto::Op::kCmAccept, accept), 0);
+  EXPECT_EQ(server.qp_state(), IBV_QPS_RTS);
+  ASSERT_EQ(client.next_event().event, RDMA_CM_EVENT_CONNECT_RESPONSE);
+
+  proto::CmStepReq rtu = step(active);
+  rtu.qp = to_rts(client_qpn, server_qpn);
+  ASSERT_EQ(client.call(proto::Op::kCmEstablish, rtu), 0);
+  EXPECT_EQ(client.qp_state(), IBV_QPS_RTS);
+  EXPECT_EQ(server.next_event().event, RDMA_CM_EVENT_ESTABLISHED);
+
+  proto::CmStepReq dreq = step(active);
+  dreq.qp.qpn = client_qpn;
+  dreq.qp.count = 1;
+  dreq.qp.steps[0].attr_mask = IBV_QP_STATE;
+  dreq.qp.steps[0].attr.qp_state = IBV_QPS_ERR;
+  ASSERT_EQ(client.call(proto::Op::kCmDisconnect, dreq), 0);
+  EXPECT_EQ(client.qp_state(), IBV_QPS_ERR);
+  EXPECT_EQ(server.next_event().event, RDMA_CM_EVENT_DISCONNECTED);
+}
+
+// A transition that fails fails the step with its errno: the transitions before it stay (as
+// separate ibv_modify_qp calls would leave them) and the step is not taken.
+TEST_F(RouterCmTest, AFailingStepTransitionStopsTheStep) {
+  CmClient server(dir_.socket_path()), client(dir_.socket_path());
+  const uint32_t server_qpn = server.make_qp(), client_qpn = client.make_qp();
+  listen(server, 7011);
+  const uint32_t active = routed(client, 7011);
+  ASSERT_EQ(client.call(proto::Op::kCmConnect, conn(active, client_qpn)), 0);
+  proto::CmEventMsg req = server.next_event();
+  ASSERT_EQ(req.event, RDMA_CM_EVENT_CONNECT_REQUEST);
+
+  proto::CmConnectReq accept = conn(req.id, server_qpn);
+  accept.qp = to_rts(server_qpn, client_qpn);
+  accept.qp.steps[1] = accept.qp.steps[2];  // INIT -> RTS skips RTR
+  accept.qp.count = 2;
+  EXPECT_EQ(server.call(proto::Op::kCmAccept, accept), EINVAL);
+  EXPECT_EQ(server.qp_state(), IBV_QPS_INIT);
+  EXPECT_TRUE(client.quiet());  // no REP left
+
+  accept.qp = to_rts(server_qpn, client_qpn);
+  accept.qp.count = proto::kCmMaxQpSteps + 1;
+  EXPECT_EQ(server.call(proto::Op::kCmAccept, accept), EINVAL);
+  accept.qp = to_rts(server_qpn + 1000, client_qpn);  // no such QP
+  EXPECT_EQ(server.call(proto::Op::kCmAccept, accept), EINVAL);
+  EXPECT_TRUE(client.quiet());
+
+  // The id is still waiting for its answer: a correct accept goes through.
+  accept.qp = to_rts(server_qpn, client_qpn);
+  accept.qp.steps[0].attr.qp_access_flags = 0;  // INIT -> INIT, then RTR, RTS
+  EXPECT_EQ(server.call(proto::Op::kCmAccept, accept), 0);
+  EXPECT_EQ(client.next_event().event, RDMA_CM_EVENT_CONNECT_RESPONSE);
+}
+
+// Steps may move only the calling process's own QPs, not another process's, even one of the
+// same container that the connection itself may name.
+TEST_F(RouterCmTest, StepsCannotMoveAnotherProcesssQp) {
+  int ready[2], hold[2];
+  ASSERT_EQ(pipe(ready), 0);
+  ASSERT_EQ(pipe(hold), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(ready[0]);
+    ::close(hold[1]);
+    CmClient other(dir_.socket_path());
+    uint32_t qpn = other.make_qp();
+    if (write(ready[1], &qpn, sizeof(qpn)) != sizeof(qpn)) _exit(1);
+    char c;
+    (void)!read(hold[0], &c, 1);  // keeps its QP until the parent is done
+    _exit(0);
+  }
+  ::close(ready[1]);
+  ::close(hold[0]);
+  uint32_t other_qpn = 0;
+  ASSERT_EQ(read(ready[0], &other_qpn, sizeof(other_qpn)), static_cast<ssize_t>(sizeof(other_qpn)));
+
+  CmClient server(dir_.socket_path()), client(dir_.socket_path());
+  const uint32_t client_qpn = client.make_qp();
+  listen(server, 7012);
+  const uint32_t active = routed(client, 7012);
+  ASSERT_EQ(client.call(proto::Op::kCmConnect, conn(active, client_qpn)), 0);
+  proto::CmEventMsg req = server.next_event();
+  ASSERT_EQ(req.event, RDMA_CM_EVENT_CONNECT_REQUEST);
+  proto::CmConnectReq accept = conn(req.id, other_qpn);
+  accept.qp = to_rts(other_qpn, client_qpn);
+  EXPECT_EQ(server.call(proto::Op::kCmAccept, accept), EINVAL);
+  EXPECT_TRUE(client.quiet());
+
+  ::close(hold[1]);
+  ::close(ready[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
 TEST_F(RouterCmTest, NobodyListeningIsRejectedWithInvalidServiceId) {
@@ -342,7 +497,7 @@ TEST_F(RouterCmTest, APeerThatGoesAwayDisconnectsTheOtherSide) {
   proto::CmEventMsg req = server->next_event();
   ASSERT_EQ(server->call(proto::Op::kCmAccept, conn(req.id, server_qpn)), 0);
   ASSERT_EQ(client.next_event().event, RDMA_CM_EVENT_CONNECT_RESPONSE);
-  ASSERT_EQ(client.call(proto::Op::kCmEstablish, proto::Handle{id}), 0);
+  ASSERT_EQ(client.call(proto::Op::kCmEstablish, step(id)), 0);
   server->close();  // the process died
   EXPECT_EQ(client.next_event().event, RDMA_CM_EVENT_DISCONNECTED);
 }
@@ -381,7 +536,7 @@ TEST_F(RouterCmTest, AMissingRtuTimesOut) {
   ev = client.next_event();
   EXPECT_EQ(ev.event, RDMA_CM_EVENT_REJECTED);
   // An answered handshake is not timed out later.
-  EXPECT_EQ(client.call(proto::Op::kCmEstablish, proto::Handle{id}), EINVAL);
+  EXPECT_EQ(client.call(proto::Op::kCmEstablish, step(id)), EINVAL);
 }
 
 TEST_F(RouterCmTest, AnAnsweredHandshakeDoesNotTimeOut) {
@@ -393,7 +548,7 @@ TEST_F(RouterCmTest, AnAnsweredHandshakeDoesNotTimeOut) {
   proto::CmEventMsg req = server.next_event();
   ASSERT_EQ(server.call(proto::Op::kCmAccept, conn(req.id, server_qpn)), 0);
   ASSERT_EQ(client.next_event().event, RDMA_CM_EVENT_CONNECT_RESPONSE);
-  ASSERT_EQ(client.call(proto::Op::kCmEstablish, proto::Handle{id}), 0);
+  ASSERT_EQ(client.call(proto::Op::kCmEstablish, step(id)), 0);
   ASSERT_EQ(server.next_event().event, RDMA_CM_EVENT_ESTABLISHED);
   EXPECT_TRUE(server.quiet());
   EXPECT_EQ(client.next_event(1000).event, UINT32_MAX);  // well past the 300 ms timeout
