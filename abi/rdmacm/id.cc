@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <new>
+#include <random>
 
 #include "abi/rdmacm/export.h"
 #include "abi/rdmacm/ops.h"
@@ -14,11 +15,16 @@
 namespace wharf::rdmacm {
 
 uint32_t random_psn() {
-  uint32_t v = 0;
-  if (::getrandom(&v, sizeof(v), GRND_NONBLOCK) != sizeof(v)) {
-    v = static_cast<uint32_t>(std::rand());  // no entropy yet: any PSN is correct, just guessable
-  }
-  return v & 0xffffff;
+  // A starting PSN must be hard to guess, not secret: a generator per thread, seeded once from
+  // the kernel, spares a system call per id.
+  thread_local std::mt19937 gen = [] {
+    uint32_t seed = 0;
+    if (::getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != sizeof(seed)) {
+      seed = static_cast<uint32_t>(std::rand());  // no entropy yet: any PSN is correct
+    }
+    return std::mt19937(seed);
+  }();
+  return static_cast<uint32_t>(gen()) & 0xffffff;
 }
 
 Id* id_alloc(rdma_event_channel* channel, bool sync, void* context, rdma_port_space ps,
@@ -130,9 +136,10 @@ WHARF_EXPORT int rdma_destroy_id(rdma_cm_id* cm_id) {
     Id* id = to_id(cm_id);
     RouterLink* link = RouterLink::get();
     if (link == nullptr) return -1;
-    proto::Empty rep;
-    int err = link->call(proto::Op::kCmDestroyId, proto::Handle{id->handle}, &rep);
-    if (err != 0) return fail(err);
+    // One-way: nothing the router could answer changes what the library does next (it
+    // destroys any id of this process it still holds), and later requests are served after it.
+    if (int err = link->post(proto::Op::kCmDestroyId, proto::Handle{id->handle}); err != 0)
+      return fail(err);
     registry::erase(id);  // events still unread in the socket are dropped from now on
     if (cm_id->event != nullptr) {
       rdma_ack_cm_event(cm_id->event);

@@ -26,6 +26,12 @@ class RouterLink {
     return client_.call(op, req, fds, nfds, rep);
   }
 
+  // One one-way request (no reply; proto::RouterClient::post); returns 0 or a positive errno.
+  template <class Req>
+  int post(proto::Op op, const Req& req) {
+    return client_.post(op, req);
+  }
+
   // The container's address and port, as kCmOpen reported them.
   const proto::CmOpenRep& info() const { return info_; }
   bool ethernet() const { return info_.link_layer == IBV_LINK_LAYER_ETHERNET; }

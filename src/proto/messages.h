@@ -18,6 +18,9 @@ constexpr uint16_t kVersion = 4;
 constexpr size_t kMaxMessage = 1024;
 constexpr int kMaxFds = 4;
 constexpr uint16_t kReplyBit = 0x8000;
+// In a request's op: the sender waits for no reply, and the router sends none (a failure is
+// only logged). For requests whose outcome the sender cannot act on (proto::RouterClient::post).
+constexpr uint16_t kNoReplyBit = 0x4000;
 
 enum class Op : uint16_t {
   kHello = 1,

@@ -28,19 +28,36 @@ int RouterClient::connect(const char* path) {
   return 0;
 }
 
-int RouterClient::transact(Op op, const uint8_t* body, size_t blen, const int* fds, int nfds,
-                           uint8_t* reply, size_t* rlen, UniqueFd* out_fds, int max_out) {
-  std::lock_guard<std::mutex> guard(mu_);
+int RouterClient::send_locked(uint16_t op, const uint8_t* body, size_t blen, const int* fds,
+                              int nfds, uint32_t* seq) {
   if (!sock_.valid()) return ENODEV;
   uint8_t buf[kMaxMessage];
   Header h;
-  h.op = static_cast<uint16_t>(op);
+  h.op = op;
   h.seq = ++seq_;
   size_t hn = encode(h, buf, sizeof(buf));
   if (blen > sizeof(buf) - hn) return EMSGSIZE;
   if (blen != 0) std::memcpy(buf + hn, body, blen);
   if (int err = send_datagram(sock_.get(), buf, hn + blen, fds, nfds, 0); err != 0)
     return broken(err == EPIPE ? ENODEV : err);
+  *seq = h.seq;
+  return 0;
+}
+
+int RouterClient::send_request(uint16_t op, const uint8_t* body, size_t blen, const int* fds,
+                               int nfds) {
+  std::lock_guard<std::mutex> guard(mu_);
+  uint32_t seq = 0;
+  return send_locked(op, body, blen, fds, nfds, &seq);
+}
+
+int RouterClient::transact(Op op, const uint8_t* body, size_t blen, const int* fds, int nfds,
+                           uint8_t* reply, size_t* rlen, UniqueFd* out_fds, int max_out) {
+  std::lock_guard<std::mutex> guard(mu_);
+  Header h;
+  h.op = static_cast<uint16_t>(op);
+  if (int err = send_locked(h.op, body, blen, fds, nfds, &h.seq); err != 0) return err;
+  uint8_t buf[kMaxMessage];
   if (timeout_ms_ >= 0) {
     pollfd p{sock_.get(), POLLIN, 0};
     int ready;

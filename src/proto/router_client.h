@@ -27,6 +27,17 @@ class RouterClient {
   // How long call() waits for a reply (ETIMEDOUT after); -1, the default, waits forever.
   void set_reply_timeout_ms(int ms) { timeout_ms_ = ms; }
 
+  // Sends `req` as a one-way request (kNoReplyBit): the router serves it in order with the
+  // others but answers nothing. Returns 0 or an errno for a broken connection.
+  template <class Req>
+  int post(Op op, const Req& req) {
+    uint8_t body[kMaxMessage] = {};
+    size_t blen = encode(req, body, sizeof(body));
+    if (blen == 0 && sizeof(Req) > 1) return EMSGSIZE;
+    return send_request(static_cast<uint16_t>(static_cast<uint16_t>(op) | kNoReplyBit), body, blen,
+                        nullptr, 0);
+  }
+
   // Sends `req` with `nfds` descriptors and waits for the reply. Returns the router's status
   // (0 or an errno), or an errno for a broken connection (then !connected()). Descriptors in
   // the reply are stored in out_fds (up to max_out).
@@ -46,6 +57,11 @@ class RouterClient {
  private:
   int transact(Op op, const uint8_t* body, size_t blen, const int* fds, int nfds, uint8_t* reply,
                size_t* rlen, UniqueFd* out_fds, int max_out);
+  // Sends one request datagram (op as it goes on the wire). Returns 0 or an errno; the
+  // request's sequence number goes to *seq. Caller holds mu_ (post takes it itself).
+  int send_locked(uint16_t op, const uint8_t* body, size_t blen, const int* fds, int nfds,
+                  uint32_t* seq);
+  int send_request(uint16_t op, const uint8_t* body, size_t blen, const int* fds, int nfds);
 
   // A transport failure: the connection is unusable from here on.
   int broken(int err) {

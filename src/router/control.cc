@@ -175,6 +175,12 @@ int Session::serve(const proto::Header& h, const uint8_t* body, size_t len, Uniq
 
 void Session::send_reply(const proto::Header& req, int status, const uint8_t* body, size_t len,
                          const ReplyFds& fds) {
+  if (req.op & proto::kNoReplyBit) {
+    if (status != 0)
+      spdlog::debug("session pid {}: one-way op {} failed: {}", pid_, req.op & ~proto::kNoReplyBit,
+                    strerror(status));
+    return;
+  }
   uint8_t buf[proto::kMaxMessage];
   proto::Header h;
   h.op = static_cast<uint16_t>(req.op | proto::kReplyBit);
@@ -198,10 +204,11 @@ bool Session::handle_request(const uint8_t* buf, size_t len, UniqueFd* fds, int 
   const uint8_t* body = buf + proto::kHeaderSize;
   size_t blen = len - proto::kHeaderSize;
   using proto::Op;
-  auto op = static_cast<Op>(h.op);
+  const uint16_t op_num = h.op & ~proto::kNoReplyBit;  // send_reply honours the bit
+  auto op = static_cast<Op>(op_num);
   // Verbs need Hello first, rdma_cm ops CmOpen; the rest stand alone.
-  const bool cm_op =
-      h.op > static_cast<uint16_t>(Op::kCmOpen) && h.op <= static_cast<uint16_t>(Op::kCmSetOption);
+  const bool cm_op = op_num > static_cast<uint16_t>(Op::kCmOpen) &&
+                     op_num <= static_cast<uint16_t>(Op::kCmSetOption);
   const bool standalone = op == Op::kHello || op == Op::kRegisterContainer ||
                           op == Op::kUnregisterContainer || op == Op::kRouterInfo ||
                           op == Op::kDumpResources || op == Op::kCmOpen;

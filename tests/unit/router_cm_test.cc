@@ -120,6 +120,10 @@ class CmClient {
     proto::Empty none;
     return client_.call(op, req, nullptr, 0, &none);
   }
+  template <class Req>
+  int post(proto::Op op, const Req& req) {
+    return client_.post(op, req);
+  }
   int bind(uint32_t id, const proto::CmAddr& a, proto::CmAddr* bound = nullptr) {
     proto::CmAddrRep rep;
     int err = client_.call(proto::Op::kCmBind, proto::CmBindReq{id, a}, nullptr, 0, &rep);
@@ -397,6 +401,25 @@ TEST_F(RouterCmTest, StepsCannotMoveAnotherProcesssQp) {
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+// A one-way request is served in order but answered by nothing, even when it fails: the next
+// request's reply is the next thing on the socket.
+TEST_F(RouterCmTest, OneWayRequestsAreServedInOrderWithoutAReply) {
+  CmClient server(dir_.socket_path()), client(dir_.socket_path());
+  const uint32_t client_qpn = client.make_qp();
+  listen(server, 7013);
+  const uint32_t active = routed(client, 7013);
+  ASSERT_EQ(client.call(proto::Op::kCmConnect, conn(active, client_qpn)), 0);
+  ASSERT_EQ(server.next_event().event, RDMA_CM_EVENT_CONNECT_REQUEST);
+
+  ASSERT_EQ(client.post(proto::Op::kCmDestroyId, proto::Handle{active}), 0);
+  ASSERT_EQ(client.post(proto::Op::kCmDestroyId, proto::Handle{active}), 0);  // fails: no reply
+  // Served before this call: the id is gone, and the replies are in step.
+  EXPECT_EQ(client.call(proto::Op::kCmDestroyId, proto::Handle{active}), EINVAL);
+  EXPECT_EQ(client.call(proto::Op::kCmListen, proto::CmListenReq{client.create_id(), 4}), 0);
+  // The passive side learns of it as of any destroyed requester.
+  EXPECT_EQ(server.next_event().event, RDMA_CM_EVENT_REJECTED);
 }
 
 TEST_F(RouterCmTest, NobodyListeningIsRejectedWithInvalidServiceId) {
