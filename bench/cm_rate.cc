@@ -169,6 +169,22 @@ rdma_conn_param conn_param() {
   exit(1);
 }
 
+// The events both sides handle alike: DISCONNECTED tears the connection down (its QP and
+// id), TIMEWAIT_EXIT is acked, and any other ends the run.
+void teardown_event(rdma_cm_event* ev) {
+  rdma_cm_id* id = ev->id;
+  switch (ev->event) {
+    case RDMA_CM_EVENT_DISCONNECTED:
+      rdma_ack_cm_event(ev);
+      rdma_destroy_qp(id);
+      if (rdma_destroy_id(id) != 0) die("rdma_destroy_id");
+      ++g_torn_down;
+      break;
+    case RDMA_CM_EVENT_TIMEWAIT_EXIT: rdma_ack_cm_event(ev); break;
+    default: cm_event_error(ev);
+  }
+}
+
 rdma_cm_event* next_event(rdma_event_channel* ch) {
   rdma_cm_event* ev = nullptr;
   for (;;) {
@@ -201,14 +217,7 @@ int cm_server(const Options& o) {
         rdma_ack_cm_event(ev);
         ++g_established;
         break;
-      case RDMA_CM_EVENT_DISCONNECTED:
-        rdma_ack_cm_event(ev);
-        rdma_destroy_qp(id);
-        if (rdma_destroy_id(id) != 0) die("rdma_destroy_id");
-        ++g_torn_down;
-        break;
-      case RDMA_CM_EVENT_TIMEWAIT_EXIT: rdma_ack_cm_event(ev); break;
-      default: cm_event_error(ev);
+      default: teardown_event(ev);
     }
   }
   rdma_destroy_id(listen_id);
@@ -254,14 +263,7 @@ int cm_client(const Options& o) {
         if (rdma_disconnect(id) != 0) die("rdma_disconnect");
         while (started < o.n && started - g_established.load() < o.window) start_one();
         break;
-      case RDMA_CM_EVENT_DISCONNECTED:
-        rdma_ack_cm_event(ev);
-        rdma_destroy_qp(id);
-        if (rdma_destroy_id(id) != 0) die("rdma_destroy_id");
-        ++g_torn_down;
-        break;
-      case RDMA_CM_EVENT_TIMEWAIT_EXIT: rdma_ack_cm_event(ev); break;
-      default: cm_event_error(ev);
+      default: teardown_event(ev);
     }
   }
   destroy_shared(&sh);

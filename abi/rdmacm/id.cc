@@ -52,22 +52,38 @@ void id_free(Id* id) {
   delete id;
 }
 
+namespace {
+
+// Sends `request(channel handle)` for an id that is to report to `channel`, or, for a
+// synchronous id (channel nullptr), to a private channel made here and destroyed again if the
+// request fails. Returns the channel, or nullptr with errno set.
+template <class Request>
+rdma_event_channel* with_channel(rdma_event_channel* channel, Request&& request) {
+  const bool own = channel == nullptr;
+  if (own) {
+    Channel* ch = channel_create();
+    if (ch == nullptr) return nullptr;
+    channel = &ch->channel;
+  }
+  if (int err = request(to_channel(channel)->handle); err != 0) {
+    if (own) channel_destroy(to_channel(channel));
+    errno = err;
+    return nullptr;
+  }
+  return channel;
+}
+
+}  // namespace
+
 int id_migrate(Id* id, rdma_event_channel* channel) {
   RouterLink* link = RouterLink::get();
   if (link == nullptr) return -1;
   const bool sync = channel == nullptr;
-  if (sync) {
-    Channel* ch = channel_create();
-    if (ch == nullptr) return -1;
-    channel = &ch->channel;
-  }
-  proto::Empty rep;
-  int err = link->call(proto::Op::kCmMigrateId,
-                       proto::CmMigrateIdReq{id->handle, to_channel(channel)->handle}, &rep);
-  if (err != 0) {
-    if (sync) channel_destroy(to_channel(channel));
-    return fail(err);
-  }
+  channel = with_channel(channel, [&](uint32_t ch) {
+    proto::Empty rep;
+    return link->call(proto::Op::kCmMigrateId, proto::CmMigrateIdReq{id->handle, ch}, &rep);
+  });
+  if (channel == nullptr) return -1;
   if (id->sync) {
     if (id->id.event != nullptr) {
       rdma_ack_cm_event(id->id.event);
@@ -89,21 +105,15 @@ int id_create(rdma_event_channel* channel, rdma_cm_id** out, void* context, rdma
   RouterLink* link = RouterLink::get();
   if (link == nullptr) return -1;
   const bool sync = channel == nullptr;
-  if (sync) {
-    Channel* ch = channel_create();
-    if (ch == nullptr) return -1;
-    channel = &ch->channel;
-  }
   proto::CmCreateIdReq req;
-  req.channel = to_channel(channel)->handle;
   req.ps = static_cast<uint16_t>(ps);
   req.qp_type = static_cast<uint8_t>(qp_type);
   proto::Handle rep;
-  int err = link->call(proto::Op::kCmCreateId, req, &rep);
-  if (err != 0) {
-    if (sync) channel_destroy(to_channel(channel));
-    return fail(err);
-  }
+  channel = with_channel(channel, [&](uint32_t ch) {
+    req.channel = ch;
+    return link->call(proto::Op::kCmCreateId, req, &rep);
+  });
+  if (channel == nullptr) return -1;
   Id* id = id_alloc(channel, sync, context, ps, qp_type, rep.handle);
   if (id == nullptr) {
     proto::Empty none;

@@ -19,31 +19,10 @@ BIN=${WHARF_BIN_DIR:?}
 for tool in ib_send_bw ib_write_bw rping tcpdump curl; do
   command -v "$tool" > /dev/null || { echo "$tool not installed"; exit 77; }
 done
-WORK=$(mktemp -d /tmp/wharf-priority-test.XXXXXX)
-PIDS=()
+# shellcheck source=tests/e2e/control_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/control_lib.sh"
+control_init cluster-policy-test
 NAMES=(qa$$ qb$$ qc$$)
-cleanup() {
-  for p in "${PIDS[@]}"; do kill -9 "$p" 2> /dev/null; wait "$p" 2> /dev/null; done
-  for n in "${NAMES[@]}"; do "$BIN/wharf-run" --cleanup "$n" > /dev/null 2>&1; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-fail() {
-  echo "FAIL: $*" >&2
-  for f in "$WORK"/*.log; do echo "--- $f" >&2; tail -20 "$f" >&2; done
-  exit 1
-}
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_for() {
-  local tries=$(($1 * 10))
-  shift
-  for _ in $(seq "$tries"); do
-    "$@" && return 0
-    sleep 0.1
-  done
-  return 1
-}
-ctl() { "$BIN/wharfctl" "$@"; }
 
 PORT=$(free_port)
 P1=$(free_port)

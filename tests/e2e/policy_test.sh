@@ -22,32 +22,9 @@ PROBE=${WHARF_QUOTA_PROBE:?}
 [[ $(id -u) == 0 ]] || { echo "needs root"; exit 77; }
 command -v ib_write_bw > /dev/null || { echo "perftest not installed"; exit 77; }
 command -v rping > /dev/null || { echo "rdmacm-utils not installed"; exit 77; }
-WORK=$(mktemp -d /tmp/wharf-policy-test.XXXXXX)
-PIDS=()
-NAMES=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill -9 "$p" 2> /dev/null; wait "$p" 2> /dev/null; done
-  for n in "${NAMES[@]}"; do "$BIN/wharf-run" --cleanup "$n" > /dev/null 2>&1; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-fail() {
-  echo "FAIL: $*" >&2
-  for f in "$WORK"/*.log; do echo "--- $f" >&2; tail -20 "$f" >&2; done
-  exit 1
-}
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-# wait_for SECONDS COMMAND...: until COMMAND succeeds.
-wait_for() {
-  local tries=$(($1 * 10))
-  shift
-  for _ in $(seq "$tries"); do
-    "$@" && return 0
-    sleep 0.1
-  done
-  return 1
-}
-ctl() { "$BIN/wharfctl" "$@"; }
+# shellcheck source=tests/e2e/control_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/control_lib.sh"
+control_init policy-test
 PORT=$(free_port)
 export WHARF_ORCHESTRATOR="http://127.0.0.1:$PORT"
 SOCK=$WORK/wharfd.sock

@@ -17,25 +17,10 @@
 #include "proto/datagram.h"
 #include "proto/router_client.h"
 #include "router/router.h"
+#include "support/temp_socket.h"
 
 namespace wharf::router {
 namespace {
-
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/wharf-unit.XXXXXX";
-    dir_ = mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    unlink(socket_path().c_str());
-    rmdir(dir_.c_str());
-  }
-  std::string socket_path() const { return dir_ + "/r.sock"; }
-
- private:
-  std::string dir_;
-};
 
 proto::CmAddr loopback(uint16_t port) {
   proto::CmAddr a;
@@ -170,7 +155,7 @@ class RouterCmTest : public ::testing::Test {
  protected:
   void SetUp() override {
     RouterConfig cfg;
-    cfg.socket_path = dir_.socket_path();
+    cfg.socket_path = sock_.path();
     cfg.cm_timeout_ns = kCmTimeoutNs;
     router_ = std::make_unique<Router>(cfg);
     ASSERT_EQ(router_->start(), 0);
@@ -197,6 +182,15 @@ class RouterCmTest : public ::testing::Test {
     EXPECT_EQ(client.call(proto::Op::kCmResolveRoute, proto::Handle{id}), 0);
     EXPECT_EQ(client.next_event().event, RDMA_CM_EVENT_ROUTE_RESOLVED);
     return id;
+  }
+  // `client` connects to `server` listening on 127.0.0.1:port (QP `client_qpn`); returns the
+  // event the server got (a CONNECT_REQUEST, for the caller to check) and the client's id.
+  proto::CmEventMsg connect_request(CmClient& server, CmClient& client, uint16_t port,
+                                    uint32_t client_qpn, uint32_t* active) {
+    listen(server, port);
+    *active = routed(client, port);
+    EXPECT_EQ(client.call(proto::Op::kCmConnect, conn(*active, client_qpn)), 0);
+    return server.next_event();
   }
   static proto::CmConnectReq conn(uint32_t id, uint32_t qpn, const char* data = "") {
     proto::CmConnectReq r;
@@ -248,13 +242,13 @@ class RouterCmTest : public ::testing::Test {
   }
 
   static constexpr uint64_t kCmTimeoutNs = 300'000'000;  // short, for the timeout tests
-  TempDir dir_;
+  test_support::TempSocket sock_;
   std::unique_ptr<Router> router_;
   std::thread thread_;
 };
 
 TEST_F(RouterCmTest, ConnectAcceptEstablishDisconnect) {
-  CmClient server(dir_.socket_path()), client(dir_.socket_path());
+  CmClient server(sock_.path()), client(sock_.path());
   const uint32_t server_qpn = server.make_qp(), client_qpn = client.make_qp();
   const uint32_t listener = listen(server, 7000);
   const uint32_t active = routed(client, 7000);
@@ -297,12 +291,10 @@ TEST_F(RouterCmTest, ConnectAcceptEstablishDisconnect) {
 // The QP transitions a step carries are applied before the step: RTS before the REP and the
 // RTU, ERR before the DREQ.
 TEST_F(RouterCmTest, StepsMoveTheCallersQpFirst) {
-  CmClient server(dir_.socket_path()), client(dir_.socket_path());
+  CmClient server(sock_.path()), client(sock_.path());
   const uint32_t server_qpn = server.make_qp(), client_qpn = client.make_qp();
-  listen(server, 7010);
-  const uint32_t active = routed(client, 7010);
-  ASSERT_EQ(client.call(proto::Op::kCmConnect, conn(active, client_qpn)), 0);
-  proto::CmEventMsg req = server.next_event();
+  uint32_t active = 0;
+  proto::CmEventMsg req = connect_request(server, client, 7010, client_qpn, &active);
   ASSERT_EQ(req.event, RDMA_CM_EVENT_CONNECT_REQUEST);
   EXPECT_EQ(server.qp_state(), IBV_QPS_RESET);
 
@@ -331,12 +323,10 @@ TEST_F(RouterCmTest, StepsMoveTheCallersQpFirst) {
 // A transition that fails fails the step with its errno: the transitions before it stay (as
 // separate ibv_modify_qp calls would leave them) and the step is not taken.
 TEST_F(RouterCmTest, AFailingStepTransitionStopsTheStep) {
-  CmClient server(dir_.socket_path()), client(dir_.socket_path());
+  CmClient server(sock_.path()), client(sock_.path());
   const uint32_t server_qpn = server.make_qp(), client_qpn = client.make_qp();
-  listen(server, 7011);
-  const uint32_t active = routed(client, 7011);
-  ASSERT_EQ(client.call(proto::Op::kCmConnect, conn(active, client_qpn)), 0);
-  proto::CmEventMsg req = server.next_event();
+  uint32_t active = 0;
+  proto::CmEventMsg req = connect_request(server, client, 7011, client_qpn, &active);
   ASSERT_EQ(req.event, RDMA_CM_EVENT_CONNECT_REQUEST);
 
   proto::CmConnectReq accept = conn(req.id, server_qpn);
@@ -372,7 +362,7 @@ TEST_F(RouterCmTest, StepsCannotMoveAnotherProcesssQp) {
   if (child == 0) {
     ::close(ready[0]);
     ::close(hold[1]);
-    CmClient other(dir_.socket_path());
+    CmClient other(sock_.path());
     uint32_t qpn = other.make_qp();
     if (write(ready[1], &qpn, sizeof(qpn)) != sizeof(qpn)) _exit(1);
     char c;
@@ -384,12 +374,10 @@ TEST_F(RouterCmTest, StepsCannotMoveAnotherProcesssQp) {
   uint32_t other_qpn = 0;
   ASSERT_EQ(read(ready[0], &other_qpn, sizeof(other_qpn)), static_cast<ssize_t>(sizeof(other_qpn)));
 
-  CmClient server(dir_.socket_path()), client(dir_.socket_path());
+  CmClient server(sock_.path()), client(sock_.path());
   const uint32_t client_qpn = client.make_qp();
-  listen(server, 7012);
-  const uint32_t active = routed(client, 7012);
-  ASSERT_EQ(client.call(proto::Op::kCmConnect, conn(active, client_qpn)), 0);
-  proto::CmEventMsg req = server.next_event();
+  uint32_t active = 0;
+  proto::CmEventMsg req = connect_request(server, client, 7012, client_qpn, &active);
   ASSERT_EQ(req.event, RDMA_CM_EVENT_CONNECT_REQUEST);
   proto::CmConnectReq accept = conn(req.id, other_qpn);
   accept.qp = to_rts(other_qpn, client_qpn);
@@ -406,12 +394,11 @@ TEST_F(RouterCmTest, StepsCannotMoveAnotherProcesssQp) {
 // A one-way request is served in order but answered by nothing, even when it fails: the next
 // request's reply is the next thing on the socket.
 TEST_F(RouterCmTest, OneWayRequestsAreServedInOrderWithoutAReply) {
-  CmClient server(dir_.socket_path()), client(dir_.socket_path());
+  CmClient server(sock_.path()), client(sock_.path());
   const uint32_t client_qpn = client.make_qp();
-  listen(server, 7013);
-  const uint32_t active = routed(client, 7013);
-  ASSERT_EQ(client.call(proto::Op::kCmConnect, conn(active, client_qpn)), 0);
-  ASSERT_EQ(server.next_event().event, RDMA_CM_EVENT_CONNECT_REQUEST);
+  uint32_t active = 0;
+  ASSERT_EQ(connect_request(server, client, 7013, client_qpn, &active).event,
+            RDMA_CM_EVENT_CONNECT_REQUEST);
 
   ASSERT_EQ(client.post(proto::Op::kCmDestroyId, proto::Handle{active}), 0);
   ASSERT_EQ(client.post(proto::Op::kCmDestroyId, proto::Handle{active}), 0);  // fails: no reply
@@ -423,7 +410,7 @@ TEST_F(RouterCmTest, OneWayRequestsAreServedInOrderWithoutAReply) {
 }
 
 TEST_F(RouterCmTest, NobodyListeningIsRejectedWithInvalidServiceId) {
-  CmClient client(dir_.socket_path());
+  CmClient client(sock_.path());
   const uint32_t qpn = client.make_qp();
   const uint32_t id = routed(client, 7001);
   ASSERT_EQ(client.call(proto::Op::kCmConnect, conn(id, qpn)), 0);
@@ -433,12 +420,10 @@ TEST_F(RouterCmTest, NobodyListeningIsRejectedWithInvalidServiceId) {
 }
 
 TEST_F(RouterCmTest, RejectCarriesPrivateData) {
-  CmClient server(dir_.socket_path()), client(dir_.socket_path());
+  CmClient server(sock_.path()), client(sock_.path());
   const uint32_t qpn = client.make_qp();
-  listen(server, 7002);
-  const uint32_t id = routed(client, 7002);
-  ASSERT_EQ(client.call(proto::Op::kCmConnect, conn(id, qpn)), 0);
-  proto::CmEventMsg req = server.next_event();
+  uint32_t id = 0;
+  proto::CmEventMsg req = connect_request(server, client, 7002, qpn, &id);
   ASSERT_EQ(req.event, RDMA_CM_EVENT_CONNECT_REQUEST);
   proto::CmRejectReq rej;
   rej.id = req.id;
@@ -453,7 +438,7 @@ TEST_F(RouterCmTest, RejectCarriesPrivateData) {
 }
 
 TEST_F(RouterCmTest, BadRequestsFailWithTheKernelsErrnos) {
-  CmClient c(dir_.socket_path());
+  CmClient c(sock_.path());
   const uint32_t qpn = c.make_qp();
   const uint32_t a = c.create_id(), b = c.create_id(), d = c.create_id();
   proto::CmAddr bound;
@@ -479,7 +464,7 @@ TEST_F(RouterCmTest, BadRequestsFailWithTheKernelsErrnos) {
 }
 
 TEST_F(RouterCmTest, ReuseAddrSharesAPortButNotWithAListener) {
-  CmClient c(dir_.socket_path());
+  CmClient c(sock_.path());
   const uint32_t a = c.create_id(), b = c.create_id();
   ASSERT_EQ(c.set_option(a, proto::kCmOptReuseAddr, 1), 0);
   ASSERT_EQ(c.set_option(b, proto::kCmOptReuseAddr, 1), 0);
@@ -489,7 +474,7 @@ TEST_F(RouterCmTest, ReuseAddrSharesAPortButNotWithAListener) {
 }
 
 TEST_F(RouterCmTest, UnknownAddressIsAnAddressError) {
-  CmClient c(dir_.socket_path());
+  CmClient c(sock_.path());
   const uint32_t id = c.create_id();
   ASSERT_EQ(c.resolve(id, ipv4(198, 18, 0, 9, 7007)), 0);
   proto::CmEventMsg ev = c.next_event();
@@ -498,7 +483,7 @@ TEST_F(RouterCmTest, UnknownAddressIsAnAddressError) {
 }
 
 TEST_F(RouterCmTest, DestroyingAListenerRejectsItsWaitingRequests) {
-  CmClient server(dir_.socket_path()), client(dir_.socket_path());
+  CmClient server(sock_.path()), client(sock_.path());
   const uint32_t qpn = client.make_qp();
   const uint32_t listener = listen(server, 7008);
   const uint32_t id = routed(client, 7008);
@@ -511,8 +496,8 @@ TEST_F(RouterCmTest, DestroyingAListenerRejectsItsWaitingRequests) {
 }
 
 TEST_F(RouterCmTest, APeerThatGoesAwayDisconnectsTheOtherSide) {
-  auto server = std::make_unique<CmClient>(dir_.socket_path());
-  CmClient client(dir_.socket_path());
+  auto server = std::make_unique<CmClient>(sock_.path());
+  CmClient client(sock_.path());
   const uint32_t server_qpn = server->make_qp(), client_qpn = client.make_qp();
   listen(*server, 7009);
   const uint32_t id = routed(client, 7009);
@@ -528,12 +513,10 @@ TEST_F(RouterCmTest, APeerThatGoesAwayDisconnectsTheOtherSide) {
 // A listener that never answers: the requester gives up after the CM timeout, as the IB CM
 // does when its REQ retries run out, and the listener's request is refused.
 TEST_F(RouterCmTest, AnUnansweredRequestTimesOut) {
-  CmClient server(dir_.socket_path()), client(dir_.socket_path());
+  CmClient server(sock_.path()), client(sock_.path());
   const uint32_t qpn = client.make_qp();
-  listen(server, 7011);
-  const uint32_t id = routed(client, 7011);
-  ASSERT_EQ(client.call(proto::Op::kCmConnect, conn(id, qpn)), 0);
-  ASSERT_EQ(server.next_event().event, RDMA_CM_EVENT_CONNECT_REQUEST);
+  uint32_t id = 0;
+  ASSERT_EQ(connect_request(server, client, 7011, qpn, &id).event, RDMA_CM_EVENT_CONNECT_REQUEST);
   proto::CmEventMsg ev = client.next_event(5000);
   EXPECT_EQ(ev.event, RDMA_CM_EVENT_UNREACHABLE);
   EXPECT_EQ(ev.status, -ETIMEDOUT);
@@ -544,12 +527,10 @@ TEST_F(RouterCmTest, AnUnansweredRequestTimesOut) {
 
 // An accepted connection whose requester never sends its RTU: the passive side gives up.
 TEST_F(RouterCmTest, AMissingRtuTimesOut) {
-  CmClient server(dir_.socket_path()), client(dir_.socket_path());
+  CmClient server(sock_.path()), client(sock_.path());
   const uint32_t server_qpn = server.make_qp(), client_qpn = client.make_qp();
-  listen(server, 7012);
-  const uint32_t id = routed(client, 7012);
-  ASSERT_EQ(client.call(proto::Op::kCmConnect, conn(id, client_qpn)), 0);
-  proto::CmEventMsg req = server.next_event();
+  uint32_t id = 0;
+  proto::CmEventMsg req = connect_request(server, client, 7012, client_qpn, &id);
   ASSERT_EQ(req.event, RDMA_CM_EVENT_CONNECT_REQUEST);
   ASSERT_EQ(server.call(proto::Op::kCmAccept, conn(req.id, server_qpn)), 0);
   ASSERT_EQ(client.next_event().event, RDMA_CM_EVENT_CONNECT_RESPONSE);
@@ -563,7 +544,7 @@ TEST_F(RouterCmTest, AMissingRtuTimesOut) {
 }
 
 TEST_F(RouterCmTest, AnAnsweredHandshakeDoesNotTimeOut) {
-  CmClient server(dir_.socket_path()), client(dir_.socket_path());
+  CmClient server(sock_.path()), client(sock_.path());
   const uint32_t server_qpn = server.make_qp(), client_qpn = client.make_qp();
   listen(server, 7013);
   const uint32_t id = routed(client, 7013);
@@ -581,7 +562,7 @@ TEST_F(RouterCmTest, AnAnsweredHandshakeDoesNotTimeOut) {
 // Regression guard for the channel backlog: events a library does not read yet wait in the
 // router (its socket holds a few hundred); none is lost and they keep their order.
 TEST_F(RouterCmTest, EventsBeyondTheSocketsRoomWaitInOrder) {
-  CmClient c(dir_.socket_path());
+  CmClient c(sock_.path());
   constexpr int kIds = 2000;
   for (int i = 0; i < kIds; ++i) {
     const uint32_t id = c.create_id();

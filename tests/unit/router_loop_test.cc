@@ -21,26 +21,12 @@
 #include "proto/datagram.h"
 #include "proto/messages.h"
 #include "router/router.h"
+#include "support/temp_socket.h"
 
 namespace wharf::router {
 namespace {
 
-// A socket path in a fresh directory, removed (with the socket) when the test ends.
-class TempSocket {
- public:
-  TempSocket() {
-    char tmpl[] = "/tmp/wharf-unit.XXXXXX";
-    dir_ = mkdtemp(tmpl);
-  }
-  ~TempSocket() {
-    unlink(path().c_str());
-    rmdir(dir_.c_str());
-  }
-  std::string path() const { return dir_ + "/r.sock"; }
-
- private:
-  std::string dir_;
-};
+using test_support::TempSocket;
 
 // Runs fn in a child process; true if it exited 0 within `seconds`.
 template <class F>
