@@ -179,36 +179,34 @@ e2e_run_container() {
 # e2e_wait_listen NAME PORT PID LIMIT: waits until a TCP socket listens on PORT inside container
 # NAME's namespace. Fails at once if PID (the container's wharf-run) exits first.
 e2e_wait_listen() {
-  local name=$1 port=$2 pid=$3 limit=$4 i
-  for ((i = 0; i < limit * 10; i++)); do
-    if ! kill -0 "$pid" 2>/dev/null; then
-      wait "$pid"
-      e2e_fail "server exited with status $? before listening on TCP port $port"
-    fi
-    if ip netns exec "wharf-$name" ss -Hltn "sport = :$port" 2>/dev/null | grep -q .; then
-      return 0
-    fi
-    sleep 0.1
-  done
-  e2e_fail "server did not listen on TCP port $port within $limit s"
+  e2e_wait_server "$3" "$4" "TCP port $2" e2e_tcp_listening "$1" "$2"
 }
+e2e_tcp_listening() { ip netns exec "wharf-$1" ss -Hltn "sport = :$2" 2>/dev/null | grep -q .; }
 
 # e2e_wait_cm_listen NAME PORT PID LIMIT: waits until an rdma_cm id of container NAME listens on
 # PORT, as the router's `wharfctl resource show cm_id` reports. Fails at once if PID exits first.
 e2e_wait_cm_listen() {
-  local name=$1 port=$2 pid=$3 limit=$4 i
+  e2e_wait_server "$3" "$4" "rdma_cm port $2" e2e_cm_listening "$1" "$2"
+}
+e2e_cm_listening() {
+  "$E2E_BIN/wharfctl" -r "$E2E_SOCK" resource show cm_id container "$1" 2>/dev/null |
+    grep -qE "state LISTEN .*src-addr [^ ]*:$2( |$)"
+}
+
+# e2e_wait_server PID LIMIT WHAT CHECK...: polls CHECK every 0.1 s until it succeeds, for up to
+# LIMIT seconds; fails if it never does, or at once if PID exits first (WHAT names the port).
+e2e_wait_server() {
+  local pid=$1 limit=$2 what=$3 i
+  shift 3
   for ((i = 0; i < limit * 10; i++)); do
     if ! kill -0 "$pid" 2>/dev/null; then
       wait "$pid"
-      e2e_fail "server exited with status $? before listening on rdma_cm port $port"
+      e2e_fail "server exited with status $? before listening on $what"
     fi
-    if "$E2E_BIN/wharfctl" -r "$E2E_SOCK" resource show cm_id container "$name" 2>/dev/null |
-      grep -qE "state LISTEN .*src-addr [^ ]*:$port( |$)"; then
-      return 0
-    fi
+    "$@" && return 0
     sleep 0.1
   done
-  e2e_fail "server did not listen on rdma_cm port $port within $limit s"
+  e2e_fail "server did not listen on $what within $limit s"
 }
 
 # e2e_wait_pid PID LIMIT: waits up to LIMIT seconds for a background process, then stops it

@@ -53,6 +53,18 @@ class ApiTest : public ::testing::Test {
     return {r->status, json::parse(r->body, nullptr, false)};
   }
 
+  // Tenant red, its network n (198.18.1.0/24) and its container a, placed on host h1.
+  void add_container_red_a() {
+    ASSERT_EQ(call("POST", "/v1/tenants", {{"name", "red"}}).first, 200);
+    ASSERT_EQ(
+        call("POST", "/v1/tenants/red/networks", {{"name", "n"}, {"cidr", "198.18.1.0/24"}}).first,
+        200);
+    ASSERT_EQ(call("POST", "/v1/tenants/red/containers",
+                   {{"name", "a"}, {"network", "n"}, {"host", "h1"}})
+                  .first,
+              200);
+  }
+
   std::string dir_;
   std::unique_ptr<KvStore> store_;
   std::unique_ptr<ApiServer> api_;
@@ -96,14 +108,7 @@ TEST_F(ApiTest, EachKindOfRefusalHasItsStatusAndAMessage) {
 }
 
 TEST_F(ApiTest, APolicyChangeIsStoredAndShownWithTheContainer) {
-  ASSERT_EQ(call("POST", "/v1/tenants", {{"name", "red"}}).first, 200);
-  ASSERT_EQ(
-      call("POST", "/v1/tenants/red/networks", {{"name", "n"}, {"cidr", "198.18.1.0/24"}}).first,
-      200);
-  ASSERT_EQ(
-      call("POST", "/v1/tenants/red/containers", {{"name", "a"}, {"network", "n"}, {"host", "h1"}})
-          .first,
-      200);
+  ASSERT_NO_FATAL_FAILURE(add_container_red_a());
   const std::string path = "/v1/tenants/red/containers/a/policy";
   auto [code, c] = call("POST", path, json::parse(R"({"quota": {"qp": 4, "mr_bytes": 1048576},
                                                       "ratelimit": {"rate": 100000000,
@@ -136,14 +141,7 @@ TEST_F(ApiTest, APolicyChangeIsStoredAndShownWithTheContainer) {
 }
 
 TEST_F(ApiTest, ABadPolicyChangeIsRefusedAndChangesNothing) {
-  ASSERT_EQ(call("POST", "/v1/tenants", {{"name", "red"}}).first, 200);
-  ASSERT_EQ(
-      call("POST", "/v1/tenants/red/networks", {{"name", "n"}, {"cidr", "198.18.1.0/24"}}).first,
-      200);
-  ASSERT_EQ(
-      call("POST", "/v1/tenants/red/containers", {{"name", "a"}, {"network", "n"}, {"host", "h1"}})
-          .first,
-      200);
+  ASSERT_NO_FATAL_FAILURE(add_container_red_a());
   const std::string path = "/v1/tenants/red/containers/a/policy";
   ASSERT_EQ(
       call("POST", path, json::parse(R"({"ratelimit": {"rate": 1000}, "priority": 3})")).first,
