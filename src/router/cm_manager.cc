@@ -83,15 +83,14 @@ const Container* CmManager::holder_st(const Container* self, const std::string& 
   if (ip.is_loopback()) return self;
   auto v4 = ip.v4();
   if (!v4 || *v4 == 0) return nullptr;
-  const Container* c = router_->container_with_vip(*v4);
-  return c != nullptr && c->tenant == tenant && c->network == network ? c : nullptr;
+  return router_->container_with_vip(*v4, tenant, network);
 }
 
 int CmManager::host_of(const CmAddress& ip) const {
   if (ip.is_loopback()) return kThisHost;
   auto v4 = ip.v4();
   if (!v4 || *v4 == 0) return -2;
-  if (router_->container_with_vip(*v4) != nullptr) return kThisHost;
+  if (router_->vip_in_use(*v4)) return kThisHost;
   if (router_->remote() == nullptr) return -2;
   proto::AhAttr ah;
   ah.is_global = 1;

@@ -395,7 +395,8 @@ int Router::register_container(const std::string& tenant, const std::string& net
                                const std::string& name, uint64_t netns_ino, uint32_t vip,
                                uint16_t* lid) {
   for (auto& [ino, c] : containers_) {
-    if (c->registered && ((c->tenant == tenant && c->name == name) || c->vip == vip)) return EEXIST;
+    if (!c->registered || c->tenant != tenant) continue;
+    if (c->name == name || (c->network == network && c->vip == vip)) return EEXIST;
   }
   Container* c = container_for_netns(netns_ino);
   if (c == nullptr) return ENOSPC;
@@ -453,10 +454,18 @@ uint32_t Router::network_id_st(const std::string& tenant, const std::string& net
   return it->second;
 }
 
-const Container* Router::container_with_vip(uint32_t vip) const {
+const Container* Router::container_with_vip(uint32_t vip, const std::string& tenant,
+                                            const std::string& network) const {
   for (const auto& [ino, c] : containers_)
-    if (c->registered && c->vip == vip) return c.get();
+    if (c->registered && c->vip == vip && c->tenant == tenant && c->network == network)
+      return c.get();
   return nullptr;
+}
+
+bool Router::vip_in_use(uint32_t vip) const {
+  for (const auto& [ino, c] : containers_)
+    if (c->registered && c->vip == vip) return true;
+  return false;
 }
 
 void Router::watch_cm_channel_st(CmChannel* ch) {

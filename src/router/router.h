@@ -81,14 +81,20 @@ class Router {
   // The container of a network namespace, made (anonymous) on first use; nullptr when no
   // LID is free for a new one.
   Container* container_for_netns(uint64_t netns_ino);
-  // tenant, network: the container's at the orchestrator, "" without one.
+  // tenant, network: the container's at the orchestrator, "" without one. EEXIST when the
+  // tenant has a container of that name here, or the network a container with that vIP (two
+  // networks may each have a container with one address, as at the orchestrator).
   int register_container(const std::string& tenant, const std::string& network,
                          const std::string& name, uint64_t netns_ino, uint32_t vip, uint16_t* lid);
   void unregister_container(const std::string& tenant, const std::string& name);
   void release_container(Container* c);
   Container* container_by_lid(uint16_t lid);
-  // The registered container that holds vIP `vip` (host order), or nullptr.
-  const Container* container_with_vip(uint32_t vip) const;
+  // The registered container of virtual network tenant/network that holds vIP `vip` (host
+  // order), or nullptr.
+  const Container* container_with_vip(uint32_t vip, const std::string& tenant,
+                                      const std::string& network) const;
+  // Whether a registered container of any network holds vIP `vip` (host order).
+  bool vip_in_use(uint32_t vip) const;
   // This router's number for virtual network tenant/network (never 0), made on first use and
   // then announced to the other hosts' routers, which put it in their packets to this host
   // (router/remote.h, "Isolation between hosts").

@@ -1,5 +1,5 @@
 // The router's container registry: LIDs come from the router's range, are reused once free,
-// and run out cleanly.
+// and run out cleanly; addresses are unique within a virtual network.
 #include <errno.h>
 #include <gtest/gtest.h>
 
@@ -48,6 +48,36 @@ TEST(RouterRegistryTest, ManyContainerStartsNeverYieldAnInvalidOrDuplicateLid) {
     ASSERT_NE(lid, keep) << i;
     r.unregister_container("", "short");
   }
+}
+
+// One address may be in use once per virtual network, as at the orchestrator (two tenants'
+// networks may overlap); a name once per tenant. Lookups by address stay within a network.
+TEST(RouterRegistryTest, EachNetworkMayHaveAContainerWithOneAddress) {
+  Router r(config(1, 100));
+  uint16_t lid = 0;
+  ASSERT_EQ(r.register_container("red", "n1", "a", 1, kVip + 2, &lid), 0);
+  ASSERT_EQ(r.register_container("blue", "n1", "a", 2, kVip + 2, &lid), 0);
+  ASSERT_EQ(r.register_container("red", "n2", "b", 3, kVip + 2, &lid), 0);
+  ASSERT_EQ(r.register_container("", "", "c", 4, kVip + 2, &lid), 0);
+  EXPECT_EQ(r.register_container("red", "n1", "d", 5, kVip + 2, &lid), EEXIST);  // address
+  EXPECT_EQ(r.register_container("", "", "e", 6, kVip + 2, &lid), EEXIST);
+  EXPECT_EQ(r.register_container("red", "n3", "a", 7, kVip + 3, &lid), EEXIST);  // name
+
+  const Container* red = r.container_with_vip(kVip + 2, "red", "n1");
+  const Container* blue = r.container_with_vip(kVip + 2, "blue", "n1");
+  ASSERT_NE(red, nullptr);
+  ASSERT_NE(blue, nullptr);
+  EXPECT_NE(red, blue);
+  EXPECT_EQ(red->netns_ino, 1u);
+  EXPECT_EQ(blue->netns_ino, 2u);
+  EXPECT_EQ(r.container_with_vip(kVip + 2, "red", "n2")->name, "b");
+  EXPECT_EQ(r.container_with_vip(kVip + 2, "blue", "n2"), nullptr);
+  EXPECT_TRUE(r.vip_in_use(kVip + 2));
+  EXPECT_FALSE(r.vip_in_use(kVip + 3));
+
+  r.unregister_container("red", "a");
+  EXPECT_EQ(r.container_with_vip(kVip + 2, "red", "n1"), nullptr);
+  ASSERT_EQ(r.register_container("red", "n1", "d", 5, kVip + 2, &lid), 0);  // free again
 }
 
 }  // namespace

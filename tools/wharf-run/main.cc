@@ -53,12 +53,13 @@ int cleanup(const std::string& name) {
   }
   HostLock lock;
   if (!lock.acquire(kLockTimeoutMs)) return kExitSetupFailed;
+  const std::string bridge = bridge_of(name);  // before its port goes
   if (remove_container_net(name, true)) {
     std::fprintf(stderr, "wharf-run: removed container %s\n", name.c_str());
   } else {
     std::fprintf(stderr, "wharf-run: nothing to clean up for container %s\n", name.c_str());
   }
-  remove_bridge_if_unused(true);
+  remove_bridge_if_unused(bridge, true);
   // Anything still there means removal failed (the ip errors were printed).
   return netns_file_exists(netns_path(name)) || link_exists(veth_name(name)) ? 1 : 0;
 }
@@ -117,13 +118,18 @@ int run(Options o) {
 
   // The container joins the router's host: this namespace, or a wharf-lab host's, whose
   // bridge fixes the gateway and the container subnet.
-  NetConfig cfg{o.name, o.vip, o.prefix, o.bridge_ip, o.verbose, {}};
+  NetConfig cfg{o.name, o.vip, o.prefix, o.bridge_ip, o.bridge, o.verbose, {}};
   std::string err;
   if (!named_netns_of(session.router_pid(), &cfg.host_netns, &err)) {
     std::fprintf(stderr, "wharf-run: %s\n", err.c_str());
     return kExitSetupFailed;
   }
   if (!cfg.host_netns.empty()) {
+    if (cfg.bridge != kBridgeName) {
+      std::fprintf(stderr, "wharf-run: --bridge: host %s has its one bridge, %s\n",
+                   cfg.host_netns.c_str(), std::string(kBridgeName).c_str());
+      return kExitSetupFailed;
+    }
     if (!lab_bridge_address(cfg.host_netns, &cfg.bridge_ip, &cfg.prefix)) return kExitSetupFailed;
     if (std::string bad = check_addresses(cfg.vip, cfg.bridge_ip, cfg.prefix); !bad.empty()) {
       std::fprintf(stderr, "wharf-run: %s (the container subnet of host %s)\n", bad.c_str(),
@@ -141,7 +147,8 @@ int run(Options o) {
   {
     HostLock lock;
     if (!lock.acquire(kLockTimeoutMs) || !check_name_free(o.name, cfg.host_netns) ||
-        (cfg.host_netns.empty() && !ensure_bridge(cfg.bridge_ip, cfg.prefix, o.verbose)) ||
+        (cfg.host_netns.empty() &&
+         !ensure_bridge(cfg.bridge, cfg.bridge_ip, cfg.prefix, o.verbose)) ||
         !net.create()) {
       return kExitSetupFailed;
     }
@@ -190,7 +197,8 @@ int parse_and_run(int argc, char** argv) {
       "  wharf-run --router PATH --name NAME --vip A.B.C.D [OPTIONS] -- CMD [ARGS...]\n"
       "  wharf-run --cleanup NAME\n\n"
       "Runs CMD as a Wharf container: in its own network namespace wharf-NAME, bridged to the "
-      "host by wharfbr0, registered with the router, with Wharf's libibverbs injected.\n"
+      "host by wharfbr0 (or --bridge), registered with the router, with Wharf's libibverbs "
+      "injected.\n"
       "After a wharf-run was killed (SIGKILL), `wharf-run --cleanup NAME` removes what it left "
       "behind.\nExit status: CMD's; 128+N if CMD died of signal N; 127 if CMD could not be "
       "executed; 125 if wharf-run itself failed; 2 for usage errors.",
@@ -215,7 +223,11 @@ int parse_and_run(int argc, char** argv) {
   app.add_option("--prefix", o.prefix, "Prefix length of the VIP and bridge subnet")
       ->check(CLI::Range(1, 30))
       ->capture_default_str();
-  app.add_option("--bridge-ip", bridge_ip, "Address of bridge wharfbr0, the default gateway")
+  app.add_option("--bridge-ip", bridge_ip, "Address of the bridge, the default gateway")
+      ->capture_default_str();
+  app.add_option("--bridge", o.bridge,
+                 "Host bridge to join (made with the first container, removed with the last): "
+                 "virtual networks whose addresses overlap need one each")
       ->capture_default_str();
   app.add_flag("--dropin", o.dropin,
                "Inject the library via LD_LIBRARY_PATH instead of LD_PRELOAD");
@@ -250,6 +262,9 @@ int parse_and_run(int argc, char** argv) {
     return usage_error("invalid container name '" + o.name + "': use 1-" +
                        std::to_string(kMaxNameLen) + " characters of [A-Za-z0-9_.-]");
   }
+  if (!valid_bridge_name(o.bridge))
+    return usage_error("invalid bridge name '" + o.bridge +
+                       "': use 1-15 characters of [A-Za-z0-9_.-]");
   if (o.tenant.empty() != o.network.empty())
     return usage_error("--tenant and --network go together");
   if (vip.empty() && o.tenant.empty()) return usage_error("--vip is required without --tenant");

@@ -65,8 +65,7 @@ bool HostLock::acquire(int timeout_ms) {
   }
 }
 
-bool ensure_bridge(uint32_t bridge_ip, int prefix, bool verbose) {
-  std::string br(kBridgeName);
+bool ensure_bridge(const std::string& br, uint32_t bridge_ip, int prefix, bool verbose) {
   if (!link_exists(br) && !run_ip({"link", "add", br, "type", "bridge"}, verbose)) return false;
   // `replace` is idempotent when the address is already there.
   return run_ip({"addr", "replace", cidr(bridge_ip, prefix), "dev", br}, verbose) &&
@@ -75,13 +74,19 @@ bool ensure_bridge(uint32_t bridge_ip, int prefix, bool verbose) {
 
 // The last container out removes the bridge, so nothing is left on the host. Caller holds
 // HostLock, which also serialises ensure_bridge().
-void remove_bridge_if_unused(bool verbose) {
-  std::string br(kBridgeName);
-  if (!link_exists(br)) return;
+void remove_bridge_if_unused(const std::string& br, bool verbose) {
+  if (br.empty() || !link_exists(br)) return;
   std::error_code ec;
   std::filesystem::directory_iterator ports("/sys/class/net/" + br + "/brif", ec);
   if (ec || ports != std::filesystem::directory_iterator()) return;
   (void)run_ip({"link", "del", br}, verbose);
+}
+
+std::string bridge_of(const std::string& name) {
+  std::error_code ec;
+  const std::filesystem::path master =
+      std::filesystem::read_symlink("/sys/class/net/" + veth_name(name) + "/master", ec);
+  return ec ? std::string() : master.filename().string();
 }
 
 bool lab_bridge_address(const std::string& host_netns, uint32_t* ip, int* prefix) {
@@ -162,7 +167,7 @@ bool ContainerNet::create() {
   const std::string& host = cfg_.host_netns;
   return run_host_ip(
              host, {"link", "add", veth, "type", "veth", "peer", "name", ifname, "netns", ns}, v) &&
-         run_host_ip(host, {"link", "set", veth, "master", std::string(kBridgeName), "up"}, v) &&
+         run_host_ip(host, {"link", "set", veth, "master", cfg_.bridge, "up"}, v) &&
          run_ip({"-n", ns, "link", "set", "lo", "up"}, v) &&
          run_ip({"-n", ns, "addr", "add", cidr(cfg_.vip, cfg_.prefix), "dev", ifname}, v) &&
          run_ip({"-n", ns, "link", "set", ifname, "up"}, v) &&
@@ -183,7 +188,7 @@ void ContainerNet::teardown() {
   if (!cfg_.host_netns.empty() && host_link_exists(cfg_.host_netns, veth_name(cfg_.name)))
     (void)run_host_ip(cfg_.host_netns, {"link", "del", veth_name(cfg_.name)}, cfg_.verbose, true);
   remove_container_net(cfg_.name, cfg_.verbose);
-  if (cfg_.host_netns.empty()) remove_bridge_if_unused(cfg_.verbose);
+  if (cfg_.host_netns.empty()) remove_bridge_if_unused(cfg_.bridge, cfg_.verbose);
 }
 
 }  // namespace wharf::run

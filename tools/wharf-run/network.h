@@ -2,6 +2,7 @@
 //
 // Layout (host namespace on the left):
 //   wharfbr0 (bridge, gateway IP) -- wv-NAME  <veth>  eth0 (VIP/prefix) in netns wharf-NAME
+// (`--bridge` names another bridge: networks whose addresses overlap each take their own.)
 //
 // The host namespace is the router's: our own, where wharf-run creates the bridge on first
 // use and removes it with the last container, or a wharf-lab host's named namespace, whose
@@ -35,6 +36,7 @@ struct NetConfig {
   uint32_t vip = 0;  // host order
   int prefix = 0;
   uint32_t bridge_ip = 0;  // host order
+  std::string bridge;      // the bridge it joins in our namespace (a lab host's is wharfbr0)
   bool verbose = false;
   std::string host_netns;  // "" = ours; else the router's named namespace (a wharf-lab host)
 };
@@ -43,12 +45,16 @@ struct NetConfig {
 // false when the host has no such bridge.
 [[nodiscard]] bool lab_bridge_address(const std::string& host_netns, uint32_t* ip, int* prefix);
 
-// Deletes the bridge when no container port is attached any more. Caller holds HostLock.
-void remove_bridge_if_unused(bool verbose);
+// Deletes bridge `bridge` when no container port is attached any more. Caller holds HostLock.
+void remove_bridge_if_unused(const std::string& bridge, bool verbose);
 
-// Creates the bridge if missing, then makes sure it has bridge_ip/prefix and is up.
+// Creates bridge `bridge` if missing, then makes sure it has bridge_ip/prefix and is up.
 // Caller holds HostLock.
-[[nodiscard]] bool ensure_bridge(uint32_t bridge_ip, int prefix, bool verbose);
+[[nodiscard]] bool ensure_bridge(const std::string& bridge, uint32_t bridge_ip, int prefix,
+                                 bool verbose);
+
+// The bridge container `name`'s host-side veth is attached to, or "" (no such veth).
+std::string bridge_of(const std::string& name);
 
 // Refuses (with a message naming --cleanup where useful) when the container's namespace or
 // host-side veth (in host_netns) already exists. Caller holds HostLock.

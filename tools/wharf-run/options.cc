@@ -4,8 +4,11 @@
 
 namespace wharf::run {
 
-bool valid_container_name(std::string_view name) {
-  if (name.empty() || name.size() > kMaxNameLen) return false;
+namespace {
+
+// 1..max_len bytes of [A-Za-z0-9_.-].
+bool valid_ifname_part(std::string_view name, size_t max_len) {
+  if (name.empty() || name.size() > max_len) return false;
   for (char c : name) {
     bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
               c == '_' || c == '.' || c == '-';
@@ -13,6 +16,12 @@ bool valid_container_name(std::string_view name) {
   }
   return true;
 }
+
+}  // namespace
+
+bool valid_container_name(std::string_view name) { return valid_ifname_part(name, kMaxNameLen); }
+
+bool valid_bridge_name(std::string_view name) { return valid_ifname_part(name, 15); }
 
 std::optional<uint32_t> parse_ipv4(std::string_view text) {
   std::string s(text);

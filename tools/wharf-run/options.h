@@ -35,6 +35,7 @@ struct Options {
   std::string network;
   int prefix = kDefaultPrefix;
   uint32_t bridge_ip = 0;  // host byte order
+  std::string bridge{kBridgeName};
   bool dropin = false;
   std::string lib_dir;  // empty: <dir of wharf-run>/../lib
   bool verbose = false;
@@ -43,6 +44,8 @@ struct Options {
 
 // True when `name` is 1..kMaxNameLen bytes of [A-Za-z0-9_.-].
 bool valid_container_name(std::string_view name);
+// True when `name` may name a bridge: 1..15 bytes (IFNAMSIZ - 1) of [A-Za-z0-9_.-].
+bool valid_bridge_name(std::string_view name);
 
 // Parses dotted-quad IPv4 into host byte order.
 std::optional<uint32_t> parse_ipv4(std::string_view text);
