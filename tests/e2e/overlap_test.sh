@@ -4,7 +4,8 @@
 # n1 is 198.18.96.0/24 with a server container at .2 and a client container at .3, each
 # tenant's containers on a bridge of its own (wharf-run --bridge). rping (rdma_cm by vIP) and
 # ib_write_bw (verbs, addresses exchanged over TCP) run in both tenants at once; each tenant's
-# server must have served its own client only (`wharfctl statistic show` per container).
+# server must have served its own client only (`wharfctl statistic show` per container), and a
+# third tenant with the same network but no container at .2 cannot resolve .2 by rdma_cm.
 #
 #   WHARF_BIN_DIR=build/bin bash tests/e2e/overlap_test.sh
 #
@@ -111,6 +112,16 @@ done
 red=$(rx_msgs red)
 blue=$(rx_msgs blue)
 ((red >= 100 && red == blue)) || fail "rping servers received $red (red) and $blue (blue) messages"
+# A third tenant with the same network but nobody at .2 cannot reach either tenant's .2:
+# ADDR_ERROR, -EHOSTUNREACH, although two containers on this router hold that address.
+ctl tenant add green > /dev/null || fail "tenant add green"
+ctl network add n1 tenant green cidr 198.18.96.0/24 > /dev/null || fail "network add green"
+NAMES+=("gc$$")
+if (in_tenant green "gc$$" $CLIENT timeout 30 rping -c -a $SERVER -C 1) > "$WORK/green.log" 2>&1; then
+  fail "green reached 198.18.96.2 with rdma_cm: $(cat "$WORK/green.log")"
+fi
+grep -q "RDMA_CM_EVENT_ADDR_ERROR, error -113" "$WORK/green.log" ||
+  fail "green: not ADDR_ERROR -EHOSTUNREACH: $(cat "$WORK/green.log")"
 kill "${SERVER_PIDS[@]}" 2> /dev/null
 wait "${SERVER_PIDS[@]}" 2> /dev/null
 
