@@ -44,11 +44,10 @@ int RouterClient::send_locked(uint16_t op, const uint8_t* body, size_t blen, con
   return 0;
 }
 
-int RouterClient::send_request(uint16_t op, const uint8_t* body, size_t blen, const int* fds,
-                               int nfds) {
+int RouterClient::post_bytes(uint16_t op, const uint8_t* body, size_t blen) {
   std::lock_guard<std::mutex> guard(mu_);
   uint32_t seq = 0;
-  return send_locked(op, body, blen, fds, nfds, &seq);
+  return send_locked(op, body, blen, nullptr, 0, &seq);
 }
 
 int RouterClient::transact(Op op, const uint8_t* body, size_t blen, const int* fds, int nfds,

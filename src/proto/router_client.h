@@ -32,10 +32,9 @@ class RouterClient {
   template <class Req>
   int post(Op op, const Req& req) {
     uint8_t body[kMaxMessage] = {};
-    size_t blen = encode(req, body, sizeof(body));
-    if (blen == 0 && sizeof(Req) > 1) return EMSGSIZE;
-    return send_request(static_cast<uint16_t>(static_cast<uint16_t>(op) | kNoReplyBit), body, blen,
-                        nullptr, 0);
+    size_t blen = 0;
+    if (!encode_body(req, body, &blen)) return EMSGSIZE;
+    return post_bytes(static_cast<uint16_t>(static_cast<uint16_t>(op) | kNoReplyBit), body, blen);
   }
 
   // Sends `req` with `nfds` descriptors and waits for the reply. Returns the router's status
@@ -45,8 +44,8 @@ class RouterClient {
   int call(Op op, const Req& req, const int* fds, int nfds, Rep* rep, UniqueFd* out_fds = nullptr,
            int max_out = 0) {
     uint8_t body[kMaxMessage] = {};
-    size_t blen = encode(req, body, sizeof(body));
-    if (blen == 0 && sizeof(Req) > 1) return EMSGSIZE;
+    size_t blen = 0;
+    if (!encode_body(req, body, &blen)) return EMSGSIZE;
     uint8_t reply[kMaxMessage];
     size_t rlen = 0;
     int err = transact(op, body, blen, fds, nfds, reply, &rlen, out_fds, max_out);
@@ -61,7 +60,13 @@ class RouterClient {
   // request's sequence number goes to *seq. Caller holds mu_ (post takes it itself).
   int send_locked(uint16_t op, const uint8_t* body, size_t blen, const int* fds, int nfds,
                   uint32_t* seq);
-  int send_request(uint16_t op, const uint8_t* body, size_t blen, const int* fds, int nfds);
+  int post_bytes(uint16_t op, const uint8_t* body, size_t blen);
+  // Encodes `req` into `body` (kMaxMessage bytes); false when it does not fit.
+  template <class Req>
+  static bool encode_body(const Req& req, uint8_t* body, size_t* blen) {
+    *blen = encode(req, body, kMaxMessage);
+    return *blen != 0 || sizeof(Req) <= 1;
+  }
 
   // A transport failure: the connection is unusable from here on.
   int broken(int err) {
