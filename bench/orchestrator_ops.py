@@ -4,10 +4,11 @@ connections, as routers and wharfctl use it:
 
     orchestrator_ops.py URL COUNT THREADS
 
-creates tenant bench-ops and network n (198.18.0.0/16), then times COUNT container creations
-(each allocates an address and a LID with compare-and-set), COUNT policy updates and COUNT
-deletions, split over THREADS client threads; prints one line per operation:
-"create 1234.5 ops/s". Removes what it made.
+registers host bench-h1 (LIDs 1-49151, as a router would), creates tenant bench-ops and
+network n (198.18.0.0/16), then times COUNT container creations on bench-h1 (each allocates
+an address and a LID of the host's range with compare-and-set), COUNT policy updates and
+COUNT deletions, split over THREADS client threads; prints one line per operation:
+"create 1234.5 ops/s". Removes what it made (the host's entry lapses with its lease).
 """
 import http.client
 import json
@@ -55,12 +56,14 @@ def timed(url, count, threads, op):
 def main():
     url, count, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     setup = client(url)
+    call(setup, 'POST', '/v1/hosts', {'name': 'bench-h1', 'address': '127.0.0.1', 'ttl': 600,
+                                      'lid_first': 1, 'lid_last': 49151})
     call(setup, 'POST', '/v1/tenants', {'name': 'bench-ops'})
     call(setup, 'POST', '/v1/tenants/bench-ops/networks', {'name': 'n', 'cidr': '198.18.0.0/16'})
     base = '/v1/tenants/bench-ops/containers'
     rates = {
         'create': timed(url, count, threads, lambda c, i: call(
-            c, 'POST', base, {'name': f'c{i}', 'network': 'n', 'host': 'h1'})),
+            c, 'POST', base, {'name': f'c{i}', 'network': 'n', 'host': 'bench-h1'})),
         'policy': timed(url, count, threads, lambda c, i: call(
             c, 'POST', f'{base}/c{i}/policy', {'quota': {'qp': 4 + i}, 'ratelimit': {'rate': 10**9}})),
         'delete': timed(url, count, threads, lambda c, i: call(c, 'DELETE', f'{base}/c{i}')),

@@ -112,8 +112,11 @@ int run_wharfd(int argc, char** argv) {
       const auto& dir = remote->directory();
       address = dir.hosts()[static_cast<size_t>(dir.self())].address;
     }
+    // The range after start(): the cluster file's, when it names one.
+    const wharf::router::RouterConfig& running = router.config();
     agent = std::make_unique<wharf::control::HostAgent>(
-        orchestrator, cfg.host_name, wharf::control::format_ipv4(address), host_ttl);
+        orchestrator, cfg.host_name, wharf::control::format_ipv4(address), running.lid_base,
+        static_cast<uint16_t>(running.lid_base + running.lid_count - 1), host_ttl);
     watch = std::make_unique<wharf::control::ContainerWatch>(
         orchestrator, cfg.host_name,
         [&router](const std::string& tenant, const std::string& name,

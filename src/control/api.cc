@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <charconv>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 
 #include "control/policy_json.h"
@@ -13,7 +14,6 @@ namespace {
 using Code = Status::Code;
 using nlohmann::json;
 
-const std::string kHosts = "/wharf/host/";
 constexpr size_t kServerThreads = 64;
 
 int http_status(Code code) {
@@ -72,9 +72,22 @@ bool int_param(const httplib::Request& req, const char* name, int64_t def, int64
   return ec == std::errc() && end == text.data() + text.size() && *out >= 0;
 }
 
+// An unsigned integer field of a request body; false if absent, negative or not an integer.
+bool uint_field(const json& j, const char* name, uint64_t* out) {
+  auto it = j.find(name);
+  if (it == j.end() || !it->is_number_unsigned()) return false;
+  *out = it->get<uint64_t>();
+  return true;
+}
+
 json to_json(const ContainerInfo& c) {
-  json j = {{"tenant", c.tenant},        {"name", c.name}, {"network", c.network},
-            {"vip", format_ipv4(c.vip)}, {"host", c.host}, {"lid", c.lid}};
+  json j = {{"tenant", c.tenant},
+            {"name", c.name},
+            {"network", c.network},
+            {"vip", format_ipv4(c.vip)},
+            {"host", c.host},
+            // null until the container's host registers and gives it one
+            {"lid", c.lid != 0 ? json(c.lid) : json(nullptr)}};
   policy_to_json(c.policy, &j);
   j["priority"] = c.policy.priority;  // always shown, 0 included
   return j;
@@ -184,20 +197,21 @@ void ApiServer::routes() {
   s.Post("/v1/hosts", [this](Req req, Res res) {
     json b;
     if (!body_object(req, res, &b)) return;
-    const std::string name = field(b, "name");
-    uint32_t address = 0;
-    const auto ttl = b.find("ttl");
-    if (!Registry::valid_name(name) || !parse_ipv4(field(b, "address"), &address) ||
-        ttl == b.end() || !ttl->is_number_unsigned() || ttl->get<uint64_t>() == 0 ||
-        ttl->get<uint64_t>() > 3600)
-      return reply(res,
-                   Status::error(Code::kInvalidArgument,
-                                 "expected {\"name\", \"address\": A.B.C.D, \"ttl\": 1-3600}"));
+    HostInfo h;
+    h.name = field(b, "name");
+    uint64_t ttl = 0;
+    uint64_t first = 0;
+    uint64_t last = 0;
+    if (!parse_ipv4(field(b, "address"), &h.address) || !uint_field(b, "ttl", &ttl) ||
+        !uint_field(b, "lid_first", &first) || !uint_field(b, "lid_last", &last) ||
+        first > Registry::kMaxLid || last > Registry::kMaxLid || ttl > INT32_MAX)
+      return reply(res, Status::error(Code::kInvalidArgument,
+                                      "expected {\"name\", \"address\": A.B.C.D, \"ttl\": "
+                                      "1-3600, \"lid_first\": N, \"lid_last\": M}"));
+    h.lid_first = static_cast<uint16_t>(first);
+    h.lid_last = static_cast<uint16_t>(last);
     int64_t lease = 0;
-    int64_t rev = 0;
-    Status st = store_->grant_lease(static_cast<int64_t>(ttl->get<uint64_t>()), &lease);
-    if (st.is_ok())
-      st = store_->put(kHosts + name, json{{"address", format_ipv4(address)}}.dump(), lease, &rev);
+    Status st = registry_.add_host(h, static_cast<int64_t>(ttl), &lease);
     reply(res, st, {{"lease", lease}});
   });
   s.Post(R"(/v1/hosts/([^/]+)/keepalive)", [this](Req req, Res res) {
@@ -244,16 +258,15 @@ void ApiServer::routes() {
     reply(res, st, {{"events", out}, {"next", next}});
   });
   s.Get("/v1/hosts", [this](Req, Res res) {
-    std::vector<KeyValue> kvs;
-    int64_t rev = 0;
-    Status st = store_->range(kHosts, &kvs, &rev);
+    std::vector<HostInfo> hosts;
+    Status st = registry_.list_hosts(&hosts);
     json out = json::array();
-    for (const KeyValue& kv : kvs) {
-      json v = json::parse(kv.value, nullptr, false);
-      out.push_back({{"name", kv.key.substr(kHosts.size())},
-                     {"address", v.is_object() ? field(v, "address") : ""},
-                     {"lease", kv.lease}});
-    }
+    for (const HostInfo& h : hosts)
+      out.push_back({{"name", h.name},
+                     {"address", format_ipv4(h.address)},
+                     {"lid_first", h.lid_first},
+                     {"lid_last", h.lid_last},
+                     {"lease", h.lease}});
     reply(res, st, out);
   });
 }

@@ -16,10 +16,12 @@ constexpr int kReadTimeoutS = 5;
 }  // namespace
 
 HostAgent::HostAgent(std::string orchestrator, std::string host, std::string address,
-                     int ttl_seconds)
+                     uint16_t lid_first, uint16_t lid_last, int ttl_seconds)
     : orchestrator_(std::move(orchestrator)),
       host_(std::move(host)),
       address_(std::move(address)),
+      lid_first_(lid_first),
+      lid_last_(lid_last),
       ttl_seconds_(ttl_seconds) {
   thread_ = spawn_without_signals([this] { run(); });
 }
@@ -34,7 +36,11 @@ HostAgent::~HostAgent() {
 }
 
 bool HostAgent::register_host(int64_t* lease) {
-  const nlohmann::json body = {{"name", host_}, {"address", address_}, {"ttl", ttl_seconds_}};
+  const nlohmann::json body = {{"name", host_},
+                               {"address", address_},
+                               {"ttl", ttl_seconds_},
+                               {"lid_first", lid_first_},
+                               {"lid_last", lid_last_}};
   auto r = make_agent_client(orchestrator_, kReadTimeoutS)
                ->Post("/v1/hosts", body.dump(), "application/json");
   if (!r || r->status != 200) {
@@ -45,8 +51,8 @@ bool HostAgent::register_host(int64_t* lease) {
   const nlohmann::json j = nlohmann::json::parse(r->body, nullptr, false);
   if (!j.is_object() || !j.contains("lease") || !j["lease"].is_number_integer()) return false;
   *lease = j["lease"].get<int64_t>();
-  spdlog::info("orchestrator {}: host {} registered (lease {}, {} s)", orchestrator_, host_, *lease,
-               ttl_seconds_);
+  spdlog::info("orchestrator {}: host {} registered with LIDs {}-{} (lease {}, {} s)",
+               orchestrator_, host_, lid_first_, lid_last_, *lease, ttl_seconds_);
   return true;
 }
 

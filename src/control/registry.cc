@@ -32,6 +32,8 @@ const std::string kNetworks = "/wharf/network/";
 const std::string kContainers = Registry::kContainerPrefix;
 const std::string kIps = "/wharf/ip/";
 const std::string kLids = "/wharf/lid/";
+const std::string kHosts = "/wharf/host/";
+constexpr int64_t kMaxHostTtl = 3600;
 
 }  // namespace
 
@@ -64,6 +66,7 @@ std::string ip_key(const std::string& t, const std::string& n, uint32_t ip) {
   return ip_prefix(t, n) + format_ipv4(ip);
 }
 std::string lid_key(uint16_t lid) { return kLids + std::to_string(lid); }
+std::string host_key(const std::string& h) { return kHosts + h; }
 
 // What the store holds is trusted only as far as it parses: a value that does not is kInternal.
 bool parse_network(const KeyValue& kv, const std::string& tenant, NetworkInfo* out) {
@@ -74,7 +77,28 @@ bool parse_network(const KeyValue& kv, const std::string& tenant, NetworkInfo* o
   return parse_cidr(j["cidr"].get<std::string>(), &out->cidr);
 }
 
+bool valid_lid_range(uint64_t first, uint64_t last) {
+  return first >= 1 && first <= last && last <= Registry::kMaxLid;
+}
+
 }  // namespace
+
+bool Registry::decode_host(const KeyValue& kv, HostInfo* out) {
+  json j = json::parse(kv.value, nullptr, false);
+  if (!j.is_object() || !j.contains("address") || !j["address"].is_string() ||
+      !j.contains("lid_first") || !j["lid_first"].is_number_unsigned() || !j.contains("lid_last") ||
+      !j["lid_last"].is_number_unsigned())
+    return false;
+  const uint64_t first = j["lid_first"].get<uint64_t>();
+  const uint64_t last = j["lid_last"].get<uint64_t>();
+  if (!valid_lid_range(first, last)) return false;
+  if (kv.key.rfind(kHosts, 0) != 0) return false;
+  out->name = kv.key.substr(kHosts.size());
+  out->lid_first = static_cast<uint16_t>(first);
+  out->lid_last = static_cast<uint16_t>(last);
+  out->lease = kv.lease;
+  return parse_ipv4(j["address"].get<std::string>(), &out->address);
+}
 
 bool Registry::split_container_key(const std::string& key, std::string* tenant, std::string* name) {
   if (key.rfind(kContainers, 0) != 0) return false;
@@ -96,7 +120,7 @@ bool Registry::decode_container(const KeyValue& kv, ContainerInfo* out) {
   out->network = j["network"].get<std::string>();
   out->host = j["host"].get<std::string>();
   const uint64_t lid = j["lid"].get<uint64_t>();
-  if (lid == 0 || lid > Registry::kMaxLid) return false;
+  if (lid > Registry::kMaxLid) return false;
   out->lid = static_cast<uint16_t>(lid);
   return parse_ipv4(j["vip"].get<std::string>(), &out->vip) && policy_from_json(j, &out->policy);
 }
@@ -226,34 +250,70 @@ Status Registry::list_networks(const std::string& tenant, std::vector<NetworkInf
   return st;
 }
 
-Status Registry::claim_lid(const std::string& owner, uint16_t* lid) {
-  for (int attempt = 0; attempt < kRaceRetries; ++attempt) {
-    std::vector<KeyValue> taken;
-    int64_t rev = 0;
-    Status st = store_->range(kLids, &taken, &rev);
-    if (!st.is_ok()) return st;
-    std::set<uint32_t> used;
-    for (const KeyValue& kv : taken) {
-      const std::string digits = kv.key.substr(kLids.size());
-      uint32_t taken_lid = 0;
-      auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), taken_lid);
-      if (ec == std::errc() && end == digits.data() + digits.size()) used.insert(taken_lid);
-    }
-    std::vector<uint32_t> free;
-    for (uint32_t l = 1; l <= kMaxLid && free.size() < kSpreadAfterCollision; ++l)
-      if (used.count(l) == 0) free.push_back(l);
-    if (free.empty()) return Status::error(Code::kExhausted, "no LID left in the cluster");
-    const uint32_t pick = pick_free(free, attempt);
-    bool ok = false;
-    st = store_->txn({Compare::absent(lid_key(static_cast<uint16_t>(pick)))},
-                     {TxnOp::put(lid_key(static_cast<uint16_t>(pick)), owner)}, &ok, &rev);
-    if (!st.is_ok()) return st;
-    if (ok) {
-      *lid = static_cast<uint16_t>(pick);
-      return Status::ok();
-    }
+Status Registry::add_host(const HostInfo& h, int64_t ttl_seconds, int64_t* lease) {
+  if (!valid_name(h.name)) return bad_name("host", h.name);
+  if (!valid_lid_range(h.lid_first, h.lid_last))
+    return Status::error(Code::kInvalidArgument,
+                         "LIDs " + std::to_string(h.lid_first) + "-" + std::to_string(h.lid_last) +
+                             ": use a range within 1-" + std::to_string(kMaxLid));
+  if (ttl_seconds < 1 || ttl_seconds > kMaxHostTtl)
+    return Status::error(Code::kInvalidArgument,
+                         "ttl: use 1-" + std::to_string(kMaxHostTtl) + " seconds");
+  Status st = store_->grant_lease(ttl_seconds, lease);
+  if (!st.is_ok()) return st;
+  const json record = {
+      {"address", format_ipv4(h.address)}, {"lid_first", h.lid_first}, {"lid_last", h.lid_last}};
+  int64_t rev = 0;
+  return store_->put(host_key(h.name), record.dump(), *lease, &rev);
+}
+
+Status Registry::list_hosts(std::vector<HostInfo>* out) {
+  std::vector<KeyValue> kvs;
+  int64_t rev = 0;
+  Status st = store_->range(kHosts, &kvs, &rev);
+  out->clear();
+  for (const KeyValue& kv : kvs) {
+    HostInfo h;
+    if (!decode_host(kv, &h)) return corrupt(kv.key);
+    out->push_back(h);
   }
-  return Status::error(Code::kUnavailable, "too many concurrent LID claims; retry");
+  return st;
+}
+
+Status Registry::lid_on_host(const std::string& host, uint16_t current, bool same_host, int attempt,
+                             uint16_t* lid) {
+  KeyValue kv;
+  Status st = store_->get(host_key(host), &kv);
+  if (st.code() == Code::kNotFound) {
+    *lid = same_host ? current : 0;
+    return Status::ok();
+  }
+  if (!st.is_ok()) return st;
+  HostInfo h;
+  if (!decode_host(kv, &h)) return corrupt(kv.key);
+  if (current >= h.lid_first && current <= h.lid_last) {
+    *lid = current;
+    return Status::ok();
+  }
+  std::vector<KeyValue> taken;
+  int64_t rev = 0;
+  if (st = store_->range(kLids, &taken, &rev); !st.is_ok()) return st;
+  std::set<uint32_t> used;
+  for (const KeyValue& kv_taken : taken) {
+    const std::string digits = kv_taken.key.substr(kLids.size());
+    uint32_t taken_lid = 0;
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), taken_lid);
+    if (ec == std::errc() && end == digits.data() + digits.size()) used.insert(taken_lid);
+  }
+  std::vector<uint32_t> free;
+  for (uint32_t l = h.lid_first; l <= h.lid_last && free.size() < kSpreadAfterCollision; ++l)
+    if (used.count(l) == 0) free.push_back(l);
+  if (free.empty())
+    return Status::error(Code::kExhausted, "host " + host + " has no free LID (its range is " +
+                                               std::to_string(h.lid_first) + "-" +
+                                               std::to_string(h.lid_last) + ")");
+  *lid = static_cast<uint16_t>(pick_free(free, attempt));
+  return Status::ok();
 }
 
 Status Registry::add_container(const std::string& tenant, const std::string& network,
@@ -272,8 +332,8 @@ Status Registry::add_container(const std::string& tenant, const std::string& net
     return Status::error(Code::kInvalidArgument,
                          format_ipv4(vip) + " is not a host address of " + format_cidr(net.cidr));
   ContainerInfo c{tenant, name, network, host, vip, 0};
-  if (st = claim_lid(tenant + "/" + name, &c.lid); !st.is_ok()) return st;
   for (int attempt = 0; attempt < kRaceRetries; ++attempt) {
+    if (st = lid_on_host(host, 0, false, attempt, &c.lid); !st.is_ok()) break;
     if (vip == 0) {  // the lowest free address (see pick_free)
       std::vector<KeyValue> taken;
       int64_t rev = 0;
@@ -293,15 +353,18 @@ Status Registry::add_container(const std::string& tenant, const std::string& net
       }
       c.vip = pick_free(free, attempt);
     }
+    std::vector<Compare> when = {Compare::mod_revision_is(nkv.key, nkv.mod_revision),
+                                 Compare::absent(container_key(tenant, name)),
+                                 Compare::absent(ip_key(tenant, network, c.vip))};
+    std::vector<TxnOp> ops = {TxnOp::put(container_key(tenant, name), encode(c)),
+                              TxnOp::put(ip_key(tenant, network, c.vip), name)};
+    if (c.lid != 0) {
+      when.push_back(Compare::absent(lid_key(c.lid)));
+      ops.push_back(TxnOp::put(lid_key(c.lid), tenant + "/" + name));
+    }
     bool ok = false;
     int64_t rev = 0;
-    st = store_->txn({Compare::mod_revision_is(nkv.key, nkv.mod_revision),
-                      Compare::absent(container_key(tenant, name)),
-                      Compare::absent(ip_key(tenant, network, c.vip))},
-                     {TxnOp::put(container_key(tenant, name), encode(c)),
-                      TxnOp::put(ip_key(tenant, network, c.vip), name)},
-                     &ok, &rev);
-    if (!st.is_ok()) break;
+    if (st = store_->txn(when, ops, &ok, &rev); !st.is_ok()) break;
     if (ok) {
       *out = c;
       return Status::ok();
@@ -311,16 +374,14 @@ Status Registry::add_container(const std::string& tenant, const std::string& net
       st = Status::error(Code::kAlreadyExists, "container " + name + " exists");
       break;
     }
-    if (vip != 0) {
+    if (vip != 0 && store_->get(ip_key(tenant, network, vip), &existing).is_ok()) {
       st = Status::error(Code::kAlreadyExists, format_ipv4(vip) + " is taken");
       break;
     }
-    // Otherwise another claim took the address first (or the network changed): look again.
+    // Otherwise another claim took the address or the LID first (or the network changed):
+    // look again.
   }
   if (st.is_ok()) st = Status::error(Code::kUnavailable, "too many concurrent claims; retry");
-  bool deleted = false;
-  int64_t rev = 0;
-  (void)store_->del(lid_key(c.lid), &deleted, &rev);  // the LID goes back
   return st;
 }
 
@@ -342,13 +403,32 @@ Status Registry::get_container(const std::string& tenant, const std::string& nam
 Status Registry::move_container(const std::string& tenant, const std::string& name,
                                 const std::string& host, ContainerInfo* out) {
   if (!valid_name(host)) return bad_name("host", host);
-  return rewrite_container(
-      tenant, name,
-      [&](ContainerInfo* c) {
-        c->host = host;
-        return Status::ok();
-      },
-      out);
+  for (int attempt = 0; attempt < kRaceRetries; ++attempt) {
+    KeyValue kv;
+    ContainerInfo c;
+    Status st = read_container(tenant, name, &kv, &c);
+    if (!st.is_ok()) return st;
+    const uint16_t old_lid = c.lid;
+    if (st = lid_on_host(host, old_lid, c.host == host, attempt, &c.lid); !st.is_ok()) return st;
+    c.host = host;
+    std::vector<Compare> when = {Compare::mod_revision_is(kv.key, kv.mod_revision)};
+    std::vector<TxnOp> ops = {TxnOp::put(kv.key, encode(c))};
+    if (c.lid != old_lid) {
+      if (old_lid != 0) ops.push_back(TxnOp::del(lid_key(old_lid)));
+      if (c.lid != 0) {
+        when.push_back(Compare::absent(lid_key(c.lid)));
+        ops.push_back(TxnOp::put(lid_key(c.lid), tenant + "/" + name));
+      }
+    }
+    bool ok = false;
+    int64_t rev = 0;
+    if (st = store_->txn(when, ops, &ok, &rev); !st.is_ok()) return st;
+    if (ok) {
+      *out = c;
+      return Status::ok();
+    }
+  }
+  return Status::error(Code::kUnavailable, "too many concurrent changes; retry");
 }
 
 Status Registry::update_policy(const std::string& tenant, const std::string& name,
@@ -386,12 +466,11 @@ Status Registry::del_container(const std::string& tenant, const std::string& nam
     ContainerInfo c;
     Status st = read_container(tenant, name, &kv, &c);
     if (!st.is_ok()) return st;
+    std::vector<TxnOp> ops = {TxnOp::del(kv.key), TxnOp::del(ip_key(tenant, c.network, c.vip))};
+    if (c.lid != 0) ops.push_back(TxnOp::del(lid_key(c.lid)));
     bool ok = false;
     int64_t rev = 0;
-    st = store_->txn({Compare::mod_revision_is(kv.key, kv.mod_revision)},
-                     {TxnOp::del(kv.key), TxnOp::del(ip_key(tenant, c.network, c.vip)),
-                      TxnOp::del(lid_key(c.lid))},
-                     &ok, &rev);
+    st = store_->txn({Compare::mod_revision_is(kv.key, kv.mod_revision)}, ops, &ok, &rev);
     if (!st.is_ok() || ok) return st;
   }
   return Status::error(Code::kUnavailable, "too many concurrent changes; retry");

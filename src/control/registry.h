@@ -1,6 +1,9 @@
 // The orchestrator's model (issue #4) on a KvStore: tenants own virtual networks (CIDR
 // blocks; one tenant's networks never overlap, two tenants' may), networks hold containers,
-// each with a virtual IP from its network and a LID unique in the cluster.
+// each with a virtual IP from its network and a LID unique in the cluster. Hosts (routers)
+// register on leases with the range of LIDs their router gives out; a container's LID comes
+// from its host's range, so it is the LID its applications see (the router takes it when
+// the container starts: wharf-run passes it on).
 //
 // Keys (objects hold JSON, claims plain text):
 //   /wharf/tenant/<tenant>                      {}
@@ -9,6 +12,8 @@
 //                                               policy's keys (control/policy_json.h)
 //   /wharf/ip/<tenant>/<network>/<vip>          <container>: the address is taken
 //   /wharf/lid/<lid>                            <tenant>/<container>: the LID is taken
+//   /wharf/host/<host>                          {"address", "lid_first", "lid_last"}, on
+//                                               the router's lease
 // Every change that must not race (creating under a parent, claiming an address or a LID,
 // freeing them) is one compare-and-set transaction, so two orchestrators (or routers) on one
 // store never hand out an address or a LID twice; a lost race is retried.
@@ -40,8 +45,18 @@ struct ContainerInfo {
   std::string network;
   std::string host;
   uint32_t vip = 0;
-  uint16_t lid = 0;
+  uint16_t lid = 0;  // 0 while its host has not registered (no range to take one from)
   ContainerPolicy policy;
+};
+
+// A router's host: its address on the links between routers and the LIDs its router gives
+// out, [lid_first, lid_last].
+struct HostInfo {
+  std::string name;
+  uint32_t address = 0;
+  uint16_t lid_first = 0;
+  uint16_t lid_last = 0;
+  int64_t lease = 0;  // the store's lease the entry lives on
 };
 
 class Registry {
@@ -61,11 +76,13 @@ class Registry {
 
   // Places a new container on `host` with address `vip` (0: the lowest free one; the
   // network's first address, its broadcast address and its .1 gateway are never given) and
-  // a new LID.
+  // the lowest free LID of the host's range (none, 0, while the host is not registered).
   Status add_container(const std::string& tenant, const std::string& network,
                        const std::string& name, const std::string& host, uint32_t vip,
                        ContainerInfo* out);
-  // The container now runs on `host`; its address and LID stay.
+  // The container now runs on `host`; its address stays. So does its LID while it is in the
+  // host's range; otherwise it gets the lowest free one there (none while the host is not
+  // registered, unless the host is the one it had).
   Status move_container(const std::string& tenant, const std::string& name, const std::string& host,
                         ContainerInfo* out);
   // Frees the address and the LID with the container.
@@ -81,15 +98,28 @@ class Registry {
   // Where the containers' records live, and how a watcher reads one (false: malformed).
   static constexpr const char* kContainerPrefix = "/wharf/container/";
   static bool decode_container(const KeyValue& kv, ContainerInfo* out);
+  // How a host's record reads (false: malformed).
+  static bool decode_host(const KeyValue& kv, HostInfo* out);
   // The tenant and name in a container's key; false for any other key.
   static bool split_container_key(const std::string& key, std::string* tenant, std::string* name);
+
+  // Registers `h` (again) on a new lease of ttl_seconds, returned in *lease.
+  // kInvalidArgument for a bad name or LID range.
+  Status add_host(const HostInfo& h, int64_t ttl_seconds, int64_t* lease);
+  // The hosts whose leases are alive.
+  Status list_hosts(std::vector<HostInfo>* out);
 
   static constexpr uint16_t kMaxLid = 0xbfff;  // unicast LIDs are 0x0001-0xbfff (IBA 4.1.3)
   // Whether s is a valid tenant, network, container or host name.
   static bool valid_name(const std::string& s);
 
  private:
-  Status claim_lid(const std::string& owner, uint16_t* lid);
+  // The LID a container that has `current` (0: none) gets on `host`, which it had before
+  // when `same_host`: `current` if it is in the host's range, else the lowest free one there
+  // (a random one of the lowest few after a lost race: `attempt`), else 0 if the host is not
+  // registered. Claiming it is the caller's compare-and-set.
+  Status lid_on_host(const std::string& host, uint16_t current, bool same_host, int attempt,
+                     uint16_t* lid);
   // The container's entry as stored (for compare-and-set) and as parsed.
   Status read_container(const std::string& tenant, const std::string& name, KeyValue* kv,
                         ContainerInfo* out);

@@ -12,9 +12,9 @@
 namespace wharf::proto {
 
 constexpr uint32_t kMagic = 0x46524857;  // "WHRF" when read as little-endian bytes
-// 4: connection steps carry QP transitions; 3: rdma_cm ops; 2: RegisterContainerReq names
-// tenant and network.
-constexpr uint16_t kVersion = 4;
+// 5: RegisterContainerReq carries the orchestrator's LID; 4: connection steps carry QP
+// transitions; 3: rdma_cm ops; 2: RegisterContainerReq names tenant and network.
+constexpr uint16_t kVersion = 5;
 constexpr size_t kMaxMessage = 1024;
 constexpr int kMaxFds = 4;
 constexpr uint16_t kReplyBit = 0x8000;
@@ -355,9 +355,10 @@ struct RegisterContainerReq {
   uint32_t vip = 0;  // host order
   Name tenant{};     // at the orchestrator; empty without one
   Name network{};    // the tenant's virtual network; empty without an orchestrator
+  uint16_t lid = 0;  // the orchestrator's LID for it, within the router's range; 0: any
   template <class V>
   void visit(V&& v) {
-    v(name), v(vip), v(tenant), v(network);
+    v(name), v(vip), v(tenant), v(network), v(lid);
   }
 };
 struct RegisterContainerRep {

@@ -700,7 +700,7 @@ int Session::on_register_container(const proto::RegisterContainerReq& req, Uniqu
   if (fstat(fds[0].get(), &st) != 0) return EINVAL;
   const std::string tenant = name_of(req.tenant);
   int err = router_->register_container(tenant, name_of(req.network), name, st.st_ino, req.vip,
-                                        &rep->lid);
+                                        req.lid, &rep->lid);
   if (err == 0) {
     registered_tenant_ = tenant;
     registered_name_ = name;

@@ -372,13 +372,13 @@ void Router::handle_session_input(Session* s) {
   }
 }
 
-Container* Router::container_for_netns(uint64_t netns_ino) {
+Container* Router::container_for_netns(uint64_t netns_ino, uint16_t lid) {
   auto it = containers_.find(netns_ino);
   if (it != containers_.end()) return it->second.get();
   auto c = std::make_unique<Container>();
   c->netns_ino = netns_ino;
   c->name = "netns-" + std::to_string(netns_ino);
-  c->lid = allocate_lid();
+  c->lid = lid != 0 ? lid : allocate_lid();
   if (c->lid == 0) {
     spdlog::warn("all {} LIDs from {} are in use; refusing a new container", cfg_.lid_count,
                  cfg_.lid_base);
@@ -393,12 +393,26 @@ Container* Router::container_for_netns(uint64_t netns_ino) {
 
 int Router::register_container(const std::string& tenant, const std::string& network,
                                const std::string& name, uint64_t netns_ino, uint32_t vip,
-                               uint16_t* lid) {
+                               uint16_t want_lid, uint16_t* lid) {
   for (auto& [ino, c] : containers_) {
     if (!c->registered || c->tenant != tenant) continue;
     if (c->name == name || (c->network == network && c->vip == vip)) return EEXIST;
   }
-  Container* c = container_for_netns(netns_ino);
+  if (want_lid != 0) {
+    if (want_lid < cfg_.lid_base || want_lid - cfg_.lid_base >= cfg_.lid_count) {
+      spdlog::warn("container {}/{}: LID {} is not one of this router's, {}-{}", tenant, name,
+                   want_lid, cfg_.lid_base, cfg_.lid_base + cfg_.lid_count - 1);
+      return ERANGE;
+    }
+    const Container* holder = container_by_lid(want_lid);
+    if (holder != nullptr && holder->netns_ino != netns_ino) {
+      spdlog::warn("container {}/{}: LID {} is {}'s", tenant, name, want_lid, holder->name);
+      return EADDRINUSE;
+    }
+    auto it = containers_.find(netns_ino);
+    if (it != containers_.end() && it->second->lid != want_lid) return EBUSY;
+  }
+  Container* c = container_for_netns(netns_ino, want_lid);
   if (c == nullptr) return ENOSPC;
   if (c->registered) return EEXIST;
   c->tenant = tenant;
@@ -434,14 +448,17 @@ void Router::release_container(Container* c) {
   if (c->sessions == 0 && !c->registered) containers_.erase(c->netns_ino);
 }
 
-// LIDs are reused once their container is gone; the search starts after the last one handed
-// out so that a LID is not reused at once.
+// LIDs are reused once their container is gone; the search starts below the last one handed
+// out so that a LID is not reused at once. It goes from the top of the range down because
+// the orchestrator gives its containers the lowest free LIDs of the range (control/
+// registry.h): a container the router numbers itself (no orchestrator, or the host's own
+// namespace) rarely takes a LID the orchestrator has given a container not yet started.
 uint16_t Router::allocate_lid() {
   for (uint32_t i = 0; i < cfg_.lid_count; ++i) {
-    const uint32_t offset = (next_lid_offset_ + i) % cfg_.lid_count;
-    const auto lid = static_cast<uint16_t>(cfg_.lid_base + offset);
+    const uint32_t step = (next_lid_step_ + i) % cfg_.lid_count;
+    const auto lid = static_cast<uint16_t>(cfg_.lid_base + cfg_.lid_count - 1 - step);
     if (container_by_lid(lid) != nullptr) continue;
-    next_lid_offset_ = (offset + 1) % cfg_.lid_count;
+    next_lid_step_ = (step + 1) % cfg_.lid_count;
     return lid;
   }
   return 0;

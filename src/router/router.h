@@ -78,14 +78,18 @@ class Router {
   RouterCounters& counters() { return counters_; }
 
   // ---- Registries shared by sessions (router thread only) ----
-  // The container of a network namespace, made (anonymous) on first use; nullptr when no
-  // LID is free for a new one.
-  Container* container_for_netns(uint64_t netns_ino);
-  // tenant, network: the container's at the orchestrator, "" without one. EEXIST when the
-  // tenant has a container of that name here, or the network a container with that vIP (two
-  // networks may each have a container with one address, as at the orchestrator).
+  // The container of a network namespace, made (anonymous) on first use with LID `lid` (0:
+  // one the router picks); nullptr when no LID is free for a new one.
+  Container* container_for_netns(uint64_t netns_ino, uint16_t lid = 0);
+  // tenant, network: the container's at the orchestrator, "" without one. want_lid: the LID
+  // the orchestrator gave it, 0: the router picks one; *lid is the LID it has. Errors:
+  // EEXIST when the tenant has a container of that name here, or the network a container
+  // with that vIP (two networks may each have a container with one address, as at the
+  // orchestrator); ERANGE when want_lid is outside this router's range; EADDRINUSE when
+  // another container has it; EBUSY when the namespace's applications already have another.
   int register_container(const std::string& tenant, const std::string& network,
-                         const std::string& name, uint64_t netns_ino, uint32_t vip, uint16_t* lid);
+                         const std::string& name, uint64_t netns_ino, uint32_t vip,
+                         uint16_t want_lid, uint16_t* lid);
   void unregister_container(const std::string& tenant, const std::string& name);
   void release_container(Container* c);
   Container* container_by_lid(uint16_t lid);
@@ -221,7 +225,7 @@ class Router {
   CmManager cm_{this};
   std::unordered_map<int, CmChannel*> watched_cm_channels_;  // by fd
   uint32_t mr_epoch_ = 0;
-  uint32_t next_lid_offset_ = 0;  // where the search for a free LID starts
+  uint32_t next_lid_step_ = 0;  // where the search for a free LID starts, down from the top
   uint32_t next_qpn_ = 0x100;
   uint32_t next_key_index_ = 1;
   uint32_t next_srqn_ = 1;

@@ -7,7 +7,9 @@
 #   - isolation: a container of another tenant on h2 cannot reach h1's container, although
 #     ib_write_bw hands it the LID, QPN and rkey (RETRY_EXC_ERR, status 12), and rping cannot
 #     even resolve its address (ADDR_ERROR, -EHOSTUNREACH); the same programs work between
-#     the two containers of one network.
+#     the two containers of one network;
+#   - LIDs: each container has the lowest LID of its host's range in the cluster file, at the
+#     orchestrator and in its application.
 #
 #   WHARF_BIN_DIR=build/bin bash tests/e2e/cluster_policy_test.sh
 #
@@ -72,6 +74,13 @@ wait "$SERVER" || fail "ib_send_bw server"
 wait "$TCPDUMP" || fail "no packet with DSCP CS5 from h2's router"
 grep -q "tos 0xa0" "$WORK/tcpdump.log" || fail "tcpdump shows no tos 0xa0"
 echo "priority 5: h2's router sent with DSCP CS5 (TOS 0xa0)"
+
+# LIDs: the orchestrator's, from the ranges the routers registered (the cluster file's), are
+# the ones perftest reports.
+lids=$(ctl container show tenant prio | awk '{for (i = 1; i < NF; i++) if ($i == "lid") printf "%s ", $(i + 1)}')
+[[ $lids == "1 1025 " ]] || fail "qa and qb have LIDs '$lids' at the orchestrator, not 1 and 1025"
+grep -q "local address: LID 0x01 " "$WORK/server.log" || fail "qa's LID: $(grep 'local address' "$WORK/server.log")"
+grep -q "local address: LID 0x401 " "$WORK/client.log" || fail "qb's LID: $(grep 'local address' "$WORK/client.log")"
 
 # Isolation between hosts: qc, of another tenant, on h2.
 ctl tenant add other > /dev/null || fail "tenant add other"

@@ -4,7 +4,9 @@
 # Tenants, networks and containers through wharfctl (text and -j output, errors for bad
 # input), a container moved to another host keeps its address, a SIGKILLed orchestrator
 # restarted on the same store has lost nothing, and a router (wharfd --orchestrator) keeps
-# its host's entry alive until it is killed, after which the entry expires with its lease.
+# its host's entry, with its LID range, alive until it is killed, after which the entry
+# expires with its lease. A container has no LID until it is placed on a registered host,
+# then one of that host's range.
 # Needs WHARF_BIN_DIR (wharf-orchestrator, wharfctl, wharfd); etcd for the etcd backend (exit
 # 77 if missing). Everything it starts listens on loopback and is removed on exit.
 set -uo pipefail
@@ -77,7 +79,8 @@ expect_fail 2 "missing 'cidr" -- network add net2 tenant red
 expect_fail 2 "unknown object" -- bogus show
 
 out=$(ctl container add c1 tenant red network net1 host h1) || fail "container add"
-[[ $out == "container c1 tenant red network net1 vip 198.18.1.2 host h1 lid "* ]] || fail "add printed '$out'"
+[[ $out == "container c1 tenant red network net1 vip 198.18.1.2 host h1 lid - priority 0" ]] ||
+  fail "add printed '$out'"
 ctl container add c1 tenant blue network net1 host h2 vip 198.18.1.2 > /dev/null || fail "same vIP in another tenant"
 expect_fail 1 "taken" -- container add c2 tenant red network net1 host h1 vip 198.18.1.2
 expect_fail 1 "no container" -- container del nosuch tenant red
@@ -117,17 +120,20 @@ out=$(ctl container show tenant red) || fail "show after restart"
 [[ $(ctl quota show c1 tenant red) == *" qp 4 "* && $(ctl ratelimit show c1 tenant red) == *"rate 2500mbit"* ]] ||
   fail "policies after restart: $(ctl quota show c1 tenant red); $(ctl ratelimit show c1 tenant red)"
 
-# A router registers its host on a lease that lapses when the router dies.
+# A router registers its host, with its LIDs, on a lease that lapses when the router dies.
 "$BIN/wharfd" --socket "$WORK/wharfd.sock" --host hr1 --orchestrator "$WHARF_ORCHESTRATOR" \
-  --host-ttl 2 > "$WORK/wharfd.log" 2>&1 &
+  --host-ttl 2 --lid-base 2001 --lid-count 100 > "$WORK/wharfd.log" 2>&1 &
 ROUTER=$!
 PIDS+=("$ROUTER")
+HOST_LINE="host hr1 address 127.0.0.1 lid_first 2001 lid_last 2100 lease "
 for _ in $(seq 100); do
-  [[ $(ctl host show) == "host hr1 address 127.0.0.1 lease "* ]] && break
+  [[ $(ctl host show) == "$HOST_LINE"* ]] && break
   sleep 0.1
 done
-[[ $(ctl host show) == "host hr1 address 127.0.0.1 lease "* ]] ||
+[[ $(ctl host show) == "$HOST_LINE"* ]] ||
   fail "the router's host is not listed: $(ctl host show); $(cat "$WORK/wharfd.log")"
+out=$(ctl container set c1 tenant red host hr1) || fail "container set host hr1"
+[[ $out == *" host hr1 lid 2001 "* ]] || fail "a container on hr1 has no LID of its range: '$out'"
 sleep 3 # longer than the TTL: the router keeps its entry alive
 [[ -n $(ctl host show) ]] || fail "the live router's entry lapsed"
 kill -9 "$ROUTER"

@@ -10,6 +10,8 @@
 #     server whose LID, QPN and rkey it was told fails (retries exhausted), as if nobody were
 #     there; rping (rdma_cm) from there gets ADDR_ERROR for the server's address; within one
 #     network both work;
+#   - a container's applications see the LID the orchestrator gave it, one of the range the
+#     router registered its host with;
 #   - `wharfctl resource show` lists a container's objects with their process and container,
 #     `wharfctl statistic show` what they moved;
 #   - a router restarted later, and an orchestrator killed and restarted, keep the policies.
@@ -63,6 +65,14 @@ out=$(in_container pq$$ bash -c "$PROBE qp 4; $PROBE mr 262144" 2>&1) || fail "p
 [[ $out == *"qps 4 errno EDQUOT"* ]] || fail "qp quota 4: $out"
 [[ $out == *"recreate ok"* ]] || fail "a destroyed QP was not given back to the quota: $out"
 [[ $out == *"mrs 4 errno EDQUOT"* ]] || fail "mr_bytes quota 1 MiB, 256 KiB each: $out"
+
+# The LID is the orchestrator's: the lowest of the router's range (wharfd's default, 1-49151)
+# that no other container has.
+lid=$(ctl -j container show tenant red | python3 -c "import json, sys
+print(next(c['lid'] for c in json.load(sys.stdin) if c['name'] == 'pq$$'))")
+[[ $lid == 1 ]] || fail "the orchestrator gave pq$$ LID '$lid', not 1"
+seen=$(in_container pq$$ ibv_devinfo -v 2>&1 | awk '/port_lid:/ {print $2; exit}')
+[[ $seen == "$lid" ]] || fail "pq$$'s applications see LID '$seen', the orchestrator says $lid"
 
 # A quota changed while the application runs applies to its next verb.
 in_container pq$$ bash -c "until [[ -e $WORK/go ]]; do sleep 0.05; done; $PROBE qp 8" > "$WORK/live.log" 2>&1 &

@@ -1,6 +1,7 @@
-// Fuzz target for control/units.h and control/policy_json.h: rates and sizes typed into
-// wharfctl, and policy change requests and stored records that reach the orchestrator and the
-// routers as JSON. The whole input goes to each parser.
+// Fuzz target for control/units.h, control/policy_json.h and the record decoders of
+// control/registry.h: rates and sizes typed into wharfctl, and policy change requests and
+// stored records (containers, hosts) that reach the orchestrator and the routers as JSON. The
+// whole input goes to each parser.
 //
 // Checked for every input: a rejected rate or size says why; an input of at most 15 digits is
 // accepted as exactly that integer (differential against std::from_chars; beyond 2^53 the
@@ -10,7 +11,8 @@
 // policy_to_json and policy_from_json, and applying it a second time changes nothing (a
 // change only replaces or clears); policy_from_json accepts a record exactly when a change made
 // of its policy keys applies to an empty policy, with the same result, and never writes *out
-// when it refuses.
+// when it refuses. An accepted container record has a LID of at most 0xbfff and the policy
+// policy_from_json reads from it; an accepted host record a LID range inside 1-0xbfff.
 #include <charconv>
 #include <cstddef>
 #include <cstdint>
@@ -18,6 +20,7 @@
 #include <string>
 
 #include "control/policy_json.h"
+#include "control/registry.h"
 #include "control/units.h"
 #include "fuzz_check.h"
 
@@ -114,6 +117,24 @@ void check_policy(const json& j) {
   }
 }
 
+void check_records(const std::string& text) {
+  ContainerInfo c;
+  if (Registry::decode_container({"/wharf/container/t/a", text}, &c)) {
+    WHARF_FUZZ_CHECK(c.tenant == "t" && c.name == "a", "container key misread");
+    WHARF_FUZZ_CHECK(c.lid <= Registry::kMaxLid, "container LID beyond the unicast range");
+    ContainerPolicy p;
+    WHARF_FUZZ_CHECK(policy_from_json(json::parse(text), &p) && p == c.policy,
+                     "container record's policy differs from policy_from_json's");
+  }
+  HostInfo h;
+  if (Registry::decode_host({"/wharf/host/h1", text}, &h)) {
+    WHARF_FUZZ_CHECK(h.name == "h1", "host key misread");
+    WHARF_FUZZ_CHECK(
+        h.lid_first >= 1 && h.lid_first <= h.lid_last && h.lid_last <= Registry::kMaxLid,
+        "host LID range accepted out of bounds");
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -121,5 +142,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   check_units(text);
   const json j = json::parse(text, nullptr, false);
   if (!j.is_discarded()) check_policy(j);
+  check_records(text);
   return 0;
 }

@@ -9,6 +9,8 @@
 #include <string>
 #include <thread>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "control/api.h"
 #include "control/kv_store.h"
@@ -103,8 +105,44 @@ TEST_F(ApiTest, EachKindOfRefusalHasItsStatusAndAMessage) {
   EXPECT_EQ(got, 200);
   EXPECT_EQ(c["vip"], "198.18.1.2");
   EXPECT_EQ(call("GET", "/v1/tenants/red/containers/zz").first, 404);
-  EXPECT_EQ(call("POST", "/v1/hosts", {{"name", "h1"}, {"address", "x"}, {"ttl", 5}}).first, 400);
+  const json host = {
+      {"name", "h1"}, {"address", "127.0.0.1"}, {"ttl", 5}, {"lid_first", 1}, {"lid_last", 9}};
+  for (const auto& [key, bad] : std::vector<std::pair<const char*, json>>{{"address", "x"},
+                                                                          {"ttl", 0},
+                                                                          {"ttl", -1},
+                                                                          {"lid_first", nullptr},
+                                                                          {"lid_first", -1},
+                                                                          {"lid_last", 0xc000},
+                                                                          {"lid_last", 70000}}) {
+    json b = host;
+    b[key] = bad;
+    EXPECT_EQ(call("POST", "/v1/hosts", b).first, 400) << b.dump();
+  }
   EXPECT_EQ(call("POST", "/v1/hosts/h1/keepalive", {{"lease", 12345}}).first, 404);
+}
+
+// A container's LID is its host's: null while the host has not registered, then one of the
+// range the host's router registered with.
+TEST_F(ApiTest, AContainerShowsALidOfItsHostOnceTheHostHasRegistered) {
+  ASSERT_NO_FATAL_FAILURE(add_container_red_a());  // on h1, not registered
+  auto [got, a] = call("GET", "/v1/tenants/red/containers/a");
+  ASSERT_EQ(got, 200);
+  EXPECT_TRUE(a["lid"].is_null()) << a.dump();
+  const json host = {{"name", "h1"},
+                     {"address", "198.18.0.1"},
+                     {"ttl", 30},
+                     {"lid_first", 1025},
+                     {"lid_last", 2048}};
+  ASSERT_EQ(call("POST", "/v1/hosts", host).first, 200);
+  auto [listed, hosts] = call("GET", "/v1/hosts");
+  ASSERT_EQ(listed, 200);
+  ASSERT_EQ(hosts.size(), 1u);
+  EXPECT_EQ(hosts[0]["address"], "198.18.0.1");
+  EXPECT_EQ(hosts[0]["lid_first"], 1025);
+  EXPECT_EQ(hosts[0]["lid_last"], 2048);
+  auto [moved, now] = call("POST", "/v1/tenants/red/containers/a/move", {{"host", "h1"}});
+  ASSERT_EQ(moved, 200);
+  EXPECT_EQ(now["lid"], 1025);
 }
 
 TEST_F(ApiTest, APolicyChangeIsStoredAndShownWithTheContainer) {

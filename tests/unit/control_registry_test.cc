@@ -1,5 +1,5 @@
 // The orchestrator's model (control/registry.h) on both store backends: tenants, networks,
-// IPAM and LIDs, and the errors users see for bad input.
+// IPAM, hosts and the LIDs containers take from them, and the errors users see for bad input.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -32,6 +32,11 @@ class RegistryTest : public test_support::StoreBackendTest {
     reopen();
     reg_ = std::make_unique<Registry>(store_.get());
   }
+  // Registers host `name` as its router would, giving out LIDs first-last.
+  void add_host(const char* name, uint16_t first, uint16_t last) {
+    int64_t lease = 0;
+    ASSERT_TRUE(reg_->add_host({name, ip("127.0.0.1"), first, last}, 60, &lease).is_ok()) << name;
+  }
   std::unique_ptr<Registry> reg_;
 };
 
@@ -63,16 +68,18 @@ TEST_P(RegistryTest, TenantsOwnNetworksThatMayOverlapAcrossTenantsOnly) {
   EXPECT_EQ(tenants, std::vector<std::string>{"blue"});
 }
 
-TEST_P(RegistryTest, ContainersGetTheLowestFreeAddressAndAClusterWideLid) {
+TEST_P(RegistryTest, ContainersGetTheLowestFreeAddressAndTheLowestFreeLidOfTheirHost) {
   ASSERT_TRUE(reg_->add_tenant("t").is_ok());
   ASSERT_TRUE(reg_->add_network("t", "n", "198.18.1.0/29").is_ok());
+  add_host("h1", 1, 100);
+  add_host("h2", 101, 200);
   ContainerInfo a, b, c;
   ASSERT_TRUE(reg_->add_container("t", "n", "a", "h1", 0, &a).is_ok());
   ASSERT_TRUE(reg_->add_container("t", "n", "b", "h2", 0, &b).is_ok());
   EXPECT_EQ(a.vip, ip("198.18.1.2"));  // .0 is the network, .1 the gateway
   EXPECT_EQ(b.vip, ip("198.18.1.3"));
-  EXPECT_NE(a.lid, 0);
-  EXPECT_NE(a.lid, b.lid);
+  EXPECT_EQ(a.lid, 1);
+  EXPECT_EQ(b.lid, 101);
   EXPECT_EQ(reg_->add_container("t", "n", "a", "h1", 0, &c).code(), Code::kAlreadyExists);
   EXPECT_EQ(reg_->add_container("t", "n", "c", "h1", ip("198.18.1.3"), &c).code(),
             Code::kAlreadyExists);
@@ -87,12 +94,14 @@ TEST_P(RegistryTest, ContainersGetTheLowestFreeAddressAndAClusterWideLid) {
   ASSERT_TRUE(reg_->add_container("t", "n", "e", "h1", 0, &e).is_ok());
   EXPECT_EQ(d.vip, ip("198.18.1.4"));
   EXPECT_EQ(e.vip, ip("198.18.1.5"));
+  EXPECT_EQ(e.lid, 4);  // after a, c and d
   ContainerInfo f;
   EXPECT_EQ(reg_->add_container("t", "n", "f", "h1", 0, &f).code(), Code::kExhausted);
-  // A failed placement gives its LID back; a deleted container its address and LID.
+  // A failed placement takes no LID; a deleted container gives back its address and LID.
   ASSERT_TRUE(reg_->del_container("t", "b").is_ok());
   ASSERT_TRUE(reg_->add_container("t", "n", "f", "h1", 0, &f).is_ok());
   EXPECT_EQ(f.vip, ip("198.18.1.3"));
+  EXPECT_EQ(f.lid, 5);
   std::vector<ContainerInfo> all;
   ASSERT_TRUE(reg_->list_containers("t", &all).is_ok());
   std::set<uint16_t> lids;
@@ -107,6 +116,8 @@ TEST_P(RegistryTest, TheSameAddressExistsInTwoTenants) {
     ASSERT_TRUE(reg_->add_tenant(t).is_ok());
     ASSERT_TRUE(reg_->add_network(t, "n", "198.18.1.0/24").is_ok());
   }
+  add_host("h1", 1, 100);
+  add_host("h2", 101, 200);
   ContainerInfo r, b;
   ASSERT_TRUE(reg_->add_container("red", "n", "c", "h1", ip("198.18.1.10"), &r).is_ok());
   ASSERT_TRUE(reg_->add_container("blue", "n", "c", "h2", ip("198.18.1.10"), &b).is_ok());
@@ -116,22 +127,88 @@ TEST_P(RegistryTest, TheSameAddressExistsInTwoTenants) {
   EXPECT_EQ(got.host, "h2");
 }
 
-TEST_P(RegistryTest, AMovedContainerKeepsItsAddressAndLidAcrossARestart) {
+// A container's LID is one its host's router gives out: moved to another host, it takes one
+// of that host's and frees the old one; restarted on its host, it keeps it.
+TEST_P(RegistryTest, AMovedContainerKeepsItsAddressAndTakesALidOfItsNewHost) {
   ASSERT_TRUE(reg_->add_tenant("t").is_ok());
   ASSERT_TRUE(reg_->add_network("t", "n", "198.18.1.0/24").is_ok());
-  ContainerInfo a, moved;
+  add_host("h1", 1, 10);
+  add_host("h2", 11, 20);
+  ContainerInfo a, moved, again;
   ASSERT_TRUE(reg_->add_container("t", "n", "a", "h1", 0, &a).is_ok());
+  ASSERT_EQ(a.lid, 1);
   ASSERT_TRUE(reg_->move_container("t", "a", "h2", &moved).is_ok());
   EXPECT_EQ(moved.vip, a.vip);
-  EXPECT_EQ(moved.lid, a.lid);
+  EXPECT_EQ(moved.lid, 11);
   EXPECT_EQ(moved.host, "h2");
+  ASSERT_TRUE(reg_->move_container("t", "a", "h2", &again).is_ok());
+  EXPECT_EQ(again.lid, 11);
   reopen_registry();
-  ContainerInfo got;
+  ContainerInfo got, b;
   ASSERT_TRUE(reg_->get_container("t", "a", &got).is_ok());
   EXPECT_EQ(got.host, "h2");
   EXPECT_EQ(got.vip, a.vip);
-  EXPECT_EQ(got.lid, a.lid);
+  EXPECT_EQ(got.lid, 11);
+  ASSERT_TRUE(reg_->add_container("t", "n", "b", "h1", 0, &b).is_ok());
+  EXPECT_EQ(b.lid, 1);  // freed by the move
   EXPECT_EQ(reg_->move_container("t", "zz", "h2", &moved).code(), Code::kNotFound);
+}
+
+// Containers may be placed on a host before its router registers it: they get their LID from
+// the first move (wharf-run's start) after it has. Two standalone routers with the same
+// range still never share a LID, and a host that comes back with another range renumbers
+// its containers as they start.
+TEST_P(RegistryTest, AContainerGetsALidOnceItsHostHasRegistered) {
+  ASSERT_TRUE(reg_->add_tenant("t").is_ok());
+  ASSERT_TRUE(reg_->add_network("t", "n", "198.18.1.0/24").is_ok());
+  ContainerInfo a, b, c, got;
+  ASSERT_TRUE(reg_->add_container("t", "n", "a", "h9", 0, &a).is_ok());
+  EXPECT_EQ(a.lid, 0);
+  ASSERT_TRUE(reg_->move_container("t", "a", "h9", &a).is_ok());
+  EXPECT_EQ(a.lid, 0);
+  add_host("h9", 30, 40);
+  add_host("h8", 30, 40);
+  ASSERT_TRUE(reg_->move_container("t", "a", "h9", &a).is_ok());
+  EXPECT_EQ(a.lid, 30);
+  ASSERT_TRUE(reg_->add_container("t", "n", "b", "h8", 0, &b).is_ok());
+  EXPECT_EQ(b.lid, 31);
+  ASSERT_TRUE(reg_->move_container("t", "a", "h7", &a).is_ok());  // not registered
+  EXPECT_EQ(a.lid, 0);
+  ASSERT_TRUE(reg_->get_container("t", "a", &got).is_ok());
+  EXPECT_EQ(got.lid, 0);
+  ASSERT_TRUE(reg_->add_container("t", "n", "c", "h9", 0, &c).is_ok());
+  EXPECT_EQ(c.lid, 30);  // a's, freed
+  add_host("h9", 50, 50);
+  ASSERT_TRUE(reg_->move_container("t", "c", "h9", &c).is_ok());
+  EXPECT_EQ(c.lid, 50);
+  ContainerInfo d;
+  EXPECT_EQ(reg_->add_container("t", "n", "d", "h9", 0, &d).code(), Code::kExhausted);
+  ASSERT_TRUE(reg_->del_container("t", "a").is_ok());  // one without a LID
+  ASSERT_TRUE(reg_->del_container("t", "c").is_ok());
+  ASSERT_TRUE(reg_->add_container("t", "n", "d", "h9", 0, &d).is_ok());
+  EXPECT_EQ(d.lid, 50);
+}
+
+TEST_P(RegistryTest, HostsRegisterWithAValidLidRange) {
+  int64_t lease = 0;
+  const uint32_t lo = ip("127.0.0.1");
+  EXPECT_EQ(reg_->add_host({"h1", lo, 0, 10}, 60, &lease).code(), Code::kInvalidArgument);
+  EXPECT_EQ(reg_->add_host({"h1", lo, 20, 10}, 60, &lease).code(), Code::kInvalidArgument);
+  EXPECT_EQ(reg_->add_host({"h1", lo, 1, 0xc000}, 60, &lease).code(), Code::kInvalidArgument);
+  EXPECT_EQ(reg_->add_host({"H/1", lo, 1, 10}, 60, &lease).code(), Code::kInvalidArgument);
+  EXPECT_EQ(reg_->add_host({"h1", lo, 1, 10}, 0, &lease).code(), Code::kInvalidArgument);
+  EXPECT_EQ(reg_->add_host({"h1", lo, 1, 10}, 3601, &lease).code(), Code::kInvalidArgument);
+  std::vector<HostInfo> hosts;
+  ASSERT_TRUE(reg_->list_hosts(&hosts).is_ok());
+  EXPECT_TRUE(hosts.empty());
+  ASSERT_TRUE(reg_->add_host({"h1", lo, 1, 0xbfff}, 60, &lease).is_ok());
+  ASSERT_TRUE(reg_->list_hosts(&hosts).is_ok());
+  ASSERT_EQ(hosts.size(), 1u);
+  EXPECT_EQ(hosts[0].name, "h1");
+  EXPECT_EQ(hosts[0].address, lo);
+  EXPECT_EQ(hosts[0].lid_first, 1);
+  EXPECT_EQ(hosts[0].lid_last, 0xbfff);
+  EXPECT_EQ(hosts[0].lease, lease);
 }
 
 // A policy that sets every kind of field, as an edit of update_policy.
@@ -263,6 +340,7 @@ TEST_P(RegistryTest, AMovedContainerKeepsItsPolicy) {
 TEST_P(RegistryTest, RacingPlacementsNeverShareAnAddressOrALid) {
   ASSERT_TRUE(reg_->add_tenant("t").is_ok());
   ASSERT_TRUE(reg_->add_network("t", "n", "198.18.1.0/24").is_ok());
+  add_host("h1", 1, 1000);
   constexpr int kThreads = 3;
   constexpr int kEach = 8;
   std::vector<std::thread> threads;
@@ -285,6 +363,7 @@ TEST_P(RegistryTest, RacingPlacementsNeverShareAnAddressOrALid) {
   for (const ContainerInfo& c : all) {
     vips.insert(c.vip);
     lids.insert(c.lid);
+    EXPECT_NE(c.lid, 0);
   }
   EXPECT_EQ(all.size(), size_t{kThreads * kEach});
   EXPECT_EQ(vips.size(), all.size());

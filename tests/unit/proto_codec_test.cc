@@ -206,7 +206,7 @@ TEST(CodecGoldenTest, ReplyHeaderBytes) {
   h.status = 12;  // ENOMEM
   const std::vector<uint8_t> expected = {
       'W',  'H',  'R',  'F',   // magic 0x46524857
-      0x04, 0x00,              // version 4
+      0x05, 0x00,              // version 5
       0x0a, 0x80,              // op 10 | reply bit
       0x0d, 0x0c, 0x0b, 0x0a,  // seq
       0x0c, 0x00, 0x00, 0x00,  // status
@@ -281,12 +281,15 @@ TEST(CodecGoldenTest, RegisterContainerRequestBytesWithNameArray) {
   std::memcpy(r.tenant.data(), tenant, sizeof(tenant) - 1);
   const char network[] = "n1";
   std::memcpy(r.network.data(), network, sizeof(network) - 1);
-  std::vector<uint8_t> expected(100, 0);
+  r.lid = 0x0402;
+  std::vector<uint8_t> expected(102, 0);
   std::memcpy(expected.data(), name, sizeof(name) - 1);
   expected[32] = 0x07;
   expected[35] = 0x0a;
   std::memcpy(expected.data() + 36, tenant, sizeof(tenant) - 1);
   std::memcpy(expected.data() + 68, network, sizeof(network) - 1);
+  expected[100] = 0x02;
+  expected[101] = 0x04;
   EXPECT_EQ(encoded(r), expected);
 }
 
@@ -330,7 +333,7 @@ TEST(CodecWriterTest, SignedCharsAndWideValuesAreTruncatedToTheirWidth) {
   r.name[0] = static_cast<char>(-1);
   r.name[31] = static_cast<char>(0x80);
   std::vector<uint8_t> bytes = encoded(r);
-  ASSERT_EQ(bytes.size(), 100u);
+  ASSERT_EQ(bytes.size(), 102u);
   EXPECT_EQ(bytes[0], 0xff);
   EXPECT_EQ(bytes[31], 0x80);
   RegisterContainerReq back;

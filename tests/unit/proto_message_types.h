@@ -46,7 +46,7 @@ WHARF_MESSAGE_SPEC(CreateSrqReq, 16);            // 4 * 4
 WHARF_MESSAGE_SPEC(CreateSrqRep, 24);            // 6 * 4
 WHARF_MESSAGE_SPEC(ModifySrqReq, 16);            // 4 * 4
 WHARF_MESSAGE_SPEC(QuerySrqRep, 12);             // 3 * 4
-WHARF_MESSAGE_SPEC(RegisterContainerReq, 100);   // 32 + 4 + 32 + 32
+WHARF_MESSAGE_SPEC(RegisterContainerReq, 102);   // 32 + 4 + 32 + 32 + 2
 WHARF_MESSAGE_SPEC(RegisterContainerRep, 2);     // 2
 WHARF_MESSAGE_SPEC(UnregisterContainerReq, 32);  // 32
 WHARF_MESSAGE_SPEC(RouterInfoRep, 32);           // 32

@@ -101,6 +101,7 @@ int run(Options o) {
   // Connect first: a missing router is the commonest mistake and needs nothing undone.
   RouterSession session;
   if (!session.connect(router)) return kExitSetupFailed;
+  uint16_t lid = 0;  // the orchestrator's for the container; 0: the router picks
   if (!o.tenant.empty()) {
     Placement p{o.orchestrator, o.tenant, o.network, o.name, "", o.vip};
     if (!session.router_host(&p.host)) return kExitSetupFailed;
@@ -111,9 +112,9 @@ int run(Options o) {
                    router.c_str());
       return kExitSetupFailed;
     }
-    if (!place_container(p, &o.vip)) return kExitSetupFailed;
+    if (!place_container(p, &o.vip, &lid)) return kExitSetupFailed;
     say(o, "orchestrator " + o.orchestrator + ": container " + o.tenant + "/" + o.name + " at " +
-               format_ipv4(o.vip) + " on host " + p.host);
+               format_ipv4(o.vip) + " with LID " + std::to_string(lid) + " on host " + p.host);
   }
 
   // The container joins the router's host: this namespace, or a wharf-lab host's, whose
@@ -163,8 +164,7 @@ int run(Options o) {
                  std::strerror(errno));
     return kExitSetupFailed;
   }
-  uint16_t lid = 0;
-  if (!session.register_container(o.tenant, o.network, o.name, o.vip, netns_fd.get(), &lid))
+  if (!session.register_container(o.tenant, o.network, o.name, o.vip, lid, netns_fd.get(), &lid))
     return kExitSetupFailed;
   say(o,
       "registered container " + o.name + " with router " + router + ", LID " + std::to_string(lid));
@@ -217,8 +217,8 @@ int parse_and_run(int argc, char** argv) {
                  "$WHARF_ORCHESTRATOR or http://127.0.0.1:7480)");
   app.add_option("--tenant", o.tenant,
                  "Run as container NAME of this tenant: the orchestrator keeps its record and "
-                 "address (moved to this router's host if it ran elsewhere) and its policies "
-                 "apply; needs --network");
+                 "address (moved to this router's host if it ran elsewhere), gives it a LID of "
+                 "this host's range, and its policies apply; needs --network");
   app.add_option("--network", o.network, "The tenant's virtual network the container joins");
   app.add_option("--prefix", o.prefix, "Prefix length of the VIP and bridge subnet")
       ->check(CLI::Range(1, 30))

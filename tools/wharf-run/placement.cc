@@ -2,8 +2,10 @@
 
 #include <httplib.h>
 
+#include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "options.h"
 
@@ -11,6 +13,9 @@ namespace wharf::run {
 namespace {
 
 using nlohmann::json;
+
+constexpr auto kHostWait = std::chrono::seconds(10);  // for the host to register
+constexpr auto kHostPoll = std::chrono::milliseconds(100);
 
 // The answer's JSON when it is 200, else prints the orchestrator's error and returns null.
 json answer(const Placement& p, const httplib::Result& r, const char* what) {
@@ -31,7 +36,7 @@ json answer(const Placement& p, const httplib::Result& r, const char* what) {
 
 }  // namespace
 
-bool place_container(const Placement& p, uint32_t* vip) {
+bool place_container(const Placement& p, uint32_t* vip, uint16_t* lid) {
   httplib::Client http(p.orchestrator);
   http.set_connection_timeout(5);
   http.set_read_timeout(30);
@@ -39,6 +44,12 @@ bool place_container(const Placement& p, uint32_t* vip) {
   const std::string containers = "/v1/tenants/" + p.tenant + "/containers";
   json body = {{"name", p.name}, {"network", p.network}, {"host", p.host}};
   if (p.vip != 0) body["vip"] = format_ipv4(p.vip);
+  const auto move_here = [&] {
+    return answer(p,
+                  http.Post(containers + "/" + p.name + "/move", json{{"host", p.host}}.dump(),
+                            "application/json"),
+                  "move");
+  };
   json placed;
   auto made = http.Post(containers, body.dump(), "application/json");
   if (made && made->status == 409) {
@@ -51,12 +62,24 @@ bool place_container(const Placement& p, uint32_t* vip) {
                    p.network.c_str());
       return false;
     }
-    placed = answer(p,
-                    http.Post(containers + "/" + p.name + "/move", json{{"host", p.host}}.dump(),
-                              "application/json"),
-                    "move");
+    placed = move_here();
   } else {
     placed = answer(p, made, "create");
+  }
+  // No LID yet: the host has not registered. Moving the container to it again, once it has,
+  // gives it one.
+  const auto deadline = std::chrono::steady_clock::now() + kHostWait;
+  while (placed.is_object() && !placed.value("lid", json()).is_number_unsigned()) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      std::fprintf(stderr,
+                   "wharf-run: host %s has not registered with the orchestrator at %s, which "
+                   "has no LID for container %s (is its wharfd started with --orchestrator "
+                   "%s?)\n",
+                   p.host.c_str(), p.orchestrator.c_str(), p.name.c_str(), p.orchestrator.c_str());
+      return false;
+    }
+    std::this_thread::sleep_for(kHostPoll);
+    placed = move_here();
   }
   if (placed.is_null()) return false;
   auto address = parse_ipv4(placed.value("vip", ""));
@@ -70,6 +93,7 @@ bool place_container(const Placement& p, uint32_t* vip) {
     return false;
   }
   *vip = *address;
+  *lid = placed["lid"].get<uint16_t>();
   return true;
 }
 

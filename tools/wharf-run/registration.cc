@@ -71,13 +71,14 @@ bool RouterSession::router_host(std::string* host) {
 }
 
 bool RouterSession::register_container(const std::string& tenant, const std::string& network,
-                                       const std::string& name, uint32_t vip, int netns_fd,
-                                       uint16_t* lid) {
+                                       const std::string& name, uint32_t vip, uint16_t want_lid,
+                                       int netns_fd, uint16_t* lid) {
   proto::RegisterContainerReq req;
   req.name = to_wire_name(name);
   req.tenant = to_wire_name(tenant);
   req.network = to_wire_name(network);
   req.vip = vip;
+  req.lid = want_lid;
   proto::RegisterContainerRep rep;
   int status =
       call(proto::Op::kRegisterContainer, req, &netns_fd, 1, kRegisterTimeoutMs, false, &rep);
@@ -85,6 +86,12 @@ bool RouterSession::register_container(const std::string& tenant, const std::str
   if (status != 0) {
     std::fprintf(stderr, "wharf-run: router refused to register container %s: %s\n", name.c_str(),
                  std::strerror(status));
+    if (want_lid != 0 && (status == ERANGE || status == EADDRINUSE))
+      std::fprintf(stderr,
+                   "wharf-run: the orchestrator gave it LID %u, which the router %s (see the "
+                   "router's log and `wharfctl host show`)\n",
+                   want_lid,
+                   status == ERANGE ? "does not hand out" : "has given another container");
     return false;
   }
   *lid = rep.lid;

@@ -18,11 +18,12 @@ class RouterSession {
   [[nodiscard]] bool connect(const std::string& socket_path);
 
   // Registers container `name` of `tenant` and `network` ("" without an orchestrator) with
-  // `vip` (host order), passing netns_fd. On success stores the assigned LID in *lid. Prints
-  // the router's errno (or a protocol error) on failure.
+  // `vip` (host order) and LID `want_lid` (the orchestrator's; 0: the router picks), passing
+  // netns_fd. On success stores the container's LID in *lid. Prints the router's errno (or a
+  // protocol error) on failure.
   [[nodiscard]] bool register_container(const std::string& tenant, const std::string& network,
-                                        const std::string& name, uint32_t vip, int netns_fd,
-                                        uint16_t* lid);
+                                        const std::string& name, uint32_t vip, uint16_t want_lid,
+                                        int netns_fd, uint16_t* lid);
 
   // The router's host name (empty when it runs without --host); false after printing why.
   [[nodiscard]] bool router_host(std::string* host);

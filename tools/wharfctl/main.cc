@@ -125,8 +125,10 @@ class Client {
   httplib::Client http_;
 };
 
+// A field as a line shows it; null (a container's LID before its host registers) is "-".
 std::string text(const json& j, const char* key) {
   if (!j.contains(key)) return "";
+  if (j[key].is_null()) return "-";
   return j[key].is_string() ? j[key].get<std::string>() : j[key].dump();
 }
 
@@ -407,7 +409,7 @@ int run(const Options& o, const std::vector<std::string>& args) {
   } else if (object == "host") {
     if (cmd == "show") {
       pairs(args, 2, {});
-      print(o, c.call("GET", "/v1/hosts"), "host", {"address", "lease"});
+      print(o, c.call("GET", "/v1/hosts"), "host", {"address", "lid_first", "lid_last", "lease"});
       return 0;
     }
   } else {
