@@ -106,17 +106,18 @@ int run_wharfd(int argc, char** argv) {
   std::unique_ptr<wharf::control::HostAgent> agent;
   std::unique_ptr<wharf::control::ContainerWatch> watch;
   if (!orchestrator.empty()) {
-    // The host's address on the links between routers, when it has any.
-    uint32_t address = 0x7f000001;
+    // LIDs as start() left them (the cluster file's, when it names them); in a cluster, the
+    // host's address on the links between routers and its container subnet.
+    const wharf::router::RouterConfig& running = router.config();
+    wharf::control::HostInfo me{cfg.host_name, 0x7f000001, running.lid_base,
+                                static_cast<uint16_t>(running.lid_base + running.lid_count - 1)};
     if (const wharf::router::RemotePath* remote = router.remote()) {
       const auto& dir = remote->directory();
-      address = dir.hosts()[static_cast<size_t>(dir.self())].address;
+      const wharf::transport::ClusterHost& self = dir.hosts()[static_cast<size_t>(dir.self())];
+      me.address = self.address;
+      me.subnet = {self.subnet, self.prefix};
     }
-    // The range after start(): the cluster file's, when it names one.
-    const wharf::router::RouterConfig& running = router.config();
-    agent = std::make_unique<wharf::control::HostAgent>(
-        orchestrator, cfg.host_name, wharf::control::format_ipv4(address), running.lid_base,
-        static_cast<uint16_t>(running.lid_base + running.lid_count - 1), host_ttl);
+    agent = std::make_unique<wharf::control::HostAgent>(orchestrator, me, host_ttl);
     watch = std::make_unique<wharf::control::ContainerWatch>(
         orchestrator, cfg.host_name,
         [&router](const std::string& tenant, const std::string& name,

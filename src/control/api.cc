@@ -207,9 +207,14 @@ void ApiServer::routes() {
         first > Registry::kMaxLid || last > Registry::kMaxLid || ttl > INT32_MAX)
       return reply(res, Status::error(Code::kInvalidArgument,
                                       "expected {\"name\", \"address\": A.B.C.D, \"ttl\": "
-                                      "1-3600, \"lid_first\": N, \"lid_last\": M}"));
+                                      "1-3600, \"lid_first\": N, \"lid_last\": M[, "
+                                      "\"subnet\": A.B.C.D/N]}"));
     h.lid_first = static_cast<uint16_t>(first);
     h.lid_last = static_cast<uint16_t>(last);
+    if (const std::string subnet = field(b, "subnet"); !subnet.empty() || b.contains("subnet"))
+      if (!parse_cidr(subnet, &h.subnet))
+        return reply(res, Status::error(Code::kInvalidArgument,
+                                        "subnet '" + subnet + "': expected A.B.C.D/N"));
     int64_t lease = 0;
     Status st = registry_.add_host(h, static_cast<int64_t>(ttl), &lease);
     reply(res, st, {{"lease", lease}});
@@ -266,6 +271,7 @@ void ApiServer::routes() {
                      {"address", format_ipv4(h.address)},
                      {"lid_first", h.lid_first},
                      {"lid_last", h.lid_last},
+                     {"subnet", h.subnet.prefix != 0 ? json(format_cidr(h.subnet)) : json(nullptr)},
                      {"lease", h.lease}});
     reply(res, st, out);
   });

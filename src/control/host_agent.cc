@@ -15,14 +15,8 @@ constexpr int kReadTimeoutS = 5;
 
 }  // namespace
 
-HostAgent::HostAgent(std::string orchestrator, std::string host, std::string address,
-                     uint16_t lid_first, uint16_t lid_last, int ttl_seconds)
-    : orchestrator_(std::move(orchestrator)),
-      host_(std::move(host)),
-      address_(std::move(address)),
-      lid_first_(lid_first),
-      lid_last_(lid_last),
-      ttl_seconds_(ttl_seconds) {
+HostAgent::HostAgent(std::string orchestrator, HostInfo host, int ttl_seconds)
+    : orchestrator_(std::move(orchestrator)), host_(std::move(host)), ttl_seconds_(ttl_seconds) {
   thread_ = spawn_without_signals([this] { run(); });
 }
 
@@ -36,15 +30,16 @@ HostAgent::~HostAgent() {
 }
 
 bool HostAgent::register_host(int64_t* lease) {
-  const nlohmann::json body = {{"name", host_},
-                               {"address", address_},
-                               {"ttl", ttl_seconds_},
-                               {"lid_first", lid_first_},
-                               {"lid_last", lid_last_}};
+  nlohmann::json body = {{"name", host_.name},
+                         {"address", format_ipv4(host_.address)},
+                         {"ttl", ttl_seconds_},
+                         {"lid_first", host_.lid_first},
+                         {"lid_last", host_.lid_last}};
+  if (host_.subnet.prefix != 0) body["subnet"] = format_cidr(host_.subnet);
   auto r = make_agent_client(orchestrator_, kReadTimeoutS)
                ->Post("/v1/hosts", body.dump(), "application/json");
   if (!r || r->status != 200) {
-    spdlog::warn("orchestrator {}: could not register host {}: {}", orchestrator_, host_,
+    spdlog::warn("orchestrator {}: could not register host {}: {}", orchestrator_, host_.name,
                  r ? r->body : httplib::to_string(r.error()));
     return false;
   }
@@ -52,14 +47,14 @@ bool HostAgent::register_host(int64_t* lease) {
   if (!j.is_object() || !j.contains("lease") || !j["lease"].is_number_integer()) return false;
   *lease = j["lease"].get<int64_t>();
   spdlog::info("orchestrator {}: host {} registered with LIDs {}-{} (lease {}, {} s)",
-               orchestrator_, host_, lid_first_, lid_last_, *lease, ttl_seconds_);
+               orchestrator_, host_.name, host_.lid_first, host_.lid_last, *lease, ttl_seconds_);
   return true;
 }
 
 bool HostAgent::keep_alive(int64_t lease) {
   auto r = make_agent_client(orchestrator_, kReadTimeoutS)
-               ->Post("/v1/hosts/" + host_ + "/keepalive", nlohmann::json{{"lease", lease}}.dump(),
-                      "application/json");
+               ->Post("/v1/hosts/" + host_.name + "/keepalive",
+                      nlohmann::json{{"lease", lease}}.dump(), "application/json");
   return r && r->status == 200;
 }
 
@@ -73,7 +68,7 @@ void HostAgent::run() {
     bool ok = lease != 0 && keep_alive(lease);
     if (!ok) {
       if (lease != 0)
-        spdlog::warn("orchestrator {}: lost the lease of host {}", orchestrator_, host_);
+        spdlog::warn("orchestrator {}: lost the lease of host {}", orchestrator_, host_.name);
       lease = 0;
       ok = register_host(&lease);
     }

@@ -1,8 +1,8 @@
 // A router's presence in the orchestrator (issue #4): registers the host, with the LIDs its
-// router gives out, on a lease (POST /v1/hosts) and keeps the lease alive from a thread of its own,
-// so the host's entry disappears within `ttl_seconds` of the router's death. When the orchestrator
-// is away or has forgotten the lease, it registers again (retrying every second); it never blocks
-// the router's loop.
+// router gives out and its container subnet, on a lease (POST /v1/hosts) and keeps the lease alive
+// from a thread of its own, so the host's entry disappears within `ttl_seconds` of the router's
+// death. When the orchestrator is away or has forgotten the lease, it registers again (retrying
+// every second); it never blocks the router's loop.
 #pragma once
 
 #include <condition_variable>
@@ -11,14 +11,14 @@
 #include <string>
 #include <thread>
 
+#include "control/registry.h"
+
 namespace wharf::control {
 
 class HostAgent {
  public:
-  // orchestrator: "http://HOST:PORT"; address: the host's IPv4 address as text; the router's
-  // LIDs are [lid_first, lid_last].
-  HostAgent(std::string orchestrator, std::string host, std::string address, uint16_t lid_first,
-            uint16_t lid_last, int ttl_seconds);
+  // orchestrator: "http://HOST:PORT"; host: what to register (its lease is not used).
+  HostAgent(std::string orchestrator, HostInfo host, int ttl_seconds);
   ~HostAgent();  // stops the thread; the entry then lapses with its lease
   HostAgent(const HostAgent&) = delete;
   HostAgent& operator=(const HostAgent&) = delete;
@@ -29,10 +29,7 @@ class HostAgent {
   bool keep_alive(int64_t lease);
 
   const std::string orchestrator_;
-  const std::string host_;
-  const std::string address_;
-  const uint16_t lid_first_;
-  const uint16_t lid_last_;
+  const HostInfo host_;
   const int ttl_seconds_;
   std::mutex mu_;
   std::condition_variable stop_cv_;

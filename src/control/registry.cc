@@ -81,6 +81,9 @@ bool valid_lid_range(uint64_t first, uint64_t last) {
   return first >= 1 && first <= last && last <= Registry::kMaxLid;
 }
 
+// A network's or a host's container subnet: /8 to /30.
+bool valid_subnet(const Cidr& c) { return c.prefix >= 8 && c.prefix <= 30; }
+
 }  // namespace
 
 bool Registry::decode_host(const KeyValue& kv, HostInfo* out) {
@@ -93,6 +96,11 @@ bool Registry::decode_host(const KeyValue& kv, HostInfo* out) {
   const uint64_t last = j["lid_last"].get<uint64_t>();
   if (!valid_lid_range(first, last)) return false;
   if (kv.key.rfind(kHosts, 0) != 0) return false;
+  out->subnet = Cidr{};
+  if (auto it = j.find("subnet"); it != j.end())
+    if (!it->is_string() || !parse_cidr(it->get<std::string>(), &out->subnet) ||
+        !valid_subnet(out->subnet))
+      return false;
   out->name = kv.key.substr(kHosts.size());
   out->lid_first = static_cast<uint16_t>(first);
   out->lid_last = static_cast<uint16_t>(last);
@@ -145,6 +153,14 @@ bool assignable(const Cidr& c, uint32_t ip) {
   return offset > 1 && offset < c.size() - 1;
 }
 
+// Why `vip` cannot be a container's on host h, whose subnet does not assign it.
+std::string not_on_host(uint32_t vip, const HostInfo& h) {
+  return format_ipv4(vip) + " is not a container address of host " + h.name + "'s subnet " +
+         format_cidr(h.subnet) +
+         " (between hosts an address belongs to the host whose subnet holds it; the subnet's "
+         "first, .1 and broadcast addresses are never given)";
+}
+
 }  // namespace
 
 Status Registry::add_tenant(const std::string& tenant) {
@@ -194,7 +210,7 @@ Status Registry::add_network(const std::string& tenant, const std::string& name,
   if (!parse_cidr(cidr_text, &cidr))
     return Status::error(Code::kInvalidArgument,
                          "CIDR '" + cidr_text + "': expected A.B.C.D/N with the host bits zero");
-  if (cidr.prefix < 8 || cidr.prefix > 30)
+  if (!valid_subnet(cidr))
     return Status::error(Code::kInvalidArgument, "CIDR '" + cidr_text + "': use /8 to /30");
   for (int attempt = 0; attempt < kRaceRetries; ++attempt) {
     KeyValue t;
@@ -259,10 +275,14 @@ Status Registry::add_host(const HostInfo& h, int64_t ttl_seconds, int64_t* lease
   if (ttl_seconds < 1 || ttl_seconds > kMaxHostTtl)
     return Status::error(Code::kInvalidArgument,
                          "ttl: use 1-" + std::to_string(kMaxHostTtl) + " seconds");
+  if (h.subnet.prefix != 0 && !valid_subnet(h.subnet))
+    return Status::error(Code::kInvalidArgument,
+                         "subnet " + format_cidr(h.subnet) + ": use /8 to /30");
   Status st = store_->grant_lease(ttl_seconds, lease);
   if (!st.is_ok()) return st;
-  const json record = {
+  json record = {
       {"address", format_ipv4(h.address)}, {"lid_first", h.lid_first}, {"lid_last", h.lid_last}};
+  if (h.subnet.prefix != 0) record["subnet"] = format_cidr(h.subnet);
   int64_t rev = 0;
   return store_->put(host_key(h.name), record.dump(), *lease, &rev);
 }
@@ -280,24 +300,30 @@ Status Registry::list_hosts(std::vector<HostInfo>* out) {
   return st;
 }
 
-Status Registry::lid_on_host(const std::string& host, uint16_t current, bool same_host, int attempt,
-                             uint16_t* lid) {
+Status Registry::find_host(const std::string& name, HostInfo* out, const HostInfo** found) {
+  *found = nullptr;
   KeyValue kv;
-  Status st = store_->get(host_key(host), &kv);
-  if (st.code() == Code::kNotFound) {
+  Status st = store_->get(host_key(name), &kv);
+  if (st.code() == Code::kNotFound) return Status::ok();
+  if (!st.is_ok()) return st;
+  if (!decode_host(kv, out)) return corrupt(kv.key);
+  *found = out;
+  return Status::ok();
+}
+
+Status Registry::lid_on_host(const HostInfo* h, uint16_t current, bool same_host, int attempt,
+                             uint16_t* lid) {
+  if (h == nullptr) {
     *lid = same_host ? current : 0;
     return Status::ok();
   }
-  if (!st.is_ok()) return st;
-  HostInfo h;
-  if (!decode_host(kv, &h)) return corrupt(kv.key);
-  if (current >= h.lid_first && current <= h.lid_last) {
+  if (current >= h->lid_first && current <= h->lid_last) {
     *lid = current;
     return Status::ok();
   }
   std::vector<KeyValue> taken;
   int64_t rev = 0;
-  if (st = store_->range(kLids, &taken, &rev); !st.is_ok()) return st;
+  if (Status st = store_->range(kLids, &taken, &rev); !st.is_ok()) return st;
   std::set<uint32_t> used;
   for (const KeyValue& kv_taken : taken) {
     const std::string digits = kv_taken.key.substr(kLids.size());
@@ -306,12 +332,12 @@ Status Registry::lid_on_host(const std::string& host, uint16_t current, bool sam
     if (ec == std::errc() && end == digits.data() + digits.size()) used.insert(taken_lid);
   }
   std::vector<uint32_t> free;
-  for (uint32_t l = h.lid_first; l <= h.lid_last && free.size() < kSpreadAfterCollision; ++l)
+  for (uint32_t l = h->lid_first; l <= h->lid_last && free.size() < kSpreadAfterCollision; ++l)
     if (used.count(l) == 0) free.push_back(l);
   if (free.empty())
-    return Status::error(Code::kExhausted, "host " + host + " has no free LID (its range is " +
-                                               std::to_string(h.lid_first) + "-" +
-                                               std::to_string(h.lid_last) + ")");
+    return Status::error(Code::kExhausted, "host " + h->name + " has no free LID (its range is " +
+                                               std::to_string(h->lid_first) + "-" +
+                                               std::to_string(h->lid_last) + ")");
   *lid = static_cast<uint16_t>(pick_free(free, attempt));
   return Status::ok();
 }
@@ -333,7 +359,26 @@ Status Registry::add_container(const std::string& tenant, const std::string& net
                          format_ipv4(vip) + " is not a host address of " + format_cidr(net.cidr));
   ContainerInfo c{tenant, name, network, host, vip, 0};
   for (int attempt = 0; attempt < kRaceRetries; ++attempt) {
-    if (st = lid_on_host(host, 0, false, attempt, &c.lid); !st.is_ok()) break;
+    HostInfo h;
+    const HostInfo* registered = nullptr;
+    if (st = find_host(host, &h, &registered); !st.is_ok()) break;
+    // The addresses to pick from: the network's, within the host's subnet when it has one.
+    Cidr block = net.cidr;
+    if (registered != nullptr && h.subnet.prefix != 0) {
+      if (vip != 0 && !assignable(h.subnet, vip)) {
+        st = Status::error(Code::kInvalidArgument, not_on_host(vip, h));
+        break;
+      }
+      if (!overlaps(net.cidr, h.subnet)) {
+        st = Status::error(Code::kFailedPrecondition,
+                           "network " + network + " (" + format_cidr(net.cidr) +
+                               ") has no address in host " + host + "'s container subnet " +
+                               format_cidr(h.subnet));
+        break;
+      }
+      if (h.subnet.prefix > block.prefix) block = h.subnet;
+    }
+    if (st = lid_on_host(registered, 0, false, attempt, &c.lid); !st.is_ok()) break;
     if (vip == 0) {  // the lowest free address (see pick_free)
       std::vector<KeyValue> taken;
       int64_t rev = 0;
@@ -344,11 +389,17 @@ Status Registry::add_container(const std::string& tenant, const std::string& net
         if (parse_ipv4(kv.key.substr(ip_prefix(tenant, network).size()), &ip)) used.insert(ip);
       }
       std::vector<uint32_t> free;
-      for (uint32_t ip = net.cidr.base;
-           ip < net.cidr.base + net.cidr.size() && free.size() < kSpreadAfterCollision; ++ip)
-        if (assignable(net.cidr, ip) && used.count(ip) == 0) free.push_back(ip);
+      for (uint32_t ip = block.base;
+           ip < block.base + block.size() && free.size() < kSpreadAfterCollision; ++ip)
+        if (assignable(net.cidr, ip) && assignable(block, ip) && used.count(ip) == 0)
+          free.push_back(ip);
       if (free.empty()) {
-        st = Status::error(Code::kExhausted, "network " + network + " has no free address");
+        st = Status::error(
+            Code::kExhausted,
+            "network " + network + " has no free address" +
+                (block.prefix != net.cidr.prefix
+                     ? " in host " + host + "'s container subnet " + format_cidr(block)
+                     : std::string()));
         break;
       }
       c.vip = pick_free(free, attempt);
@@ -408,8 +459,15 @@ Status Registry::move_container(const std::string& tenant, const std::string& na
     ContainerInfo c;
     Status st = read_container(tenant, name, &kv, &c);
     if (!st.is_ok()) return st;
+    HostInfo h;
+    const HostInfo* registered = nullptr;
+    if (st = find_host(host, &h, &registered); !st.is_ok()) return st;
+    if (registered != nullptr && h.subnet.prefix != 0 && !assignable(h.subnet, c.vip))
+      return Status::error(Code::kFailedPrecondition,
+                           "container " + name + ": " + not_on_host(c.vip, h));
     const uint16_t old_lid = c.lid;
-    if (st = lid_on_host(host, old_lid, c.host == host, attempt, &c.lid); !st.is_ok()) return st;
+    if (st = lid_on_host(registered, old_lid, c.host == host, attempt, &c.lid); !st.is_ok())
+      return st;
     c.host = host;
     std::vector<Compare> when = {Compare::mod_revision_is(kv.key, kv.mod_revision)};
     std::vector<TxnOp> ops = {TxnOp::put(kv.key, encode(c))};

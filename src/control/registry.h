@@ -1,9 +1,10 @@
 // The orchestrator's model (issue #4) on a KvStore: tenants own virtual networks (CIDR
 // blocks; one tenant's networks never overlap, two tenants' may), networks hold containers,
 // each with a virtual IP from its network and a LID unique in the cluster. Hosts (routers)
-// register on leases with the range of LIDs their router gives out; a container's LID comes
-// from its host's range, so it is the LID its applications see (the router takes it when
-// the container starts: wharf-run passes it on).
+// register on leases with the range of LIDs their router gives out and, in a cluster, their
+// container subnet; a container's LID comes from its host's range, so it is the LID its
+// applications see (the router takes it when the container starts: wharf-run passes it on),
+// and its address from its host's subnet, the addresses other hosts route to that host.
 //
 // Keys (objects hold JSON, claims plain text):
 //   /wharf/tenant/<tenant>                      {}
@@ -12,8 +13,8 @@
 //                                               policy's keys (control/policy_json.h)
 //   /wharf/ip/<tenant>/<network>/<vip>          <container>: the address is taken
 //   /wharf/lid/<lid>                            <tenant>/<container>: the LID is taken
-//   /wharf/host/<host>                          {"address", "lid_first", "lid_last"}, on
-//                                               the router's lease
+//   /wharf/host/<host>                          {"address", "lid_first", "lid_last"[,
+//                                               "subnet"]}, on the router's lease
 // Every change that must not race (creating under a parent, claiming an address or a LID,
 // freeing them) is one compare-and-set transaction, so two orchestrators (or routers) on one
 // store never hand out an address or a LID twice; a lost race is retried.
@@ -49,13 +50,14 @@ struct ContainerInfo {
   ContainerPolicy policy;
 };
 
-// A router's host: its address on the links between routers and the LIDs its router gives
-// out, [lid_first, lid_last].
+// A router's host: its address on the links between routers, the LIDs its router gives
+// out, [lid_first, lid_last], and in a cluster its container subnet (the cluster file's).
 struct HostInfo {
   std::string name;
   uint32_t address = 0;
   uint16_t lid_first = 0;
   uint16_t lid_last = 0;
+  Cidr subnet;        // prefix 0: none (a router without a cluster serves any address)
   int64_t lease = 0;  // the store's lease the entry lives on
 };
 
@@ -77,12 +79,15 @@ class Registry {
   // Places a new container on `host` with address `vip` (0: the lowest free one; the
   // network's first address, its broadcast address and its .1 gateway are never given) and
   // the lowest free LID of the host's range (none, 0, while the host is not registered).
+  // When the host has a container subnet the address must be in it (kInvalidArgument) and
+  // is picked in it (kFailedPrecondition when the network has no address there).
   Status add_container(const std::string& tenant, const std::string& network,
                        const std::string& name, const std::string& host, uint32_t vip,
                        ContainerInfo* out);
-  // The container now runs on `host`; its address stays. So does its LID while it is in the
-  // host's range; otherwise it gets the lowest free one there (none while the host is not
-  // registered, unless the host is the one it had).
+  // The container now runs on `host`; its address stays (kFailedPrecondition if the host's
+  // container subnet does not hold it). So does its LID while it is in the host's range;
+  // otherwise it gets the lowest free one there (none while the host is not registered,
+  // unless the host is the one it had).
   Status move_container(const std::string& tenant, const std::string& name, const std::string& host,
                         ContainerInfo* out);
   // Frees the address and the LID with the container.
@@ -104,7 +109,7 @@ class Registry {
   static bool split_container_key(const std::string& key, std::string* tenant, std::string* name);
 
   // Registers `h` (again) on a new lease of ttl_seconds, returned in *lease.
-  // kInvalidArgument for a bad name or LID range.
+  // kInvalidArgument for a bad name, LID range or subnet (/8 to /30, like a network's).
   Status add_host(const HostInfo& h, int64_t ttl_seconds, int64_t* lease);
   // The hosts whose leases are alive.
   Status list_hosts(std::vector<HostInfo>* out);
@@ -114,11 +119,14 @@ class Registry {
   static bool valid_name(const std::string& s);
 
  private:
-  // The LID a container that has `current` (0: none) gets on `host`, which it had before
-  // when `same_host`: `current` if it is in the host's range, else the lowest free one there
-  // (a random one of the lowest few after a lost race: `attempt`), else 0 if the host is not
-  // registered. Claiming it is the caller's compare-and-set.
-  Status lid_on_host(const std::string& host, uint16_t current, bool same_host, int attempt,
+  // Host `name`'s record in *out, or nullptr in *found while it is not registered.
+  Status find_host(const std::string& name, HostInfo* out, const HostInfo** found);
+  // The LID a container that has `current` (0: none) gets on host `h` (nullptr: not
+  // registered), which it had before when `same_host`: `current` if it is in the host's
+  // range, else the lowest free one there (a random one of the lowest few after a lost race:
+  // `attempt`), else 0 if the host is not registered. Claiming it is the caller's
+  // compare-and-set.
+  Status lid_on_host(const HostInfo* h, uint16_t current, bool same_host, int attempt,
                      uint16_t* lid);
   // The container's entry as stored (for compare-and-set) and as parsed.
   Status read_container(const std::string& tenant, const std::string& name, KeyValue* kv,

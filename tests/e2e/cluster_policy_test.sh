@@ -9,7 +9,8 @@
 #     even resolve its address (ADDR_ERROR, -EHOSTUNREACH); the same programs work between
 #     the two containers of one network;
 #   - LIDs: each container has the lowest LID of its host's range in the cluster file, at the
-#     orchestrator and in its application.
+#     orchestrator and in its application; addresses: the orchestrator gives a container one
+#     of its host's subnet, and refuses to move it to a host whose subnet does not hold it.
 #
 #   WHARF_BIN_DIR=build/bin bash tests/e2e/cluster_policy_test.sh
 #
@@ -81,6 +82,13 @@ lids=$(ctl container show tenant prio | awk '{for (i = 1; i < NF; i++) if ($i ==
 [[ $lids == "1 1025 " ]] || fail "qa and qb have LIDs '$lids' at the orchestrator, not 1 and 1025"
 grep -q "local address: LID 0x01 " "$WORK/server.log" || fail "qa's LID: $(grep 'local address' "$WORK/server.log")"
 grep -q "local address: LID 0x401 " "$WORK/client.log" || fail "qb's LID: $(grep 'local address' "$WORK/client.log")"
+[[ $(ctl host show) == *"host h2 address 127.0.0.3 lid_first 1025 lid_last 2048 subnet 198.18.94.0/24 lease "* ]] ||
+  fail "h2's entry: $(ctl host show)"
+out=$(ctl container add qd$$ tenant prio network n1 host h2) || fail "container add qd"
+[[ $out == *" vip 198.18.94.2 host h2 lid 1026 "* ]] || fail "qd on h2 got '$out'"
+out=$(ctl container set qd$$ tenant prio host h1 2>&1) && fail "qd moved to h1, outside its subnet: '$out'"
+[[ $out == *"not a container address of host h1's subnet 198.18.93.0/24"* ]] || fail "moving qd to h1 said '$out'"
+ctl container del qd$$ tenant prio || fail "container del qd"
 
 # Isolation between hosts: qc, of another tenant, on h2.
 ctl tenant add other > /dev/null || fail "tenant add other"

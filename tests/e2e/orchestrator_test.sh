@@ -125,7 +125,7 @@ out=$(ctl container show tenant red) || fail "show after restart"
   --host-ttl 2 --lid-base 2001 --lid-count 100 > "$WORK/wharfd.log" 2>&1 &
 ROUTER=$!
 PIDS+=("$ROUTER")
-HOST_LINE="host hr1 address 127.0.0.1 lid_first 2001 lid_last 2100 lease "
+HOST_LINE="host hr1 address 127.0.0.1 lid_first 2001 lid_last 2100 subnet - lease "
 for _ in $(seq 100); do
   [[ $(ctl host show) == "$HOST_LINE"* ]] && break
   sleep 0.1

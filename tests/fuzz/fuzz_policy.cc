@@ -12,7 +12,8 @@
 // change only replaces or clears); policy_from_json accepts a record exactly when a change made
 // of its policy keys applies to an empty policy, with the same result, and never writes *out
 // when it refuses. An accepted container record has a LID of at most 0xbfff and the policy
-// policy_from_json reads from it; an accepted host record a LID range inside 1-0xbfff.
+// policy_from_json reads from it; an accepted host record a LID range inside 1-0xbfff and no
+// subnet or one of /8 to /30.
 #include <charconv>
 #include <cstddef>
 #include <cstdint>
@@ -132,6 +133,8 @@ void check_records(const std::string& text) {
     WHARF_FUZZ_CHECK(
         h.lid_first >= 1 && h.lid_first <= h.lid_last && h.lid_last <= Registry::kMaxLid,
         "host LID range accepted out of bounds");
+    WHARF_FUZZ_CHECK(h.subnet.prefix == 0 || (h.subnet.prefix >= 8 && h.subnet.prefix <= 30),
+                     "host subnet accepted with a prefix outside /8-/30");
   }
 }
 

@@ -113,7 +113,9 @@ TEST_F(ApiTest, EachKindOfRefusalHasItsStatusAndAMessage) {
                                                                           {"lid_first", nullptr},
                                                                           {"lid_first", -1},
                                                                           {"lid_last", 0xc000},
-                                                                          {"lid_last", 70000}}) {
+                                                                          {"lid_last", 70000},
+                                                                          {"subnet", "198.18.1.0"},
+                                                                          {"subnet", 5}}) {
     json b = host;
     b[key] = bad;
     EXPECT_EQ(call("POST", "/v1/hosts", b).first, 400) << b.dump();
@@ -128,11 +130,8 @@ TEST_F(ApiTest, AContainerShowsALidOfItsHostOnceTheHostHasRegistered) {
   auto [got, a] = call("GET", "/v1/tenants/red/containers/a");
   ASSERT_EQ(got, 200);
   EXPECT_TRUE(a["lid"].is_null()) << a.dump();
-  const json host = {{"name", "h1"},
-                     {"address", "198.18.0.1"},
-                     {"ttl", 30},
-                     {"lid_first", 1025},
-                     {"lid_last", 2048}};
+  const json host = {{"name", "h1"},      {"address", "198.18.0.1"}, {"ttl", 30},
+                     {"lid_first", 1025}, {"lid_last", 2048},        {"subnet", "198.18.1.0/24"}};
   ASSERT_EQ(call("POST", "/v1/hosts", host).first, 200);
   auto [listed, hosts] = call("GET", "/v1/hosts");
   ASSERT_EQ(listed, 200);
@@ -140,6 +139,7 @@ TEST_F(ApiTest, AContainerShowsALidOfItsHostOnceTheHostHasRegistered) {
   EXPECT_EQ(hosts[0]["address"], "198.18.0.1");
   EXPECT_EQ(hosts[0]["lid_first"], 1025);
   EXPECT_EQ(hosts[0]["lid_last"], 2048);
+  EXPECT_EQ(hosts[0]["subnet"], "198.18.1.0/24");
   auto [moved, now] = call("POST", "/v1/tenants/red/containers/a/move", {{"host", "h1"}});
   ASSERT_EQ(moved, 200);
   EXPECT_EQ(now["lid"], 1025);

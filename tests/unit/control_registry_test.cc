@@ -32,10 +32,13 @@ class RegistryTest : public test_support::StoreBackendTest {
     reopen();
     reg_ = std::make_unique<Registry>(store_.get());
   }
-  // Registers host `name` as its router would, giving out LIDs first-last.
-  void add_host(const char* name, uint16_t first, uint16_t last) {
+  // Registers host `name` as its router would, giving out LIDs first-last, with container
+  // subnet `subnet` ("": none, a router without a cluster).
+  void add_host(const char* name, uint16_t first, uint16_t last, const char* subnet = "") {
+    HostInfo h{name, ip("127.0.0.1"), first, last};
+    if (*subnet != '\0') ASSERT_TRUE(parse_cidr(subnet, &h.subnet)) << subnet;
     int64_t lease = 0;
-    ASSERT_TRUE(reg_->add_host({name, ip("127.0.0.1"), first, last}, 60, &lease).is_ok()) << name;
+    ASSERT_TRUE(reg_->add_host(h, 60, &lease).is_ok()) << name;
   }
   std::unique_ptr<Registry> reg_;
 };
@@ -189,6 +192,38 @@ TEST_P(RegistryTest, AContainerGetsALidOnceItsHostHasRegistered) {
   EXPECT_EQ(d.lid, 50);
 }
 
+// In a cluster each host's router serves the addresses of its subnet (the cluster file's), so
+// a container's address comes from its host's part of the network, and a container cannot
+// be given, or moved to, a host whose subnet does not hold its address.
+TEST_P(RegistryTest, InAClusterAContainersAddressIsInItsHostsSubnet) {
+  ASSERT_TRUE(reg_->add_tenant("t").is_ok());
+  ASSERT_TRUE(reg_->add_network("t", "n", "198.18.92.0/22").is_ok());
+  ASSERT_TRUE(reg_->add_network("t", "far", "198.18.1.0/24").is_ok());
+  add_host("h1", 1, 1024, "198.18.93.0/24");
+  add_host("h2", 1025, 2048, "198.18.94.0/24");
+  ContainerInfo a, b, c, x;
+  ASSERT_TRUE(reg_->add_container("t", "n", "a", "h1", 0, &a).is_ok());
+  ASSERT_TRUE(reg_->add_container("t", "n", "b", "h2", 0, &b).is_ok());
+  ASSERT_TRUE(reg_->add_container("t", "n", "c", "h3", 0, &c).is_ok());  // not registered
+  EXPECT_EQ(a.vip, ip("198.18.93.2"));  // .93.0 and the host's gateway .93.1 are not given
+  EXPECT_EQ(b.vip, ip("198.18.94.2"));
+  EXPECT_EQ(c.vip, ip("198.18.92.2"));
+  EXPECT_EQ(reg_->add_container("t", "n", "x", "h1", ip("198.18.94.7"), &x).code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(reg_->add_container("t", "n", "x", "h1", ip("198.18.93.1"), &x).code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(reg_->add_container("t", "far", "x", "h1", 0, &x).code(), Code::kFailedPrecondition);
+  EXPECT_EQ(reg_->move_container("t", "a", "h2", &x).code(), Code::kFailedPrecondition);
+  EXPECT_EQ(reg_->move_container("t", "c", "h1", &x).code(), Code::kFailedPrecondition);
+  ContainerInfo got;
+  ASSERT_TRUE(reg_->get_container("t", "a", &got).is_ok());
+  EXPECT_EQ(got.host, "h1");
+  EXPECT_EQ(got.lid, 1);
+  ASSERT_TRUE(reg_->add_container("t", "n", "x", "h1", ip("198.18.93.200"), &x).is_ok());
+  ASSERT_TRUE(reg_->move_container("t", "x", "h1", &x).is_ok());
+  ASSERT_TRUE(reg_->move_container("t", "b", "h4", &x).is_ok());  // not registered: allowed
+}
+
 TEST_P(RegistryTest, HostsRegisterWithAValidLidRange) {
   int64_t lease = 0;
   const uint32_t lo = ip("127.0.0.1");
@@ -198,16 +233,19 @@ TEST_P(RegistryTest, HostsRegisterWithAValidLidRange) {
   EXPECT_EQ(reg_->add_host({"H/1", lo, 1, 10}, 60, &lease).code(), Code::kInvalidArgument);
   EXPECT_EQ(reg_->add_host({"h1", lo, 1, 10}, 0, &lease).code(), Code::kInvalidArgument);
   EXPECT_EQ(reg_->add_host({"h1", lo, 1, 10}, 3601, &lease).code(), Code::kInvalidArgument);
+  EXPECT_EQ(reg_->add_host({"h1", lo, 1, 10, {ip("198.18.1.0"), 31}}, 60, &lease).code(),
+            Code::kInvalidArgument);
   std::vector<HostInfo> hosts;
   ASSERT_TRUE(reg_->list_hosts(&hosts).is_ok());
   EXPECT_TRUE(hosts.empty());
-  ASSERT_TRUE(reg_->add_host({"h1", lo, 1, 0xbfff}, 60, &lease).is_ok());
+  ASSERT_TRUE(reg_->add_host({"h1", lo, 1, 0xbfff, {ip("198.18.4.0"), 22}}, 60, &lease).is_ok());
   ASSERT_TRUE(reg_->list_hosts(&hosts).is_ok());
   ASSERT_EQ(hosts.size(), 1u);
   EXPECT_EQ(hosts[0].name, "h1");
   EXPECT_EQ(hosts[0].address, lo);
   EXPECT_EQ(hosts[0].lid_first, 1);
   EXPECT_EQ(hosts[0].lid_last, 0xbfff);
+  EXPECT_EQ(format_cidr(hosts[0].subnet), "198.18.4.0/22");
   EXPECT_EQ(hosts[0].lease, lease);
 }
 

@@ -409,7 +409,8 @@ int run(const Options& o, const std::vector<std::string>& args) {
   } else if (object == "host") {
     if (cmd == "show") {
       pairs(args, 2, {});
-      print(o, c.call("GET", "/v1/hosts"), "host", {"address", "lid_first", "lid_last", "lease"});
+      print(o, c.call("GET", "/v1/hosts"), "host",
+            {"address", "lid_first", "lid_last", "subnet", "lease"});
       return 0;
     }
   } else {
