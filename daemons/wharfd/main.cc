@@ -124,6 +124,12 @@ int run_wharfd(int argc, char** argv) {
                   const wharf::ContainerPolicy& policy) {
           router.post(
               [&router, tenant, name, policy] { router.set_policy_st(tenant, name, policy); });
+        },
+        [&router](const std::string& tenant, const std::string& network, uint32_t vip,
+                  const std::string& host) {
+          router.post([&router, tenant, network, vip, host] {
+            router.set_placement_st(tenant, network, vip, host);
+          });
         });
   }
   router.run(/*handle_signals=*/true);

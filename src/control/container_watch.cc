@@ -22,10 +22,12 @@ constexpr int kReadTimeoutS = kWatchTimeoutMs / 1000 + 5;
 
 }  // namespace
 
-ContainerWatch::ContainerWatch(std::string orchestrator, std::string host, Report report)
+ContainerWatch::ContainerWatch(std::string orchestrator, std::string host, Report report,
+                               Place place)
     : orchestrator_(std::move(orchestrator)),
       host_(std::move(host)),
       report_(std::move(report)),
+      place_(std::move(place)),
       client_(make_agent_client(orchestrator_, kReadTimeoutS)) {
   thread_ = spawn_without_signals([this] { run(); });
 }
@@ -40,10 +42,26 @@ ContainerWatch::~ContainerWatch() {
   thread_.join();
 }
 
+void ContainerWatch::update_placement(const std::string& key, const ContainerInfo* c) {
+  auto it = placed_.find(key);
+  if (it != placed_.end()) {
+    const Placed& old = it->second;
+    if (c != nullptr && old.network == c->network && old.vip == c->vip && old.host == c->host)
+      return;
+    if (c == nullptr || old.network != c->network || old.vip != c->vip)
+      place_(old.tenant, old.network, old.vip, "");
+    placed_.erase(it);
+  }
+  if (c == nullptr) return;
+  placed_[key] = Placed{c->tenant, c->network, c->vip, c->host};
+  place_(c->tenant, c->network, c->vip, c->host);
+}
+
 void ContainerWatch::update(const std::string& key, const std::string* value) {
   ContainerInfo c;
-  const bool here =
-      value != nullptr && Registry::decode_container(KeyValue{key, *value}, &c) && c.host == host_;
+  const bool valid = value != nullptr && Registry::decode_container(KeyValue{key, *value}, &c);
+  update_placement(key, valid ? &c : nullptr);
+  const bool here = valid && c.host == host_;
   auto it = mine_.find(key);
   if (!here) {
     if (it == mine_.end()) return;
@@ -78,8 +96,8 @@ bool ContainerWatch::list(int64_t* next_revision) {
     present.insert(key);
     update(key, &value);
   }
-  std::vector<std::string> gone;
-  for (const auto& [key, policy] : mine_)
+  std::vector<std::string> gone;  // every container reported is placed_, ours also in mine_
+  for (const auto& [key, placed] : placed_)
     if (present.count(key) == 0) gone.push_back(key);
   for (const std::string& key : gone) update(key, nullptr);
   *next_revision = j["revision"].get<int64_t>() + 1;

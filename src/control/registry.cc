@@ -153,14 +153,6 @@ bool assignable(const Cidr& c, uint32_t ip) {
   return offset > 1 && offset < c.size() - 1;
 }
 
-// Why `vip` cannot be a container's on host h, whose subnet does not assign it.
-std::string not_on_host(uint32_t vip, const HostInfo& h) {
-  return format_ipv4(vip) + " is not a container address of host " + h.name + "'s subnet " +
-         format_cidr(h.subnet) +
-         " (between hosts an address belongs to the host whose subnet holds it; the subnet's "
-         "first, .1 and broadcast addresses are never given)";
-}
-
 }  // namespace
 
 Status Registry::add_tenant(const std::string& tenant) {
@@ -362,13 +354,10 @@ Status Registry::add_container(const std::string& tenant, const std::string& net
     HostInfo h;
     const HostInfo* registered = nullptr;
     if (st = find_host(host, &h, &registered); !st.is_ok()) break;
-    // The addresses to pick from: the network's, within the host's subnet when it has one.
+    // The addresses to pick from: the network's, within the host's subnet when it has one
+    // (other hosts' routers send there by subnet when the orchestrator is away).
     Cidr block = net.cidr;
-    if (registered != nullptr && h.subnet.prefix != 0) {
-      if (vip != 0 && !assignable(h.subnet, vip)) {
-        st = Status::error(Code::kInvalidArgument, not_on_host(vip, h));
-        break;
-      }
+    if (vip == 0 && registered != nullptr && h.subnet.prefix != 0) {
       if (!overlaps(net.cidr, h.subnet)) {
         st = Status::error(Code::kFailedPrecondition,
                            "network " + network + " (" + format_cidr(net.cidr) +
@@ -462,9 +451,6 @@ Status Registry::move_container(const std::string& tenant, const std::string& na
     HostInfo h;
     const HostInfo* registered = nullptr;
     if (st = find_host(host, &h, &registered); !st.is_ok()) return st;
-    if (registered != nullptr && h.subnet.prefix != 0 && !assignable(h.subnet, c.vip))
-      return Status::error(Code::kFailedPrecondition,
-                           "container " + name + ": " + not_on_host(c.vip, h));
     const uint16_t old_lid = c.lid;
     if (st = lid_on_host(registered, old_lid, c.host == host, attempt, &c.lid); !st.is_ok())
       return st;

@@ -4,7 +4,8 @@
 // register on leases with the range of LIDs their router gives out and, in a cluster, their
 // container subnet; a container's LID comes from its host's range, so it is the LID its
 // applications see (the router takes it when the container starts: wharf-run passes it on),
-// and its address from its host's subnet, the addresses other hosts route to that host.
+// and a new container's address from its host's subnet. Routers follow every container's
+// placement, so a container moved to another host keeps its address.
 //
 // Keys (objects hold JSON, claims plain text):
 //   /wharf/tenant/<tenant>                      {}
@@ -79,13 +80,13 @@ class Registry {
   // Places a new container on `host` with address `vip` (0: the lowest free one; the
   // network's first address, its broadcast address and its .1 gateway are never given) and
   // the lowest free LID of the host's range (none, 0, while the host is not registered).
-  // When the host has a container subnet the address must be in it (kInvalidArgument) and
-  // is picked in it (kFailedPrecondition when the network has no address there).
+  // When the host has a container subnet the address is picked in it (kFailedPrecondition
+  // when the network has no address there); one asked for may be anywhere in the network.
   Status add_container(const std::string& tenant, const std::string& network,
                        const std::string& name, const std::string& host, uint32_t vip,
                        ContainerInfo* out);
-  // The container now runs on `host`; its address stays (kFailedPrecondition if the host's
-  // container subnet does not hold it). So does its LID while it is in the host's range;
+  // The container now runs on `host`; its address stays, wherever the host's subnet is
+  // (routers follow the placement). So does its LID while it is in the host's range;
   // otherwise it gets the lowest free one there (none while the host is not registered,
   // unless the host is the one it had).
   Status move_container(const std::string& tenant, const std::string& name, const std::string& host,

@@ -15,6 +15,7 @@
 
 #include "common/clock.h"
 #include "proto/datagram.h"
+#include "proto/vip_gid.h"
 #include "router/peer_rules.h"
 #include "router/remote.h"
 #include "router/router.h"
@@ -86,17 +87,16 @@ const Container* CmManager::holder_st(const Container* self, const std::string& 
   return router_->container_with_vip(*v4, tenant, network);
 }
 
-int CmManager::host_of(const CmAddress& ip) const {
+int CmManager::host_of(const CmAddress& ip, const Container* asker) const {
   if (ip.is_loopback()) return kThisHost;
   auto v4 = ip.v4();
   if (!v4 || *v4 == 0) return -2;
-  if (router_->vip_in_use(*v4)) return kThisHost;
+  if (holder_st(asker, asker->tenant, asker->network, ip) != nullptr) return kThisHost;
   if (router_->remote() == nullptr) return -2;
   proto::AhAttr ah;
   ah.is_global = 1;
-  ah.dgid[10] = ah.dgid[11] = 0xff;
-  for (int i = 0; i < 4; ++i) ah.dgid[12 + i] = static_cast<uint8_t>(*v4 >> (24 - 8 * i));
-  const int h = router_->remote()->host_for(ah);
+  ah.dgid = proto::gid_for_vip(*v4);
+  const int h = router_->remote()->host_for(ah, asker);
   return h >= 0 ? h : -2;
 }
 
@@ -191,8 +191,8 @@ int CmManager::resolve_addr_st(CmId* id, const CmAddress* src, const CmAddress& 
     if (int err = bind_st(id, a); err != 0) return err;
   }
   id->remote = dst;
-  const int host = host_of(dst);
   const Container* self = container_of(id);
+  const int host = host_of(dst, self);
   if (host == kThisHost) {
     const Container* to = holder_st(self, self->tenant, self->network, dst);
     if (to == nullptr) {
@@ -265,7 +265,7 @@ int CmManager::connect_st(CmId* id, const proto::CmConnParam& p) {
   const uint8_t limit = is_ud(id) ? proto::kCmSidrReqPrivateData : proto::kCmReqPrivateData;
   if (p.private_data_len > limit) return EINVAL;
   if (!is_ud(id) && !owns_qp(id, p.qp_num)) return EINVAL;
-  const int host = host_of(id->remote);
+  const int host = host_of(id->remote, container_of(id));
   if (host < kThisHost) return EHOSTUNREACH;  // its address moved away since it resolved
   id->active = true;
   id->state = CmState::kConnecting;

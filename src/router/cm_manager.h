@@ -75,8 +75,9 @@ class CmManager {
   void release_port(CmId* id);
   CmId* find_listener(const Container* c, uint16_t ps, const CmAddress& dst) const;
   bool owns_qp(const CmId* id, uint32_t qpn) const;
-  // The host of the router that serves `ip` (kThisHost for this one), or -2 if none does.
-  int host_of(const CmAddress& ip) const;
+  // The host of the router that serves `ip` for container `asker` (kThisHost for this one),
+  // or -2 if none does.
+  int host_of(const CmAddress& ip, const Container* asker) const;
 
   // MADs: made from an id, sent to its peer, or answered to a sender.
   proto::CmMad mad_from(const CmId* id, uint8_t type) const;

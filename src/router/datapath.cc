@@ -302,7 +302,7 @@ void Executor::execute_ud_st(Qp* qp, const SendWork& w, const SegmentList& local
   const uint32_t qkey =
       (w.hdr.remote_qkey & device::kQkeyViolation) ? qp->attr.qkey : w.hdr.remote_qkey;
   if (RemotePath* remote = r_->remote()) {
-    if (int host = remote->host_for(ah->attr); host >= 0) {
+    if (int host = remote->host_for(ah->attr, qp->owner->container()); host >= 0) {
       remote->send_datagram_st(qp, w, local, ah->attr, qkey, host);
       return;
     }

@@ -8,6 +8,7 @@
 #include "common/clock.h"
 #include "proto/device.h"
 #include "proto/qp_rules.h"
+#include "proto/vip_gid.h"
 #include "router/peer_rules.h"
 #include "router/router.h"
 #include "router/session.h"
@@ -88,14 +89,32 @@ RemotePath::RemotePath(Router* r, std::unique_ptr<transport::StaticCluster> dir,
 
 RemotePath::~RemotePath() = default;
 
-int RemotePath::host_for(const proto::AhAttr& ah) const {
-  const int h = dir_->host_for(ah, r_->config().link_layer);
+int RemotePath::host_for(const proto::AhAttr& ah, const Container* from) const {
+  int h = -1;
+  if (uint32_t vip = 0;
+      !placements_.empty() && from != nullptr && ah.is_global && proto::vip_of_gid(ah.dgid, &vip)) {
+    auto it = placements_.find(uint64_t{from->network_id} << 32 | vip);
+    if (it != placements_.end()) h = it->second;
+  }
+  if (h < 0) h = dir_->host_for(ah, r_->config().link_layer);
   return h >= 0 && h != dir_->self() ? h : -1;
 }
 
 int RemotePath::peer_host(const Qp* qp) const {
   if (qp->type != IBV_QPT_RC && qp->type != IBV_QPT_UC) return -1;
-  return host_for(qp->attr.ah_attr);
+  return host_for(qp->attr.ah_attr, qp->owner->container());
+}
+
+void RemotePath::set_placement_st(uint32_t network_id, uint32_t vip, const std::string& host) {
+  const uint64_t key = uint64_t{network_id} << 32 | vip;
+  const auto& hosts = dir_->hosts();
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    if (hosts[i].name == host) {
+      placements_[key] = static_cast<int>(i);
+      return;
+    }
+  }
+  placements_.erase(key);
 }
 
 RemotePath::State& RemotePath::state(Qp* qp) {

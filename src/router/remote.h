@@ -114,10 +114,16 @@ class RemotePath final : public transport::HostLinks::Handler {
   int epoll_fd() const { return links_.epoll_fd(); }
   const transport::AddressDirectory& directory() const { return *dir_; }
 
-  // Index of the host serving address vector `ah` when that is another host, else -1.
-  int host_for(const proto::AhAttr& ah) const;
+  // Index of the host serving address vector `ah`, as seen by a QP of container `from`, when
+  // that is another host, else -1. A GID ::ffff:<vIP> goes where the orchestrator placed the
+  // container with that vIP in from's network (set_placement_st), else to the host whose
+  // subnet holds it (the cluster file); a LID to the host whose range holds it.
+  int host_for(const proto::AhAttr& ah, const Container* from) const;
   // The same for the peer of a connected (RC or UC) QP.
   int peer_host(const Qp* qp) const;
+  // The orchestrator placed the container with vIP `vip` of this router's network
+  // `network_id` on host `host` ("": it was deleted, or its host is not in the cluster file).
+  void set_placement_st(uint32_t network_id, uint32_t vip, const std::string& host);
   // UD: sends one datagram of `qp` to another host (unreliable: dropped when the link is full).
   void send_datagram_st(Qp* qp, const SendWork& w, const SegmentList& local,
                         const proto::AhAttr& ah, uint32_t qkey, int host);
@@ -193,6 +199,8 @@ class RemotePath final : public transport::HostLinks::Handler {
   // its current incarnation.
   std::vector<std::unordered_map<uint32_t, uint32_t>> peer_networks_;
   std::vector<bool> told_;
+  // The orchestrator's placements: host index by (network number << 32 | vIP).
+  std::unordered_map<uint64_t, int> placements_;
 };
 
 }  // namespace wharf::router

@@ -23,6 +23,7 @@
 #include "common/ipv4.h"
 #include "proto/datagram.h"
 #include "proto/messages.h"
+#include "proto/vip_gid.h"
 #include "router/remote.h"
 
 namespace wharf::router {
@@ -36,16 +37,6 @@ constexpr uint64_t kTagDoorbell = 1ull << 43;  // | fd
 constexpr uint64_t kTagLinks = 1ull << 44;
 constexpr uint64_t kTagCmChannel = 1ull << 45;  // | fd
 constexpr uint64_t kFdMask = 0xffffffffull;
-
-proto::Gid gid_for_vip(uint32_t vip) {
-  proto::Gid g{};
-  g[10] = g[11] = 0xff;
-  g[12] = static_cast<uint8_t>(vip >> 24);
-  g[13] = static_cast<uint8_t>(vip >> 16);
-  g[14] = static_cast<uint8_t>(vip >> 8);
-  g[15] = static_cast<uint8_t>(vip);
-  return g;
-}
 
 // Link-local GID for processes outside any registered container: fe80::<guid>:<lid>.
 proto::Gid gid_link_local(uint64_t guid, uint16_t lid) {
@@ -420,7 +411,7 @@ int Router::register_container(const std::string& tenant, const std::string& net
   c->network_id = network_id_st(tenant, network);
   c->name = name;
   c->vip = vip;
-  c->gid = gid_for_vip(vip);
+  c->gid = proto::gid_for_vip(vip);
   c->registered = true;
   *lid = c->lid;
   if (auto it = policies_.find(tenant + "/" + name); it != policies_.end())
@@ -471,18 +462,17 @@ uint32_t Router::network_id_st(const std::string& tenant, const std::string& net
   return it->second;
 }
 
+void Router::set_placement_st(const std::string& tenant, const std::string& network, uint32_t vip,
+                              const std::string& host) {
+  if (remote_ != nullptr) remote_->set_placement_st(network_id_st(tenant, network), vip, host);
+}
+
 const Container* Router::container_with_vip(uint32_t vip, const std::string& tenant,
                                             const std::string& network) const {
   for (const auto& [ino, c] : containers_)
     if (c->registered && c->vip == vip && c->tenant == tenant && c->network == network)
       return c.get();
   return nullptr;
-}
-
-bool Router::vip_in_use(uint32_t vip) const {
-  for (const auto& [ino, c] : containers_)
-    if (c->registered && c->vip == vip) return true;
-  return false;
 }
 
 void Router::watch_cm_channel_st(CmChannel* ch) {

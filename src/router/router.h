@@ -97,12 +97,15 @@ class Router {
   // order), or nullptr.
   const Container* container_with_vip(uint32_t vip, const std::string& tenant,
                                       const std::string& network) const;
-  // Whether a registered container of any network holds vIP `vip` (host order).
-  bool vip_in_use(uint32_t vip) const;
   // This router's number for virtual network tenant/network (never 0), made on first use and
   // then announced to the other hosts' routers, which put it in their packets to this host
   // (router/remote.h, "Isolation between hosts").
   uint32_t network_id_st(const std::string& tenant, const std::string& network);
+  // The orchestrator placed the container of virtual network tenant/network with vIP `vip`
+  // on `host` ("": it was deleted): RDMA to its address from this network goes to that
+  // host's router (RemotePath::host_for). Nothing without a cluster.
+  void set_placement_st(const std::string& tenant, const std::string& network, uint32_t vip,
+                        const std::string& host);
   // Calls f(tenant, network, id) for every network numbered so far.
   template <class F>
   void for_each_network(F&& f) const {

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "proto/vip_gid.h"
+
 namespace wharf::transport {
 namespace {
 
@@ -103,11 +105,8 @@ std::string StaticCluster::load(const std::string& text, const std::string& self
 // A GID names its container's IPv4 address (::ffff:a.b.c.d); a LID names a router's range.
 int StaticCluster::host_for(const proto::AhAttr& ah, uint8_t link_layer) const {
   if (ah.is_global) {
-    const proto::Gid& g = ah.dgid;
-    for (int i = 0; i < 10; ++i)
-      if (g[i] != 0) return -1;
-    if (g[10] != 0xff || g[11] != 0xff) return -1;
-    uint32_t ip = uint32_t{g[12]} << 24 | uint32_t{g[13]} << 16 | uint32_t{g[14]} << 8 | g[15];
+    uint32_t ip = 0;
+    if (!proto::vip_of_gid(ah.dgid, &ip)) return -1;
     for (size_t i = 0; i < hosts_.size(); ++i)
       if ((ip & mask_of(hosts_[i].prefix)) == hosts_[i].subnet) return static_cast<int>(i);
     return -1;

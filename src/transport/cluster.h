@@ -1,7 +1,7 @@
 // The hosts of a cluster and the RDMA addresses each one serves (issue #3, "Routing of RDMA
-// addresses"): a router asks which host's router owns a LID or a GID. Today the answer comes
-// from a static cluster file (wharf-lab writes one); the orchestrator (issue #4) will serve
-// the same interface.
+// addresses"): a router asks which host's router owns a LID or a GID. The answer comes from
+// a static cluster file (wharf-lab writes one); with an orchestrator (issue #4) the router
+// first looks a GID up in the containers' placements (router/remote.h, host_for).
 #pragma once
 
 #include <cstdint>
