@@ -133,9 +133,15 @@ int run(Options o) {
     }
     if (!lab_bridge_address(cfg.host_netns, &cfg.bridge_ip, &cfg.prefix)) return kExitSetupFailed;
     if (std::string bad = check_addresses(cfg.vip, cfg.bridge_ip, cfg.prefix); !bad.empty()) {
-      std::fprintf(stderr, "wharf-run: %s (the container subnet of host %s)\n", bad.c_str(),
-                   cfg.host_netns.c_str());
-      return kExitSetupFailed;
+      // The orchestrator's address, from another host's subnet: the lab routes it here.
+      cfg.guest = !o.tenant.empty() && cfg.vip != cfg.bridge_ip;
+      if (!cfg.guest) {
+        std::fprintf(stderr, "wharf-run: %s (the container subnet of host %s)\n", bad.c_str(),
+                     cfg.host_netns.c_str());
+        return kExitSetupFailed;
+      }
+      say(o, format_ipv4(cfg.vip) + " is not of host " + cfg.host_netns +
+                 "'s subnet: routing it there in the lab");
     }
   } else if (!o.tenant.empty()) {  // a --vip was checked with the options
     if (std::string bad = check_addresses(cfg.vip, cfg.bridge_ip, cfg.prefix); !bad.empty()) {

@@ -161,24 +161,33 @@ bool ContainerNet::create() {
   const std::string veth = veth_name(cfg_.name);
   const std::string ifname(kContainerIfName);
   const bool v = cfg_.verbose;
+  if (cfg_.guest && !guest_routes_.plan(cfg_.host_netns, cfg_.vip)) return false;
   if (!run_ip({"netns", "add", ns}, v)) return false;
   created_ = true;
   // The peer is created directly inside the namespace: "eth0" usually exists on the host.
   const std::string& host = cfg_.host_netns;
-  return run_host_ip(
-             host, {"link", "add", veth, "type", "veth", "peer", "name", ifname, "netns", ns}, v) &&
-         run_host_ip(host, {"link", "set", veth, "master", cfg_.bridge, "up"}, v) &&
-         run_ip({"-n", ns, "link", "set", "lo", "up"}, v) &&
-         run_ip({"-n", ns, "addr", "add", cidr(cfg_.vip, cfg_.prefix), "dev", ifname}, v) &&
-         run_ip({"-n", ns, "link", "set", ifname, "up"}, v) &&
-         run_ip({"-n", ns, "route", "add", "default", "via", format_ipv4(cfg_.bridge_ip), "dev",
-                 ifname},
-                v);
+  std::vector<std::string> gateway = {
+      "-n", ns, "route", "add", "default", "via", format_ipv4(cfg_.bridge_ip), "dev", ifname};
+  if (cfg_.guest) gateway.push_back("onlink");  // not in the container's /32
+  if (!(run_host_ip(
+            host, {"link", "add", veth, "type", "veth", "peer", "name", ifname, "netns", ns}, v) &&
+        run_host_ip(host, {"link", "set", veth, "master", cfg_.bridge, "up"}, v) &&
+        run_ip({"-n", ns, "link", "set", "lo", "up"}, v) &&
+        run_ip(
+            {"-n", ns, "addr", "add", cidr(cfg_.vip, cfg_.guest ? 32 : cfg_.prefix), "dev", ifname},
+            v) &&
+        run_ip({"-n", ns, "link", "set", ifname, "up"}, v) && run_ip(gateway, v)))
+    return false;
+  if (!cfg_.guest) return true;
+  routed_ = true;
+  return guest_routes_.add(cfg_.bridge, v);
 }
 
 void ContainerNet::teardown() {
   if (!created_) return;
   created_ = false;
+  if (routed_) guest_routes_.remove(cfg_.verbose);
+  routed_ = false;
   // Take the lock so a concurrent wharf-run with the same name never sees a half-removed
   // container; remove anyway if the lock cannot be had, leaving nothing behind is worth more.
   HostLock lock;

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "common/unique_fd.h"
+#include "lab_routes.h"
 
 namespace wharf::run {
 
@@ -39,6 +40,9 @@ struct NetConfig {
   std::string bridge;      // the bridge it joins in our namespace (a lab host's is wharfbr0)
   bool verbose = false;
   std::string host_netns;  // "" = ours; else the router's named namespace (a wharf-lab host)
+  // On a lab host: the address is not of the host's subnet (lab_routes.h). The container
+  // holds it as a /32 and reaches the bridge's address as an on-link gateway.
+  bool guest = false;
 };
 
 // The address and prefix of wharf-lab host `host_netns`'s bridge. Prints an error and returns
@@ -82,6 +86,8 @@ class ContainerNet {
  private:
   NetConfig cfg_;
   bool created_ = false;
+  LabGuestRoutes guest_routes_;  // when cfg_.guest
+  bool routed_ = false;          // guest_routes_ were added
 };
 
 }  // namespace wharf::run
