@@ -87,7 +87,9 @@ json to_json(const ContainerInfo& c) {
             {"vip", format_ipv4(c.vip)},
             {"host", c.host},
             // null until the container's host registers and gives it one
-            {"lid", c.lid != 0 ? json(c.lid) : json(nullptr)}};
+            {"lid", c.lid != 0 ? json(c.lid) : json(nullptr)},
+            // GID[0] of its port, as its applications see it (the vIP, IPv4-mapped)
+            {"gid", "::ffff:" + format_ipv4(c.vip)}};
   policy_to_json(c.policy, &j);
   j["priority"] = c.policy.priority;  // always shown, 0 included
   return j;

@@ -79,7 +79,7 @@ expect_fail 2 "missing 'cidr" -- network add net2 tenant red
 expect_fail 2 "unknown object" -- bogus show
 
 out=$(ctl container add c1 tenant red network net1 host h1) || fail "container add"
-[[ $out == "container c1 tenant red network net1 vip 198.18.1.2 host h1 lid - priority 0" ]] ||
+[[ $out == "container c1 tenant red network net1 vip 198.18.1.2 host h1 lid - gid ::ffff:198.18.1.2 priority 0" ]] ||
   fail "add printed '$out'"
 ctl container add c1 tenant blue network net1 host h2 vip 198.18.1.2 > /dev/null || fail "same vIP in another tenant"
 expect_fail 1 "taken" -- container add c2 tenant red network net1 host h1 vip 198.18.1.2

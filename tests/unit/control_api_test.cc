@@ -130,6 +130,7 @@ TEST_F(ApiTest, AContainerShowsALidOfItsHostOnceTheHostHasRegistered) {
   auto [got, a] = call("GET", "/v1/tenants/red/containers/a");
   ASSERT_EQ(got, 200);
   EXPECT_TRUE(a["lid"].is_null()) << a.dump();
+  EXPECT_EQ(a["gid"], "::ffff:198.18.1.2");
   const json host = {{"name", "h1"},      {"address", "198.18.0.1"}, {"ttl", 30},
                      {"lid_first", 1025}, {"lid_last", 2048},        {"subnet", "198.18.1.0/24"}};
   ASSERT_EQ(call("POST", "/v1/hosts", host).first, 200);

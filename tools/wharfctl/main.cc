@@ -57,8 +57,8 @@ constexpr const char* kUsage =
     "RATE: 100mbit, 1gbit, 125mbps (bytes) ...; SIZE: 4096, 64kb, 1gb ...\n";
 
 // What a container line shows after its name.
-const std::vector<const char*> kContainerFields = {"tenant", "network", "vip",
-                                                   "host",   "lid",     "priority"};
+const std::vector<const char*> kContainerFields = {"tenant", "network", "vip",     "host",
+                                                   "lid",    "gid",     "priority"};
 
 const std::vector<const char*> kQuotaFields = {"tenant", "qp", "cq", "mr", "pd", "srq", "mr_bytes"};
 const std::vector<const char*> kRatelimitFields = {"tenant", "rate", "qp_rate", "burst"};
