@@ -72,14 +72,6 @@ bool int_param(const httplib::Request& req, const char* name, int64_t def, int64
   return ec == std::errc() && end == text.data() + text.size() && *out >= 0;
 }
 
-// An unsigned integer field of a request body; false if absent, negative or not an integer.
-bool uint_field(const json& j, const char* name, uint64_t* out) {
-  auto it = j.find(name);
-  if (it == j.end() || !it->is_number_unsigned()) return false;
-  *out = it->get<uint64_t>();
-  return true;
-}
-
 json to_json(const ContainerInfo& c) {
   json j = {{"tenant", c.tenant},
             {"name", c.name},
@@ -201,24 +193,15 @@ void ApiServer::routes() {
     if (!body_object(req, res, &b)) return;
     HostInfo h;
     h.name = field(b, "name");
-    uint64_t ttl = 0;
-    uint64_t first = 0;
-    uint64_t last = 0;
-    if (!parse_ipv4(field(b, "address"), &h.address) || !uint_field(b, "ttl", &ttl) ||
-        !uint_field(b, "lid_first", &first) || !uint_field(b, "lid_last", &last) ||
-        first > Registry::kMaxLid || last > Registry::kMaxLid || ttl > INT32_MAX)
+    const auto ttl = b.find("ttl");
+    if (!Registry::host_from_json(b, &h) || ttl == b.end() || !ttl->is_number_unsigned() ||
+        ttl->get<uint64_t>() > INT32_MAX)
       return reply(res, Status::error(Code::kInvalidArgument,
                                       "expected {\"name\", \"address\": A.B.C.D, \"ttl\": "
                                       "1-3600, \"lid_first\": N, \"lid_last\": M[, "
                                       "\"subnet\": A.B.C.D/N]}"));
-    h.lid_first = static_cast<uint16_t>(first);
-    h.lid_last = static_cast<uint16_t>(last);
-    if (const std::string subnet = field(b, "subnet"); !subnet.empty() || b.contains("subnet"))
-      if (!parse_cidr(subnet, &h.subnet))
-        return reply(res, Status::error(Code::kInvalidArgument,
-                                        "subnet '" + subnet + "': expected A.B.C.D/N"));
     int64_t lease = 0;
-    Status st = registry_.add_host(h, static_cast<int64_t>(ttl), &lease);
+    Status st = registry_.add_host(h, static_cast<int64_t>(ttl->get<uint64_t>()), &lease);
     reply(res, st, {{"lease", lease}});
   });
   s.Post(R"(/v1/hosts/([^/]+)/keepalive)", [this](Req req, Res res) {
@@ -268,13 +251,11 @@ void ApiServer::routes() {
     std::vector<HostInfo> hosts;
     Status st = registry_.list_hosts(&hosts);
     json out = json::array();
-    for (const HostInfo& h : hosts)
-      out.push_back({{"name", h.name},
-                     {"address", format_ipv4(h.address)},
-                     {"lid_first", h.lid_first},
-                     {"lid_last", h.lid_last},
-                     {"subnet", h.subnet.prefix != 0 ? json(format_cidr(h.subnet)) : json(nullptr)},
-                     {"lease", h.lease}});
+    for (const HostInfo& h : hosts) {
+      json j = {{"name", h.name}, {"lease", h.lease}};
+      Registry::host_to_json(h, &j);
+      out.push_back(j);
+    }
     reply(res, st, out);
   });
 }

@@ -30,12 +30,8 @@ HostAgent::~HostAgent() {
 }
 
 bool HostAgent::register_host(int64_t* lease) {
-  nlohmann::json body = {{"name", host_.name},
-                         {"address", format_ipv4(host_.address)},
-                         {"ttl", ttl_seconds_},
-                         {"lid_first", host_.lid_first},
-                         {"lid_last", host_.lid_last}};
-  if (host_.subnet.prefix != 0) body["subnet"] = format_cidr(host_.subnet);
+  nlohmann::json body = {{"name", host_.name}, {"ttl", ttl_seconds_}};
+  Registry::host_to_json(host_, &body);
   auto r = make_agent_client(orchestrator_, kReadTimeoutS)
                ->Post("/v1/hosts", body.dump(), "application/json");
   if (!r || r->status != 200) {

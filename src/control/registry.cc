@@ -86,26 +86,37 @@ bool valid_subnet(const Cidr& c) { return c.prefix >= 8 && c.prefix <= 30; }
 
 }  // namespace
 
-bool Registry::decode_host(const KeyValue& kv, HostInfo* out) {
-  json j = json::parse(kv.value, nullptr, false);
+void Registry::host_to_json(const HostInfo& h, json* object) {
+  (*object)["address"] = format_ipv4(h.address);
+  (*object)["lid_first"] = h.lid_first;
+  (*object)["lid_last"] = h.lid_last;
+  (*object)["subnet"] = h.subnet.prefix != 0 ? json(format_cidr(h.subnet)) : json(nullptr);
+}
+
+bool Registry::host_from_json(const json& j, HostInfo* out) {
   if (!j.is_object() || !j.contains("address") || !j["address"].is_string() ||
       !j.contains("lid_first") || !j["lid_first"].is_number_unsigned() || !j.contains("lid_last") ||
       !j["lid_last"].is_number_unsigned())
     return false;
   const uint64_t first = j["lid_first"].get<uint64_t>();
   const uint64_t last = j["lid_last"].get<uint64_t>();
-  if (!valid_lid_range(first, last)) return false;
-  if (kv.key.rfind(kHosts, 0) != 0) return false;
+  if (first > 0xffff || last > 0xffff) return false;
   out->subnet = Cidr{};
-  if (auto it = j.find("subnet"); it != j.end())
-    if (!it->is_string() || !parse_cidr(it->get<std::string>(), &out->subnet) ||
-        !valid_subnet(out->subnet))
-      return false;
-  out->name = kv.key.substr(kHosts.size());
+  if (auto it = j.find("subnet"); it != j.end() && !it->is_null())
+    if (!it->is_string() || !parse_cidr(it->get<std::string>(), &out->subnet)) return false;
   out->lid_first = static_cast<uint16_t>(first);
   out->lid_last = static_cast<uint16_t>(last);
-  out->lease = kv.lease;
   return parse_ipv4(j["address"].get<std::string>(), &out->address);
+}
+
+bool Registry::decode_host(const KeyValue& kv, HostInfo* out) {
+  if (kv.key.rfind(kHosts, 0) != 0) return false;
+  if (!host_from_json(json::parse(kv.value, nullptr, false), out)) return false;
+  if (!valid_lid_range(out->lid_first, out->lid_last)) return false;
+  if (out->subnet.prefix != 0 && !valid_subnet(out->subnet)) return false;
+  out->name = kv.key.substr(kHosts.size());
+  out->lease = kv.lease;
+  return true;
 }
 
 bool Registry::split_container_key(const std::string& key, std::string* tenant, std::string* name) {
@@ -272,9 +283,8 @@ Status Registry::add_host(const HostInfo& h, int64_t ttl_seconds, int64_t* lease
                          "subnet " + format_cidr(h.subnet) + ": use /8 to /30");
   Status st = store_->grant_lease(ttl_seconds, lease);
   if (!st.is_ok()) return st;
-  json record = {
-      {"address", format_ipv4(h.address)}, {"lid_first", h.lid_first}, {"lid_last", h.lid_last}};
-  if (h.subnet.prefix != 0) record["subnet"] = format_cidr(h.subnet);
+  json record = json::object();
+  host_to_json(h, &record);
   int64_t rev = 0;
   return store_->put(host_key(h.name), record.dump(), *lease, &rev);
 }

@@ -14,8 +14,8 @@
 //                                               policy's keys (control/policy_json.h)
 //   /wharf/ip/<tenant>/<network>/<vip>          <container>: the address is taken
 //   /wharf/lid/<lid>                            <tenant>/<container>: the LID is taken
-//   /wharf/host/<host>                          {"address", "lid_first", "lid_last"[,
-//                                               "subnet"]}, on the router's lease
+//   /wharf/host/<host>                          {"address", "lid_first", "lid_last",
+//                                               "subnet"}, on the router's lease
 // Every change that must not race (creating under a parent, claiming an address or a LID,
 // freeing them) is one compare-and-set transaction, so two orchestrators (or routers) on one
 // store never hand out an address or a LID twice; a lost race is retried.
@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
@@ -106,6 +107,13 @@ class Registry {
   static bool decode_container(const KeyValue& kv, ContainerInfo* out);
   // How a host's record reads (false: malformed).
   static bool decode_host(const KeyValue& kv, HostInfo* out);
+  // A host's fields as JSON, the form they are stored in and registered with (POST
+  // /v1/hosts adds "name" and "ttl"): {"address": "A.B.C.D", "lid_first": N, "lid_last": M,
+  // "subnet": "A.B.C.D/N" or null}.
+  static void host_to_json(const HostInfo& h, nlohmann::json* object);
+  // Reads those fields (a missing "subnet" is null); false if one is missing or malformed.
+  // The values' rules (LID range, /8-/30 subnet) are add_host's and decode_host's.
+  static bool host_from_json(const nlohmann::json& object, HostInfo* out);
   // The tenant and name in a container's key; false for any other key.
   static bool split_container_key(const std::string& key, std::string* tenant, std::string* name);
 
