@@ -156,6 +156,21 @@ Status corrupt(const std::string& key) {
   return Status::error(Code::kInternal, "store entry " + key + " does not parse");
 }
 
+// Every entry under `prefix`, each read by decode(kv, &item) (false: corrupt, kInternal).
+template <class T, class Decode>
+Status read_all(KvStore* store, const std::string& prefix, Decode decode, std::vector<T>* out) {
+  std::vector<KeyValue> kvs;
+  int64_t rev = 0;
+  Status st = store->range(prefix, &kvs, &rev);
+  out->clear();
+  for (const KeyValue& kv : kvs) {
+    T item;
+    if (!decode(kv, &item)) return corrupt(kv.key);
+    out->push_back(std::move(item));
+  }
+  return st;
+}
+
 // A host address a container may have: not the network or broadcast address, not .1.
 bool assignable(const Cidr& c, uint32_t ip) {
   if (!c.contains(ip)) return false;
@@ -257,16 +272,9 @@ Status Registry::del_network(const std::string& tenant, const std::string& name)
 }
 
 Status Registry::list_networks(const std::string& tenant, std::vector<NetworkInfo>* out) {
-  std::vector<KeyValue> kvs;
-  int64_t rev = 0;
-  Status st = store_->range(kNetworks + tenant + "/", &kvs, &rev);
-  out->clear();
-  for (const KeyValue& kv : kvs) {
-    NetworkInfo n;
-    if (!parse_network(kv, tenant, &n)) return corrupt(kv.key);
-    out->push_back(n);
-  }
-  return st;
+  return read_all(
+      store_, kNetworks + tenant + "/",
+      [&](const KeyValue& kv, NetworkInfo* n) { return parse_network(kv, tenant, n); }, out);
 }
 
 Status Registry::add_host(const HostInfo& h, int64_t ttl_seconds, int64_t* lease) {
@@ -290,16 +298,7 @@ Status Registry::add_host(const HostInfo& h, int64_t ttl_seconds, int64_t* lease
 }
 
 Status Registry::list_hosts(std::vector<HostInfo>* out) {
-  std::vector<KeyValue> kvs;
-  int64_t rev = 0;
-  Status st = store_->range(kHosts, &kvs, &rev);
-  out->clear();
-  for (const KeyValue& kv : kvs) {
-    HostInfo h;
-    if (!decode_host(kv, &h)) return corrupt(kv.key);
-    out->push_back(h);
-  }
-  return st;
+  return read_all(store_, kHosts, decode_host, out);
 }
 
 Status Registry::find_host(const std::string& name, HostInfo* out, const HostInfo** found) {
@@ -531,16 +530,8 @@ Status Registry::del_container(const std::string& tenant, const std::string& nam
 }
 
 Status Registry::list_containers(const std::string& tenant, std::vector<ContainerInfo>* out) {
-  std::vector<KeyValue> kvs;
-  int64_t rev = 0;
-  Status st = store_->range(tenant.empty() ? kContainers : kContainers + tenant + "/", &kvs, &rev);
-  out->clear();
-  for (const KeyValue& kv : kvs) {
-    ContainerInfo c;
-    if (!decode_container(kv, &c)) return corrupt(kv.key);
-    out->push_back(c);
-  }
-  return st;
+  return read_all(store_, tenant.empty() ? kContainers : kContainers + tenant + "/",
+                  decode_container, out);
 }
 
 }  // namespace wharf::control
