@@ -179,7 +179,7 @@ WHARF_EXPORT int ibv_close_device(ibv_context* context) {
 WHARF_EXPORT int ibv_query_device(ibv_context* context, ibv_device_attr* a) {
   Context* ctx = to_ctx(context);
   std::memset(a, 0, sizeof(*a));
-  snprintf(a->fw_ver, sizeof(a->fw_ver), "%s", "wharf-0.1");
+  snprintf(a->fw_ver, sizeof(a->fw_ver), "%s", device::kFwVer);
   a->node_guid = htobe64(ctx->hello.node_guid);
   a->sys_image_guid = htobe64(ctx->hello.node_guid);
   a->max_mr_size = device::kMaxMrSize;
@@ -240,16 +240,16 @@ int query_port(ibv_context* context, uint8_t port, ibv_port_attr* a, size_t len)
   p.max_mtu = IBV_MTU_4096;
   p.active_mtu = IBV_MTU_4096;
   p.gid_tbl_len = device::kGidTableLen;
-  p.port_cap_flags = IBV_PORT_CM_SUP;
+  p.port_cap_flags = device::kPortCapFlags;
   p.max_msg_sz = device::kMaxMsgSize;
   p.pkey_tbl_len = device::kPkeyTableLen;
   p.lid = ctx->hello.lid;
   p.sm_lid = ctx->hello.link_layer == IBV_LINK_LAYER_ETHERNET ? 0 : 1;
   p.max_vl_num = 1;
-  p.subnet_timeout = 18;
-  p.active_width = 2;   // 4x
-  p.active_speed = 32;  // EDR: a nominal figure, the software link has no fixed speed
-  p.phys_state = 5;     // LinkUp
+  p.subnet_timeout = device::kSubnetTimeout;
+  p.active_width = device::kActiveWidth;
+  p.active_speed = device::kActiveSpeed;
+  p.phys_state = device::kPhysStateLinkUp;
   p.link_layer = ctx->hello.link_layer;
   std::memcpy(a, &p, len < sizeof(p) ? len : sizeof(p));
   return 0;

@@ -14,7 +14,7 @@ namespace wharf::proto {
 constexpr uint32_t kMagic = 0x46524857;  // "WHRF" when read as little-endian bytes
 // 5: RegisterContainerReq carries the orchestrator's LID; 4: connection steps carry QP
 // transitions; 3: rdma_cm ops; 2: RegisterContainerReq names tenant and network.
-constexpr uint16_t kVersion = 5;
+constexpr uint16_t kVersion = 6;
 constexpr size_t kMaxMessage = 1024;
 constexpr int kMaxFds = 4;
 constexpr uint16_t kReplyBit = 0x8000;
@@ -368,12 +368,15 @@ struct RegisterContainerRep {
     v(lid);
   }
 };
-// Who the router is, for wharf-run: its host's name (empty without --host).
+// Who the router is, for wharf-run: its host's name (empty without --host), and what a
+// container's device shows of it (the device view under /sys/class/infiniband).
 struct RouterInfoRep {
   Name host{};
+  uint64_t node_guid = 0;
+  uint8_t link_layer = 0;  // IBV_LINK_LAYER_*
   template <class V>
   void visit(V&& v) {
-    v(host);
+    v(host), v(node_guid), v(link_layer);
   }
 };
 // Every verbs object the router holds, for `wharfctl resource show` (peer must be root):

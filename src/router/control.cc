@@ -712,6 +712,8 @@ int Session::on_router_info(const proto::Empty&, UniqueFd*, int, proto::RouterIn
                             ReplyFds*) {
   const std::string& host = router_->config().host_name;
   std::strncpy(rep->host.data(), host.c_str(), rep->host.size() - 1);
+  rep->node_guid = router_->config().node_guid;
+  rep->link_layer = router_->config().link_layer;
   return 0;
 }
 

@@ -49,7 +49,7 @@ WHARF_MESSAGE_SPEC(QuerySrqRep, 12);             // 3 * 4
 WHARF_MESSAGE_SPEC(RegisterContainerReq, 102);   // 32 + 4 + 32 + 32 + 2
 WHARF_MESSAGE_SPEC(RegisterContainerRep, 2);     // 2
 WHARF_MESSAGE_SPEC(UnregisterContainerReq, 32);  // 32
-WHARF_MESSAGE_SPEC(RouterInfoRep, 32);           // 32
+WHARF_MESSAGE_SPEC(RouterInfoRep, 41);           // 32 + 8 + 1
 WHARF_MESSAGE_SPEC(DumpResourcesRep, 8);         // 8
 WHARF_MESSAGE_SPEC(DirectPeerRep, 44);           // 10 * 4 + 2 + 1 + 1
 WHARF_MESSAGE_SPEC(PeerMrReq, 8);                // 2 * 4

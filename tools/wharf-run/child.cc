@@ -11,56 +11,10 @@
 #include <cstdio>
 #include <cstring>
 
+#include "container/device_view.h"
 #include "options.h"
 
-extern char** environ;
-
 namespace wharf::run {
-namespace {
-
-// Sets NAME=value + (old value ? sep + old : "") in env.
-void prepend_var(std::vector<std::string>* env, const std::string& name, const std::string& value,
-                 char sep) {
-  const std::string key = name + "=";
-  for (auto& e : *env) {
-    if (e.compare(0, key.size(), key) == 0) {
-      std::string old = e.substr(key.size());
-      e = key + value + (old.empty() ? "" : std::string(1, sep) + old);
-      return;
-    }
-  }
-  env->push_back(key + value);
-}
-
-void set_var(std::vector<std::string>* env, const std::string& name, const std::string& value) {
-  const std::string key = name + "=";
-  for (auto& e : *env) {
-    if (e.compare(0, key.size(), key) == 0) {
-      e = key + value;
-      return;
-    }
-  }
-  env->push_back(key + value);
-}
-
-}  // namespace
-
-std::vector<std::string> container_environment(const std::string& router_path,
-                                               const std::string& name, const std::string& lib_dir,
-                                               bool dropin) {
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
-  set_var(&env, "WHARF_ROUTER", router_path);
-  set_var(&env, "WHARF_CONTAINER", name);
-  if (dropin) {
-    prepend_var(&env, "LD_LIBRARY_PATH", lib_dir, ':');
-  } else {
-    // Prepended in reverse: LD_PRELOAD lists libibverbs first, then librdmacm, which needs it.
-    prepend_var(&env, "LD_PRELOAD", lib_dir + "/librdmacm.so.1", ':');
-    prepend_var(&env, "LD_PRELOAD", lib_dir + "/libibverbs.so.1", ':');
-  }
-  return env;
-}
 
 sigset_t supervised_signals() {
   sigset_t set;
@@ -72,8 +26,8 @@ sigset_t supervised_signals() {
   return set;
 }
 
-pid_t spawn_in_netns(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-                     int netns_fd, const sigset_t& child_mask) {
+pid_t spawn_in_container(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                         const ContainerSetup& setup, const sigset_t& child_mask) {
   // Everything the child needs is prepared before fork().
   std::vector<char*> cargv;
   for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
@@ -94,8 +48,18 @@ pid_t spawn_in_netns(const std::vector<std::string>& argv, const std::vector<std
   // router no longer serves it, and nobody would remove its namespace.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) ::_exit(kExitExecFailed);
-  if (::setns(netns_fd, CLONE_NEWNET) != 0) {
+  if (::setns(setup.netns_fd, CLONE_NEWNET) != 0) {
     std::fprintf(stderr, "wharf-run: setns: %s\n", std::strerror(errno));
+    ::_exit(kExitExecFailed);
+  }
+  if (::unshare(CLONE_NEWUTS) != 0 ||
+      ::sethostname(setup.hostname.data(), setup.hostname.size()) != 0) {
+    std::fprintf(stderr, "wharf-run: hostname: %s\n", std::strerror(errno));
+    ::_exit(kExitExecFailed);
+  }
+  std::string step;
+  if (int err = container::enter_device_view(*setup.class_tree, &step); err != 0) {
+    std::fprintf(stderr, "wharf-run: device view: %s: %s\n", step.c_str(), std::strerror(err));
     ::_exit(kExitExecFailed);
   }
   ::sigprocmask(SIG_SETMASK, &child_mask, nullptr);

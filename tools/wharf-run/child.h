@@ -7,24 +7,27 @@
 #include <string>
 #include <vector>
 
-namespace wharf::run {
+#include "container/sysfs_tree.h"
 
-// Environment for CMD: this process's environment plus WHARF_ROUTER, WHARF_CONTAINER and the
-// library injection (LD_PRELOAD=<lib_dir>/libibverbs.so.1, or LD_LIBRARY_PATH=<lib_dir> for
-// drop-in), each prepended to any existing value. Paths must be absolute.
-std::vector<std::string> container_environment(const std::string& router_path,
-                                               const std::string& name, const std::string& lib_dir,
-                                               bool dropin);
+namespace wharf::run {
 
 // The signals wharf-run forwards to CMD, plus SIGCHLD. main() blocks them all before doing
 // anything else and receives them through a signalfd.
 sigset_t supervised_signals();
 
-// Forks; the child restores `child_mask`, arranges to die with wharf-run, joins netns_fd and
-// execs argv[0] (PATH lookup) with `env`. If anything fails the child prints why and exits 127.
-// Returns the child's pid, or -1 after printing an error.
-pid_t spawn_in_netns(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-                     int netns_fd, const sigset_t& child_mask);
+// What the container's first process is given besides its environment.
+struct ContainerSetup {
+  int netns_fd = -1;
+  std::string hostname;  // in a UTS namespace of its own: the container's name
+  const std::vector<container::SysfsEntry>* class_tree = nullptr;  // the device view's
+};
+
+// Forks; the child restores `child_mask`, arranges to die with wharf-run, joins netns_fd,
+// takes its own UTS namespace (hostname) and mount namespace (the device view,
+// container/device_view.h) and execs argv[0] (PATH lookup) with `env`. If anything fails the
+// child prints why and exits 127. Returns the child's pid, or -1 after printing an error.
+pid_t spawn_in_container(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                         const ContainerSetup& setup, const sigset_t& child_mask);
 
 // Waits for `child`, forwarding SIGINT/SIGTERM/SIGHUP read from `signal_fd` (see
 // supervised_signals()). Warns once if `router_fd` hangs up. Returns the exit status for

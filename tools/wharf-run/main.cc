@@ -14,12 +14,17 @@
 #include <string>
 
 #include "child.h"
+#include "container/record.h"
+#include "container/sysfs_tree.h"
+#include "proto/vip_gid.h"
 #include "common/unique_fd.h"
 #include "netns.h"
 #include "network.h"
 #include "options.h"
 #include "placement.h"
 #include "registration.h"
+
+extern char** environ;
 
 namespace wharf::run {
 namespace {
@@ -101,10 +106,11 @@ int run(Options o) {
   // Connect first: a missing router is the commonest mistake and needs nothing undone.
   RouterSession session;
   if (!session.connect(router)) return kExitSetupFailed;
+  RouterSession::Info router_info;
+  if (!session.router_info(&router_info)) return kExitSetupFailed;
   uint16_t lid = 0;  // the orchestrator's for the container; 0: the router picks
   if (!o.tenant.empty()) {
-    Placement p{o.orchestrator, o.tenant, o.network, o.name, "", o.vip};
-    if (!session.router_host(&p.host)) return kExitSetupFailed;
+    Placement p{o.orchestrator, o.tenant, o.network, o.name, router_info.host, o.vip};
     if (p.host.empty()) {
       std::fprintf(stderr,
                    "wharf-run: router %s has no host name; start wharfd with --orchestrator and "
@@ -181,11 +187,23 @@ int run(Options o) {
     return 128 + *sig;
   }
 
-  std::vector<std::string> env = container_environment(router, o.name, lib_dir, o.dropin);
-  pid_t child = spawn_in_netns(o.command, env, netns_fd.get(), old_mask);
+  const container::Record record{0, router, lib_dir, o.dropin};
+  std::vector<std::string> base_env;
+  for (char** e = environ; *e != nullptr; ++e) base_env.emplace_back(*e);
+  std::vector<std::string> env = container::container_environment(base_env, o.name, record);
+  container::DeviceFacts facts{router_info.node_guid, lid, router_info.link_layer,
+                               proto::gid_for_vip(o.vip), std::string(kContainerIfName)};
+  const std::vector<container::SysfsEntry> class_tree = container::infiniband_class_tree(facts);
+  pid_t child = spawn_in_container(o.command, env, {netns_fd.get(), o.name, &class_tree}, old_mask);
   int status = kExitSetupFailed;
   if (child > 0) {
+    container::Record running = record;
+    running.pid = child;
+    if (int werr = container::write_record(o.name, running); werr != 0)
+      std::fprintf(stderr, "wharf-run: warning: %s: %s (wharf-exec cannot find the container)\n",
+                   container::record_path(o.name).c_str(), std::strerror(werr));
     status = supervise(child, signal_fd.get(), session.fd());
+    container::remove_record(o.name);
     say(o, "CMD exited with status " + std::to_string(status));
   }
   session.unregister_container(o.name);

@@ -56,17 +56,19 @@ int RouterSession::call(proto::Op op, const Req& req, const int* fds, int nfds, 
   return -1;
 }
 
-bool RouterSession::router_host(std::string* host) {
+bool RouterSession::router_info(Info* info) {
   proto::RouterInfoRep rep;
   int status =
       call(proto::Op::kRouterInfo, proto::Empty{}, nullptr, 0, kRegisterTimeoutMs, false, &rep);
   if (status != 0) {
     if (status > 0)
-      std::fprintf(stderr, "wharf-run: router %s did not say its host name (%s)\n", path_.c_str(),
+      std::fprintf(stderr, "wharf-run: router %s did not say who it is (%s)\n", path_.c_str(),
                    std::strerror(status));
     return false;
   }
-  host->assign(rep.host.data(), strnlen(rep.host.data(), rep.host.size()));
+  info->host.assign(rep.host.data(), strnlen(rep.host.data(), rep.host.size()));
+  info->node_guid = rep.node_guid;
+  info->link_layer = rep.link_layer;
   return true;
 }
 

@@ -25,8 +25,14 @@ class RouterSession {
                                         const std::string& name, uint32_t vip, uint16_t want_lid,
                                         int netns_fd, uint16_t* lid);
 
-  // The router's host name (empty when it runs without --host); false after printing why.
-  [[nodiscard]] bool router_host(std::string* host);
+  // Who the router is: its host name (empty when it runs without --host), node GUID and link
+  // layer. False after printing why.
+  struct Info {
+    std::string host;
+    uint64_t node_guid = 0;
+    uint8_t link_layer = 0;
+  };
+  [[nodiscard]] bool router_info(Info* info);
 
   // Asks the router to forget the container and waits briefly for its answer. Quiet when the
   // router has gone away (closing the socket unregisters as well).
