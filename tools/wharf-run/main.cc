@@ -156,10 +156,13 @@ int run(Options o) {
       return kExitSetupFailed;
     }
   }
+  // Held until wharf-run exits: a later wharf-run of this name waits out our teardown.
+  ContainerLock name_lock;
+  if (!name_lock.acquire(o.name, kLockTimeoutMs)) return kExitSetupFailed;
   ContainerNet net(cfg);  // declared before the lock: on error it is torn down after unlocking
   {
     HostLock lock;
-    if (!lock.acquire(kLockTimeoutMs) || !check_name_free(o.name, cfg.host_netns) ||
+    if (!lock.acquire(kLockTimeoutMs) || !reclaim_name(o.name, cfg.host_netns, o.verbose) ||
         (cfg.host_netns.empty() &&
          !ensure_bridge(cfg.bridge, cfg.bridge_ip, cfg.prefix, o.verbose)) ||
         !net.create()) {

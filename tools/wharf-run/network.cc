@@ -110,29 +110,72 @@ bool lab_bridge_address(const std::string& host_netns, uint32_t* ip, int* prefix
   return false;
 }
 
-bool check_name_free(const std::string& name, const std::string& host_netns) {
-  std::string path = netns_path(name);
-  if (netns_file_exists(path)) {
-    std::vector<pid_t> pids = netns_pids(path);
-    if (pids.empty()) {
-      std::fprintf(stderr,
-                   "wharf-run: network namespace %s already exists but no process uses it; it "
-                   "was probably left by a killed wharf-run. Remove it with: wharf-run "
-                   "--cleanup %s\n",
-                   netns_name(name).c_str(), name.c_str());
-    } else {
+bool ContainerLock::acquire(const std::string& name, int timeout_ms) {
+  const std::string dir = std::string(kLockDir) + "/locks";
+  if ((::mkdir(kLockDir, 0755) != 0 && errno != EEXIST) ||
+      (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)) {
+    std::fprintf(stderr, "wharf-run: mkdir %s: %s\n", dir.c_str(), std::strerror(errno));
+    return false;
+  }
+  const std::string path = dir + "/" + name;
+  fd_.reset(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  if (!fd_.valid()) {
+    std::fprintf(stderr, "wharf-run: open %s: %s\n", path.c_str(), std::strerror(errno));
+    return false;
+  }
+  constexpr int kStepMs = 20;
+  for (int waited = 0;; waited += kStepMs) {
+    if (::flock(fd_.get(), LOCK_EX | LOCK_NB) == 0) return true;
+    if (errno != EWOULDBLOCK && errno != EINTR) {
+      std::fprintf(stderr, "wharf-run: flock %s: %s\n", path.c_str(), std::strerror(errno));
+      return false;
+    }
+    std::vector<pid_t> pids = netns_pids(netns_path(name));
+    if (!pids.empty()) {
       std::fprintf(stderr,
                    "wharf-run: container %s is already running (network namespace %s is used "
                    "by pid %d); choose another --name\n",
                    name.c_str(), netns_name(name).c_str(), static_cast<int>(pids.front()));
+      return false;
     }
-    return false;
+    if (waited >= timeout_ms) {
+      std::fprintf(stderr, "wharf-run: container %s is still being stopped by another wharf-run\n",
+                   name.c_str());
+      return false;
+    }
+    timespec ts{0, kStepMs * 1000000L};
+    ::nanosleep(&ts, nullptr);
   }
-  if (host_link_exists(host_netns, veth_name(name))) {
+}
+
+bool reclaim_name(const std::string& name, const std::string& host_netns, bool verbose) {
+  const std::string path = netns_path(name);
+  if (netns_file_exists(path)) {
+    std::vector<pid_t> pids = netns_pids(path);
+    if (!pids.empty()) {
+      std::fprintf(stderr,
+                   "wharf-run: container %s is already running (network namespace %s is used "
+                   "by pid %d); choose another --name\n",
+                   name.c_str(), netns_name(name).c_str(), static_cast<int>(pids.front()));
+      return false;
+    }
     std::fprintf(stderr,
-                 "wharf-run: interface %s already exists (left by a killed wharf-run?). Remove "
-                 "it with: wharf-run --cleanup %s\n",
-                 veth_name(name).c_str(), name.c_str());
+                 "wharf-run: reclaiming network namespace %s: no process uses it and no "
+                 "wharf-run owns it (left by a killed wharf-run)\n",
+                 netns_name(name).c_str());
+  }
+  if (!host_netns.empty() && host_link_exists(host_netns, veth_name(name)))
+    (void)run_host_ip(host_netns, {"link", "del", veth_name(name)}, verbose, true);
+  if (host_netns.empty() && link_exists(veth_name(name))) {
+    std::fprintf(stderr, "wharf-run: reclaiming interface %s left by a killed wharf-run\n",
+                 veth_name(name).c_str());
+  }
+  remove_container_net(name, verbose);
+  if (netns_file_exists(path) || host_link_exists(host_netns, veth_name(name))) {
+    std::fprintf(stderr,
+                 "wharf-run: could not remove what is left of container %s; try wharf-run "
+                 "--cleanup %s\n",
+                 name.c_str(), name.c_str());
     return false;
   }
   return true;
@@ -164,6 +207,8 @@ bool ContainerNet::create() {
   if (cfg_.guest && !guest_routes_.plan(cfg_.host_netns, cfg_.vip)) return false;
   if (!run_ip({"netns", "add", ns}, v)) return false;
   created_ = true;
+  struct stat st {};
+  if (::stat(netns_path(cfg_.name).c_str(), &st) == 0) netns_dev_ = st.st_dev, netns_ino_ = st.st_ino;
   // The peer is created directly inside the namespace: "eth0" usually exists on the host.
   const std::string& host = cfg_.host_netns;
   std::vector<std::string> gateway = {
@@ -192,6 +237,11 @@ void ContainerNet::teardown() {
   // container; remove anyway if the lock cannot be had, leaving nothing behind is worth more.
   HostLock lock;
   (void)lock.acquire(10000);
+  // Only the namespace this object made: never a later container's of the same name.
+  struct stat st {};
+  if (::stat(netns_path(cfg_.name).c_str(), &st) == 0 &&
+      (st.st_dev != netns_dev_ || st.st_ino != netns_ino_))
+    return;
   // On a lab host the host end goes first, synchronously: the kernel removes a veth pair
   // whose namespace is deleted only later, and a new container could not reuse the name.
   if (!cfg_.host_netns.empty() && host_link_exists(cfg_.host_netns, veth_name(cfg_.name)))

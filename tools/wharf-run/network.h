@@ -9,6 +9,8 @@
 // bridge and container subnet belong to the lab.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <string>
 
@@ -27,6 +29,20 @@ class HostLock {
   HostLock() = default;
   // Waits up to timeout_ms. Prints an error and returns false on failure.
   [[nodiscard]] bool acquire(int timeout_ms);
+
+ private:
+  UniqueFd fd_;
+};
+
+// Exclusive flock on /run/wharf/locks/NAME, held by the wharf-run of container NAME from before
+// its namespace exists until after it is gone; the kernel releases it when that wharf-run dies,
+// however it dies. So a namespace whose lock is free was left by a dead wharf-run and may be
+// reclaimed, and one whose lock is held belongs to a live one (perhaps still tearing down).
+class ContainerLock {
+ public:
+  // Waits up to timeout_ms for the lock, but returns false at once (after printing why) when
+  // the container's namespace has processes: it is running, not shutting down.
+  [[nodiscard]] bool acquire(const std::string& name, int timeout_ms);
 
  private:
   UniqueFd fd_;
@@ -60,9 +76,11 @@ void remove_bridge_if_unused(const std::string& bridge, bool verbose);
 // The bridge container `name`'s host-side veth is attached to, or "" (no such veth).
 std::string bridge_of(const std::string& name);
 
-// Refuses (with a message naming --cleanup where useful) when the container's namespace or
-// host-side veth (in host_netns) already exists. Caller holds HostLock.
-[[nodiscard]] bool check_name_free(const std::string& name, const std::string& host_netns);
+// Makes the name free for a new container: what a dead wharf-run left of it (a namespace no
+// process uses, a host-side veth in host_netns) is removed, saying so. Refuses when processes
+// use the namespace. Caller holds HostLock and the name's ContainerLock.
+[[nodiscard]] bool reclaim_name(const std::string& name, const std::string& host_netns,
+                                bool verbose);
 
 // Removes whatever is left of container `name`: processes in its namespace, the veth pair and
 // the namespace. Best effort; safe when nothing exists. Returns true when something was removed.
@@ -78,7 +96,7 @@ class ContainerNet {
   ContainerNet(const ContainerNet&) = delete;
   ContainerNet& operator=(const ContainerNet&) = delete;
 
-  // Caller holds HostLock and has called check_name_free() and ensure_bridge().
+  // Caller holds HostLock and has called reclaim_name() and ensure_bridge().
   [[nodiscard]] bool create();
   // Kills leftover processes in the namespace, deletes the veth and the namespace. Idempotent.
   void teardown();
@@ -86,6 +104,8 @@ class ContainerNet {
  private:
   NetConfig cfg_;
   bool created_ = false;
+  dev_t netns_dev_ = 0;  // the namespace create() made: teardown removes that one only
+  ino_t netns_ino_ = 0;
   LabGuestRoutes guest_routes_;  // when cfg_.guest
   bool routed_ = false;          // guest_routes_ were added
 };
