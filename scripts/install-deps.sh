@@ -11,6 +11,8 @@ PACKAGES=(
   clang clang-format clang-tidy libclang-rt-14-dev
   # RDMA: headers we build the library against, and real applications to run on it
   libibverbs-dev librdmacm-dev ibverbs-utils rdmacm-utils perftest
+  # middleware and tools that run unmodified on wharf0 (UCX, Open MPI, libfabric, sysfs readers)
+  ucx-utils openmpi-bin libopenmpi-dev libfabric-bin infiniband-diags python3-pyverbs qperf
   # libraries
   libspdlog-dev libcli11-dev nlohmann-json3-dev libcpp-httplib-dev libsqlite3-dev
   libgtest-dev libgmock-dev libbenchmark-dev

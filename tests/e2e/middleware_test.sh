@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# RDMA middleware on Wharf, unmodified Debian binaries: UCX 1.13's ucx_perftest over rc_verbs
+# and ud_verbs between two containers on one router and between two wharf-lab hosts, and Open
+# MPI 4.1 with pml ucx: two ranks in one container, and two ranks in containers on two lab
+# hosts started by mpirun through wharf-exec.
+#
+# UCX wires an rc_verbs endpoint up through a UD transport (its `rc_v` alias: rc_verbs plus
+# ud_verbs for wireup only); UCX_TLS=rc_verbs alone has no transport to connect with, on any
+# device (ucp_context.c's alias table).
+#
+#   WHARF_BIN_DIR=build/bin bash tests/e2e/middleware_test.sh
+set -uo pipefail
+readonly HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$HERE/lib.sh"
+e2e_init
+e2e_require_command ucx_perftest mpirun mpicc
+if ip netns list | grep -q '^wharf-lab-'; then e2e_skip "a lab is already up"; fi
+LAB=$E2E_BIN/wharf-lab
+trap '"$LAB" down >/dev/null 2>&1; e2e_cleanup' EXIT
+e2e_start_router
+S=$(e2e_name S)
+C=$(e2e_name C)
+SVIP=$(e2e_vip 0)
+CVIP=$(e2e_vip 1)
+PORT=13600
+
+# perftest_pair LABEL TLS TEST SIZE ITERS: server in S, client in C; expects the final line.
+perftest_pair() {
+  local label=$1 tls=$2 test=$3 size=$4 iters=$5
+  e2e_start_container "$label-srv" "$S" "$SVIP" preload env UCX_TLS="$tls,self" \
+    UCX_NET_DEVICES=wharf0:1 ucx_perftest -p $PORT
+  local srv=$E2E_LAST_PID
+  e2e_wait_listen "$S" $PORT "$srv" 20
+  e2e_run_container "$label" "$C" "$CVIP" preload 60 env UCX_TLS="$tls,self" \
+    UCX_NET_DEVICES=wharf0:1 ucx_perftest "$SVIP" -p $PORT -t "$test" -s "$size" -n "$iters" ||
+    e2e_fail "$label: ucx_perftest exited with $?"
+  e2e_wait_pid "$srv" 15
+  grep -qE "^Final: +$iters " "$E2E_TMP/$label.out" || e2e_fail "$label: no final line"
+}
+
+for tls in rc_v ud_verbs; do
+  for test in ucp_put_lat ucp_get tag_lat tag_bw stream_bw; do
+    perftest_pair "$tls-$test" "$tls" "$test" 4096 1000
+  done
+done
+
+# Two ranks in one container, UCX restricted to wharf0 (no shared memory).
+mpicc -O2 -o "$E2E_TMP/mpi_pingpong" "$HERE/mpi_pingpong.c" || e2e_fail "mpicc"
+MPI=(mpirun --allow-run-as-root --oversubscribe --mca pml ucx --mca btl ^openib,uct --mca osc ucx
+  -x UCX_TLS=rc_v,self -x UCX_NET_DEVICES=wharf0:1)
+e2e_run_container mpi-one "$S" "$SVIP" preload 60 "${MPI[@]}" -np 2 "$E2E_TMP/mpi_pingpong" ||
+  e2e_fail "mpirun in one container exited with $?"
+grep -q "^mpi_pingpong: ok" "$E2E_TMP/mpi-one.out" || e2e_fail "MPI in one container"
+
+# Across two lab hosts.
+kill "$E2E_ROUTER_PID" 2>/dev/null
+timeout 60 "$LAB" up --hosts 2 --wharfd "$E2E_BIN/wharfd" >"$E2E_TMP/lab.out" 2>&1 || e2e_fail "wharf-lab up"
+H1=/run/wharf-lab/h1/wharfd.sock
+H2=/run/wharf-lab/h2/wharfd.sock
+xrun() { # LABEL HOST NAME VIP LIMIT CMD...
+  local label=$1 host=$2 name=$3 vip=$4 limit=$5
+  shift 5
+  E2E_NAMES+=("$name")
+  _e2e_add_log "$label" "$E2E_TMP/$label.out"
+  timeout -k 5 "$limit" "$E2E_WHARF_RUN" --router "$host" --name "$name" --vip "$vip" -- "$@" \
+    </dev/null >"$E2E_TMP/$label.out" 2>&1
+}
+for tls in rc_v ud_verbs; do
+  xrun "x-$tls-srv" "$H1" "$S" 198.18.1.11 60 env UCX_TLS="$tls,self" ucx_perftest -p $PORT &
+  srv=$!
+  for _ in $(seq 200); do ip netns exec "wharf-$S" ss -Hltn "sport = :$PORT" 2>/dev/null | grep -q . && break; sleep 0.1; done
+  xrun "x-$tls" "$H2" "$C" 198.18.2.12 60 env UCX_TLS="$tls,self" ucx_perftest 198.18.1.11 \
+    -p $PORT -t tag_bw -s 1048576 -n 100 || e2e_fail "x-$tls: ucx_perftest exited with $?"
+  wait "$srv" || e2e_fail "x-$tls-srv exited with $?"
+  grep -qE "^Final: +100 " "$E2E_TMP/x-$tls.out" || e2e_fail "x-$tls: no final line"
+done
+
+# mpirun in h1's container starts the ranks in both through wharf-exec.
+xrun m1 "$H1" "$S" 198.18.1.21 60 sleep 50 &
+m1=$!
+xrun m2 "$H2" "$C" 198.18.2.22 60 sleep 50 &
+m2=$!
+for _ in $(seq 100); do [[ -e /run/wharf/containers/$S && -e /run/wharf/containers/$C ]] && break; sleep 0.1; done
+timeout 60 "$E2E_BIN/wharf-exec" "$S" "${MPI[@]}" --mca plm_rsh_agent "$E2E_BIN/wharf-exec" \
+  -H "$S,$C" -np 2 "$E2E_TMP/mpi_pingpong" >"$E2E_TMP/mpi-x.out" 2>&1 || {
+  _e2e_add_log mpi-x "$E2E_TMP/mpi-x.out"
+  e2e_fail "mpirun across hosts exited with $?"
+}
+grep -q "^mpi_pingpong: ok" "$E2E_TMP/mpi-x.out" || e2e_fail "MPI across hosts: $(cat "$E2E_TMP/mpi-x.out")"
+grep -q "ranks on $S and $C" "$E2E_TMP/mpi-x.out" || e2e_fail "the ranks did not run in both containers"
+kill "$m1" "$m2" 2>/dev/null
+wait "$m1" "$m2"
+e2e_log "PASS"
