@@ -9,7 +9,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 bash scripts/install-deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo > /dev/null
-cmake --build build -j"$(nproc)" --target wharfd wharf-run wharf_verbs wharf_stub_mlx5 wharf_stub_efa \
+cmake --build build -j"$(nproc)" --target wharfd wharf-run wharf_verbs wharf_rdmacm wharf_stub_mlx5 wharf_stub_efa \
   > /dev/null
 
 BIN=$PWD/build/bin
