@@ -40,8 +40,24 @@ start_router() {
   "$BIN/wharfd" --socket "$SOCK" --host p1 --orchestrator "$WHARF_ORCHESTRATOR" >> "$WORK/wharfd.log" 2>&1 &
   ROUTER=$!
   PIDS+=("$ROUTER")
-  wait_for 10 test -S "$SOCK" || fail "wharfd did not start"
+  # Ready when it accepts: a socket file left by the previous router accepts nothing.
+  wait_for 10 accepts "$SOCK" || fail "wharfd did not start"
 }
+# accepts PATH: a connection to the unix socket PATH is accepted.
+accepts() {
+  python3 -c "import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.connect(sys.argv[1])" "$1" 2> /dev/null
+}
+# stop_container NAME: ends what runs in container NAME (killing the background `in_container`
+# subshell would leave wharf-run and its command running) and waits until its wharf-run has
+# removed it.
+stop_container() {
+  ip netns pids "wharf-$1" 2> /dev/null | xargs -r kill 2> /dev/null
+  wait_for 10 test ! -e "/run/netns/wharf-$1" || fail "container $1 did not stop"
+}
+# tcp_listens NAME PORT: a TCP socket listens on PORT in container NAME.
+tcp_listens() { ip netns exec "wharf-$1" ss -Hltn "sport = :$2" 2> /dev/null | grep -q .; }
 # in_container NAME CMD...: runs CMD as container NAME of tenant red.
 in_container() {
   local name=$1
@@ -92,10 +108,12 @@ SERVER=$(ctl -j container show tenant red | python3 -c "import json,sys; print([
 ctl ratelimit set pb$$ tenant red rate 1gbit > /dev/null || fail "ratelimit set"
 wait_for 10 router_says "red/pb$$: policy rate 1000000000" || fail "the router did not get the rate"
 in_container pa$$ ib_write_bw -d wharf0 -D 3 --report_gbits > "$WORK/server.log" 2>&1 &
-PIDS+=($!)
-sleep 1
+server=$!
+PIDS+=("$server")
+wait_for 20 tcp_listens pa$$ 18515 || fail "ib_write_bw in pa did not listen: $(cat "$WORK/server.log")"
 in_container pb$$ ib_write_bw -d wharf0 -D 3 --report_gbits "$SERVER" > "$WORK/client.log" 2>&1 ||
   fail "ib_write_bw client"
+wait "$server" || fail "ib_write_bw server: $(cat "$WORK/server.log")"
 gbits=$(awk '$1 == 65536 { print $4 }' "$WORK/client.log")
 [[ -n $gbits ]] || fail "no result from ib_write_bw"
 # Loose bounds: a limit must hold (at most +5 %); noise may only make it slower.
@@ -114,13 +132,13 @@ for intruder in "blue n1 pi$$" "red n2 pj$$"; do
   in_container pa$$ timeout 30 ib_write_bw -d wharf0 -n 5 > "$WORK/victim.log" 2>&1 &
   victim=$!
   PIDS+=("$victim")
-  sleep 1
+  wait_for 20 tcp_listens pa$$ 18515 || fail "ib_write_bw in pa did not listen: $(cat "$WORK/victim.log")"
   if timeout 30 "$BIN/wharf-run" --router "$SOCK" --tenant "$tenant" --network "$network" --name "$name" \
     -- ib_write_bw -d wharf0 -n 5 "$SERVER" > "$WORK/intruder.log" 2>&1; then
     fail "$tenant/$network reached red/n1: $(cat "$WORK/intruder.log")"
   fi
   grep -q "Failed status 12" "$WORK/intruder.log" || fail "$tenant/$network: not IBV_WC_RETRY_EXC_ERR (12): $(cat "$WORK/intruder.log")"
-  kill "$victim" 2> /dev/null
+  stop_container pa$$
   wait "$victim" 2> /dev/null
 done
 # rdma_cm from there cannot even resolve pa's address: ADDR_ERROR, -EHOSTUNREACH.
@@ -144,10 +162,12 @@ in_container pb$$ timeout 30 rping -c -a "$SERVER" -C 1 > "$WORK/client.log" 2>&
   fail "rping within red/n1: $(cat "$WORK/client.log")"
 wait "$victim" || fail "rping server within red/n1: $(cat "$WORK/victim.log")"
 in_container pa$$ timeout 30 ib_write_bw -d wharf0 -n 5 > "$WORK/server.log" 2>&1 &
-PIDS+=($!)
-sleep 1
+server=$!
+PIDS+=("$server")
+wait_for 20 tcp_listens pa$$ 18515 || fail "ib_write_bw in pa did not listen: $(cat "$WORK/server.log")"
 in_container pb$$ timeout 30 ib_write_bw -d wharf0 -n 5 "$SERVER" > "$WORK/client.log" 2>&1 ||
   fail "within red/n1: $(cat "$WORK/client.log")"
+wait "$server" || fail "ib_write_bw server within red/n1: $(cat "$WORK/server.log")"
 
 # The router lists what the container holds, in `rdma res show`'s manner.
 in_container pa$$ timeout 30 ibv_rc_pingpong -d wharf0 -p 19877 > "$WORK/pingpong.log" 2>&1 &
@@ -166,7 +186,7 @@ out=$(ctl -r "$SOCK" resource show container pa$$)
 # direct path, where the libraries count).
 ctl -r "$SOCK" statistic show container pa$$ | grep -q "tx_msgs 0 tx_bytes 0 rx_msgs 0" ||
   fail "statistic before traffic: $(ctl -r "$SOCK" statistic show)"
-kill "$pingpong" 2> /dev/null
+stop_container pa$$
 wait "$pingpong" 2> /dev/null
 NAMES+=("ps$$")
 in_container ps$$ bash -c "ibv_rc_pingpong -d wharf0 -p 19878 -n 50; sleep 10" > "$WORK/pong.log" 2>&1 &
@@ -185,6 +205,7 @@ kill "$ROUTER"
 wait "$ROUTER" 2> /dev/null
 : > "$WORK/wharfd.log"
 start_router
+wait_for 15 router_says "red/pq$$: policy qp 6" || fail "the restarted router did not list the policies"
 out=$(in_container pq$$ "$PROBE" qp 8 2>&1) || fail "probe after router restart: $out"
 [[ $out == *"qps 6 errno EDQUOT"* ]] || fail "quota after router restart: $out"
 
