@@ -62,8 +62,7 @@ std::vector<std::string> top_mounts_below(const std::string& root) {
   std::vector<std::string> top;
   for (const auto& p : found) {
     bool nested = false;
-    for (const auto& q : found)
-      nested |= q != p && p.compare(0, q.size() + 1, q + "/") == 0;
+    for (const auto& q : found) nested |= q != p && p.compare(0, q.size() + 1, q + "/") == 0;
     bool seen = false;
     for (const auto& t : top) seen |= t == p;
     if (!nested && !seen) top.push_back(p);
@@ -173,8 +172,7 @@ int enter_device_view(const std::vector<SysfsEntry>& class_tree, std::string* st
     return err;
   if (int err = write_tree("/sys/class", class_tree, step); err != 0) return err;
   if (int err = make_writable_copy("/dev", {"infiniband"}, step); err != 0) return err;
-  if (::mkdir("/dev/infiniband", 0755) != 0)
-    return fail(errno, step, "mkdir /dev/infiniband");
+  if (::mkdir("/dev/infiniband", 0755) != 0) return fail(errno, step, "mkdir /dev/infiniband");
   if (int err = make_char_device("/dev/infiniband/uverbs0", kUverbsMajor, kUverbsMinor, step);
       err != 0)
     return err;

@@ -4,9 +4,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <sstream>
 
 namespace wharf::container {
 namespace {
@@ -57,7 +59,14 @@ int write_record(const std::string& name, const Record& r) {
 int read_record(const std::string& name, Record* r) {
   std::ifstream in(record_path(name));
   if (!in) return ENOENT;
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_record(text.str(), r);
+}
+
+int parse_record(const std::string& text, Record* r) {
   Record got;
+  std::istringstream in(text);
   std::string line;
   while (std::getline(in, line)) {
     const size_t eq = line.find('=');
@@ -65,8 +74,10 @@ int read_record(const std::string& name, Record* r) {
     const std::string key = line.substr(0, eq), value = line.substr(eq + 1);
     if (key == "pid") {
       char* end = nullptr;
+      errno = 0;
       long pid = std::strtol(value.c_str(), &end, 10);
-      if (end == value.c_str() || *end != '\0' || pid <= 0) return EINVAL;
+      if (end == value.c_str() || *end != '\0' || pid <= 0 || pid > INT32_MAX || errno != 0)
+        return EINVAL;
       got.pid = static_cast<pid_t>(pid);
     } else if (key == "router") {
       got.router = value;

@@ -14,10 +14,10 @@ namespace wharf::container {
 constexpr const char* kRecordDir = "/run/wharf/containers";
 
 struct Record {
-  pid_t pid = 0;         // the container's first process
-  std::string router;    // router socket path, absolute
-  std::string lib_dir;   // directory of our libibverbs.so.1 and librdmacm.so.1, absolute
-  bool dropin = false;   // LD_LIBRARY_PATH instead of LD_PRELOAD
+  pid_t pid = 0;        // the container's first process
+  std::string router;   // router socket path, absolute
+  std::string lib_dir;  // directory of our libibverbs.so.1 and librdmacm.so.1, absolute
+  bool dropin = false;  // LD_LIBRARY_PATH instead of LD_PRELOAD
 };
 
 std::string record_path(const std::string& name);
@@ -25,6 +25,9 @@ std::string record_path(const std::string& name);
 int write_record(const std::string& name, const Record& r);
 // Returns 0, ENOENT (no such container) or EINVAL (a malformed record).
 int read_record(const std::string& name, Record* r);
+// The record in `text`: 0, or EINVAL when a line is not key=value, the pid is not a positive
+// number, or pid, router or lib_dir is missing. Unknown keys are ignored.
+int parse_record(const std::string& text, Record* r);
 void remove_record(const std::string& name);
 
 // A process's environment inside the container: `base` plus WHARF_ROUTER, WHARF_CONTAINER

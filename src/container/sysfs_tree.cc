@@ -76,7 +76,9 @@ std::vector<SysfsEntry> infiniband_class_tree(const DeviceFacts& f) {
   using K = SysfsEntry::Kind;
   std::vector<SysfsEntry> t;
   auto dir = [&](std::string p) { t.push_back({K::kDir, std::move(p), {}}); };
-  auto file = [&](std::string p, std::string v) { t.push_back({K::kFile, std::move(p), v + "\n"}); };
+  auto file = [&](std::string p, std::string v) {
+    t.push_back({K::kFile, std::move(p), v + "\n"});
+  };
   auto link = [&](std::string p, std::string to) {
     t.push_back({K::kSymlink, std::move(p), std::move(to)});
   };
@@ -130,7 +132,8 @@ std::vector<SysfsEntry> infiniband_class_tree(const DeviceFacts& f) {
   file("infiniband_verbs/uverbs0/ibdev", device::kName);
   file("infiniband_verbs/uverbs0/abi_version", "1");
   file("infiniband_verbs/uverbs0/dev", "231:192");
-  link("infiniband_verbs/uverbs0/device", "../../infiniband/" + std::string(device::kName) + "/device");
+  link("infiniband_verbs/uverbs0/device",
+       "../../infiniband/" + std::string(device::kName) + "/device");
   return t;
 }
 

@@ -31,7 +31,7 @@ struct SysfsEntry {
 std::vector<SysfsEntry> infiniband_class_tree(const DeviceFacts& facts);
 
 // Formats as the kernel prints them (drivers/infiniband/core/sysfs.c).
-std::string format_guid(uint64_t guid);                     // "0011:2233:4455:6677"
+std::string format_guid(uint64_t guid);                      // "0011:2233:4455:6677"
 std::string format_gid(const std::array<uint8_t, 16>& gid);  // eight groups of four hex digits
 // "100 Gb/sec (4X EDR)" for an IBTA width code (1, 2, 4, 8, 16) and speed code (1 ... 128).
 std::string format_rate(uint8_t width, uint8_t speed);

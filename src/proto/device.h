@@ -32,8 +32,8 @@ constexpr uint32_t kGidTableLen = 1;
 constexpr uint32_t kPkeyTableLen = 1;
 constexpr uint16_t kDefaultPkey = 0xffff;
 // Port 1 as ibv_query_port and the container's /sys/class/infiniband tree show it.
-constexpr uint8_t kActiveWidth = 2;          // 4x
-constexpr uint8_t kActiveSpeed = 32;         // EDR: nominal, a software link has no fixed speed
+constexpr uint8_t kActiveWidth = 2;   // 4x
+constexpr uint8_t kActiveSpeed = 32;  // EDR: nominal, a software link has no fixed speed
 constexpr uint8_t kPhysStateLinkUp = 5;
 constexpr uint32_t kPortCapFlags = 1u << 16;  // IBV_PORT_CM_SUP
 constexpr uint8_t kSubnetTimeout = 18;

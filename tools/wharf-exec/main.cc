@@ -34,7 +34,8 @@ void usage() {
 }
 
 bool same_file(const std::string& a, const std::string& b) {
-  struct stat sa {}, sb{};
+  struct stat sa {
+  }, sb{};
   return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev &&
          sa.st_ino == sb.st_ino;
 }
@@ -70,8 +71,8 @@ int exec_in(const std::string& name, const std::vector<std::string>& words) {
   }
   for (int i = 0; i < 3; ++i) {
     if (::setns(fds[i].get(), flags[i]) != 0) {
-      std::fprintf(stderr, "wharf-exec: join the %s namespace of %s: %s\n", kinds[i],
-                   name.c_str(), std::strerror(errno));
+      std::fprintf(stderr, "wharf-exec: join the %s namespace of %s: %s\n", kinds[i], name.c_str(),
+                   std::strerror(errno));
       return kExitSetupFailed;
     }
   }

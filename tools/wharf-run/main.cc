@@ -14,14 +14,14 @@
 #include <string>
 
 #include "child.h"
+#include "common/unique_fd.h"
 #include "container/record.h"
 #include "container/sysfs_tree.h"
-#include "proto/vip_gid.h"
-#include "common/unique_fd.h"
 #include "netns.h"
 #include "network.h"
 #include "options.h"
 #include "placement.h"
+#include "proto/vip_gid.h"
 #include "registration.h"
 
 extern char** environ;

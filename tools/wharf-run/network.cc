@@ -208,7 +208,8 @@ bool ContainerNet::create() {
   if (!run_ip({"netns", "add", ns}, v)) return false;
   created_ = true;
   struct stat st {};
-  if (::stat(netns_path(cfg_.name).c_str(), &st) == 0) netns_dev_ = st.st_dev, netns_ino_ = st.st_ino;
+  if (::stat(netns_path(cfg_.name).c_str(), &st) == 0)
+    netns_dev_ = st.st_dev, netns_ino_ = st.st_ino;
   // The peer is created directly inside the namespace: "eth0" usually exists on the host.
   const std::string& host = cfg_.host_netns;
   std::vector<std::string> gateway = {
