@@ -2,7 +2,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <infiniband/verbs.h>
+#include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -159,30 +161,71 @@ bool event_raised(CompChannel* ch) {
   return false;
 }
 
-void spin_for_event(CompChannel* ch) {
+// True when a signal in `pending` that `old_mask` lets through has a handler installed
+// without SA_RESTART: delivered during a blocked read(), it would have ended it with EINTR.
+bool interrupts_a_read(const sigset_t& pending, const sigset_t& old_mask) {
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sigismember(&pending, sig) != 1 || sigismember(&old_mask, sig) == 1) continue;
+    struct sigaction sa {};
+    if (sigaction(sig, nullptr, &sa) != 0) continue;
+    const bool handled =
+        (sa.sa_flags & SA_SIGINFO) != 0 || (sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN);
+    if (handled && (sa.sa_flags & SA_RESTART) == 0) return true;
+  }
+  return false;
+}
+
+// Spins up to the budget for a sign that an event was raised. Signals are held back while it
+// spins: one that arrives then would otherwise run its handler and be forgotten, and the read()
+// that follows would sleep through it (a program whose timer signal ends its wait, as qperf's
+// does, would hang). Returns true when such a signal came and no event did: the caller then
+// ends the wait with EINTR, as the read() would have. The handlers run before it returns.
+bool spin_for_event(CompChannel* ch) {
   const uint64_t budget = event_spin_ns();
-  if (budget == 0 || event_raised(ch)) return;
+  if (budget == 0 || event_raised(ch)) return false;
   const int flags = fcntl(ch->channel.fd, F_GETFL);
-  if (flags < 0 || (flags & O_NONBLOCK)) return;  // the application asked not to wait
-  const uint64_t deadline = now_ns() + budget;
-  do {
-    if (event_raised(ch)) return;
+  if (flags < 0 || (flags & O_NONBLOCK)) return false;  // the application asked not to wait
+  sigset_t all, old_mask, pending;
+  sigfillset(&all);
+  if (pthread_sigmask(SIG_BLOCK, &all, &old_mask) != 0) return false;
+  // A signal held back ends the spin early; looking for one costs a system call, so it is
+  // done every kSignalCheckNs.
+  constexpr uint64_t kSignalCheckNs = 2000;
+  uint64_t now = now_ns();
+  const uint64_t deadline = now + budget;
+  uint64_t next_check = now + kSignalCheckNs;
+  bool raised = false;
+  bool interrupted = false;
+  while (!(raised = event_raised(ch)) && now < deadline) {
     __builtin_ia32_pause();
-  } while (now_ns() < deadline);
+    now = now_ns();
+    if (now >= next_check) {
+      next_check = now + kSignalCheckNs;
+      if (sigpending(&pending) == 0 && !sigisemptyset(&pending) &&
+          interrupts_a_read(pending, old_mask)) {
+        interrupted = true;
+        break;
+      }
+    }
+  }
+  if (!raised && !interrupted)
+    interrupted = sigpending(&pending) == 0 && interrupts_a_read(pending, old_mask);
+  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+  return interrupted && !raised;
 }
 
 }  // namespace
 
 // Waits for the channel's next event: spins (bounded, see event_spin_ns) for a sign in shared
 // memory that one was raised, then blocks in read() (a cancellation point; no lock is held
-// across it).
+// across it). As rdma-core's, a signal that interrupts the wait ends it: -1, EINTR.
 WHARF_EXPORT int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
-  spin_for_event(to_channel(channel));
+  if (spin_for_event(to_channel(channel))) {
+    errno = EINTR;
+    return -1;
+  }
   uint8_t buf[proto::kCqEventSize];
-  ssize_t n;
-  do {
-    n = read(channel->fd, buf, sizeof(buf));
-  } while (n < 0 && errno == EINTR);
+  const ssize_t n = read(channel->fd, buf, sizeof(buf));
   if (n != static_cast<ssize_t>(sizeof(buf))) return -1;
   proto::CqEventMsg ev;
   proto::decode(buf, sizeof(buf), &ev);
