@@ -13,10 +13,13 @@ namespace {
 
 constexpr uint16_t kDefaultPkey = 0xffff;
 constexpr uint8_t kRoceHopLimit = 64;
-// IB SA encodings: 10 Gb/s; a packet life time such that the default local ACK timeout
-// (packet life time + 1, as the kernel's cma computes it) is 14.
+// IB SA encodings: 10 Gb/s; the packet life times a default fabric gives: the kernel's cma
+// for RoCE (CMA_IBOE_PACKET_LIFETIME), an OpenSM subnet manager's default for InfiniBand.
+// The local ACK timeout of a connected QP is the packet life time + 1, as ib_cm computes it
+// (about 0.5 s on RoCE, 2 s on InfiniBand).
 constexpr uint8_t kPathRate = 3;
-constexpr uint8_t kPacketLifeTime = 13;
+constexpr uint8_t kRocePacketLifeTime = 16;
+constexpr uint8_t kIbPacketLifeTime = 18;
 
 }  // namespace
 
@@ -115,11 +118,11 @@ int set_path(Id* id) {
   p.reversible = 1;
   p.numb_path = 1;
   p.mtu_selector = 2;  // exactly
-  p.mtu = static_cast<uint8_t>(link->active_mtu());
+  p.mtu = static_cast<uint8_t>(link->path_mtu());
   p.rate_selector = 2;
   p.rate = kPathRate;
   p.packet_life_time_selector = 2;
-  p.packet_life_time = kPacketLifeTime;
+  p.packet_life_time = link->ethernet() ? kRocePacketLifeTime : kIbPacketLifeTime;
   p.hop_limit = link->ethernet() ? kRoceHopLimit : 0;
   p.traffic_class = id->tos;
   return store_path(id, p);

@@ -19,7 +19,8 @@ using namespace wharf::rdmacm;
 
 namespace {
 
-constexpr uint8_t kDefaultAckTimeout = 14;
+// The ACK timeout of an id without a path (a connection accepted before a route was known).
+constexpr uint8_t kFallbackAckTimeout = 19;
 
 bool reliable(ibv_qp_type t) {
   return t == IBV_QPT_RC || t == IBV_QPT_XRC_SEND || t == IBV_QPT_XRC_RECV;
@@ -53,7 +54,7 @@ int init_qp_attr(Id* id, ibv_qp_attr* attr, int* mask) {
       if (!id->peer.known || id->id.route.path_rec == nullptr) return fail(EINVAL);
       *mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
       path_ah_attr(id->id.route.path_rec[0], &attr->ah_attr);
-      attr->path_mtu = link->active_mtu();
+      attr->path_mtu = static_cast<ibv_mtu>(id->id.route.path_rec[0].mtu);
       attr->dest_qp_num = id->peer.qp_num;
       attr->rq_psn = id->peer.psn;
       if (reliable(type)) {
@@ -69,7 +70,11 @@ int init_qp_attr(Id* id, ibv_qp_attr* attr, int* mask) {
       if (!id->peer.known) return fail(EINVAL);
       if (reliable(type)) {
         *mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
-        attr->timeout = id->ack_timeout_set ? id->ack_timeout : kDefaultAckTimeout;
+        // ib_cm's: the path's packet life time + 1, unless RDMA_OPTION_ID_ACK_TIMEOUT set one.
+        attr->timeout = id->ack_timeout_set ? id->ack_timeout
+                        : id->id.route.path_rec != nullptr
+                            ? static_cast<uint8_t>(id->id.route.path_rec[0].packet_life_time + 1)
+                            : kFallbackAckTimeout;
         attr->retry_cnt = id->peer.retry_count;
         attr->rnr_retry = id->peer.rnr_retry_count;
         attr->max_rd_atomic = id->initiator_depth;

@@ -1,11 +1,56 @@
 #include "abi/rdmacm/router_link.h"
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <new>
 
 namespace wharf::rdmacm {
+namespace {
+
+// The MTU of the interface holding `vip` (host order), or 1500 when none does.
+int netdev_mtu(uint32_t vip) {
+  constexpr int kEthernetMtu = 1500;
+  ifaddrs* list = nullptr;
+  if (vip == 0 || getifaddrs(&list) != 0) return kEthernetMtu;
+  int mtu = kEthernetMtu;
+  for (ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET) continue;
+    sockaddr_in sin;
+    std::memcpy(&sin, a->ifa_addr, sizeof(sin));
+    if (ntohl(sin.sin_addr.s_addr) != vip) continue;
+    ifreq req{};
+    std::snprintf(req.ifr_name, sizeof(req.ifr_name), "%s", a->ifa_name);
+    const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && ioctl(fd, SIOCGIFMTU, &req) == 0) mtu = req.ifr_mtu;
+    if (fd >= 0) close(fd);
+    break;
+  }
+  freeifaddrs(list);
+  return mtu;
+}
+
+// The kernel's iboe_get_mtu: the largest IB MTU that fits an Ethernet MTU after RoCE's
+// headers (GRH 40, UDP 8, BTH 12, XRC ETH 4, AtomicETH 28, ICRC 4).
+ibv_mtu roce_mtu(int netdev_mtu) {
+  const int room = netdev_mtu - (40 + 8 + 12 + 4 + 28 + 4);
+  if (room >= 4096) return IBV_MTU_4096;
+  if (room >= 2048) return IBV_MTU_2048;
+  if (room >= 1024) return IBV_MTU_1024;
+  if (room >= 512) return IBV_MTU_512;
+  return IBV_MTU_256;
+}
+
+}  // namespace
 
 RouterLink* RouterLink::get() {
   static std::mutex mu;
@@ -53,7 +98,8 @@ int RouterLink::open_device_locked() {
   }
   max_initiator_depth_ = static_cast<uint8_t>(std::min(attr.max_qp_init_rd_atom, 255));
   max_responder_resources_ = static_cast<uint8_t>(std::min(attr.max_qp_rd_atom, 255));
-  active_mtu_ = port.active_mtu;
+  path_mtu_ = port.active_mtu;
+  if (ethernet()) path_mtu_ = std::min(path_mtu_, roce_mtu(netdev_mtu(info_.vip)));
   context_ = ctx;
   return 0;
 }

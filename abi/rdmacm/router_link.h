@@ -44,7 +44,10 @@ class RouterLink {
   // Device limits read when the device was opened (valid once device() succeeded).
   uint8_t max_initiator_depth() const { return max_initiator_depth_; }
   uint8_t max_responder_resources() const { return max_responder_resources_; }
-  ibv_mtu active_mtu() const { return active_mtu_; }
+  // The path MTU rdma_cm gives connections, as the kernel's cma does: the port's active MTU
+  // on InfiniBand; on Ethernet no more than what fits the container interface's MTU with
+  // RoCE's headers (1024 for a 1500-byte Ethernet MTU).
+  ibv_mtu path_mtu() const { return path_mtu_; }
 
  private:
   RouterLink() = default;
@@ -58,7 +61,7 @@ class RouterLink {
   ibv_pd* pd_ = nullptr;
   uint8_t max_initiator_depth_ = 0;
   uint8_t max_responder_resources_ = 0;
-  ibv_mtu active_mtu_ = IBV_MTU_1024;
+  ibv_mtu path_mtu_ = IBV_MTU_1024;
 };
 
 }  // namespace wharf::rdmacm

@@ -116,6 +116,40 @@ static void* sync_server_main(void* arg) {
   return NULL;
 }
 
+/* The QP attributes rdma_cm gives both ends of a connection are the kernel's on a default
+ * fabric: the port's MTU on InfiniBand, what fits a 1500-byte Ethernet MTU on RoCE (1024); a
+ * local ACK timeout of the path's packet life time + 1 (OpenSM's 18 on InfiniBand, the cma's
+ * 16 on RoCE); ib_cm's min_rnr_timer 0; the connection's retry counts (7, 7 by default). */
+static void check_default_qp_attrs(struct rdma_cm_id* client, struct rdma_cm_id* server) {
+  struct ibv_port_attr port;
+  if (ibv_query_port(client->verbs, 1, &port) != 0) {
+    check(0, "default_qp_attrs", "ibv_query_port failed");
+    return;
+  }
+  const int eth = port.link_layer == IBV_LINK_LAYER_ETHERNET;
+  const enum ibv_mtu mtu = eth ? IBV_MTU_1024 : port.active_mtu;
+  const uint8_t timeout = eth ? 17 : 19;
+  struct rdma_cm_id* ids[2] = {client, server};
+  int ok = 1;
+  for (int i = 0; i < 2; ++i) {
+    struct ibv_qp_attr a;
+    int mask = 0;
+    memset(&a, 0, sizeof(a));
+    a.qp_state = IBV_QPS_RTR;
+    ok &= rdma_init_qp_attr(ids[i], &a, &mask) == 0 && a.path_mtu == mtu && a.min_rnr_timer == 0 &&
+          a.ah_attr.port_num == 1 && (mask & IBV_QP_MIN_RNR_TIMER) != 0;
+    memset(&a, 0, sizeof(a));
+    a.qp_state = IBV_QPS_RTS;
+    ok &= rdma_init_qp_attr(ids[i], &a, &mask) == 0 && a.timeout == timeout &&
+          a.retry_cnt == 7 && a.rnr_retry == 7 && (mask & IBV_QP_TIMEOUT) != 0;
+    memset(&a, 0, sizeof(a));
+    struct ibv_qp_init_attr init;
+    ok &= ibv_query_qp(ids[i]->qp, &a, IBV_QP_PATH_MTU | IBV_QP_TIMEOUT, &init) == 0 &&
+          a.path_mtu == mtu && a.timeout == timeout;
+  }
+  check(ok, "default_qp_attrs", "path MTU, ACK timeout, retry counts or RNR timer differ");
+}
+
 static void check_sync_endpoints(const char* host) {
   struct rdma_addrinfo hints = {.ai_flags = RAI_PASSIVE | RAI_NUMERICHOST,
                                 .ai_port_space = RDMA_PS_TCP};
@@ -248,6 +282,7 @@ int main(int argc, char** argv) {
     }
   }
   check(established, "accept_establish", "no ESTABLISHED on both sides");
+  if (established) check_default_qp_attrs(c2, s2);
   struct rdma_event_channel* mc = rdma_create_event_channel();
   check(mc != NULL && rdma_migrate_id(c2, mc) == 0 && c2->channel == mc, "migrate_id",
         "rdma_migrate_id failed");
