@@ -9,6 +9,7 @@
 #include "abi/rdmacm/export.h"
 #include "abi/rdmacm/ops.h"
 #include "abi/rdmacm/router_link.h"
+#include "proto/cm_addr_kind.h"
 
 using namespace wharf;
 using namespace wharf::rdmacm;
@@ -36,6 +37,11 @@ WHARF_EXPORT int rdma_bind_addr(rdma_cm_id* cm_id, sockaddr* addr) {
     proto::CmAddrRep rep;
     if (int err = link->call(proto::Op::kCmBind, req, &rep); err != 0) return fail(err);
     set_src(id, rep.addr);
+    // As the kernel's cma (cma_any_addr): an id bound to the wildcard or to a loopback address
+    // belongs to no device yet (verbs stays NULL; libfabric and others look for one to tell
+    // an address of a device from such a bind); a resolve, or a connection to a listener,
+    // gives it one.
+    if (proto::cm_addr_is_any(rep.addr) || proto::cm_addr_is_loopback(rep.addr)) return 0;
     return attach_device(id);
   } catch (...) {
     return fail(ENOMEM);

@@ -3,39 +3,14 @@
 
 #include <cstring>
 
+#include "proto/cm_addr_kind.h"
 #include "router/cm_objects.h"
 
 namespace wharf::router {
-namespace {
 
-constexpr std::array<uint8_t, 12> kV4MappedPrefix = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-
-uint32_t load_be32(const uint8_t* p) {
-  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
-}
-
-}  // namespace
-
-std::optional<uint32_t> CmAddress::v4() const {
-  if (family == proto::kCmAf4) return load_be32(ip.data());
-  if (family == proto::kCmAf6 && std::memcmp(ip.data(), kV4MappedPrefix.data(), 12) == 0)
-    return load_be32(ip.data() + 12);
-  return std::nullopt;
-}
-
-bool CmAddress::is_any() const {
-  if (family == proto::kCmAf4) return v4() == 0u;
-  for (uint8_t b : ip)
-    if (b != 0) return false;
-  return true;
-}
-
-bool CmAddress::is_loopback() const {
-  if (auto a = v4()) return (*a >> 24) == 127;
-  static constexpr std::array<uint8_t, 16> kLoopback6 = {0, 0, 0, 0, 0, 0, 0, 0,
-                                                         0, 0, 0, 0, 0, 0, 0, 1};
-  return ip == kLoopback6;
-}
+std::optional<uint32_t> CmAddress::v4() const { return proto::cm_addr_v4(to_wire()); }
+bool CmAddress::is_any() const { return proto::cm_addr_is_any(to_wire()); }
+bool CmAddress::is_loopback() const { return proto::cm_addr_is_loopback(to_wire()); }
 
 bool CmAddress::same_ip(const CmAddress& o) const {
   auto a = v4(), b = o.v4();

@@ -202,6 +202,27 @@ int main(int argc, char** argv) {
     return 1;
   }
   uint16_t port = ntohs(rdma_get_src_port(listen));
+  /* As the kernel's cma: a wildcard or loopback bind gives the id no device; an address of
+   * the container does. */
+  {
+    struct rdma_cm_id* b = NULL;
+    struct sockaddr_storage wild = addr_of("0.0.0.0", 0), lo = addr_of("127.0.0.1", 0);
+    int ok = rdma_create_id(sc, &b, NULL, RDMA_PS_TCP) == 0 &&
+             rdma_bind_addr(b, (struct sockaddr*)&wild) == 0 && b->verbs == NULL;
+    if (b != NULL) rdma_destroy_id(b);
+    b = NULL;
+    ok &= rdma_create_id(sc, &b, NULL, RDMA_PS_TCP) == 0 &&
+          rdma_bind_addr(b, (struct sockaddr*)&lo) == 0 && b->verbs == NULL;
+    if (b != NULL) rdma_destroy_id(b);
+    if (strncmp(host, "127.", 4) != 0) {
+      struct sockaddr_storage mine = addr_of(host, 0);
+      b = NULL;
+      ok &= rdma_create_id(sc, &b, NULL, RDMA_PS_TCP) == 0 &&
+            rdma_bind_addr(b, (struct sockaddr*)&mine) == 0 && b->verbs != NULL;
+      if (b != NULL) rdma_destroy_id(b);
+    }
+    check(ok, "bind_device_as_kernel", "a wildcard/loopback bind got a device, or an address none");
+  }
   struct sockaddr_storage same = addr_of(host, port);
   int r = -1;
   if (rdma_create_id(sc, &dup, NULL, RDMA_PS_TCP) == 0) {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # RDMA middleware on Wharf, unmodified Debian binaries: UCX 1.13's ucx_perftest over rc_verbs
-# and ud_verbs between two containers on one router and between two wharf-lab hosts, and Open
+# and ud_verbs, and libfabric 1.17's fi_pingpong over the verbs provider (FI_EP_MSG and
+# FI_EP_RDM), between two containers on one router and between two wharf-lab hosts; and Open
 # MPI 4.1 with pml ucx: two ranks in one container, and two ranks in containers on two lab
 # hosts started by mpirun through wharf-exec.
 #
@@ -14,7 +15,7 @@ readonly HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$HERE/lib.sh"
 e2e_init
-e2e_require_command ucx_perftest mpirun mpicc
+e2e_require_command ucx_perftest mpirun mpicc fi_pingpong fi_info
 if ip netns list | grep -q '^wharf-lab-'; then e2e_skip "a lab is already up"; fi
 LAB=$E2E_BIN/wharf-lab
 trap '"$LAB" down >/dev/null 2>&1; e2e_cleanup' EXIT
@@ -43,6 +44,21 @@ for tls in rc_v ud_verbs; do
   for test in ucp_put_lat ucp_get tag_lat tag_bw stream_bw; do
     perftest_pair "$tls-$test" "$tls" "$test" 4096 1000
   done
+done
+
+# libfabric: the verbs provider lists wharf0 for both endpoint types and pings over them.
+e2e_run_container fi-info "$S" "$SVIP" preload 30 sh -c \
+  'fi_info -p verbs -t FI_EP_MSG; fi_info -p verbs -t FI_EP_RDM' || e2e_fail "fi_info exited with $?"
+[[ $(grep -c "domain: wharf0$" "$E2E_TMP/fi-info.out") -ge 2 ]] || e2e_fail "fi_info lists no wharf0"
+for ep in msg rdm; do
+  e2e_start_container "fi-$ep-srv" "$S" "$SVIP" preload fi_pingpong -p verbs -e $ep -S 4096 \
+    -I 500 -B 47800
+  srv=$E2E_LAST_PID
+  e2e_wait_listen "$S" 47800 "$srv" 20
+  e2e_run_container "fi-$ep" "$C" "$CVIP" preload 60 fi_pingpong -p verbs -e $ep -S 4096 \
+    -I 500 -P 47800 "$SVIP" || e2e_fail "fi_pingpong -e $ep exited with $?"
+  e2e_wait_pid "$srv" 15
+  grep -qE "^4k +500 +=500 " "$E2E_TMP/fi-$ep.out" || e2e_fail "fi_pingpong -e $ep: no result"
 done
 
 # Two ranks in one container, UCX restricted to wharf0 (no shared memory).
@@ -74,6 +90,16 @@ for tls in rc_v ud_verbs; do
     -p $PORT -t tag_bw -s 1048576 -n 100 || e2e_fail "x-$tls: ucx_perftest exited with $?"
   wait "$srv" || e2e_fail "x-$tls-srv exited with $?"
   grep -qE "^Final: +100 " "$E2E_TMP/x-$tls.out" || e2e_fail "x-$tls: no final line"
+done
+
+for ep in msg rdm; do
+  xrun "x-fi-$ep-srv" "$H1" "$S" 198.18.1.11 60 fi_pingpong -p verbs -e $ep -S 4096 -I 500 -B 47800 &
+  srv=$!
+  for _ in $(seq 200); do ip netns exec "wharf-$S" ss -Hltn "sport = :47800" 2>/dev/null | grep -q . && break; sleep 0.1; done
+  xrun "x-fi-$ep" "$H2" "$C" 198.18.2.12 60 fi_pingpong -p verbs -e $ep -S 4096 -I 500 -P 47800 \
+    198.18.1.11 || e2e_fail "x-fi-$ep: fi_pingpong exited with $?"
+  wait "$srv" || e2e_fail "x-fi-$ep-srv exited with $?"
+  grep -qE "^4k +500 +=500 " "$E2E_TMP/x-fi-$ep.out" || e2e_fail "x-fi-$ep: no result"
 done
 
 # mpirun in h1's container starts the ranks in both through wharf-exec.
