@@ -11,6 +11,7 @@ namespace wharf::abi {
 
 int query_device_ex(ibv_context*, const ibv_query_device_ex_input*, ibv_device_attr_ex*, size_t);
 int query_port(ibv_context*, uint8_t, ibv_port_attr*, size_t);
+int query_rt_values(ibv_context*, ibv_values_ex*);
 
 namespace {
 
@@ -36,6 +37,8 @@ void init_context_ops(Context* ctx) {
   ctx->vctx.query_port = query_port;
   ctx->vctx.query_device_ex = query_device_ex;
   ctx->vctx.modify_qp_rate_limit = modify_qp_rate_limit;
+  ctx->vctx.create_cq_ex = create_cq_ex;
+  ctx->vctx.query_rt_values = query_rt_values;
 }
 
 }  // namespace wharf::abi

@@ -57,8 +57,10 @@ WHARF_EXPORT int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
   return 0;
 }
 
-WHARF_EXPORT ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context,
-                                   ibv_comp_channel* channel, int comp_vector) {
+namespace wharf::abi {
+
+Cq* create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
+              int comp_vector) {
   if (cqe <= 0 || comp_vector < 0 || comp_vector >= context->num_comp_vectors) {
     errno = EINVAL;
     return nullptr;
@@ -106,7 +108,15 @@ WHARF_EXPORT ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_conte
   }
   std::lock_guard<std::mutex> g(ctx->objects_mu);
   ctx->cqs[rep.cq] = c;
-  return c;
+  return cq;
+}
+
+}  // namespace wharf::abi
+
+WHARF_EXPORT ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context,
+                                   ibv_comp_channel* channel, int comp_vector) {
+  Cq* cq = create_cq(context, cqe, cq_context, channel, comp_vector);
+  return cq != nullptr ? &cq->cq : nullptr;
 }
 
 WHARF_EXPORT int ibv_resize_cq(ibv_cq*, int) { return EOPNOTSUPP; }

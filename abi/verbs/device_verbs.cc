@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -222,6 +223,11 @@ int query_device_ex(ibv_context* context, const ibv_query_device_ex_input*,
   // Per-QP rate limits (ibv_modify_qp IBV_QP_RATE_LIMIT, ibv_modify_qp_rate_limit), paced
   // by the router: any rate rdma-core's 32-bit kbps can name. Callers built against an
   // older struct get what fits.
+  // The device's clock (ibv_query_rt_values_ex) counts nanoseconds: 1 GHz.
+  if (attr_size >= offsetof(ibv_device_attr_ex, hca_core_clock) + sizeof(attr->hca_core_clock))
+    attr->hca_core_clock = 1000000;
+  if (attr_size >= offsetof(ibv_device_attr_ex, phys_port_cnt_ex) + sizeof(attr->phys_port_cnt_ex))
+    attr->phys_port_cnt_ex = attr->orig_attr.phys_port_cnt;
   if (attr_size >=
       offsetof(ibv_device_attr_ex, packet_pacing_caps) + sizeof(attr->packet_pacing_caps)) {
     attr->packet_pacing_caps.qp_rate_limit_min = 1;
@@ -229,6 +235,15 @@ int query_device_ex(ibv_context* context, const ibv_query_device_ex_input*,
     attr->packet_pacing_caps.supported_qpts =
         (1u << IBV_QPT_RC) | (1u << IBV_QPT_UC) | (1u << IBV_QPT_UD);
   }
+  return 0;
+}
+
+// The device's free-running clock: CLOCK_MONOTONIC_RAW, in nanoseconds (hca_core_clock).
+int query_rt_values(ibv_context*, ibv_values_ex* values) {
+  if (values == nullptr || (values->comp_mask & ~IBV_VALUES_MASK_RAW_CLOCK) != 0) return EINVAL;
+  if ((values->comp_mask & IBV_VALUES_MASK_RAW_CLOCK) != 0 &&
+      clock_gettime(CLOCK_MONOTONIC_RAW, &values->raw_clock) != 0)
+    return errno;
   return 0;
 }
 

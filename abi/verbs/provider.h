@@ -100,7 +100,13 @@ struct CompChannel {
 inline CompChannel* to_channel(ibv_comp_channel* c) { return reinterpret_cast<CompChannel*>(c); }
 
 struct Cq {
-  ibv_cq cq;
+  // ibv_cq is the prefix of ibv_cq_ex (rdma-core's verbs_cq overlays them the same way): a CQ
+  // made by ibv_create_cq_ex is used through both.
+  union {
+    ibv_cq_ex cq_ex;
+    ibv_cq cq;
+  };
+  ibv_wc ex_wc;  // the completion the extended poll API is at (start_poll / next_poll)
   uint32_t handle;
   Mapping map;
   shm::CqConsumer ring;
@@ -160,6 +166,11 @@ int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
 int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad);
 int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad);
 int poll_cq(ibv_cq* cq, int n, ibv_wc* wc);
+// ibv_create_cq and the core of ibv_create_cq_ex: a CQ of at least cqe entries. nullptr with
+// errno set on failure.
+Cq* create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
+              int comp_vector);
+ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr);
 int req_notify_cq(ibv_cq* cq, int solicited_only);
 
 // Extended entry installed in verbs_context (ibv_modify_qp_rate_limit is inline in verbs.h).
