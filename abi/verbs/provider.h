@@ -134,8 +134,28 @@ struct Srq {
 };
 inline Srq* to_srq(ibv_srq* s) { return reinterpret_cast<Srq*>(s); }
 
+// Work requests built through the ibv_wr_* API between ibv_wr_start and ibv_wr_complete,
+// posted together by ibv_wr_complete (abi/verbs/qp_ex_verbs.cc). Inline data is copied when
+// it is given, as the API lets the application reuse its buffer at once.
+struct PendingWr {
+  ibv_send_wr wr{};
+  std::vector<ibv_sge> sges;
+  std::vector<uint8_t> inline_data;
+};
+struct WrBatch {
+  std::vector<PendingWr> wrs;  // capacity kept from batch to batch
+  size_t count = 0;            // wrs[0, count) belong to the batch being built
+  int error = 0;               // the first error a wr_* call met; wr_complete reports it
+};
+
 struct Qp {
-  ibv_qp qp;
+  // ibv_qp is the prefix of ibv_qp_ex: a QP made with send_ops_flags is used through both.
+  union {
+    ibv_qp_ex qp_ex;
+    ibv_qp qp;
+  };
+  uint64_t send_ops = 0;  // IBV_QP_EX_WITH_*: the ops ibv_wr_* may post (0: not extended)
+  WrBatch batch;
   uint32_t handle;
   proto::QpCaps caps;
   bool sq_sig_all;
@@ -171,6 +191,9 @@ int poll_cq(ibv_cq* cq, int n, ibv_wc* wc);
 Cq* create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
               int comp_vector);
 ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr);
+// ibv_create_qp and the core of ibv_create_qp_ex. nullptr with errno set on failure.
+Qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* init);
+ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr);
 int req_notify_cq(ibv_cq* cq, int solicited_only);
 
 // Extended entry installed in verbs_context (ibv_modify_qp_rate_limit is inline in verbs.h).

@@ -38,7 +38,9 @@ void caps_to_ibv(const proto::QpCaps& c, ibv_qp_cap* cap) {
 
 }  // namespace
 
-WHARF_EXPORT ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
+namespace wharf::abi {
+
+Qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
   if (pd == nullptr || init == nullptr || init->send_cq == nullptr || init->recv_cq == nullptr) {
     errno = EINVAL;
     return nullptr;
@@ -97,7 +99,14 @@ WHARF_EXPORT ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
   caps_to_ibv(rep.caps, &init->cap);
   std::lock_guard<std::mutex> g(ctx->objects_mu);
   ctx->qps[rep.qp] = q;
-  return q;
+  return qp;
+}
+
+}  // namespace wharf::abi
+
+WHARF_EXPORT ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
+  Qp* qp = create_qp(pd, init);
+  return qp != nullptr ? &qp->qp : nullptr;
 }
 
 WHARF_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {

@@ -14,8 +14,6 @@ WHARF_EXPORT int ibv_attach_mcast(ibv_qp*, const ibv_gid*, uint16_t) { return EO
 
 WHARF_EXPORT int ibv_detach_mcast(ibv_qp*, const ibv_gid*, uint16_t) { return EOPNOTSUPP; }
 
-WHARF_EXPORT ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp*) { return nullptr; }
-
 WHARF_EXPORT int ibv_query_ece(ibv_qp*, ibv_ece*) { return EOPNOTSUPP; }
 
 WHARF_EXPORT int ibv_set_ece(ibv_qp*, ibv_ece*) { return EOPNOTSUPP; }
