@@ -34,14 +34,16 @@ std::string name_of(const proto::Name& n) {
   return std::string(n.data(), len);
 }
 
-// An address vector is usable when it names our single port and an existing GID index.
-bool valid_ah_attr(const proto::AhAttr& a) {
+// An address vector is usable when it names our single port and an existing GID index; on an
+// Ethernet link layer (RoCE) it must carry a GRH, as the kernel's rdma_check_ah_attr demands.
+bool valid_ah_attr(const proto::AhAttr& a, bool ethernet) {
   if (a.port_num != 1) return false;
+  if (ethernet && !a.is_global) return false;
   if (a.is_global && a.sgid_index >= device::kGidTableLen) return false;
   return a.sl < 16;
 }
 
-int validate_qp_attr_values(const Qp& qp, uint32_t mask, const proto::QpAttr& a) {
+int validate_qp_attr_values(const Qp& qp, uint32_t mask, const proto::QpAttr& a, bool ethernet) {
   if ((mask & IBV_QP_PORT) && a.port_num != 1) return EINVAL;
   if ((mask & IBV_QP_PKEY_INDEX) && a.pkey_index >= device::kPkeyTableLen) return EINVAL;
   if ((mask & IBV_QP_PATH_MTU) && (a.path_mtu < IBV_MTU_256 || a.path_mtu > IBV_MTU_4096))
@@ -54,8 +56,8 @@ int validate_qp_attr_values(const Qp& qp, uint32_t mask, const proto::QpAttr& a)
   if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) && a.max_rd_atomic > device::kMaxQpRdAtom) return EINVAL;
   if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && a.max_dest_rd_atomic > device::kMaxQpRdAtom)
     return EINVAL;
-  if ((mask & IBV_QP_AV) && !valid_ah_attr(a.ah_attr)) return EINVAL;
-  if ((mask & IBV_QP_ALT_PATH) && !valid_ah_attr(a.alt_ah_attr)) return EINVAL;
+  if ((mask & IBV_QP_AV) && !valid_ah_attr(a.ah_attr, ethernet)) return EINVAL;
+  if ((mask & IBV_QP_ALT_PATH) && !valid_ah_attr(a.alt_ah_attr, ethernet)) return EINVAL;
   if ((mask & IBV_QP_DEST_QPN) && a.dest_qp_num > 0xffffff) return EINVAL;
   if ((mask & IBV_QP_CUR_STATE) && a.cur_qp_state != qp.attr.qp_state) return EINVAL;
   if ((mask & IBV_QP_EN_SQD_ASYNC_NOTIFY) && a.en_sqd_async_notify > 1) return EINVAL;
@@ -522,7 +524,7 @@ int Session::modify_qp(Qp* qp, uint32_t attr_mask, const proto::QpAttr& attr) {
   const uint32_t wanted = (attr_mask & IBV_QP_STATE) ? attr.qp_state : cur;
   if (int err = check_qp_transition(qp->type, cur, wanted, attr_mask); err != 0) return err;
   const auto next = static_cast<ibv_qp_state>(wanted);  // validated above
-  if (int err = validate_qp_attr_values(*qp, attr_mask, attr); err != 0) return err;
+  if (int err = validate_qp_attr_values(*qp, attr_mask, attr, ethernet()); err != 0) return err;
   apply_qp_attr(qp, attr_mask, attr);
   if (attr_mask & IBV_QP_RATE_LIMIT) router_->configure_qp_rate_st(qp, now_ns());
   // Before the switch below touches any ring: no library may be executing into this QP.
@@ -673,7 +675,7 @@ int Session::on_destroy_srq(const proto::Handle& req, UniqueFd*, int, proto::Emp
 int Session::on_create_ah(const proto::CreateAhReq& req, UniqueFd*, int, proto::Handle* rep,
                           ReplyFds*) {
   Pd* pd = pds_.find(req.pd);
-  if (pd == nullptr || !valid_ah_attr(req.attr)) return EINVAL;
+  if (pd == nullptr || !valid_ah_attr(req.attr, ethernet())) return EINVAL;
   if (ahs_.size() >= device::kMaxAh) return ENOMEM;
   auto ah = std::make_unique<Ah>();
   ah->pd = pd;
@@ -707,6 +709,8 @@ int Session::on_register_container(const proto::RegisterContainerReq& req, Uniqu
   }
   return err;
 }
+
+bool Session::ethernet() const { return router_->config().link_layer == IBV_LINK_LAYER_ETHERNET; }
 
 int Session::on_router_info(const proto::Empty&, UniqueFd*, int, proto::RouterInfoRep* rep,
                             ReplyFds*) {

@@ -94,6 +94,8 @@ class Session {
   CmId* adopt_cm_id(std::unique_ptr<CmId> id);
 
  private:
+  // The router's link layer is Ethernet (RoCE rules for address vectors).
+  bool ethernet() const;
   template <class Req, class Rep>
   int serve(const proto::Header& h, const uint8_t* body, size_t len, UniqueFd* fds, int nfds,
             int (Session::*fn)(const Req&, UniqueFd*, int, Rep*, ReplyFds*));

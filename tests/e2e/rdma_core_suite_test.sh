@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# rdma-core's own provider test suite (python3-pyverbs ships it) in a container on wharf0:
+# no test may fail or end in error, and the generic features Wharf implements must run, not
+# skip (extended CQ and QP, the rdma_cm tests that need the device's netdev, ...). Prints
+# what still skips for a generic feature. Argument: ib (default) or eth, the link layer.
+#
+#   WHARF_BIN_DIR=build/bin bash tests/e2e/rdma_core_suite_test.sh [ib|eth]
+set -uo pipefail
+readonly HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$HERE/lib.sh"
+LINK=${1:-ib}
+[[ $LINK == eth ]] && export E2E_WHARFD_ARGS="--link-layer eth"
+SUITE=/usr/share/doc/rdma-core/tests
+e2e_init
+[[ -f $SUITE/run_tests.py ]] || e2e_skip "python3-pyverbs is not installed"
+e2e_start_router
+cp -r "$SUITE" "$E2E_TMP/suite"
+gunzip -f "$E2E_TMP"/suite/*.gz 2>/dev/null
+# Debian's python3, which has pyverbs (not one earlier on PATH).
+e2e_run_container suite "$(e2e_name S)" "$(e2e_vip 0)" preload 600 \
+  sh -c "cd '$E2E_TMP/suite' && /usr/bin/python3 run_tests.py --dev wharf0 -v"
+out=$E2E_TMP/suite.out
+grep -qE "^Ran [0-9]+ tests" "$out" || e2e_fail "the suite did not run"
+bad=$(grep -E '\.\.\. (ERROR|FAIL)$' "$out")
+[[ -z $bad ]] || e2e_fail "failed or in error: $bad"
+for t in test_phys_port_cnt_ex test_create_cq_ex test_rc_traffic_cq_ex test_ud_traffic_cq_ex \
+  test_qp_ex_rc_send test_qp_ex_ud_send test_qp_ex_rc_rdma_write test_qp_ex_rc_rdma_read \
+  test_qp_ex_rc_atomic_cmp_swp test_qp_ex_rc_atomic_fetch_add test_rdmacm_sync_traffic \
+  test_rdmacm_async_traffic test_rdmacm_async_udp_traffic; do
+  grep -A1 -E "^$t " "$out" | grep -qE '\.\.\. ok$' || e2e_fail "$t did not pass"
+done
+vendor='MLX5|mlx5|EFA|efa|cuda|CUDA|dmabuf|huge pages|PCI device'
+echo "rdma-core suite ($LINK): $(grep -cE '\.\.\. ok$' "$out") ok; skipped for generic features:"
+grep -E '\.\.\. skipped' "$out" | grep -vE "$vendor" | sed -E "s/.*skipped '?//; s/'$//" |
+  sort | uniq -c | sort -rn
+e2e_log "PASS"
