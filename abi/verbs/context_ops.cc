@@ -12,6 +12,7 @@ namespace wharf::abi {
 int query_device_ex(ibv_context*, const ibv_query_device_ex_input*, ibv_device_attr_ex*, size_t);
 int query_port(ibv_context*, uint8_t, ibv_port_attr*, size_t);
 int query_rt_values(ibv_context*, ibv_values_ex*);
+int advise_mr(ibv_pd*, enum ib_uverbs_advise_mr_advice, uint32_t, ibv_sge*, uint32_t);
 
 namespace {
 
@@ -40,6 +41,7 @@ void init_context_ops(Context* ctx) {
   ctx->vctx.create_cq_ex = create_cq_ex;
   ctx->vctx.create_qp_ex = create_qp_ex;
   ctx->vctx.query_rt_values = query_rt_values;
+  ctx->vctx.advise_mr = advise_mr;
 }
 
 }  // namespace wharf::abi

@@ -223,6 +223,20 @@ int query_device_ex(ibv_context* context, const ibv_query_device_ex_input*,
   // Per-QP rate limits (ibv_modify_qp IBV_QP_RATE_LIMIT, ibv_modify_qp_rate_limit), paced
   // by the router: any rate rdma-core's 32-bit kbps can name. Callers built against an
   // older struct get what fits.
+  // On-demand paging (ibv_reg_mr with IBV_ACCESS_ON_DEMAND, implicit MRs, ibv_advise_mr):
+  // every operation of each transport, as the router reaches such memory with process_vm_*.
+  if (attr_size >= offsetof(ibv_device_attr_ex, odp_caps) + sizeof(attr->odp_caps)) {
+    constexpr uint32_t kAll = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE |
+                              IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_ATOMIC |
+                              IBV_ODP_SUPPORT_SRQ_RECV;
+    attr->odp_caps.general_caps = IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT;
+    attr->odp_caps.per_transport_caps.rc_odp_caps = kAll;
+    attr->odp_caps.per_transport_caps.uc_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV |
+                                                    IBV_ODP_SUPPORT_WRITE |
+                                                    IBV_ODP_SUPPORT_SRQ_RECV;
+    attr->odp_caps.per_transport_caps.ud_odp_caps =
+        IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_SRQ_RECV;
+  }
   // The device's clock (ibv_query_rt_values_ex) counts nanoseconds: 1 GHz.
   if (attr_size >= offsetof(ibv_device_attr_ex, hca_core_clock) + sizeof(attr->hca_core_clock))
     attr->hca_core_clock = 1000000;

@@ -127,7 +127,9 @@ ReachableKey* DirectPath::own_key(Qp* qp, uint32_t lkey) {
     k->access = to_mr(m)->access;
     k->pd = to_pd(m->pd)->handle;
     k->iova = to_mr(m)->iova;
-    k->len = m->length;
+    // On-demand memory may be unmapped (an implicit MR names the whole address space): only
+    // the router reaches it, with process_vm_*, which reports a fault instead of taking one.
+    k->len = (to_mr(m)->access & IBV_ACCESS_ON_DEMAND) != 0 ? 0 : m->length;
     k->base = static_cast<uint8_t*>(m->addr);
     return k;
   }

@@ -9,6 +9,7 @@
 #include "abi/verbs/fork.h"
 #include "abi/verbs/mr_backing.h"
 #include "abi/verbs/provider.h"
+#include "common/bits.h"
 
 using namespace wharf;
 using namespace wharf::abi;
@@ -45,13 +46,17 @@ WHARF_EXPORT int ibv_dealloc_pd(ibv_pd* pd) {
 
 WHARF_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova,
                                       unsigned int access) {
-  if (pd == nullptr || (addr == nullptr && length != 0)) {
+  // On demand (ODP): nothing is pinned or remapped, the router reaches the pages as they are
+  // (process_vm_*); an implicit MR (address NULL, length SIZE_MAX) names the whole space.
+  const bool on_demand = (access & IBV_ACCESS_ON_DEMAND) != 0;
+  const bool implicit = on_demand && addr == nullptr && length == SIZE_MAX;
+  if (pd == nullptr || (addr == nullptr && length != 0 && !implicit)) {
     errno = EINVAL;
     return nullptr;
   }
   install_fork_handlers();
   const auto a = reinterpret_cast<uint64_t>(addr);
-  Backing b = back_buffer(a, length);
+  Backing b = on_demand ? Backing{} : back_buffer(a, length);
   proto::RegMrReq req;
   req.pd = to_pd(pd)->handle;
   req.access = access;
@@ -110,6 +115,40 @@ WHARF_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
   delete to_mr(mr);
   return 0;
 }
+
+namespace wharf::abi {
+
+// ibv_advise_mr: a prefetch hint for on-demand MRs. The router reads and writes their pages as
+// they are, so there is nothing to fault in ahead; the request is checked as a provider
+// would (the keys must be on-demand MRs of the PD, the ranges inside them) and succeeds.
+int advise_mr(ibv_pd* pd, enum ib_uverbs_advise_mr_advice advice, uint32_t flags, ibv_sge* sg_list,
+              uint32_t num_sge) {
+  if (advice != IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH &&
+      advice != IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_WRITE &&
+      advice != IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT)
+    return EINVAL;
+  if ((flags & ~static_cast<uint32_t>(IBV_ADVISE_MR_FLAG_FLUSH)) != 0 || sg_list == nullptr ||
+      num_sge == 0)
+    return EINVAL;
+  Context* ctx = to_ctx(pd->context);
+  std::lock_guard<std::mutex> g(ctx->objects_mu);
+  for (uint32_t i = 0; i < num_sge; ++i) {
+    const ibv_sge& s = sg_list[i];
+    ibv_mr* found = nullptr;
+    for (const auto& [handle, m] : ctx->mrs)
+      if (m->lkey == s.lkey) found = m;
+    if (found == nullptr || found->pd != pd || (to_mr(found)->access & IBV_ACCESS_ON_DEMAND) == 0)
+      return EINVAL;
+    const uint64_t base = reinterpret_cast<uint64_t>(found->addr);
+    if (s.addr < base || !range_within(s.addr - base, s.length, found->length)) return EINVAL;
+    if (advice == IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_WRITE &&
+        (to_mr(found)->access & IBV_ACCESS_LOCAL_WRITE) == 0)
+      return EINVAL;
+  }
+  return 0;
+}
+
+}  // namespace wharf::abi
 
 // Re-registration: not implemented (rdma-core callers fall back to dereg + reg).
 WHARF_EXPORT int ibv_rereg_mr(ibv_mr*, int, ibv_pd*, void*, size_t, int) {

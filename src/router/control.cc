@@ -24,10 +24,12 @@ namespace {
 constexpr uint32_t kValidMrAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                                     IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
                                     IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |
-                                    IBV_ACCESS_RELAXED_ORDERING;
+                                    IBV_ACCESS_RELAXED_ORDERING | IBV_ACCESS_ON_DEMAND;
+// A QP's access flags: only the remote ones grant anything; the others (as applications pass
+// their MRs' flags, ON_DEMAND included) are accepted and ignored, as providers do.
 constexpr uint32_t kValidQpAccess = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                                     IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_LOCAL_WRITE |
-                                    IBV_ACCESS_RELAXED_ORDERING;
+                                    IBV_ACCESS_RELAXED_ORDERING | IBV_ACCESS_ON_DEMAND;
 
 std::string name_of(const proto::Name& n) {
   size_t len = strnlen(n.data(), n.size());
@@ -325,11 +327,19 @@ int Session::on_reg_mr(const proto::RegMrReq& req, UniqueFd* fds, int nfds, prot
   if ((req.access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
       !(req.access & IBV_ACCESS_LOCAL_WRITE))
     return EINVAL;
-  if (req.length == 0 || req.length > device::kMaxMrSize) return EINVAL;
-  if (req.addr + req.length < req.addr || req.iova + req.length < req.iova) return EINVAL;
+  // An implicit on-demand MR (address 0, length SIZE_MAX) covers the process's whole address
+  // space and pins nothing: it is reached with process_vm_* only, and uses no MR bytes.
+  const bool implicit =
+      (req.access & IBV_ACCESS_ON_DEMAND) && req.addr == 0 && req.length == UINT64_MAX;
+  if (implicit && (req.mapped_len != 0 || req.iova != 0)) return EINVAL;
+  if (!implicit) {
+    if (req.length == 0 || req.length > device::kMaxMrSize) return EINVAL;
+    if (req.addr + req.length < req.addr || req.iova + req.length < req.iova) return EINVAL;
+  }
   if (mrs_.size() >= device::kMaxMr) return ENOMEM;
   if (int err = router_->check_quota_st(container_, QuotaKind::kMr, 1); err != 0) return err;
-  if (int err = router_->check_quota_st(container_, QuotaKind::kMrBytes, req.length); err != 0)
+  if (int err = router_->check_quota_st(container_, QuotaKind::kMrBytes, implicit ? 0 : req.length);
+      err != 0)
     return err;
 
   auto mr = std::make_unique<Mr>();
@@ -339,6 +349,7 @@ int Session::on_reg_mr(const proto::RegMrReq& req, UniqueFd* fds, int nfds, prot
   mr->length = req.length;
   mr->iova = (req.access & IBV_ACCESS_ZERO_BASED) ? 0 : req.iova;
   mr->access = req.access;
+  mr->implicit = implicit;
   mr->pid = pid_;
   if (req.mapped_len != 0) {
     if (nfds != 1) return EINVAL;

@@ -227,7 +227,11 @@ Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w, const S
       complete_recv_st(dst, rw, IBV_WC_LOC_LEN_ERR, IBV_WC_RECV, 0, origin_of(w, qp), 0);
       return responder_error(IBV_WC_REM_INV_REQ_ERR);
     }
-    if (copy_segments(local, target, len) != 0) {
+    if (const int err = copy_segments(local, target, len); err != 0) {
+      if (err == kSourceFault) {  // the requester's own memory: nothing reached the responder
+        *status = IBV_WC_LOC_PROT_ERR;
+        return Step::kDone;
+      }
       complete_recv_st(dst, rw, IBV_WC_LOC_PROT_ERR, IBV_WC_RECV, 0, origin_of(w, qp), 0);
       return responder_error(IBV_WC_REM_OP_ERR);
     }
@@ -276,8 +280,15 @@ Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w, const S
     if (copy_segments(remote, local, len) != 0) *status = IBV_WC_LOC_PROT_ERR;
     return Step::kDone;
   }
-  if (len != 0 && copy_segments(local, remote, len) != 0)
-    return responder_error(IBV_WC_REM_ACCESS_ERR);
+  if (len != 0) {
+    // The requester's own memory failing (an on-demand MR's unmapped page) is a local error.
+    const int err = copy_segments(local, remote, len);
+    if (err == kSourceFault) {
+      *status = IBV_WC_LOC_PROT_ERR;
+      return Step::kDone;
+    }
+    if (err != 0) return responder_error(IBV_WC_REM_ACCESS_ERR);
+  }
   if (op == IBV_WR_RDMA_WRITE_WITH_IMM) {
     consume_recv_st(&rsrc);
     complete_recv_st(dst, rw, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, static_cast<uint32_t>(len),

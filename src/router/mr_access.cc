@@ -14,7 +14,7 @@ constexpr uint64_t kBounce = 64 * 1024;
 int cma_read(pid_t pid, uint64_t remote, void* local, uint64_t len) {
   iovec l{local, len}, r{reinterpret_cast<void*>(remote), len};
   ssize_t n = process_vm_readv(pid, &l, 1, &r, 1, 0);
-  return n == static_cast<ssize_t>(len) ? 0 : EFAULT;
+  return n == static_cast<ssize_t>(len) ? 0 : kSourceFault;
 }
 
 int cma_write(pid_t pid, uint64_t remote, const void* local, uint64_t len) {

@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <cerrno>
 #include <cstdint>
 
 #include "router/objects.h"
@@ -41,8 +42,12 @@ bool append_mr_range(SegmentList* list, const Mr& mr, uint64_t va, uint64_t len)
 // The bytes [off, off + len) of a segment list (len may run past its end: then to the end).
 SegmentList slice(const SegmentList& list, uint64_t off, uint64_t len);
 
-// Copies the first `len` bytes described by src into dst. Returns 0, or EFAULT if a
-// process_vm_* call failed (the owning process unmapped the memory or died).
+// copy_segments' failures: the source could not be read (kSourceFault), or the target could not
+// be written or the lists ran short (EFAULT). A process_vm_* call fails when the owning
+// process unmapped the memory (an on-demand MR names any address) or died.
+constexpr int kSourceFault = EIO;
+
+// Copies the first `len` bytes described by src into dst. Returns 0, kSourceFault or EFAULT.
 int copy_segments(const SegmentList& src, const SegmentList& dst, uint64_t len);
 
 // Direct pointer to 8 bytes at va when they lie in the mapped part, else nullptr.

@@ -77,6 +77,9 @@ struct Mr {
   pid_t pid = 0;            // for process_vm_readv/writev on the unmapped parts
   UniqueFd memfd;           // backs the mapped part (at memfd_offset); handed to direct peers
   uint64_t memfd_offset = 0;
+  // An implicit on-demand MR: the whole address space, nothing pinned (counts no MR bytes).
+  bool implicit = false;
+  uint64_t charged_bytes() const { return implicit ? 0 : length; }
   ~Mr();
 };
 

@@ -96,7 +96,7 @@ int Router::check_quota_st(const Container* c, QuotaKind kind, uint64_t amount) 
       case QuotaKind::kPd: used += s->pds_.size(); break;
       case QuotaKind::kSrq: used += s->srqs_.size(); break;
       case QuotaKind::kMrBytes:
-        for (const auto& [handle, mr] : s->mrs_) used += mr->length;
+        for (const auto& [handle, mr] : s->mrs_) used += mr->charged_bytes();
         break;
     }
   }

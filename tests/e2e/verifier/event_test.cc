@@ -77,8 +77,8 @@ bool connect_to(ibv_context* ctx, Peer* p, const Peer& remote) {
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_INIT;
   a.port_num = 1;
-  if (ibv_modify_qp(p->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-                                   IBV_QP_ACCESS_FLAGS) != 0)
+  if (ibv_modify_qp(p->qp, &a,
+                    IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0)
     return false;
   a = {};
   a.qp_state = IBV_QPS_RTR;
