@@ -13,6 +13,9 @@ int query_device_ex(ibv_context*, const ibv_query_device_ex_input*, ibv_device_a
 int query_port(ibv_context*, uint8_t, ibv_port_attr*, size_t);
 int query_rt_values(ibv_context*, ibv_values_ex*);
 int advise_mr(ibv_pd*, enum ib_uverbs_advise_mr_advice, uint32_t, ibv_sge*, uint32_t);
+ibv_dm* alloc_dm(ibv_context*, ibv_alloc_dm_attr*);
+int free_dm(ibv_dm*);
+ibv_mr* reg_dm_mr(ibv_pd*, ibv_dm*, uint64_t, size_t, unsigned int);
 
 namespace {
 
@@ -42,6 +45,9 @@ void init_context_ops(Context* ctx) {
   ctx->vctx.create_qp_ex = create_qp_ex;
   ctx->vctx.query_rt_values = query_rt_values;
   ctx->vctx.advise_mr = advise_mr;
+  ctx->vctx.alloc_dm = alloc_dm;
+  ctx->vctx.free_dm = free_dm;
+  ctx->vctx.reg_dm_mr = reg_dm_mr;
 }
 
 }  // namespace wharf::abi

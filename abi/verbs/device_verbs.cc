@@ -90,12 +90,14 @@ void Context::free_objects() {
   for (auto& [h, srq] : srqs) delete to_srq(srq);
   for (auto& [h, ah] : ahs) delete to_ah(ah);
   for (auto& [h, mr] : mrs) delete to_mr(mr);
+  for (auto& [h, dm] : dms) delete to_dm(dm);
   for (auto& [h, pd] : pds) delete to_pd(pd);
   for (auto& [h, ch] : channels) {
     close(ch->fd);
     delete to_channel(ch);
   }
   qps.clear(), cqs.clear(), srqs.clear(), ahs.clear(), mrs.clear(), pds.clear(), channels.clear();
+  dms.clear();
 }
 
 }  // namespace wharf::abi
@@ -237,6 +239,8 @@ int query_device_ex(ibv_context* context, const ibv_query_device_ex_input*,
     attr->odp_caps.per_transport_caps.ud_odp_caps =
         IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_SRQ_RECV;
   }
+  if (attr_size >= offsetof(ibv_device_attr_ex, max_dm_size) + sizeof(attr->max_dm_size))
+    attr->max_dm_size = device::kMaxDmSize;
   // The device's clock (ibv_query_rt_values_ex) counts nanoseconds: 1 GHz.
   if (attr_size >= offsetof(ibv_device_attr_ex, hca_core_clock) + sizeof(attr->hca_core_clock))
     attr->hca_core_clock = 1000000;

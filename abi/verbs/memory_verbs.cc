@@ -44,19 +44,11 @@ WHARF_EXPORT int ibv_dealloc_pd(ibv_pd* pd) {
   return 0;
 }
 
-WHARF_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova,
-                                      unsigned int access) {
-  // On demand (ODP): nothing is pinned or remapped, the router reaches the pages as they are
-  // (process_vm_*); an implicit MR (address NULL, length SIZE_MAX) names the whole space.
-  const bool on_demand = (access & IBV_ACCESS_ON_DEMAND) != 0;
-  const bool implicit = on_demand && addr == nullptr && length == SIZE_MAX;
-  if (pd == nullptr || (addr == nullptr && length != 0 && !implicit)) {
-    errno = EINVAL;
-    return nullptr;
-  }
-  install_fork_handlers();
+namespace wharf::abi {
+
+Mr* register_mr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned int access,
+                const Backing& b) {
   const auto a = reinterpret_cast<uint64_t>(addr);
-  Backing b = on_demand ? Backing{} : back_buffer(a, length);
   proto::RegMrReq req;
   req.pd = to_pd(pd)->handle;
   req.access = access;
@@ -89,7 +81,25 @@ WHARF_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uin
   mr->iova = (access & IBV_ACCESS_ZERO_BASED) ? 0 : iova;
   mr->access = access;
   to_ctx(pd->context)->track(to_ctx(pd->context)->mrs, rep.handle, &mr->mr);
-  return &mr->mr;
+  return mr;
+}
+
+}  // namespace wharf::abi
+
+WHARF_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova,
+                                      unsigned int access) {
+  // On demand (ODP): nothing is pinned or remapped, the router reaches the pages as they are
+  // (process_vm_*); an implicit MR (address NULL, length SIZE_MAX) names the whole space.
+  const bool on_demand = (access & IBV_ACCESS_ON_DEMAND) != 0;
+  const bool implicit = on_demand && addr == nullptr && length == SIZE_MAX;
+  if (pd == nullptr || (addr == nullptr && length != 0 && !implicit)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  install_fork_handlers();
+  const Backing b = on_demand ? Backing{} : back_buffer(reinterpret_cast<uint64_t>(addr), length);
+  Mr* mr = register_mr(pd, addr, length, iova, access, b);
+  return mr != nullptr ? &mr->mr : nullptr;
 }
 
 #undef ibv_reg_mr_iova
@@ -112,6 +122,7 @@ WHARF_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
   int err = ctx->client.call(proto::Op::kDeregMr, req, nullptr, 0, &rep);
   if (err != 0) return err;
   ctx->untrack(ctx->mrs, to_mr(mr)->handle);
+  if (Dm* dm = to_mr(mr)->dm) dm->mrs.fetch_sub(1, std::memory_order_relaxed);
   delete to_mr(mr);
   return 0;
 }

@@ -45,6 +45,8 @@ struct Context {
   std::unordered_map<uint32_t, ibv_mr*> mrs;
   std::unordered_map<uint32_t, ibv_ah*> ahs;
   std::unordered_map<uint32_t, ibv_comp_channel*> channels;
+  std::unordered_map<uint32_t, ibv_dm*> dms;  // device memory is the library's: own handles
+  uint32_t next_dm_handle = 1;                // guarded by objects_mu
 
   template <class T>
   void track(std::unordered_map<uint32_t, T*>& map, uint32_t handle, T* obj) {
@@ -82,13 +84,26 @@ struct Pd {
 };
 inline Pd* to_pd(ibv_pd* p) { return reinterpret_cast<Pd*>(p); }
 
+struct Dm;
 struct Mr {
   ibv_mr mr;
   uint32_t handle;
-  uint64_t iova;    // address the keys are used with (mr.addr is where it lives)
-  uint32_t access;  // enum ibv_access_flags
+  uint64_t iova;     // address the keys are used with (mr.addr is where it lives)
+  uint32_t access;   // enum ibv_access_flags
+  Dm* dm = nullptr;  // the device memory it registers (ibv_reg_dm_mr), else nullptr
 };
 inline Mr* to_mr(ibv_mr* m) { return reinterpret_cast<Mr*>(m); }
+
+// Device memory (ibv_alloc_dm): a sealed memfd the library maps; the application reaches it
+// only with ibv_memcpy_to/from_dm, RDMA through MRs registered on it (abi/verbs/dm_verbs.cc).
+struct Dm {
+  ibv_dm dm;
+  Mapping map;
+  UniqueFd memfd;
+  uint64_t length = 0;      // as asked; the mapping is whole pages
+  std::atomic<int> mrs{0};  // MRs registered on it: it is not freed while they exist
+};
+inline Dm* to_dm(ibv_dm* d) { return reinterpret_cast<Dm*>(d); }
 
 struct Cq;
 struct CompChannel {
@@ -177,6 +192,12 @@ struct Ah {
   uint32_t handle;
 };
 inline Ah* to_ah(ibv_ah* a) { return reinterpret_cast<Ah*>(a); }
+
+struct Backing;
+// Registers [addr, addr+length) with the router, its whole pages in `b` reachable through the
+// memfd b names. nullptr with errno set on failure.
+Mr* register_mr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned int access,
+                const Backing& b);
 
 // Fills every ops slot of a new context (post/poll/notify live in the ops table).
 void init_context_ops(Context* ctx);

@@ -26,6 +26,7 @@ constexpr uint32_t kMaxSrq = 1u << 16;
 constexpr uint32_t kMaxSrqWr = shm::kMaxQueueDepth;
 constexpr uint32_t kMaxSrqSge = shm::kMaxRecvSge;
 constexpr uint32_t kMaxQpRdAtom = 16;
+constexpr uint64_t kMaxDmSize = 256 * 1024;  // device memory (ibv_alloc_dm): memfds of the host
 constexpr uint32_t kMaxInline = shm::kMaxInline;
 constexpr uint32_t kUdMaxPayload = 4096;  // UD message limit = path MTU
 constexpr uint32_t kGidTableLen = 1;

@@ -125,7 +125,9 @@ struct Handle {
 // ---- Memory regions ----
 // The pages [mapped_start, mapped_start + mapped_len) of the registration are backed by the
 // memfd passed with the request, at memfd_offset; the rest is reached with
-// process_vm_readv/writev. mapped_len == 0 means no memfd.
+// process_vm_readv/writev. mapped_len == 0 means no memfd. `access` is ibv_access_flags, plus
+// kMrDeviceMemory for a registration of device memory (ibv_reg_dm_mr), which may be empty.
+constexpr uint32_t kMrDeviceMemory = 1u << 31;
 struct RegMrReq {
   uint32_t pd = 0;
   uint32_t access = 0;

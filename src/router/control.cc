@@ -322,18 +322,21 @@ int Session::on_reg_mr(const proto::RegMrReq& req, UniqueFd* fds, int nfds, prot
                        ReplyFds*) {
   Pd* pd = pds_.find(req.pd);
   if (pd == nullptr) return EINVAL;
-  if (req.access & ~kValidMrAccess) return EINVAL;
+  const bool device_memory = (req.access & proto::kMrDeviceMemory) != 0;
+  const uint32_t access = req.access & ~proto::kMrDeviceMemory;
+  if (access & ~kValidMrAccess) return EINVAL;
   // C10-... IBTA 10.6.3.1: remote write or atomic access requires local write.
-  if ((req.access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
-      !(req.access & IBV_ACCESS_LOCAL_WRITE))
+  if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+      !(access & IBV_ACCESS_LOCAL_WRITE))
     return EINVAL;
   // An implicit on-demand MR (address 0, length SIZE_MAX) covers the process's whole address
   // space and pins nothing: it is reached with process_vm_* only, and uses no MR bytes.
   const bool implicit =
-      (req.access & IBV_ACCESS_ON_DEMAND) && req.addr == 0 && req.length == UINT64_MAX;
+      (access & IBV_ACCESS_ON_DEMAND) && req.addr == 0 && req.length == UINT64_MAX;
   if (implicit && (req.mapped_len != 0 || req.iova != 0)) return EINVAL;
   if (!implicit) {
-    if (req.length == 0 || req.length > device::kMaxMrSize) return EINVAL;
+    // Device memory may be registered empty (as mlx5's DM MRs); other memory may not.
+    if ((req.length == 0 && !device_memory) || req.length > device::kMaxMrSize) return EINVAL;
     if (req.addr + req.length < req.addr || req.iova + req.length < req.iova) return EINVAL;
   }
   if (mrs_.size() >= device::kMaxMr) return ENOMEM;
@@ -347,8 +350,8 @@ int Session::on_reg_mr(const proto::RegMrReq& req, UniqueFd* fds, int nfds, prot
   mr->pd = pd;
   mr->addr = req.addr;
   mr->length = req.length;
-  mr->iova = (req.access & IBV_ACCESS_ZERO_BASED) ? 0 : req.iova;
-  mr->access = req.access;
+  mr->iova = (access & IBV_ACCESS_ZERO_BASED) ? 0 : req.iova;
+  mr->access = access;
   mr->implicit = implicit;
   mr->pid = pid_;
   if (req.mapped_len != 0) {
