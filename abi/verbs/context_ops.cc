@@ -16,6 +16,9 @@ int advise_mr(ibv_pd*, enum ib_uverbs_advise_mr_advice, uint32_t, ibv_sge*, uint
 ibv_dm* alloc_dm(ibv_context*, ibv_alloc_dm_attr*);
 int free_dm(ibv_dm*);
 ibv_mr* reg_dm_mr(ibv_pd*, ibv_dm*, uint64_t, size_t, unsigned int);
+ibv_td* alloc_td(ibv_context*, ibv_td_init_attr*);
+int dealloc_td(ibv_td*);
+ibv_pd* alloc_parent_domain(ibv_context*, ibv_parent_domain_init_attr*);
 
 namespace {
 
@@ -48,6 +51,9 @@ void init_context_ops(Context* ctx) {
   ctx->vctx.alloc_dm = alloc_dm;
   ctx->vctx.free_dm = free_dm;
   ctx->vctx.reg_dm_mr = reg_dm_mr;
+  ctx->vctx.alloc_td = alloc_td;
+  ctx->vctx.dealloc_td = dealloc_td;
+  ctx->vctx.alloc_parent_domain = alloc_parent_domain;
 }
 
 }  // namespace wharf::abi

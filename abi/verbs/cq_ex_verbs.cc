@@ -56,8 +56,15 @@ ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr) {
     errno = EINVAL;
     return nullptr;
   }
+  // A CQ may name a parent domain (IBV_CQ_INIT_ATTR_MASK_PD): it uses nothing of it.
+  if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) != 0 &&
+      (attr->parent_domain == nullptr || to_pd(attr->parent_domain)->protection == nullptr ||
+       attr->parent_domain->context != context)) {
+    errno = EINVAL;
+    return nullptr;
+  }
   if ((attr->wc_flags & ~kSupportedWcFlags) != 0 ||
-      (attr->comp_mask & ~IBV_CQ_INIT_ATTR_MASK_FLAGS) != 0 ||
+      (attr->comp_mask & ~(IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD)) != 0 ||
       ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) != 0 &&
        (attr->flags & ~kSupportedCreateFlags) != 0)) {
     errno = EOPNOTSUPP;

@@ -302,6 +302,7 @@ int poll_cq(ibv_cq* ibcq, int n, ibv_wc* wc) {
   while (got < n) {
     shm::Cqe c;
     if (!cq->ring.pop(&c)) break;
+    if (c.discarded != 0) continue;  // its QP went to RESET (discard_completions)
     ibv_wc& w = wc[got++];
     w.wr_id = c.wr_id;
     w.status = static_cast<ibv_wc_status>(c.status);
@@ -331,6 +332,12 @@ int poll_cq(ibv_cq* ibcq, int n, ibv_wc* wc) {
   }
   cq->lock.unlock();
   return got;
+}
+
+void discard_completions(ibv_cq* ibcq, uint32_t qp_num) {
+  Cq* cq = to_cq(ibcq);
+  std::lock_guard<SpinLock> g(cq->lock);
+  cq->ring.discard_qp(qp_num);
 }
 
 int req_notify_cq(ibv_cq* ibcq, int solicited_only) {

@@ -91,13 +91,15 @@ void Context::free_objects() {
   for (auto& [h, ah] : ahs) delete to_ah(ah);
   for (auto& [h, mr] : mrs) delete to_mr(mr);
   for (auto& [h, dm] : dms) delete to_dm(dm);
+  for (auto& [h, p] : parent_domains) delete to_pd(p);
+  for (auto& [h, td] : tds) delete td;
   for (auto& [h, pd] : pds) delete to_pd(pd);
   for (auto& [h, ch] : channels) {
     close(ch->fd);
     delete to_channel(ch);
   }
   qps.clear(), cqs.clear(), srqs.clear(), ahs.clear(), mrs.clear(), pds.clear(), channels.clear();
-  dms.clear();
+  dms.clear(), parent_domains.clear(), tds.clear();
 }
 
 }  // namespace wharf::abi

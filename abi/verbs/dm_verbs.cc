@@ -76,7 +76,7 @@ ibv_dm* alloc_dm(ibv_context* context, ibv_alloc_dm_attr* attr) {
   dm->dm.comp_mask = 0;
   Context* ctx = to_ctx(context);
   std::lock_guard<std::mutex> g(ctx->objects_mu);
-  dm->dm.handle = ctx->next_dm_handle++;
+  dm->dm.handle = ctx->next_local_id++;
   ctx->dms[dm->dm.handle] = &dm->dm;
   return &dm->dm;
 }

@@ -34,6 +34,7 @@ WHARF_EXPORT ibv_pd* ibv_alloc_pd(ibv_context* context) {
 }
 
 WHARF_EXPORT int ibv_dealloc_pd(ibv_pd* pd) {
+  if (to_pd(pd)->protection != nullptr) return dealloc_parent_domain(pd);
   proto::Handle req{to_pd(pd)->handle};
   proto::Empty rep;
   Context* ctx = to_ctx(pd->context);
@@ -46,18 +47,27 @@ WHARF_EXPORT int ibv_dealloc_pd(ibv_pd* pd) {
 
 namespace wharf::abi {
 
-Mr* register_mr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned int access,
-                const Backing& b) {
-  const auto a = reinterpret_cast<uint64_t>(addr);
+namespace {
+
+proto::RegMrReq mr_request(ibv_pd* pd, void* addr, size_t length, uint64_t iova,
+                           unsigned int access, const Backing& b) {
   proto::RegMrReq req;
   req.pd = to_pd(pd)->handle;
   req.access = access;
-  req.addr = a;
+  req.addr = reinterpret_cast<uint64_t>(addr);
   req.length = length;
   req.iova = iova;
   req.mapped_start = b.start;
   req.mapped_len = b.len;
   req.memfd_offset = b.memfd_offset;
+  return req;
+}
+
+}  // namespace
+
+Mr* register_mr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned int access,
+                const Backing& b) {
+  const proto::RegMrReq req = mr_request(pd, addr, length, iova, access, b);
   int fds[1] = {b.memfd};
   proto::RegMrRep rep;
   int err = to_ctx(pd->context)->client.call(proto::Op::kRegMr, req, fds, b.len != 0 ? 1 : 0, &rep);
@@ -161,8 +171,51 @@ int advise_mr(ibv_pd* pd, enum ib_uverbs_advise_mr_advice advice, uint32_t flags
 
 }  // namespace wharf::abi
 
-// Re-registration: not implemented (rdma-core callers fall back to dereg + reg).
-WHARF_EXPORT int ibv_rereg_mr(ibv_mr*, int, ibv_pd*, void*, size_t, int) {
-  errno = EOPNOTSUPP;
-  return IBV_REREG_MR_ERR_INPUT;
+// Re-registration in place: the router checks and makes the new registration before it drops
+// the old one, so a failure leaves the MR as it was (IBV_REREG_MR_ERR_INPUT for bad
+// arguments, IBV_REREG_MR_ERR_CMD when the router refuses), and the keys stay the same, as
+// applications that handed them to a peer expect. Device-memory MRs cannot be re-registered.
+WHARF_EXPORT int ibv_rereg_mr(ibv_mr* ibmr, int flags, ibv_pd* pd, void* addr, size_t length,
+                              int access) {
+  constexpr int kKnown =
+      IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_ACCESS;
+  Mr* mr = to_mr(ibmr);
+  const bool translation = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) != 0;
+  ibv_pd* new_pd = (flags & IBV_REREG_MR_CHANGE_PD) != 0 ? pd : ibmr->pd;
+  if (flags == 0 || (flags & ~kKnown) != 0 || new_pd == nullptr ||
+      new_pd->context != ibmr->context || (translation && (addr == nullptr || length == 0))) {
+    errno = EINVAL;
+    return IBV_REREG_MR_ERR_INPUT;
+  }
+  if (mr->dm != nullptr) {
+    errno = EOPNOTSUPP;
+    return IBV_REREG_MR_ERR_INPUT;
+  }
+  void* new_addr = translation ? addr : ibmr->addr;
+  const size_t new_length = translation ? length : ibmr->length;
+  const unsigned int new_access =
+      (flags & IBV_REREG_MR_CHANGE_ACCESS) != 0 ? static_cast<unsigned int>(access) : mr->access;
+  const uint64_t iova = translation ? reinterpret_cast<uint64_t>(addr) : mr->iova;
+  const Backing b = (new_access & IBV_ACCESS_ON_DEMAND) != 0
+                        ? Backing{}
+                        : back_buffer(reinterpret_cast<uint64_t>(new_addr), new_length);
+  proto::ReregMrReq req;
+  req.mr = mr->handle;
+  req.reg = mr_request(new_pd, new_addr, new_length, iova, new_access, b);
+  int fds[1] = {b.memfd};
+  proto::RegMrRep rep;
+  if (int err = to_ctx(ibmr->context)
+                    ->client.call(proto::Op::kReregMr, req, fds, b.len != 0 ? 1 : 0, &rep);
+      err != 0) {
+    errno = err;
+    return IBV_REREG_MR_ERR_CMD;
+  }
+  ibmr->pd = new_pd;
+  ibmr->addr = new_addr;
+  ibmr->length = new_length;
+  ibmr->lkey = rep.lkey;
+  ibmr->rkey = rep.rkey;
+  mr->iova = (new_access & IBV_ACCESS_ZERO_BASED) ? 0 : iova;
+  mr->access = new_access;
+  return 0;
 }

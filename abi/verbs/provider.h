@@ -45,8 +45,12 @@ struct Context {
   std::unordered_map<uint32_t, ibv_mr*> mrs;
   std::unordered_map<uint32_t, ibv_ah*> ahs;
   std::unordered_map<uint32_t, ibv_comp_channel*> channels;
-  std::unordered_map<uint32_t, ibv_dm*> dms;  // device memory is the library's: own handles
-  uint32_t next_dm_handle = 1;                // guarded by objects_mu
+  // Objects of the library alone, under ids of its own: device memory, parent and thread
+  // domains.
+  std::unordered_map<uint32_t, ibv_dm*> dms;
+  std::unordered_map<uint32_t, ibv_pd*> parent_domains;
+  std::unordered_map<uint32_t, ibv_td*> tds;
+  uint32_t next_local_id = 1;  // guarded by objects_mu
 
   template <class T>
   void track(std::unordered_map<uint32_t, T*>& map, uint32_t handle, T* obj) {
@@ -80,7 +84,13 @@ inline Context* to_ctx(ibv_context* c) {
 
 struct Pd {
   ibv_pd pd;
-  uint32_t handle;
+  uint32_t handle;  // the router's PD (a parent domain's: that of the PD it wraps)
+  // A parent domain (ibv_alloc_parent_domain) wraps `protection` and is a library object only.
+  // Its allocators are never called: queues live in memory the router shares, not the
+  // application's.
+  Pd* protection = nullptr;
+  ibv_td* td = nullptr;
+  uint32_t local_id = 0;  // its key in Context::parent_domains
 };
 inline Pd* to_pd(ibv_pd* p) { return reinterpret_cast<Pd*>(p); }
 
@@ -199,6 +209,9 @@ struct Backing;
 Mr* register_mr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned int access,
                 const Backing& b);
 
+// ibv_dealloc_pd of a parent domain.
+int dealloc_parent_domain(ibv_pd* pd);
+
 // Fills every ops slot of a new context (post/poll/notify live in the ops table).
 void init_context_ops(Context* ctx);
 
@@ -216,6 +229,9 @@ ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr);
 Qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* init);
 ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr);
 int req_notify_cq(ibv_cq* cq, int solicited_only);
+// Drops the completions of QP qp_num still in cq (a QP moved to RESET leaves none behind, as
+// on mlx5: rdma-core's tests reuse such a QP and its CQ).
+void discard_completions(ibv_cq* cq, uint32_t qp_num);
 
 // Extended entry installed in verbs_context (ibv_modify_qp_rate_limit is inline in verbs.h).
 int modify_qp_rate_limit(ibv_qp* qp, ibv_qp_rate_limit_attr* attr);

@@ -125,6 +125,8 @@ WHARF_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
       q->reset_rings();
       q->rq_lock.unlock();
       q->sq_lock.unlock();
+      discard_completions(qp->send_cq, qp->qp_num);
+      if (qp->recv_cq != qp->send_cq) discard_completions(qp->recv_cq, qp->qp_num);
     }
     qp->state = attr->qp_state;
   }

@@ -66,6 +66,7 @@ enum class Op : uint16_t {
   kCmDisconnect = 40,
   kCmSetOption = 41,
   kModifyQpRateLimit = 42,
+  kReregMr = 43,
 };
 
 // Every datagram starts with this. `status` is 0 in requests; in replies it is 0 or a
@@ -140,6 +141,15 @@ struct RegMrReq {
   template <class V>
   void visit(V&& v) {
     v(pd), v(access), v(addr), v(length), v(iova), v(mapped_start), v(mapped_len), v(memfd_offset);
+  }
+};
+// ibv_rereg_mr: registration `mr` is replaced by `reg` in place, keeping its handle and keys.
+struct ReregMrReq {
+  uint32_t mr = 0;
+  RegMrReq reg;
+  template <class V>
+  void visit(V&& v) {
+    v(mr), v(reg);
   }
 };
 struct RegMrRep {

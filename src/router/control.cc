@@ -226,6 +226,7 @@ bool Session::handle_request(const uint8_t* buf, size_t len, UniqueFd* fds, int 
     case Op::kDeallocPd: serve(h, body, blen, fds, nfds, &Session::on_dealloc_pd); break;
     case Op::kRegMr: serve(h, body, blen, fds, nfds, &Session::on_reg_mr); break;
     case Op::kDeregMr: serve(h, body, blen, fds, nfds, &Session::on_dereg_mr); break;
+    case Op::kReregMr: serve(h, body, blen, fds, nfds, &Session::on_rereg_mr); break;
     case Op::kCreateChannel: serve(h, body, blen, fds, nfds, &Session::on_create_channel); break;
     case Op::kDestroyChannel: serve(h, body, blen, fds, nfds, &Session::on_destroy_channel); break;
     case Op::kCreateCq: serve(h, body, blen, fds, nfds, &Session::on_create_cq); break;
@@ -318,8 +319,8 @@ int Session::on_dealloc_pd(const proto::Handle& req, UniqueFd*, int, proto::Empt
   return 0;
 }
 
-int Session::on_reg_mr(const proto::RegMrReq& req, UniqueFd* fds, int nfds, proto::RegMrRep* rep,
-                       ReplyFds*) {
+int Session::make_mr(const proto::RegMrReq& req, UniqueFd* fds, int nfds, const Mr* replacing,
+                     std::unique_ptr<Mr>* out) {
   Pd* pd = pds_.find(req.pd);
   if (pd == nullptr) return EINVAL;
   const bool device_memory = (req.access & proto::kMrDeviceMemory) != 0;
@@ -339,9 +340,12 @@ int Session::on_reg_mr(const proto::RegMrReq& req, UniqueFd* fds, int nfds, prot
     if ((req.length == 0 && !device_memory) || req.length > device::kMaxMrSize) return EINVAL;
     if (req.addr + req.length < req.addr || req.iova + req.length < req.iova) return EINVAL;
   }
-  if (mrs_.size() >= device::kMaxMr) return ENOMEM;
-  if (int err = router_->check_quota_st(container_, QuotaKind::kMr, 1); err != 0) return err;
-  if (int err = router_->check_quota_st(container_, QuotaKind::kMrBytes, implicit ? 0 : req.length);
+  if (replacing == nullptr) {
+    if (mrs_.size() >= device::kMaxMr) return ENOMEM;
+    if (int err = router_->check_quota_st(container_, QuotaKind::kMr, 1); err != 0) return err;
+  }
+  if (int err = router_->check_quota_st(container_, QuotaKind::kMrBytes, implicit ? 0 : req.length,
+                                        replacing != nullptr ? replacing->charged_bytes() : 0);
       err != 0)
     return err;
 
@@ -381,9 +385,37 @@ int Session::on_reg_mr(const proto::RegMrReq& req, UniqueFd* fds, int nfds, prot
   } else if (nfds != 0) {
     return EINVAL;
   }
+  *out = std::move(mr);
+  return 0;
+}
+
+int Session::on_reg_mr(const proto::RegMrReq& req, UniqueFd* fds, int nfds, proto::RegMrRep* rep,
+                       ReplyFds*) {
+  std::unique_ptr<Mr> mr;
+  if (int err = make_mr(req, fds, nfds, nullptr, &mr); err != 0) return err;
   Mr* raw = mrs_.add(std::move(mr));
   raw->key = router_->allocate_key(raw);
-  pd->users++;
+  raw->pd->users++;
+  rep->handle = raw->handle;
+  rep->lkey = rep->rkey = raw->key;
+  return 0;
+}
+
+// The new registration is made (and checked) before the old one goes, so a failure leaves
+// it as it was. The key stays; caches of the old one are dropped as for a deregistration.
+int Session::on_rereg_mr(const proto::ReregMrReq& req, UniqueFd* fds, int nfds,
+                         proto::RegMrRep* rep, ReplyFds*) {
+  Mr* old = mrs_.find(req.mr);
+  if (old == nullptr) return EINVAL;
+  std::unique_ptr<Mr> mr;
+  if (int err = make_mr(req.reg, fds, nfds, old, &mr); err != 0) return err;
+  mr->key = old->key;
+  mr->pd->users++;
+  std::unique_ptr<Mr> gone = mrs_.replace(req.mr, std::move(mr));
+  Mr* raw = mrs_.find(req.mr);
+  router_->rebind_key(raw->key, raw);
+  router_->retire_mr_st();  // waits out direct-path users of the old mapping
+  gone->pd->users--;
   rep->handle = raw->handle;
   rep->lkey = rep->rkey = raw->key;
   return 0;

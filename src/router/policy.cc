@@ -82,7 +82,8 @@ void Router::configure_qp_rate_st(Qp* qp, uint64_t now) {
   qp->paced_until_ns = 0;
 }
 
-int Router::check_quota_st(const Container* c, QuotaKind kind, uint64_t amount) const {
+int Router::check_quota_st(const Container* c, QuotaKind kind, uint64_t amount,
+                           uint64_t released) const {
   const uint64_t limit = c->policy.limit(kind);
   if (limit == ContainerPolicy::kUnlimited) return 0;
   // Counted when asked rather than kept: nothing to get wrong when objects go away.
@@ -100,7 +101,7 @@ int Router::check_quota_st(const Container* c, QuotaKind kind, uint64_t amount) 
         break;
     }
   }
-  if (used + amount <= limit) return 0;
+  if (used - std::min(used, released) + amount <= limit) return 0;
   spdlog::debug("container {}/{}: {} quota {} reached", c->tenant, c->name,
                 kQuotaNames[static_cast<size_t>(kind)], limit);
   return EDQUOT;

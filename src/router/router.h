@@ -131,6 +131,8 @@ class Router {
   }
   uint32_t allocate_key(Mr* mr);
   void release_key(uint32_t key);
+  // Key `key` names `mr` from now on (a re-registration keeps its keys).
+  void rebind_key(uint32_t key, Mr* mr) { keys_[key] = mr; }
   Mr* mr_by_key(uint32_t key) const {
     auto it = keys_.find(key);
     return it == keys_.end() ? nullptr : it->second;
@@ -144,8 +146,10 @@ class Router {
   // The orchestrator's policy for container tenant/name: applied now if it is registered
   // here, else when it registers. A default policy lifts every limit.
   void set_policy_st(const std::string& tenant, const std::string& name, const ContainerPolicy& p);
-  // 0, or EDQUOT if c holding `amount` more of `kind` would exceed its quota.
-  int check_quota_st(const Container* c, QuotaKind kind, uint64_t amount) const;
+  // 0, or EDQUOT if c holding `amount` more of `kind` (having given up `released` of it)
+  // would exceed its quota.
+  int check_quota_st(const Container* c, QuotaKind kind, uint64_t amount,
+                     uint64_t released = 0) const;
   // Whether qp's next message of `bytes` may go now under its and its container's rate
   // limits; charges them if so, else sets qp->paced_until_ns.
   bool admit_st(Qp* qp, uint64_t bytes, uint64_t now);

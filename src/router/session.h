@@ -49,6 +49,14 @@ class HandleTable {
     map_.erase(it);
     return obj;
   }
+  // Puts obj in place of handle h's object and returns that one (nullptr if h names none).
+  std::unique_ptr<T> replace(uint32_t h, std::unique_ptr<T> obj) {
+    auto it = map_.find(h);
+    if (it == map_.end()) return nullptr;
+    obj->handle = h;
+    std::swap(it->second, obj);
+    return obj;
+  }
   size_t size() const { return map_.size(); }
   auto begin() { return map_.begin(); }
   auto end() { return map_.end(); }
@@ -107,6 +115,11 @@ class Session {
   int on_dealloc_pd(const proto::Handle&, UniqueFd*, int, proto::Empty*, ReplyFds*);
   int on_reg_mr(const proto::RegMrReq&, UniqueFd*, int, proto::RegMrRep*, ReplyFds*);
   int on_dereg_mr(const proto::Handle&, UniqueFd*, int, proto::Empty*, ReplyFds*);
+  int on_rereg_mr(const proto::ReregMrReq&, UniqueFd*, int, proto::RegMrRep*, ReplyFds*);
+  // A registration as req describes it (checked; its memfd mapped), not yet in any table.
+  // `replacing`: the MR it is to replace (its bytes and count leave the quota).
+  int make_mr(const proto::RegMrReq& req, UniqueFd* fds, int nfds, const Mr* replacing,
+              std::unique_ptr<Mr>* out);
   int on_create_channel(const proto::Empty&, UniqueFd*, int, proto::Handle*, ReplyFds*);
   int on_destroy_channel(const proto::Handle&, UniqueFd*, int, proto::Empty*, ReplyFds*);
   int on_create_cq(const proto::CreateCqReq&, UniqueFd*, int, proto::CreateCqRep*, ReplyFds*);

@@ -83,6 +83,19 @@ class CqConsumer {
            tail_ + 1;
   }
 
+  // Marks every published, unconsumed entry of QP qp_num discarded (Cqe::discarded); the
+  // owner skips such entries when it pops them. Returns how many it marked.
+  uint32_t discard_qp(uint32_t qp_num) {
+    uint32_t marked = 0;
+    for (uint32_t pos = tail_;; ++pos) {
+      Cqe* slot = slots_ + (pos & (capacity_ - 1));
+      if (std::atomic_ref<uint32_t>(slot->seq).load(std::memory_order_acquire) != pos + 1 ||
+          pos - tail_ >= capacity_)
+        return marked;
+      if (slot->qp_num == qp_num && slot->discarded == 0) slot->discarded = 1, ++marked;
+    }
+  }
+
   // Copies the oldest published entry into *out and frees its slot. False if none.
   bool pop(Cqe* out) {
     Cqe* slot = slots_ + (tail_ & (capacity_ - 1));

@@ -69,7 +69,10 @@ struct Cqe {
   uint16_t slid;
   uint8_t sl;
   uint8_t dlid_path_bits;
-  uint8_t reserved[14];
+  // Set by the consumer on an entry it drops unread: its QP was moved to RESET, which removes
+  // the QP's completions from its CQs (as mlx5 does). Producers write 0.
+  uint8_t discarded;
+  uint8_t reserved[13];
   // Publication stamp: index + 1 of the ring position this entry was written for, stored
   // last with release (shm/cq_ring.h). Lets several producers share one CQ.
   uint32_t seq;

@@ -45,6 +45,7 @@ uint16_t op_for() {
   if constexpr (std::is_same_v<T, Handle>) return rep(Op::kAllocPd);
   if constexpr (std::is_same_v<T, Empty>) return rep(Op::kDeallocPd);
   if constexpr (std::is_same_v<T, RegMrReq>) return req(Op::kRegMr);
+  if constexpr (std::is_same_v<T, ReregMrReq>) return req(Op::kReregMr);
   if constexpr (std::is_same_v<T, RegMrRep>) return rep(Op::kRegMr);
   if constexpr (std::is_same_v<T, CreateCqReq>) return req(Op::kCreateCq);
   if constexpr (std::is_same_v<T, CreateCqRep>) return rep(Op::kCreateCq);
