@@ -110,6 +110,17 @@ bool lab_bridge_address(const std::string& host_netns, uint32_t* ip, int* prefix
   return false;
 }
 
+namespace {
+
+void say_running(const std::string& name, pid_t pid) {
+  std::fprintf(stderr,
+               "wharf-run: container %s is already running (network namespace %s is used by pid "
+               "%d); choose another --name\n",
+               name.c_str(), netns_name(name).c_str(), static_cast<int>(pid));
+}
+
+}  // namespace
+
 bool ContainerLock::acquire(const std::string& name, int timeout_ms) {
   const std::string dir = std::string(kLockDir) + "/locks";
   if ((::mkdir(kLockDir, 0755) != 0 && errno != EEXIST) ||
@@ -132,10 +143,7 @@ bool ContainerLock::acquire(const std::string& name, int timeout_ms) {
     }
     std::vector<pid_t> pids = netns_pids(netns_path(name));
     if (!pids.empty()) {
-      std::fprintf(stderr,
-                   "wharf-run: container %s is already running (network namespace %s is used "
-                   "by pid %d); choose another --name\n",
-                   name.c_str(), netns_name(name).c_str(), static_cast<int>(pids.front()));
+      say_running(name, pids.front());
       return false;
     }
     if (waited >= timeout_ms) {
@@ -153,10 +161,7 @@ bool reclaim_name(const std::string& name, const std::string& host_netns, bool v
   if (netns_file_exists(path)) {
     std::vector<pid_t> pids = netns_pids(path);
     if (!pids.empty()) {
-      std::fprintf(stderr,
-                   "wharf-run: container %s is already running (network namespace %s is used "
-                   "by pid %d); choose another --name\n",
-                   name.c_str(), netns_name(name).c_str(), static_cast<int>(pids.front()));
+      say_running(name, pids.front());
       return false;
     }
     std::fprintf(stderr,
