@@ -13,6 +13,8 @@ PACKAGES=(
   libibverbs-dev librdmacm-dev ibverbs-utils rdmacm-utils perftest
   # middleware and tools that run unmodified on wharf0 (UCX, Open MPI, libfabric, sysfs readers)
   ucx-utils openmpi-bin libopenmpi-dev libfabric-bin infiniband-diags python3-pyverbs qperf
+  # an unmodified TCP program run over rsockets by rdma-core's librspreload
+  iperf3
   # libraries
   libspdlog-dev libcli11-dev nlohmann-json3-dev libcpp-httplib-dev libsqlite3-dev
   libgtest-dev libgmock-dev libbenchmark-dev

@@ -269,3 +269,28 @@ e2e_cleanup() {
   fi
   exit "$rc"
 }
+
+# e2e_use_lab: the test brings up a wharf-lab ($E2E_LAB) later on; at exit it goes down before
+# e2e_cleanup, which then ends with the test's own status. Call after e2e_init.
+e2e_use_lab() {
+  E2E_LAB=$E2E_BIN/wharf-lab
+  if ip netns list | grep -q '^wharf-lab-'; then e2e_skip "a lab is already up"; fi
+  trap _e2e_lab_finish EXIT
+}
+_e2e_lab_finish() {
+  local rc=$?
+  "$E2E_LAB" down >/dev/null 2>&1
+  (exit "$rc")
+  e2e_cleanup
+}
+
+# e2e_lab_run LABEL HOST NAME VIP LIMIT CMD...: runs CMD in container NAME on lab host HOST
+# (h1, h2, ...) for at most LIMIT seconds; output goes to $E2E_TMP/LABEL.out.
+e2e_lab_run() {
+  local label=$1 host=$2 name=$3 vip=$4 limit=$5
+  shift 5
+  E2E_NAMES+=("$name")
+  _e2e_add_log "$label" "$E2E_TMP/$label.out"
+  timeout -k 5 "$limit" "$E2E_WHARF_RUN" --router "/run/wharf-lab/$host/wharfd.sock" --name "$name" \
+    --vip "$vip" -- "$@" </dev/null >"$E2E_TMP/$label.out" 2>&1
+}

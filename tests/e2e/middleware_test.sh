@@ -16,9 +16,7 @@ readonly HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$HERE/lib.sh"
 e2e_init
 e2e_require_command ucx_perftest mpirun mpicc fi_pingpong fi_info
-if ip netns list | grep -q '^wharf-lab-'; then e2e_skip "a lab is already up"; fi
-LAB=$E2E_BIN/wharf-lab
-trap '"$LAB" down >/dev/null 2>&1; e2e_cleanup' EXIT
+e2e_use_lab
 e2e_start_router
 S=$(e2e_name S)
 C=$(e2e_name C)
@@ -71,41 +69,31 @@ grep -q "^mpi_pingpong: ok" "$E2E_TMP/mpi-one.out" || e2e_fail "MPI in one conta
 
 # Across two lab hosts.
 kill "$E2E_ROUTER_PID" 2>/dev/null
-timeout 60 "$LAB" up --hosts 2 --wharfd "$E2E_BIN/wharfd" >"$E2E_TMP/lab.out" 2>&1 || e2e_fail "wharf-lab up"
-H1=/run/wharf-lab/h1/wharfd.sock
-H2=/run/wharf-lab/h2/wharfd.sock
-xrun() { # LABEL HOST NAME VIP LIMIT CMD...
-  local label=$1 host=$2 name=$3 vip=$4 limit=$5
-  shift 5
-  E2E_NAMES+=("$name")
-  _e2e_add_log "$label" "$E2E_TMP/$label.out"
-  timeout -k 5 "$limit" "$E2E_WHARF_RUN" --router "$host" --name "$name" --vip "$vip" -- "$@" \
-    </dev/null >"$E2E_TMP/$label.out" 2>&1
-}
+timeout 60 "$E2E_LAB" up --hosts 2 --wharfd "$E2E_BIN/wharfd" >"$E2E_TMP/lab.out" 2>&1 || e2e_fail "wharf-lab up"
 for tls in rc_v ud_verbs; do
-  xrun "x-$tls-srv" "$H1" "$S" 198.18.1.11 60 env UCX_TLS="$tls,self" ucx_perftest -p $PORT &
+  e2e_lab_run "x-$tls-srv" h1 "$S" 198.18.1.11 60 env UCX_TLS="$tls,self" ucx_perftest -p $PORT &
   srv=$!
   for _ in $(seq 200); do ip netns exec "wharf-$S" ss -Hltn "sport = :$PORT" 2>/dev/null | grep -q . && break; sleep 0.1; done
-  xrun "x-$tls" "$H2" "$C" 198.18.2.12 60 env UCX_TLS="$tls,self" ucx_perftest 198.18.1.11 \
+  e2e_lab_run "x-$tls" h2 "$C" 198.18.2.12 60 env UCX_TLS="$tls,self" ucx_perftest 198.18.1.11 \
     -p $PORT -t tag_bw -s 1048576 -n 100 || e2e_fail "x-$tls: ucx_perftest exited with $?"
   wait "$srv" || e2e_fail "x-$tls-srv exited with $?"
   grep -qE "^Final: +100 " "$E2E_TMP/x-$tls.out" || e2e_fail "x-$tls: no final line"
 done
 
 for ep in msg rdm; do
-  xrun "x-fi-$ep-srv" "$H1" "$S" 198.18.1.11 60 fi_pingpong -p verbs -e $ep -S 4096 -I 500 -B 47800 &
+  e2e_lab_run "x-fi-$ep-srv" h1 "$S" 198.18.1.11 60 fi_pingpong -p verbs -e $ep -S 4096 -I 500 -B 47800 &
   srv=$!
   for _ in $(seq 200); do ip netns exec "wharf-$S" ss -Hltn "sport = :47800" 2>/dev/null | grep -q . && break; sleep 0.1; done
-  xrun "x-fi-$ep" "$H2" "$C" 198.18.2.12 60 fi_pingpong -p verbs -e $ep -S 4096 -I 500 -P 47800 \
+  e2e_lab_run "x-fi-$ep" h2 "$C" 198.18.2.12 60 fi_pingpong -p verbs -e $ep -S 4096 -I 500 -P 47800 \
     198.18.1.11 || e2e_fail "x-fi-$ep: fi_pingpong exited with $?"
   wait "$srv" || e2e_fail "x-fi-$ep-srv exited with $?"
   grep -qE "^4k +500 +=500 " "$E2E_TMP/x-fi-$ep.out" || e2e_fail "x-fi-$ep: no result"
 done
 
 # mpirun in h1's container starts the ranks in both through wharf-exec.
-xrun m1 "$H1" "$S" 198.18.1.21 60 sleep 50 &
+e2e_lab_run m1 h1 "$S" 198.18.1.21 60 sleep 50 &
 m1=$!
-xrun m2 "$H2" "$C" 198.18.2.22 60 sleep 50 &
+e2e_lab_run m2 h2 "$C" 198.18.2.22 60 sleep 50 &
 m2=$!
 for _ in $(seq 100); do [[ -e /run/wharf/containers/$S && -e /run/wharf/containers/$C ]] && break; sleep 0.1; done
 timeout 60 "$E2E_BIN/wharf-exec" "$S" "${MPI[@]}" --mca plm_rsh_agent "$E2E_BIN/wharf-exec" \
