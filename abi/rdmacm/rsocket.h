@@ -257,7 +257,11 @@ int poll_sockets(pollfd* fds, nfds_t nfds, int timeout);
 // ---- helpers ----
 size_t iov_total(const iovec* iov, int iovcnt);
 socklen_t addr_len(const sockaddr* a);
-// Copies an address out as getsockname(2) does (truncating to *len, which gets the full size).
+// Copies an address out as getsockname(2) does (truncating to *len, which gets the full size;
+// a null `out` with *len 0 only learns the size).
 void copy_addr_out(const sockaddr* a, sockaddr* out, socklen_t* len);
+// getsockname(2)'s checks of a caller's name buffer: 0, EFAULT (no length, or no buffer for a
+// nonzero length) or EINVAL (a negative length).
+int check_name_buffer(const sockaddr* out, const socklen_t* len);
 
 }  // namespace wharf::rdmacm::rs

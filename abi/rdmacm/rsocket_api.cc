@@ -211,7 +211,7 @@ WHARF_EXPORT ssize_t rwritev(int socket, const iovec* iov, int iovcnt) {
 
 WHARF_EXPORT int rgetpeername(int socket, sockaddr* addr, socklen_t* addrlen) {
   return with_socket<int>(socket, [&](Socket* s, std::unique_lock<std::mutex>&) {
-    if (addr == nullptr || addrlen == nullptr) return result(EFAULT);
+    if (const int err = check_name_buffer(addr, addrlen); err != 0) return result(err);
     if (s->kind == Kind::kDgram) {
       if (!s->has_default) return result(ENOTCONN);
       copy_addr_out(reinterpret_cast<const sockaddr*>(&s->default_dst), addr, addrlen);
@@ -225,7 +225,7 @@ WHARF_EXPORT int rgetpeername(int socket, sockaddr* addr, socklen_t* addrlen) {
 
 WHARF_EXPORT int rgetsockname(int socket, sockaddr* addr, socklen_t* addrlen) {
   return with_socket<int>(socket, [&](Socket* s, std::unique_lock<std::mutex>&) {
-    if (addr == nullptr || addrlen == nullptr) return result(EFAULT);
+    if (const int err = check_name_buffer(addr, addrlen); err != 0) return result(err);
     const sockaddr* local = rdma_get_local_addr(s->cm);
     if (local->sa_family == AF_UNSPEC) {  // not bound: the wildcard, port 0
       sockaddr_storage any{};

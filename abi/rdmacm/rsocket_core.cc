@@ -220,10 +220,16 @@ socklen_t addr_len(const sockaddr* a) {
 }
 
 void copy_addr_out(const sockaddr* a, sockaddr* out, socklen_t* len) {
-  if (out == nullptr || len == nullptr) return;
+  if (len == nullptr) return;
   const socklen_t full = addr_len(a);
-  std::memcpy(out, a, *len < full ? *len : full);
+  if (out != nullptr) std::memcpy(out, a, *len < full ? *len : full);
   *len = full;
+}
+
+int check_name_buffer(const sockaddr* out, const socklen_t* len) {
+  if (len == nullptr) return EFAULT;
+  if (static_cast<int>(*len) < 0) return EINVAL;
+  return out == nullptr && *len != 0 ? EFAULT : 0;
 }
 
 }  // namespace wharf::rdmacm::rs

@@ -1,6 +1,7 @@
 /* Edge cases of our rsockets in one container (tests/e2e/rsocket_test.sh): argument errors,
  * a refused connection (blocking and asynchronous, SO_ERROR), a non-blocking accept and
- * receive, end of stream after the peer's shutdown, rpoll over an rsocket and a pipe.
+ * receive, end of stream after the peer's shutdown, rpoll over an rsocket and a pipe, the
+ * name calls' buffer rules.
  * Prints "ok NAME" or "FAIL NAME: why" per check; exits 1 if any failed. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -113,6 +114,13 @@ int main(int argc, char** argv) {
   check(rgetsockname(c, (struct sockaddr*)&name, &nlen) == 0 && name.sin_port != 0 &&
             rgetpeername(c, (struct sockaddr*)&name, &nlen) == 0 && name.sin_port == htons(7901),
         "names", "rgetsockname/rgetpeername");
+  /* As getsockname(2): no buffer and a zero length learns the size (librspreload's fallback to
+   * TCP asks so); no buffer for a nonzero length is EFAULT. */
+  socklen_t size_only = 0;
+  nlen = sizeof name;
+  check(rgetsockname(c, NULL, &size_only) == 0 && size_only == sizeof name &&
+            rgetpeername(c, NULL, &nlen) == -1 && errno == EFAULT,
+        "name_size_only", "a null name buffer");
   rclose(c);
   rclose(s);
   rclose(l);

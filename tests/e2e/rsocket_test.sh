@@ -2,7 +2,8 @@
 # rsockets (our librdmacm's rsocket API) with rdma-core's own programs, unmodified: rstream in
 # its blocking, non-blocking and asynchronous modes with data verification, riostream (riomap
 # and riowrite), udpong (datagram rsockets), rcopy (a file, compared), iperf3 under rdma-core's
-# librspreload (its server listens as an rdma_cm id, so its bytes go by RDMA), the API's edge cases
+# librspreload (its server listens as an rdma_cm id, so its bytes go by RDMA; against a plain TCP
+# server it falls back to TCP), the API's edge cases
 # (rsocket_probe.c); then rstream and udpong across two wharf-lab hosts.
 #
 #   WHARF_BIN_DIR=build/bin WHARF_RSOCKET_PROBE=build/bin/rsocket_probe bash tests/e2e/rsocket_test.sh
@@ -63,6 +64,16 @@ pair iperf3 5201 sh -c "LD_PRELOAD=\$LD_PRELOAD:$PRELOAD exec iperf3 -s -1 -B $S
   -- sh -c "LD_PRELOAD=\$LD_PRELOAD:$PRELOAD exec iperf3 -c $SVIP -n 64M"
 e2e_wait_pid "$E2E_SERVER_PID" 15
 grep -q "sender" "$E2E_TMP/iperf3.out" || e2e_fail "iperf3: no result"
+
+# librspreload's contract with plain TCP peers: when no rsocket listens, its connect falls back to
+# a TCP socket (it asks getsockname for the address size with no buffer).
+e2e_start_container iperf3-tcp-srv "$S" "$SVIP" preload iperf3 -s -1 -B "$SVIP"
+srv=$E2E_LAST_PID
+e2e_wait_listen "$S" 5201 "$srv" 20
+e2e_run_container iperf3-fallback "$C" "$CVIP" preload 60 \
+  sh -c "LD_PRELOAD=\$LD_PRELOAD:$PRELOAD exec iperf3 -c $SVIP -n 8M" ||
+  e2e_fail "iperf3 under librspreload against a TCP server: $(tail -1 "$E2E_TMP/iperf3-fallback.out")"
+e2e_wait_pid "$srv" 15
 
 # The API's edge cases.
 e2e_run_container probe "$S" "$SVIP" preload 60 "$WHARF_RSOCKET_PROBE" "$SVIP" ||
