@@ -190,6 +190,8 @@ int destroy(int id);
 // ---- progress and waiting (rsocket_core.cc) ----
 // Takes what has happened without blocking: rdma_cm events and completions.
 void progress(Socket* s);
+// The socket fails with `err` (its first error stays SO_ERROR); a closed one stays closed.
+void fail_socket(Socket* s, int err);
 // Waits, letting go of `lock` while asleep, until done() holds, an error is recorded, or
 // timeout_ms passes (-1: for ever). 0, or an errno (EAGAIN on a timeout or a non-blocking
 // socket with nothing to do, EINTR when a signal ended the sleep).

@@ -157,6 +157,12 @@ void free_resources(Socket* s) {
   s->pd = nullptr;
 }
 
+void fail_socket(Socket* s, int err) {
+  if (s->state == State::kClosed) return;
+  s->state = State::kError;
+  if (s->so_error == 0) s->so_error = err;
+}
+
 void progress(Socket* s) {
   if (s->channel != nullptr) {
     rdma_cm_event* ev = nullptr;
@@ -166,6 +172,9 @@ void progress(Socket* s) {
       else
         dgram_cm_event(s, ev);
     }
+    // The router is gone (its channel ended): as after the kernel's DEVICE_REMOVAL, the socket
+    // fails, rather than its waiters waking for ever on the ended channel.
+    if (errno == ENODEV) fail_socket(s, ENODEV);
   }
   if (s->cq == nullptr) return;
   ibv_cq* ecq = nullptr;

@@ -21,12 +21,6 @@ uint64_t wr_id(WrKind k, uint32_t slot) { return (static_cast<uint64_t>(k) << 32
 WrKind wr_kind(uint64_t id) { return static_cast<WrKind>(id >> 32); }
 uint32_t wr_slot(uint64_t id) { return static_cast<uint32_t>(id); }
 
-void fail_socket(Socket* s, int err) {
-  if (s->state == State::kClosed) return;
-  s->state = State::kError;
-  if (s->so_error == 0) s->so_error = err;
-}
-
 int post_recv(Socket* s, uint32_t slot) {
   ibv_sge sge{reinterpret_cast<uintptr_t>(s->recv.slot(slot)), s->recv.size, s->recv.mr->lkey};
   ibv_recv_wr wr{};

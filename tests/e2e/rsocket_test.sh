@@ -4,7 +4,8 @@
 # and riowrite), udpong (datagram rsockets), rcopy (a file, compared), iperf3 under rdma-core's
 # librspreload (its server listens as an rdma_cm id, so its bytes go by RDMA; against a plain TCP
 # server it falls back to TCP), the API's edge cases
-# (rsocket_probe.c); then rstream and udpong across two wharf-lab hosts.
+# (rsocket_probe.c), a listener whose router goes away; then rstream and udpong across two
+# wharf-lab hosts.
 #
 #   WHARF_BIN_DIR=build/bin WHARF_RSOCKET_PROBE=build/bin/rsocket_probe bash tests/e2e/rsocket_test.sh
 set -uo pipefail
@@ -79,8 +80,18 @@ e2e_wait_pid "$srv" 15
 e2e_run_container probe "$S" "$SVIP" preload 60 "$WHARF_RSOCKET_PROBE" "$SVIP" ||
   e2e_fail "rsocket_probe: $(grep FAIL "$E2E_TMP/probe.out")"
 
-# Across two lab hosts.
+# The router goes away under a blocked raccept: it fails with ENODEV (as after the kernel's
+# DEVICE_REMOVAL) instead of spinning on the ended channel.
+e2e_start_container orphan-srv "$S" "$SVIP" preload rstream -b "$SVIP" -T b
+srv=$E2E_LAST_PID
+e2e_wait_cm_listen "$S" 7471 "$srv" 20
 kill "$E2E_ROUTER_PID" 2>/dev/null
+e2e_wait_pid "$srv" 20
+((E2E_TIMED_OUT == 0)) || e2e_fail "rstream's raccept did not fail when the router went away"
+grep -q "raccept: No such device" "$E2E_TMP/orphan-srv.out" ||
+  e2e_fail "rstream without a router: $(head -1 "$E2E_TMP/orphan-srv.out")"
+
+# Across two lab hosts.
 timeout 60 "$E2E_LAB" up --hosts 2 --wharfd "$E2E_BIN/wharfd" >"$E2E_TMP/lab.out" 2>&1 || e2e_fail "wharf-lab up"
 E2E_SOCK=/run/wharf-lab/h1/wharfd.sock  # where e2e_cm_listening asks from here on
 e2e_lab_run x-rstream-srv h1 "$S" 198.18.1.11 60 rstream -b 198.18.1.11 -T b -T v -S 65536 -C 500 &
