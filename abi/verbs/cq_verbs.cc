@@ -295,7 +295,7 @@ void idle_after_empty_poll(Cq* cq) {
 
 }  // namespace
 
-int poll_cq(ibv_cq* ibcq, int n, ibv_wc* wc) {
+int poll_completions(ibv_cq* ibcq, int n, ibv_wc* wc, uint64_t* completion_ns) {
   Cq* cq = to_cq(ibcq);
   cq->lock.lock();
   int got = 0;
@@ -317,6 +317,7 @@ int poll_cq(ibv_cq* ibcq, int n, ibv_wc* wc) {
     w.slid = c.slid;
     w.sl = c.sl;
     w.dlid_path_bits = c.dlid_path_bits;
+    if (completion_ns != nullptr) completion_ns[got - 1] = c.completion_ns;
   }
   if (got == 0) {
     // On a host with fewer cores than spinning threads the router only runs when someone
@@ -333,6 +334,8 @@ int poll_cq(ibv_cq* ibcq, int n, ibv_wc* wc) {
   cq->lock.unlock();
   return got;
 }
+
+int poll_cq(ibv_cq* ibcq, int n, ibv_wc* wc) { return poll_completions(ibcq, n, wc, nullptr); }
 
 void discard_completions(ibv_cq* ibcq, uint32_t qp_num) {
   Cq* cq = to_cq(ibcq);

@@ -132,6 +132,7 @@ struct Cq {
     ibv_cq cq;
   };
   ibv_wc ex_wc;  // the completion the extended poll API is at (start_poll / next_poll)
+  uint64_t ex_completion_ns;  // and its time, on the device's free-running clock
   uint32_t handle;
   Mapping map;
   shm::CqConsumer ring;
@@ -220,6 +221,9 @@ int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
 int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad);
 int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad);
 int poll_cq(ibv_cq* cq, int n, ibv_wc* wc);
+// poll_cq that also gives each completion's time (shm::Cqe::completion_ns) when completion_ns
+// is not null.
+int poll_completions(ibv_cq* cq, int n, ibv_wc* wc, uint64_t* completion_ns);
 // ibv_create_cq and the core of ibv_create_cq_ex: a CQ of at least cqe entries. nullptr with
 // errno set on failure.
 Cq* create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,

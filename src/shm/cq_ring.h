@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "common/clock.h"
 #include "common/futex.h"
 #include "shm/layout.h"
 #include "shm/ring.h"
@@ -33,9 +34,10 @@ class CqProducer {
   CqProducer(RingHeader* hdr, Cqe* slots, uint32_t capacity)
       : hdr_(hdr), slots_(slots), capacity_(capacity) {}
 
-  // Appends c (its seq is ignored): kOk, kFull, or kCorrupt when the indices are out of
+  // Appends c stamped with the time now (its completion_ns and seq are ignored): kOk, kFull, or kCorrupt when the indices are out of
   // range or keep changing faster than a claim can succeed.
   RingStatus push(const Cqe& c) {
+    const uint64_t stamp = monotonic_raw_ns();
     for (int attempt = 0; attempt < kClaimAttempts; ++attempt) {
       // Consumer first: it never passes the producer index read after it.
       uint32_t cons = hdr_->consumer.value.load(std::memory_order_acquire);
@@ -48,6 +50,7 @@ class CqProducer {
         continue;
       Cqe* slot = slots_ + (pos & (capacity_ - 1));
       std::memcpy(slot, &c, offsetof(Cqe, seq));
+      slot->completion_ns = stamp;
       std::atomic_ref<uint32_t>(slot->seq).store(pos + 1, std::memory_order_release);
       return RingStatus::kOk;
     }

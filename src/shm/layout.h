@@ -72,7 +72,11 @@ struct Cqe {
   // Set by the consumer on an entry it drops unread: its QP was moved to RESET, which removes
   // the QP's completions from its CQs (as mlx5 does). Producers write 0.
   uint8_t discarded;
-  uint8_t reserved[13];
+  uint8_t reserved0;
+  // When the producer wrote the entry: CLOCK_MONOTONIC_RAW in nanoseconds, the device's
+  // free-running clock (ibv_query_rt_values_ex, hca_core_clock 1 GHz). Set by CqProducer.
+  uint64_t completion_ns;
+  uint32_t reserved1;
   // Publication stamp: index + 1 of the ring position this entry was written for, stored
   // last with release (shm/cq_ring.h). Lets several producers share one CQ.
   uint32_t seq;

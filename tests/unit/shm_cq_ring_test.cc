@@ -72,6 +72,20 @@ TEST(CqRingTest, StampIsThePositionPlusOne) {
   EXPECT_EQ(cq.hdr->producer.value.load(), 2u);
 }
 
+TEST(CqRingTest, EachEntryCarriesTheTimeItWasWritten) {
+  TestCq cq(2);
+  CqProducer p = cq.producer();
+  Cqe forged = entry(1);
+  forged.completion_ns = 7;  // a producer's own value is not what the consumer reads
+  const uint64_t before = monotonic_raw_ns();
+  ASSERT_EQ(p.push(forged), RingStatus::kOk);
+  ASSERT_EQ(p.push(entry(2)), RingStatus::kOk);
+  const uint64_t after = monotonic_raw_ns();
+  EXPECT_GE(cq.slots()[0].completion_ns, before);
+  EXPECT_LE(cq.slots()[0].completion_ns, cq.slots()[1].completion_ns);
+  EXPECT_LE(cq.slots()[1].completion_ns, after);
+}
+
 TEST(CqRingTest, FullUntilTheConsumerFreesASlot) {
   TestCq cq(4);
   CqProducer p = cq.producer();

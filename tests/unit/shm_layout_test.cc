@@ -59,7 +59,7 @@ static_assert(offsetof(Cqe, slid) == 42);
 static_assert(offsetof(Cqe, sl) == 44);
 static_assert(offsetof(Cqe, dlid_path_bits) == 45);
 static_assert(offsetof(Cqe, discarded) == 46);
-static_assert(offsetof(Cqe, reserved) == 47);
+static_assert(offsetof(Cqe, completion_ns) == 48);
 static_assert(offsetof(Cqe, seq) == 60);
 static_assert(alignof(Cqe) == 8);
 
