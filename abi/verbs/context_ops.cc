@@ -20,16 +20,9 @@ ibv_td* alloc_td(ibv_context*, ibv_td_init_attr*);
 int dealloc_td(ibv_td*);
 ibv_pd* alloc_parent_domain(ibv_context*, ibv_parent_domain_init_attr*);
 
-namespace {
-
-ibv_mw* alloc_mw(ibv_pd*, ibv_mw_type) {
-  errno = EOPNOTSUPP;
-  return nullptr;
-}
-int bind_mw(ibv_qp*, ibv_mw*, ibv_mw_bind*) { return EOPNOTSUPP; }
-int dealloc_mw(ibv_mw*) { return EOPNOTSUPP; }
-
-}  // namespace
+ibv_mw* alloc_mw(ibv_pd*, ibv_mw_type);
+int bind_mw(ibv_qp*, ibv_mw*, ibv_mw_bind*);
+int dealloc_mw(ibv_mw*);
 
 void init_context_ops(Context* ctx) {
   ibv_context_ops& ops = ctx->vctx.context.ops;

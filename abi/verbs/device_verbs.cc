@@ -194,14 +194,17 @@ WHARF_EXPORT int ibv_query_device(ibv_context* context, ibv_device_attr* a) {
   a->hw_ver = device::kHwVer;
   a->max_qp = device::kMaxQp;
   a->max_qp_wr = device::kMaxQpWr;
-  a->device_cap_flags =
-      IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_PORT_ACTIVE_EVENT;
+  // Memory windows: type 1, and type 2 bound to one QP (2B).
+  a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SYS_IMAGE_GUID |
+                        IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_MEM_WINDOW |
+                        IBV_DEVICE_MEM_WINDOW_TYPE_2B;
   a->max_sge = device::kMaxSge;
   a->max_sge_rd = device::kMaxSge;
   a->max_cq = device::kMaxCq;
   a->max_cqe = device::kMaxCqe;
   a->max_mr = device::kMaxMr;
   a->max_pd = device::kMaxPd;
+  a->max_mw = device::kMaxMw;
   a->max_qp_rd_atom = device::kMaxQpRdAtom;
   a->max_ee_rd_atom = 0;
   a->max_res_rd_atom = device::kMaxQpRdAtom * device::kMaxQp;

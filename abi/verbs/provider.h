@@ -131,7 +131,7 @@ struct Cq {
     ibv_cq_ex cq_ex;
     ibv_cq cq;
   };
-  ibv_wc ex_wc;  // the completion the extended poll API is at (start_poll / next_poll)
+  ibv_wc ex_wc;               // the completion the extended poll API is at (start_poll / next_poll)
   uint64_t ex_completion_ns;  // and its time, on the device's free-running clock
   uint32_t handle;
   Mapping map;
@@ -218,6 +218,9 @@ void init_context_ops(Context* ctx);
 
 // Data-path entries installed in ibv_context_ops.
 int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
+// post_send, with BIND_MW work requests binding windows of `bind_type` (ibv_post_send: type 2;
+// ibv_bind_mw: type 1).
+int post_send_wrs(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad, ibv_mw_type bind_type);
 int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad);
 int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad);
 int poll_cq(ibv_cq* cq, int n, ibv_wc* wc);

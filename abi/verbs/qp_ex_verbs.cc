@@ -3,9 +3,10 @@
 // that ibv_wr_complete posts together through the same path as ibv_post_send, so both APIs
 // follow one set of rules (what a WR may do is checked in one place, post_send's).
 //
-// Supported: RDMA WRITE (with immediate), SEND (with immediate), RDMA READ, compare-and-swap
-// and fetch-and-add, on RC, UC (WRITE/SEND) and UD (SEND); not: memory windows, LOCAL_INV,
-// SEND_WITH_INV, TSO, atomic write and XRC (creating such a QP is EOPNOTSUPP).
+// Supported: RDMA WRITE (with immediate), SEND (with immediate, with invalidate), RDMA READ,
+// compare-and-swap and fetch-and-add, binding type 2 memory windows and LOCAL_INV, on RC, UC
+// (WRITE/SEND, windows) and UD (SEND); not: TSO, atomic write and XRC (creating such a QP is
+// EOPNOTSUPP).
 // Unlike mlx5, a batch whose WR fails in ibv_wr_complete keeps the WRs before it posted.
 #include <errno.h>
 #include <infiniband/verbs.h>
@@ -19,10 +20,11 @@ namespace wharf::abi {
 namespace {
 
 constexpr uint64_t kConnectedOps = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
-                                   IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
-constexpr uint64_t kReliableOps = kConnectedOps | IBV_QP_EX_WITH_RDMA_READ |
-                                  IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
-                                  IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+                                   IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
+                                   IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV;
+constexpr uint64_t kReliableOps =
+    kConnectedOps | IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
+    IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_SEND_WITH_INV;
 constexpr uint64_t kDatagramOps = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
 
 // The IBV_QP_EX_WITH_* ops a QP of this type may be created with.
@@ -100,12 +102,24 @@ void wr_atomic_fetch_add(ibv_qp_ex* ex, uint32_t rkey, uint64_t addr, uint64_t a
     wr->wr.atomic = {addr, add, 0, rkey};
 }
 
-// Operations the QP can never have been created with (create_qp_ex refuses them).
-void wr_bind_mw(ibv_qp_ex* ex, ibv_mw*, uint32_t, const ibv_mw_bind_info*) {
-  fail(of(ex), EOPNOTSUPP);
+void wr_bind_mw(ibv_qp_ex* ex, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info* info) {
+  if (info == nullptr) return fail(of(ex), EINVAL);
+  if (ibv_send_wr* wr = begin(ex, IBV_QP_EX_WITH_BIND_MW, IBV_WR_BIND_MW)) {
+    wr->bind_mw.mw = mw;
+    wr->bind_mw.rkey = rkey;
+    wr->bind_mw.bind_info = *info;
+  }
 }
-void wr_local_inv(ibv_qp_ex* ex, uint32_t) { fail(of(ex), EOPNOTSUPP); }
-void wr_send_inv(ibv_qp_ex* ex, uint32_t) { fail(of(ex), EOPNOTSUPP); }
+void wr_local_inv(ibv_qp_ex* ex, uint32_t key) {
+  if (ibv_send_wr* wr = begin(ex, IBV_QP_EX_WITH_LOCAL_INV, IBV_WR_LOCAL_INV))
+    wr->invalidate_rkey = key;
+}
+void wr_send_inv(ibv_qp_ex* ex, uint32_t key) {
+  if (ibv_send_wr* wr = begin(ex, IBV_QP_EX_WITH_SEND_WITH_INV, IBV_WR_SEND_WITH_INV))
+    wr->invalidate_rkey = key;
+}
+
+// Operations the QP can never have been created with (create_qp_ex refuses them).
 void wr_send_tso(ibv_qp_ex* ex, void*, uint16_t, uint16_t) { fail(of(ex), EOPNOTSUPP); }
 void wr_set_xrc_srqn(ibv_qp_ex* ex, uint32_t) { fail(of(ex), EOPNOTSUPP); }
 void wr_atomic_write(ibv_qp_ex* ex, uint32_t, uint64_t, const void*) { fail(of(ex), EOPNOTSUPP); }

@@ -215,6 +215,24 @@ int write_send_wqe(Qp* qp, uint8_t* slot, const ibv_send_wr* wr) {
       h->remote_addr = wr->wr.rdma.remote_addr;
       h->rkey = wr->wr.rdma.rkey;
       break;
+    case IBV_WR_BIND_MW: {  // the field use: shm::SendWqe
+      const ibv_mw_bind_info& b = wr->bind_mw.bind_info;
+      h->rkey = wr->bind_mw.rkey;
+      h->remote_addr = b.addr;
+      h->compare_add = b.length;
+      h->swap = b.mw_access_flags;
+      h->ah_handle = wr->bind_mw.mw->handle;
+      h->remote_qpn = b.mr != nullptr ? b.mr->lkey : 0;
+      h->num_sge = 0;
+      h->inline_len = 0;
+      return 0;
+    }
+    case IBV_WR_LOCAL_INV:
+      h->rkey = wr->invalidate_rkey;
+      h->num_sge = 0;
+      h->inline_len = 0;
+      return 0;
+    case IBV_WR_SEND_WITH_INV: h->rkey = wr->invalidate_rkey; break;
     default: break;
   }
   if (qp->qp.qp_type == IBV_QPT_UD) {
@@ -249,9 +267,23 @@ int write_send_wqe(Qp* qp, uint8_t* slot, const ibv_send_wr* wr) {
   return 0;
 }
 
+// A BIND_MW work request as providers check it before posting (mlx5): a window of this
+// context and the QP's PD, of the type the caller may bind (type 1 through ibv_bind_mw only,
+// type 2 through ibv_post_send), a key that keeps the window's index, a registration of the
+// window's PD for a non-empty window, no zero-based access. 0 or EINVAL.
+int check_bind(const ibv_qp* qp, const ibv_send_wr* wr, ibv_mw_type type) {
+  const ibv_mw* mw = wr->bind_mw.mw;
+  const ibv_mw_bind_info& b = wr->bind_mw.bind_info;
+  if (mw == nullptr || mw->context != qp->context || mw->type != type || mw->pd != qp->pd ||
+      (wr->bind_mw.rkey >> 8) != (mw->rkey >> 8) || (b.mw_access_flags & IBV_ACCESS_ZERO_BASED))
+    return EINVAL;
+  if (b.mr == nullptr) return b.addr != 0 || b.length != 0 ? EINVAL : 0;
+  return b.mr->pd == mw->pd ? 0 : EINVAL;
+}
+
 }  // namespace
 
-int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
+int post_send_wrs(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad, ibv_mw_type bind_type) {
   thread_idle_since_ns = 0;
   Qp* qp = to_qp(ibqp);
   int err = 0;
@@ -260,7 +292,8 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
   for (; wr != nullptr; wr = wr->next) {
     if (ibqp->state == IBV_QPS_RESET || ibqp->state == IBV_QPS_INIT || ibqp->state == IBV_QPS_RTR ||
         !proto::opcode_allowed(ibqp->qp_type, wr->opcode) || wr->num_sge < 0 ||
-        static_cast<uint32_t>(wr->num_sge) > qp->caps.max_send_sge) {
+        static_cast<uint32_t>(wr->num_sge) > qp->caps.max_send_sge ||
+        (wr->opcode == IBV_WR_BIND_MW && check_bind(ibqp, wr, bind_type) != 0)) {
       err = EINVAL;
       break;
     }
@@ -282,6 +315,10 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
   if (err != 0) *bad = wr;
   if (to_router) to_ctx(ibqp->context)->ring_doorbell();
   return err;
+}
+
+int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
+  return post_send_wrs(qp, wr, bad, IBV_MW_TYPE_2);
 }
 
 int write_recv_wqe(shm::RingProducer* ring, uint32_t max_sge, const ibv_recv_wr* wr) {

@@ -21,6 +21,7 @@ constexpr uint32_t kMaxCq = 1u << 16;
 constexpr uint32_t kMaxCqe = shm::kMaxCqDepth;
 constexpr uint32_t kMaxMr = 1u << 20;
 constexpr uint32_t kMaxPd = 1u << 16;
+constexpr uint32_t kMaxMw = 1u << 16;  // memory windows per context
 constexpr uint32_t kMaxAh = 1u << 16;
 constexpr uint32_t kMaxSrq = 1u << 16;
 constexpr uint32_t kMaxSrqWr = shm::kMaxQueueDepth;

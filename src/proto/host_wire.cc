@@ -72,6 +72,11 @@ bool opcode_shape(uint8_t opcode, OpcodeShape* s) {
     case kSendLastImm:
     case kSendOnlyImm:
     case kWriteLastImm: s->imm = s->payload = true; return true;
+    case kSendLastInvalidate:
+    case kSendOnlyInvalidate:
+      if (transport != kRc) return false;  // IBTA: RC (and XRC) only
+      s->imm = s->payload = true;
+      return true;
     case kWriteFirst:
     case kWriteOnly: s->reth = s->payload = true; return true;
     case kWriteOnlyImm: s->reth = s->imm = s->payload = true; return true;

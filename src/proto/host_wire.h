@@ -17,8 +17,10 @@
 namespace wharf::proto::host {
 
 constexpr uint32_t kMagic = 0x50544857;  // "WHTP" as little-endian bytes
-constexpr uint16_t kVersionMin = 2;      // versions this build speaks (2: PacketHeader.network)
-constexpr uint16_t kVersionMax = 2;
+// Versions this build speaks. 3: SEND with Invalidate (opcodes 0x16, 0x17, IETH);
+// 2: PacketHeader.network.
+constexpr uint16_t kVersionMin = 3;
+constexpr uint16_t kVersionMax = 3;
 constexpr uint32_t kMaxSegment = 64 * 1024;  // payload bytes in one packet
 
 // ---- Connection setup: each side sends Hello, then reads the other's. ----
@@ -70,6 +72,8 @@ enum Operation : uint8_t {
   kAtomicAcknowledge = 0x12,
   kCompareSwap = 0x13,
   kFetchAdd = 0x14,
+  kSendLastInvalidate = 0x16,  // IETH: the responder's memory window key to invalidate
+  kSendOnlyInvalidate = 0x17,
 };
 
 constexpr uint8_t opcode_of(Transport t, Operation op) {
@@ -186,7 +190,9 @@ struct Packet {
   Grh grh;
   Reth reth;
   AtomicEth atomic;
-  uint32_t imm = 0;  // immediate data, network order as the application gave it
+  // Immediate data (network order as the application gave it), or the IETH's key (SEND
+  // with Invalidate): both take the same 4 bytes after the RETH's place.
+  uint32_t imm = 0;
   Aeth aeth;
   uint64_t atomic_orig = 0;  // AtomicAckETH: the value before the atomic
   Deth deth;

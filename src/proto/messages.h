@@ -67,6 +67,8 @@ enum class Op : uint16_t {
   kCmSetOption = 41,
   kModifyQpRateLimit = 42,
   kReregMr = 43,
+  kAllocMw = 44,
+  kDeallocMw = 45,
 };
 
 // Every datagram starts with this. `status` is 0 in requests; in replies it is 0 or a
@@ -159,6 +161,27 @@ struct RegMrRep {
   template <class V>
   void visit(V&& v) {
     v(handle), v(lkey), v(rkey);
+  }
+};
+
+// ---- Memory windows ----
+// ibv_alloc_mw: a window of `type` (IBV_MW_TYPE_1 or _2) in PD `pd`, unbound. Its rkey's
+// upper 24 bits are the window's for good; binds change the low 8 (type 1: the library's
+// ibv_inc_rkey; type 2: the application's choice). DeallocMw takes a Handle.
+struct AllocMwReq {
+  uint32_t pd = 0;
+  uint32_t type = 0;
+  template <class V>
+  void visit(V&& v) {
+    v(pd), v(type);
+  }
+};
+struct AllocMwRep {
+  uint32_t handle = 0;
+  uint32_t rkey = 0;
+  template <class V>
+  void visit(V&& v) {
+    v(handle), v(rkey);
   }
 };
 

@@ -13,6 +13,7 @@
 #include "common/clock.h"
 #include "proto/datagram.h"
 #include "proto/device.h"
+#include "router/memory_window.h"
 #include "router/qp_state.h"
 #include "router/remote.h"
 #include "router/router.h"
@@ -120,7 +121,7 @@ void reset_qp_rings(Qp* qp) {
 }  // namespace
 
 Mr::~Mr() {
-  if (mapping != nullptr) munmap(mapping, mapping_size);
+  if (mapping != nullptr && mapping_size != 0) munmap(mapping, mapping_size);
 }
 
 Session::Session(Router* router, UniqueFd sock, pid_t pid, uid_t uid, Container* container)
@@ -130,6 +131,7 @@ Session::~Session() {
   destroy_cm_state();
   // Children before parents: QPs hold CQs, SRQs and PDs.
   while (qps_.size() != 0) destroy_qp(qps_.take(qps_.begin()->first));
+  while (mws_.size() != 0) dealloc_mw(mws_.take(mws_.begin()->first));  // before their MRs
   ahs_.clear();
   srqs_.clear();
   cqs_.clear();
@@ -227,6 +229,8 @@ bool Session::handle_request(const uint8_t* buf, size_t len, UniqueFd* fds, int 
     case Op::kRegMr: serve(h, body, blen, fds, nfds, &Session::on_reg_mr); break;
     case Op::kDeregMr: serve(h, body, blen, fds, nfds, &Session::on_dereg_mr); break;
     case Op::kReregMr: serve(h, body, blen, fds, nfds, &Session::on_rereg_mr); break;
+    case Op::kAllocMw: serve(h, body, blen, fds, nfds, &Session::on_alloc_mw); break;
+    case Op::kDeallocMw: serve(h, body, blen, fds, nfds, &Session::on_dealloc_mw); break;
     case Op::kCreateChannel: serve(h, body, blen, fds, nfds, &Session::on_create_channel); break;
     case Op::kDestroyChannel: serve(h, body, blen, fds, nfds, &Session::on_destroy_channel); break;
     case Op::kCreateCq: serve(h, body, blen, fds, nfds, &Session::on_create_cq); break;
@@ -407,6 +411,7 @@ int Session::on_rereg_mr(const proto::ReregMrReq& req, UniqueFd* fds, int nfds,
                          proto::RegMrRep* rep, ReplyFds*) {
   Mr* old = mrs_.find(req.mr);
   if (old == nullptr) return EINVAL;
+  if (old->windows != 0) return EBUSY;  // windows are bound to its translation
   std::unique_ptr<Mr> mr;
   if (int err = make_mr(req.reg, fds, nfds, old, &mr); err != 0) return err;
   mr->key = old->key;
@@ -422,12 +427,45 @@ int Session::on_rereg_mr(const proto::ReregMrReq& req, UniqueFd* fds, int nfds,
 }
 
 int Session::on_dereg_mr(const proto::Handle& req, UniqueFd*, int, proto::Empty*, ReplyFds*) {
+  Mr* bound = mrs_.find(req.handle);
+  if (bound == nullptr) return EINVAL;
+  if (bound->windows != 0) return EBUSY;  // as ibv_dereg_mr(3): windows are bound to it
   auto mr = mrs_.take(req.handle);
-  if (!mr) return EINVAL;
   router_->release_key(mr->key);
   router_->retire_mr_st();
   mr->pd->users--;
   return 0;
+}
+
+int Session::on_alloc_mw(const proto::AllocMwReq& req, UniqueFd*, int, proto::AllocMwRep* rep,
+                         ReplyFds*) {
+  Pd* pd = pds_.find(req.pd);
+  if (pd == nullptr || (req.type != IBV_MW_TYPE_1 && req.type != IBV_MW_TYPE_2)) return EINVAL;
+  if (mws_.size() >= device::kMaxMw) return ENOMEM;
+  auto mw = std::make_unique<Mw>();
+  mw->owner = this;
+  mw->pd = pd;
+  mw->type = req.type;
+  mw->key = router_->allocate_key(nullptr);
+  Mw* raw = mws_.add(std::move(mw));
+  pd->users++;
+  rep->handle = raw->handle;
+  rep->rkey = raw->key;
+  return 0;
+}
+
+int Session::on_dealloc_mw(const proto::Handle& req, UniqueFd*, int, proto::Empty*, ReplyFds*) {
+  auto mw = mws_.take(req.handle);
+  if (!mw) return EINVAL;
+  dealloc_mw(std::move(mw));
+  return 0;
+}
+
+// A window goes with its binding (IBTA: deallocation invalidates it) and its key.
+void Session::dealloc_mw(std::unique_ptr<Mw> mw) {
+  unbind_window(router_, mw.get());
+  router_->release_key(mw->key);
+  mw->pd->users--;
 }
 
 int Session::on_create_channel(const proto::Empty&, UniqueFd* fds, int nfds, proto::Handle* rep,
@@ -636,6 +674,11 @@ void Session::destroy_qp(std::unique_ptr<Qp> qp) {
   // Its own library no longer posts to it (or is gone): no need to wait for it.
   router_->disable_direct_st(qp.get(), /*wait_for_library=*/false);
   router_->release_qpn(qp->qpn);
+  // Type 2 windows bound to it are reached through it only: they go with it, so a later QP
+  // given the same number cannot reach them.
+  for (auto& [h, mw] : mws_)
+    if (mw->binding != nullptr && mw->binding->bound_qpn == qp->qpn)
+      unbind_window(router_, mw.get());
   // The QP it was connected to can no longer execute into it.
   if (Qp* peer = router_->qp_by_qpn(qp->attr.dest_qp_num)) router_->refresh_direct_st(peer);
   container_->retired.add(*qp->counters);

@@ -13,6 +13,7 @@
 #include "proto/device.h"
 #include "proto/qp_rules.h"
 #include "router/executor.h"
+#include "router/memory_window.h"
 #include "router/mr_access.h"
 #include "router/peer_rules.h"
 #include "router/remote.h"
@@ -135,7 +136,9 @@ bool Executor::resolve_sges_st(const shm::Sge* sges, uint32_t n, const Session* 
     const shm::Sge& s = sges[i];
     if (s.length == 0) continue;
     Mr* mr = r_->mr_by_key(s.lkey);
-    if (mr == nullptr || mr->owner != owner || mr->pd != pd || !mr_contains(*mr, s.addr, s.length))
+    // A window's key is an rkey only (IBTA 10.6.7): never a local key.
+    if (mr == nullptr || mr->parent != nullptr || mr->owner != owner || mr->pd != pd ||
+        !mr_contains(*mr, s.addr, s.length))
       return false;
     if (need_write && !(mr->access & IBV_ACCESS_LOCAL_WRITE)) return false;
     if (!append_mr_range(out, *mr, s.addr, s.length)) return false;
@@ -146,6 +149,10 @@ bool Executor::resolve_sges_st(const shm::Sge* sges, uint32_t n, const Session* 
 Executor::Step Executor::execute_st(Qp* qp, const SendWork& w, ibv_wc_status* status,
                                     uint32_t* byte_len) {
   const uint8_t op = w.hdr.opcode;
+  if (proto::is_window_op(op)) {
+    *status = execute_window_op(r_, qp, w.hdr);
+    return Step::kDone;
+  }
   const bool writes_local = op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP ||
                             op == IBV_WR_ATOMIC_FETCH_AND_ADD;
   SegmentList local;
@@ -189,8 +196,8 @@ Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w, const S
                r_->config().link_layer))
     return no_peer_st(qp, status);
 
-  const bool needs_recv =
-      op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_RDMA_WRITE_WITH_IMM;
+  const bool send = op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_SEND_WITH_INV;
+  const bool needs_recv = send || op == IBV_WR_RDMA_WRITE_WITH_IMM;
   RecvSource rsrc;
   RecvWork rw;
   if (needs_recv && !take_recv_st(dst, &rsrc, &rw)) {
@@ -217,7 +224,13 @@ Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w, const S
   };
 
   const uint64_t len = local.total;
-  if (op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM) {
+  if (send) {
+    // The window a SEND_WITH_INV names must be the responder's to invalidate (IBTA 10.6.7.2.3):
+    // else an invalid request, and nothing is placed.
+    if (op == IBV_WR_SEND_WITH_INV && !invalidate_remotely(r_, dst, w.hdr.rkey)) {
+      complete_recv_st(dst, rw, IBV_WC_REM_INV_REQ_ERR, IBV_WC_RECV, 0, origin_of(w, qp), 0);
+      return responder_error(IBV_WC_REM_INV_REQ_ERR);
+    }
     SegmentList target;
     if (!resolve_sges_st(rw.sge, rw.hdr.num_sge, dst->owner, rsrc.pd, true, &target)) {
       complete_recv_st(dst, rw, IBV_WC_LOC_PROT_ERR, IBV_WC_RECV, 0, origin_of(w, qp), 0);
@@ -236,8 +249,11 @@ Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w, const S
       return responder_error(IBV_WC_REM_OP_ERR);
     }
     consume_recv_st(&rsrc);
+    const uint32_t flags = op == IBV_WR_SEND_WITH_IMM   ? IBV_WC_WITH_IMM
+                           : op == IBV_WR_SEND_WITH_INV ? IBV_WC_WITH_INV
+                                                        : 0;
     complete_recv_st(dst, rw, IBV_WC_SUCCESS, IBV_WC_RECV, static_cast<uint32_t>(len),
-                     origin_of(w, qp), op == IBV_WR_SEND_WITH_IMM ? IBV_WC_WITH_IMM : 0);
+                     origin_of(w, qp), flags);
     return Step::kDone;
   }
 
@@ -257,8 +273,8 @@ Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w, const S
   Mr* rmr = nullptr;
   if (rlen != 0) {  // a zero-length RDMA access checks no key
     rmr = r_->mr_by_key(w.hdr.rkey);
-    if (!(dst->attr.qp_access_flags & need) || rmr == nullptr || rmr->owner != dst->owner ||
-        rmr->pd != dst->pd || !(rmr->access & need) || !mr_contains(*rmr, w.hdr.remote_addr, rlen))
+    if (!(dst->attr.qp_access_flags & need) ||
+        !remote_access_allowed(rmr, *dst, need, w.hdr.remote_addr, rlen))
       return responder_error(IBV_WC_REM_ACCESS_ERR);
   } else if (!(dst->attr.qp_access_flags & need)) {
     return responder_error(IBV_WC_REM_ACCESS_ERR);
@@ -431,7 +447,7 @@ Origin Executor::origin_of(const SendWork& w, const Qp* src) const {
   o.sl = src->type == IBV_QPT_UD ? 0 : src->attr.ah_attr.sl;
   o.solicited = (w.hdr.flags & shm::kWqeSolicited) != 0;
   o.has_imm = w.hdr.opcode == IBV_WR_SEND_WITH_IMM || w.hdr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
-  o.imm = w.hdr.imm_data;
+  o.imm = w.hdr.opcode == IBV_WR_SEND_WITH_INV ? w.hdr.rkey : w.hdr.imm_data;
   return o;
 }
 
@@ -442,7 +458,7 @@ void Executor::complete_recv_st(Qp* dst, const RecvWork& rw, ibv_wc_status statu
   c.byte_len = byte_len;
   c.src_qp = from.qpn;
   c.wc_flags = flags;
-  c.imm_data = (flags & IBV_WC_WITH_IMM) ? from.imm : 0;
+  c.imm_data = (flags & (IBV_WC_WITH_IMM | IBV_WC_WITH_INV)) ? from.imm : 0;
   c.slid = from.slid;
   c.sl = from.sl;
   post_cqe_st(dst->recv_cq, c, from.solicited);

@@ -146,7 +146,9 @@ int Session::on_get_peer_mr(const proto::PeerMrReq& req, UniqueFd*, int, proto::
   Mr* mr = router_->mr_by_key(req.key);
   if (mr == nullptr || mr->owner != peer->owner || mr->pd != peer->pd) return EACCES;
   rep->access = mr->access;
-  if (mr->mapped_len == 0) return 0;
+  // A window's binding is part of a mapping, to the byte, and may be for one QP only: the
+  // router checks every use of it (no memfd: the library leaves such work to the router).
+  if (mr->mapped_len == 0 || mr->parent != nullptr) return 0;
   rep->mapped_iova = mr->iova + (mr->mapped_start - mr->addr);
   rep->mapped_len = mr->mapped_len;
   rep->memfd_offset = mr->memfd_offset;

@@ -46,7 +46,9 @@ struct Origin {
   uint8_t sl = 0;
   bool solicited = false;
   bool has_imm = false;
-  uint32_t imm = 0;  // network order, as the sender's application gave it
+  // Immediate data, network order as the sender's application gave it; for a SEND_WITH_INV
+  // the key it invalidated (host order, as ibv_wc.invalidated_rkey).
+  uint32_t imm = 0;
 };
 
 constexpr uint32_t kGrhSize = 40;

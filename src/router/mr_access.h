@@ -35,6 +35,16 @@ inline bool mr_contains(const Mr& mr, uint64_t va, uint64_t len) {
   return va >= mr.iova && len <= mr.length && va - mr.iova <= mr.length - len;
 }
 
+// Whether `mr` (what an rkey names: a registration or a window's binding, or nullptr) lets an
+// access of `need` (IBV_ACCESS_REMOTE_*) to [va, va+len) arrive through responder QP dst:
+// dst's owner's, in dst's PD, allowing `need`, containing the range, and a type 2 window
+// bound to dst (C9-... 9.7.4.1, 10.6.7). The QP's own access flags are the caller's check.
+inline bool remote_access_allowed(const Mr* mr, const Qp& dst, uint32_t need, uint64_t va,
+                                  uint64_t len) {
+  return mr != nullptr && mr->owner == dst.owner && mr->pd == dst.pd && (mr->access & need) &&
+         mr_contains(*mr, va, len) && (mr->bound_qpn == 0 || mr->bound_qpn == dst.qpn);
+}
+
 // Appends the segments covering [va, va+len) of mr (bounds already checked). False if the
 // list is full.
 bool append_mr_range(SegmentList* list, const Mr& mr, uint64_t va, uint64_t len);

@@ -23,6 +23,7 @@
 namespace wharf::router {
 
 class Session;
+struct Mw;
 struct RemoteQpState;  // router/remote.h
 
 // What QPs moved (shm::QpCounters), summed: a container keeps its destroyed QPs' share.
@@ -79,8 +80,27 @@ struct Mr {
   uint64_t memfd_offset = 0;
   // An implicit on-demand MR: the whole address space, nothing pinned (counts no MR bytes).
   bool implicit = false;
-  uint64_t charged_bytes() const { return implicit ? 0 : length; }
+  // A memory window's binding (router/memory_window.h) is an Mr of its own: part of its
+  // parent registration, with the window's access. It borrows the parent's mapping
+  // (mapping_size 0: not its to unmap). A type 2 window is reached only through the QP that
+  // bound it (bound_qpn; 0: any QP of its PD).
+  Mr* parent = nullptr;
+  Mw* window = nullptr;  // the window a binding is of
+  uint32_t bound_qpn = 0;
+  int windows = 0;  // bindings of windows on this registration: it cannot go while any remain
+  uint64_t charged_bytes() const { return implicit || parent != nullptr ? 0 : length; }
   ~Mr();
+};
+
+// A memory window (ibv_alloc_mw). Its key's upper 24 bits stay reserved for it while it
+// lives (Router::keys_ maps an unbound window's key to nothing).
+struct Mw {
+  uint32_t handle = 0;
+  Session* owner = nullptr;
+  Pd* pd = nullptr;
+  uint32_t type = IBV_MW_TYPE_1;
+  uint32_t key = 0;
+  std::unique_ptr<Mr> binding;  // null while unbound
 };
 
 struct CompChannel {

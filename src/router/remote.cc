@@ -9,6 +9,7 @@
 #include "proto/device.h"
 #include "proto/qp_rules.h"
 #include "proto/vip_gid.h"
+#include "router/memory_window.h"
 #include "router/peer_rules.h"
 #include "router/router.h"
 #include "router/session.h"
@@ -33,16 +34,20 @@ uint32_t packets_for(uint64_t len) {
   return len == 0 ? 1 : static_cast<uint32_t>((len + host::kMaxSegment - 1) / host::kMaxSegment);
 }
 
-bool is_send(uint8_t op) { return op <= host::kSendOnlyImm; }
+bool has_invalidate(uint8_t op) {
+  return op == host::kSendLastInvalidate || op == host::kSendOnlyInvalidate;
+}
+bool is_send(uint8_t op) { return op <= host::kSendOnlyImm || has_invalidate(op); }
 bool is_write(uint8_t op) { return op >= host::kWriteFirst && op <= host::kWriteOnlyImm; }
 bool starts_message(uint8_t op) {
   return op == host::kSendFirst || op == host::kSendOnly || op == host::kSendOnlyImm ||
-         op == host::kWriteFirst || op == host::kWriteOnly || op == host::kWriteOnlyImm;
+         op == host::kSendOnlyInvalidate || op == host::kWriteFirst || op == host::kWriteOnly ||
+         op == host::kWriteOnlyImm;
 }
 bool ends_message(uint8_t op) {
   return op == host::kSendLast || op == host::kSendLastImm || op == host::kSendOnly ||
-         op == host::kSendOnlyImm || op == host::kWriteLast || op == host::kWriteLastImm ||
-         op == host::kWriteOnly || op == host::kWriteOnlyImm;
+         op == host::kSendOnlyImm || has_invalidate(op) || op == host::kWriteLast ||
+         op == host::kWriteLastImm || op == host::kWriteOnly || op == host::kWriteOnlyImm;
 }
 bool has_imm(uint8_t op) {
   return op == host::kSendLastImm || op == host::kSendOnlyImm || op == host::kWriteLastImm ||
@@ -54,9 +59,10 @@ uint8_t packet_operation(uint8_t wr_opcode, uint32_t k, uint32_t n) {
   const bool write = wr_opcode == IBV_WR_RDMA_WRITE || wr_opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
   const bool imm = wr_opcode == IBV_WR_SEND_WITH_IMM || wr_opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
   const uint8_t base = write ? host::kWriteFirst : host::kSendFirst;
+  if (k + 1 < n) return static_cast<uint8_t>(k == 0 ? base : base + 1);
+  if (wr_opcode == IBV_WR_SEND_WITH_INV)
+    return n == 1 ? host::kSendOnlyInvalidate : host::kSendLastInvalidate;
   if (n == 1) return static_cast<uint8_t>(base + (imm ? 5 : 4));
-  if (k == 0) return base;
-  if (k + 1 < n) return static_cast<uint8_t>(base + 1);
   return static_cast<uint8_t>(base + (imm ? 3 : 2));
 }
 
@@ -193,7 +199,7 @@ bool RemotePath::send_message_st(Executor* ex, Qp* qp, int dest, const Outstandi
           host::kAckRequest | ((o.w.hdr.flags & shm::kWqeSolicited) ? host::kSolicited : 0);
     }
     p.reth = host::Reth{o.w.hdr.remote_addr, o.w.hdr.rkey, static_cast<uint32_t>(len)};
-    p.imm = o.w.hdr.imm_data;
+    p.imm = op == IBV_WR_SEND_WITH_INV ? o.w.hdr.rkey : o.w.hdr.imm_data;
     p.payload_len = chunk;
     // The payload goes from the registered memory straight into the link's queue.
     SegmentList piece = slice(local, off, chunk);
@@ -291,6 +297,19 @@ bool RemotePath::process_requester_st(Executor* ex, Qp* qp, int dest, uint64_t n
     SegmentList local;
     if (!copy_send_wqe(slot, qp->layout.sq_slot, qp->type, qp->caps.max_send_sge, &o.w)) {
       failure = IBV_WC_LOC_QP_OP_ERR;
+    } else if (proto::is_window_op(o.w.hdr.opcode)) {
+      // Acts on this host's windows only, once everything before it completed (in order).
+      if (!st.outstanding.empty()) break;
+      qp->sq.pop();
+      o.signaled = (o.w.hdr.flags & shm::kWqeSignaled) || qp->sq_sig_all;
+      const ibv_wc_status status = execute_window_op(r_, qp, o.w.hdr);
+      complete_send_st(qp, o, status);
+      if (status != IBV_WC_SUCCESS) {
+        ex->to_error_st(qp);
+        return true;
+      }
+      did = true;
+      continue;
     } else if (!ex->gather_local_st(qp, o.w, is_read_or_atomic(o.w.hdr.opcode), &local)) {
       failure = IBV_WC_LOC_PROT_ERR;  // READ and atomic results need local write access
     } else if (local.total > device::kMaxMsgSize ||
@@ -627,10 +646,7 @@ void RemotePath::on_read_response_st(Qp* qp, State& st, const Packet& p) {
 Mr* RemotePath::target_mr(const Qp* dst, uint32_t rkey, uint64_t va, uint64_t len,
                           uint32_t need) const {
   Mr* mr = r_->mr_by_key(rkey);
-  if (mr == nullptr || mr->owner != dst->owner || mr->pd != dst->pd || !(mr->access & need) ||
-      !mr_contains(*mr, va, len))
-    return nullptr;
-  return mr;
+  return remote_access_allowed(mr, *dst, need, va, len) ? mr : nullptr;
 }
 
 void RemotePath::queue_response_st(Qp* dst, const Response& r) {
@@ -883,6 +899,9 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
         return;
       }
     }
+    // The window a SEND with Invalidate names must be the responder's (IBTA 10.6.7.2.3).
+    if (has_invalidate(op) && !invalidate_remotely(r_, dst, p.imm))
+      return fail(host::kNakInvalidRequest, IBV_WC_REM_INV_REQ_ERR);
     if (is_send(op) || has_imm(op)) {
       ex.consume_recv_st(&st.rsrc);
       shm::Cqe c = make_cqe(st.rw.hdr.wr_id, IBV_WC_SUCCESS,
@@ -891,8 +910,8 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
       c.src_qp = p.hdr.src_qpn;
       c.slid = p.hdr.slid;
       c.sl = p.hdr.sl;
-      if (has_imm(op)) {
-        c.wc_flags = IBV_WC_WITH_IMM;
+      if (has_imm(op) || has_invalidate(op)) {
+        c.wc_flags = has_imm(op) ? IBV_WC_WITH_IMM : IBV_WC_WITH_INV;
         c.imm_data = p.imm;
       }
       post_cqe_st(dst->recv_cq, c, (p.hdr.flags & host::kSolicited) != 0);

@@ -129,10 +129,13 @@ class Router {
   void for_each_qp(F&& f) const {
     for (const auto& [qpn, qp] : qps_) f(qp);
   }
+  // A new key naming mr (nullptr: reserved for a memory window, naming nothing yet).
   uint32_t allocate_key(Mr* mr);
   void release_key(uint32_t key);
   // Key `key` names `mr` from now on (a re-registration keeps its keys).
   void rebind_key(uint32_t key, Mr* mr) { keys_[key] = mr; }
+  // Whether `key` is taken: a registration's, a window's binding, or reserved for a window.
+  bool key_in_use(uint32_t key) const { return keys_.count(key) != 0; }
   Mr* mr_by_key(uint32_t key) const {
     auto it = keys_.find(key);
     return it == keys_.end() ? nullptr : it->second;

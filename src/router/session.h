@@ -91,6 +91,7 @@ class Session {
   const std::string& registered_name() const { return registered_name_; }
 
   Ah* find_ah(uint32_t handle) const { return ahs_.find(handle); }
+  Mw* find_mw(uint32_t handle) const { return mws_.find(handle); }
 
   // ibv_modify_qp on one of this session's QPs: validates the transition and the values,
   // applies them. Returns 0 or an errno.
@@ -120,6 +121,9 @@ class Session {
   // `replacing`: the MR it is to replace (its bytes and count leave the quota).
   int make_mr(const proto::RegMrReq& req, UniqueFd* fds, int nfds, const Mr* replacing,
               std::unique_ptr<Mr>* out);
+  int on_alloc_mw(const proto::AllocMwReq&, UniqueFd*, int, proto::AllocMwRep*, ReplyFds*);
+  int on_dealloc_mw(const proto::Handle&, UniqueFd*, int, proto::Empty*, ReplyFds*);
+  void dealloc_mw(std::unique_ptr<Mw> mw);
   int on_create_channel(const proto::Empty&, UniqueFd*, int, proto::Handle*, ReplyFds*);
   int on_destroy_channel(const proto::Handle&, UniqueFd*, int, proto::Empty*, ReplyFds*);
   int on_create_cq(const proto::CreateCqReq&, UniqueFd*, int, proto::CreateCqRep*, ReplyFds*);
@@ -185,6 +189,7 @@ class Session {
 
   HandleTable<Pd> pds_;
   HandleTable<Mr> mrs_;
+  HandleTable<Mw> mws_;
   HandleTable<CompChannel> channels_;
   HandleTable<Cq> cqs_;
   HandleTable<Srq> srqs_;

@@ -28,6 +28,11 @@ struct Sge {
 };
 static_assert(sizeof(Sge) == 16);
 
+// Memory-window work requests carry no SGEs and use the fields this way:
+//  - BIND_MW: rkey = the window's new key, remote_addr = start of the window, compare_add =
+//    its length, swap = its access flags, ah_handle = the window's handle, remote_qpn = the
+//    lkey of the registration it lies in;
+//  - LOCAL_INV and SEND_WITH_INV: rkey = the key to invalidate.
 struct SendWqe {
   uint64_t wr_id;
   uint8_t opcode;   // enum ibv_wr_opcode

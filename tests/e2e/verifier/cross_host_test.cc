@@ -253,6 +253,41 @@ TEST_F(CrossHostTest, ABadRkeyIsARemoteAccessErrorAndTheRestIsFlushed) {
   EXPECT_EQ(attr.qp_state, IBV_QPS_ERR);
 }
 
+TEST_F(CrossHostTest, AWindowBoundOnOneHostIsWrittenAndInvalidatedFromTheOther) {
+  ibv_qp *qa, *qb;
+  rc_pair(&qa, &qb);
+  Buffer src = make_buffer(a_, 4096, kFullAccess);
+  Buffer dst = make_buffer(b_, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+  Buffer rbuf = make_buffer(b_, 4096, kFullAccess);
+  std::memset(src.data, 0x3c, 64);
+  const auto base = reinterpret_cast<uint64_t>(dst.data);
+  ibv_mw* mw = ibv_alloc_mw(b_.pd, IBV_MW_TYPE_2);
+  ASSERT_NE(mw, nullptr);
+  const uint32_t key = ibv_inc_rkey(mw->rkey);
+  // The bind runs in qb's send queue, whose peer is on the other host.
+  ASSERT_EQ(post_bind(qb, mw, key, dst.mr, base, 256, IBV_ACCESS_REMOTE_WRITE, 1), 0);
+  ibv_wc wc = wait_one(b_.cq);
+  ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+  const ibv_sge sge{reinterpret_cast<uint64_t>(src.data), 64, src.mr->lkey};
+  ASSERT_EQ(post_send(qa, IBV_WR_RDMA_WRITE, {sge}, 2, IBV_SEND_SIGNALED, base + 128, key), 0);
+  wc = wait_one(a_.cq);
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(dst.data[128], 0x3c);
+  post_recv(qb, rbuf, 0, 4096, 3);
+  ASSERT_EQ(post_invalidate(qa, IBV_WR_SEND_WITH_INV, {sge}, key, 4), 0);
+  wc = wait_one(b_.cq);
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_TRUE(wc.wc_flags & IBV_WC_WITH_INV);
+  EXPECT_EQ(wc.invalidated_rkey, key);
+  wc = wait_one(a_.cq);
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  ASSERT_EQ(post_send(qa, IBV_WR_RDMA_WRITE, {sge}, 5, IBV_SEND_SIGNALED, base + 128, key), 0);
+  wc = wait_one(a_.cq);
+  EXPECT_EQ(wc.status, IBV_WC_REM_ACCESS_ERR);
+  free_buffer(&src);
+  free_buffer(&rbuf);
+}
+
 TEST_F(CrossHostTest, SendsWaitForReceivesAndRunOutOfRnrRetries) {
   ibv_qp* qa = create_qp(a_, IBV_QPT_RC);
   ibv_qp* qb = create_qp(b_, IBV_QPT_RC);

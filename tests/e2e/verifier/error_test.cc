@@ -1,4 +1,6 @@
 // Each error completion the issue lists, provoked as hardware would see it.
+#include <fcntl.h>
+
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -226,8 +228,12 @@ TEST_F(ErrorTest, RegistrationChecksAccessFlagsAndDeallocChecksUsers) {
 
 TEST_F(ErrorTest, UnsupportedVerbsSayEopnotsupp) {
   EXPECT_EQ(ibv_resize_cq(a_.cq, 1024), EOPNOTSUPP);
+  ibv_xrcd_init_attr xa{};
+  xa.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
+  xa.fd = -1;
+  xa.oflags = O_CREAT;
   errno = 0;
-  EXPECT_EQ(ibv_alloc_mw(a_.pd, IBV_MW_TYPE_1), nullptr);
+  EXPECT_EQ(ibv_open_xrcd(a_.ctx, &xa), nullptr);
   EXPECT_EQ(errno, EOPNOTSUPP);
   ibv_srq_init_attr sa{};
   sa.attr.max_wr = 16;

@@ -260,6 +260,15 @@ std::vector<ibv_wc> VerbsTest::wait_wc(ibv_cq* cq, int n) {
   return out;
 }
 
+ibv_wc VerbsTest::wait_one(ibv_cq* cq) {
+  std::vector<ibv_wc> wc = wait_wc(cq, 1);
+  EXPECT_EQ(wc.size(), 1u);
+  if (wc.size() == 1) return wc[0];
+  ibv_wc none{};
+  none.status = IBV_WC_GENERAL_ERR;
+  return none;
+}
+
 void VerbsTest::post_recv(ibv_qp* qp, Buffer& b, size_t off, uint32_t len, uint64_t wr_id) {
   ibv_sge sge{reinterpret_cast<uint64_t>(b.data + off), len, b.mr->lkey};
   ibv_recv_wr wr{};
@@ -280,6 +289,32 @@ int VerbsTest::post_send(ibv_qp* qp, ibv_wr_opcode op, std::vector<ibv_sge> sges
   wr.send_flags = flags;
   wr.wr.rdma.remote_addr = raddr;
   wr.wr.rdma.rkey = rkey;
+  ibv_send_wr* bad = nullptr;
+  return ibv_post_send(qp, &wr, &bad);
+}
+
+int VerbsTest::post_bind(ibv_qp* qp, ibv_mw* mw, uint32_t rkey, ibv_mr* mr, uint64_t addr,
+                         uint64_t len, unsigned int access, uint64_t wr_id) {
+  ibv_send_wr wr{};
+  wr.wr_id = wr_id;
+  wr.opcode = IBV_WR_BIND_MW;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.bind_mw.mw = mw;
+  wr.bind_mw.rkey = rkey;
+  wr.bind_mw.bind_info = ibv_mw_bind_info{mr, addr, len, access};
+  ibv_send_wr* bad = nullptr;
+  return ibv_post_send(qp, &wr, &bad);
+}
+
+int VerbsTest::post_invalidate(ibv_qp* qp, ibv_wr_opcode op, std::vector<ibv_sge> sges,
+                               uint32_t key, uint64_t wr_id) {
+  ibv_send_wr wr{};
+  wr.wr_id = wr_id;
+  wr.opcode = op;
+  wr.sg_list = sges.data();
+  wr.num_sge = static_cast<int>(sges.size());
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.invalidate_rkey = key;
   ibv_send_wr* bad = nullptr;
   return ibv_post_send(qp, &wr, &bad);
 }

@@ -68,9 +68,17 @@ class VerbsTest : public ::testing::Test {
 
   // Polls cq until n completions arrive (bounded: fails after ~5 s).
   std::vector<ibv_wc> wait_wc(ibv_cq* cq, int n);
+  // The next completion of cq (a failure, and status IBV_WC_GENERAL_ERR, if none comes).
+  ibv_wc wait_one(ibv_cq* cq);
   void post_recv(ibv_qp* qp, Buffer& b, size_t off, uint32_t len, uint64_t wr_id);
   int post_send(ibv_qp* qp, ibv_wr_opcode op, std::vector<ibv_sge> sges, uint64_t wr_id,
                 int flags = IBV_SEND_SIGNALED, uint64_t raddr = 0, uint32_t rkey = 0);
+  // Posts a signaled BIND_MW of type 2 window mw (new key rkey) over [addr, addr+len) of mr.
+  static int post_bind(ibv_qp* qp, ibv_mw* mw, uint32_t rkey, ibv_mr* mr, uint64_t addr,
+                       uint64_t len, unsigned int access, uint64_t wr_id);
+  // Posts a signaled LOCAL_INV (no SGEs) or SEND_WITH_INV of `key`.
+  static int post_invalidate(ibv_qp* qp, ibv_wr_opcode op, std::vector<ibv_sge> sges, uint32_t key,
+                             uint64_t wr_id);
   // Posts a signaled UD send of [addr, addr+len) (lkey) to qpn/qkey through ah.
   static int post_ud(ibv_qp* qp, ibv_ah* ah, uint32_t qpn, uint32_t qkey, uint64_t addr,
                      uint32_t len, uint32_t lkey, uint64_t wr_id = 0);
