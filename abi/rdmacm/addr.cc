@@ -185,4 +185,12 @@ void ud_ah_attr(uint16_t remote_lid, const proto::Gid& remote_gid, ibv_ah_attr* 
   }
 }
 
+void mcast_ah_attr(uint16_t mlid, const proto::Gid& mgid, ibv_ah_attr* ah) {
+  ud_ah_attr(mlid, mgid, ah);
+  ah->is_global = 1;
+  std::memcpy(ah->grh.dgid.raw, mgid.data(), mgid.size());
+  ah->grh.sgid_index = 0;
+  ah->grh.hop_limit = kRoceHopLimit;
+}
+
 }  // namespace wharf::rdmacm

@@ -34,5 +34,8 @@ int set_path_from_records(Id* id, const ibv_path_data* paths, size_t count);
 void path_ah_attr(const ibv_sa_path_rec& path, ibv_ah_attr* ah);
 // Address handle attributes of a UD peer (param.ud.ah_attr), from the event's LID and GID.
 void ud_ah_attr(uint16_t remote_lid, const proto::Gid& remote_gid, ibv_ah_attr* ah);
+// Address handle attributes of a multicast group (MULTICAST_JOIN's param.ud.ah_attr): always
+// with a GRH naming the MGID, and on InfiniBand the group's MLID.
+void mcast_ah_attr(uint16_t mlid, const proto::Gid& mgid, ibv_ah_attr* ah);
 
 }  // namespace wharf::rdmacm

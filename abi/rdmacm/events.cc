@@ -190,6 +190,20 @@ Event* process(const proto::CmEventMsg& m) {
       copy_event_param(evt, id, m);
       if (type == RDMA_CM_EVENT_REJECTED) (void)modify_qp_err(id);
       break;
+    case RDMA_CM_EVENT_MULTICAST_JOIN: {
+      rdma_ud_param& u = evt->event.param.ud;
+      mcast_ah_attr(m.remote_lid, m.remote_gid, &u.ah_attr);
+      u.qp_num = m.param.qp_num;
+      u.qkey = m.param.qkey;
+      void* context = nullptr;  // rdma-core hands the join's context in private_data
+      if (int err = on_multicast_join(id, m, &context); err != 0) {
+        evt->event.event = RDMA_CM_EVENT_MULTICAST_ERROR;
+        evt->event.status = -err;
+      }
+      u.private_data = context;
+      u.private_data_len = 0;
+      break;
+    }
     default: copy_event_param(evt, id, m); break;
   }
   return evt;

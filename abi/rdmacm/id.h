@@ -78,6 +78,18 @@ struct Id {
   std::unique_ptr<ibv_qp_init_attr> qp_init_attr;
   // rdma_create_ep on an active id: rai->ai_connect, sent before the connect's own data.
   std::vector<uint8_t> connect_data;
+  // Multicast groups joined (rdma_join_multicast), as rdma-core's cma_multicast: the address
+  // and context the application gave, and once MULTICAST_JOIN came, the group's MGID and
+  // MLID, to which the id's QP is then attached (unless it joined as a send-only member).
+  struct Group {
+    proto::CmAddr addr{};
+    void* context = nullptr;
+    bool send_only = false;
+    bool joined = false;
+    proto::Gid mgid{};
+    uint16_t mlid = 0;
+  };
+  std::vector<Group> groups;
 };
 
 inline Id* to_id(rdma_cm_id* id) { return reinterpret_cast<Id*>(id); }

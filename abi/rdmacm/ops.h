@@ -33,6 +33,11 @@ int id_migrate(Id* id, rdma_event_channel* channel);
 // becomes the result (rdma-core's ucma_complete). Asynchronous ids: 0.
 int complete(Id* id);
 
+// multicast.cc: a MULTICAST_JOIN for one of id's groups: records the group's MGID and MLID,
+// gives the context the application joined with, and attaches the id's QP (unless it joined
+// send-only). 0 or the attach's errno.
+int on_multicast_join(Id* id, const proto::CmEventMsg& m, void** context);
+
 // qp.cc: QP transitions driven by the connection (rdma-core's ucma_modify_qp_*). They travel
 // with the connection step's request (proto::CmQpSteps): the add_* append the id's QP's
 // transitions to `steps` (nothing without a QP; RDMA_MAX_RESP_RES / RDMA_MAX_INIT_DEPTH keep

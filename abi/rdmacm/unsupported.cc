@@ -1,5 +1,5 @@
-// What our librdmacm does not implement: multicast and ECE. Each entry fails the way its caller
-// checks for: -1 with errno EOPNOTSUPP.
+// What our librdmacm does not implement: ECE. Each entry fails the way its caller checks for:
+// -1 with errno EOPNOTSUPP.
 #include <rdma/rdma_cma.h>
 
 #include <cerrno>
@@ -14,13 +14,6 @@ namespace {
 int unsupported() { return fail(EOPNOTSUPP); }
 
 }  // namespace
-
-// ---- Multicast ----
-WHARF_EXPORT int rdma_join_multicast(rdma_cm_id*, sockaddr*, void*) { return unsupported(); }
-WHARF_EXPORT int rdma_join_multicast_ex(rdma_cm_id*, rdma_cm_join_mc_attr_ex*, void*) {
-  return unsupported();
-}
-WHARF_EXPORT int rdma_leave_multicast(rdma_cm_id*, sockaddr*) { return unsupported(); }
 
 // ---- ECE ----
 WHARF_EXPORT int rdma_set_local_ece(rdma_cm_id*, ibv_ece*) { return unsupported(); }

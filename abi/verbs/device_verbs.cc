@@ -23,6 +23,7 @@
 #include "abi/verbs/provider.h"
 #include "proto/datagram.h"
 #include "proto/device.h"
+#include "proto/multicast.h"
 
 namespace wharf::abi {
 namespace {
@@ -205,6 +206,9 @@ WHARF_EXPORT int ibv_query_device(ibv_context* context, ibv_device_attr* a) {
   a->max_mr = device::kMaxMr;
   a->max_pd = device::kMaxPd;
   a->max_mw = device::kMaxMw;
+  a->max_mcast_grp = static_cast<int>(proto::kMaxMcastAttachments);
+  a->max_mcast_qp_attach = static_cast<int>(proto::kMaxMcastQpAttach);
+  a->max_total_mcast_qp_attach = static_cast<int>(proto::kMaxMcastAttachments);
   a->max_qp_rd_atom = device::kMaxQpRdAtom;
   a->max_ee_rd_atom = 0;
   a->max_res_rd_atom = device::kMaxQpRdAtom * device::kMaxQp;

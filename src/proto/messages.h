@@ -69,6 +69,9 @@ enum class Op : uint16_t {
   kReregMr = 43,
   kAllocMw = 44,
   kDeallocMw = 45,
+  kAttachMcast = 46,
+  kDetachMcast = 47,
+  kCmJoinMulticast = 48,
 };
 
 // Every datagram starts with this. `status` is 0 in requests; in replies it is 0 or a
@@ -182,6 +185,18 @@ struct AllocMwRep {
   template <class V>
   void visit(V&& v) {
     v(handle), v(rkey);
+  }
+};
+
+// ---- UD multicast (proto/multicast.h) ----
+// ibv_attach_mcast / ibv_detach_mcast of QP `qp` to group gid/lid.
+struct McastReq {
+  uint32_t qp = 0;
+  Gid gid{};
+  uint16_t lid = 0;
+  template <class V>
+  void visit(V&& v) {
+    v(qp), v(gid), v(lid);
   }
 };
 

@@ -15,6 +15,7 @@
 
 #include "common/clock.h"
 #include "proto/datagram.h"
+#include "proto/multicast.h"
 #include "proto/vip_gid.h"
 #include "router/peer_rules.h"
 #include "router/remote.h"
@@ -191,6 +192,14 @@ int CmManager::resolve_addr_st(CmId* id, const CmAddress* src, const CmAddress& 
     if (int err = bind_st(id, a); err != 0) return err;
   }
   id->remote = dst;
+  const bool ethernet = router_->config().link_layer == IBV_LINK_LAYER_ETHERNET;
+  if (auto mgid = group_gid(id, dst)) {  // a multicast group: resolved at once, as ARP does
+    id->remote_lid = ethernet ? 0 : proto::mlid_of(*mgid);
+    id->remote_gid = *mgid;
+    id->state = CmState::kAddrResolved;
+    post_st(id, RDMA_CM_EVENT_ADDR_RESOLVED, 0);
+    return 0;
+  }
   const Container* self = container_of(id);
   const int host = host_of(dst, self);
   if (host == kThisHost) {
@@ -199,7 +208,6 @@ int CmManager::resolve_addr_st(CmId* id, const CmAddress* src, const CmAddress& 
       post_st(id, RDMA_CM_EVENT_ADDR_ERROR, -EHOSTUNREACH);
       return 0;
     }
-    const bool ethernet = router_->config().link_layer == IBV_LINK_LAYER_ETHERNET;
     id->remote_lid = ethernet ? 0 : to->lid;
     id->remote_gid = to->gid;
     id->state = CmState::kAddrResolved;
@@ -214,6 +222,33 @@ int CmManager::resolve_addr_st(CmId* id, const CmAddress* src, const CmAddress& 
   } else {
     post_st(id, RDMA_CM_EVENT_ADDR_ERROR, -EHOSTUNREACH);
   }
+  return 0;
+}
+
+std::optional<proto::Gid> CmManager::group_gid(const CmId* id, const CmAddress& a) const {
+  const bool ethernet = router_->config().link_layer == IBV_LINK_LAYER_ETHERNET;
+  if (auto v4 = a.v4()) {
+    if ((*v4 >> 28) != 0xe) return std::nullopt;  // 224.0.0.0/4
+    const uint8_t ip[4] = {static_cast<uint8_t>(*v4 >> 24), static_cast<uint8_t>(*v4 >> 16),
+                           static_cast<uint8_t>(*v4 >> 8), static_cast<uint8_t>(*v4)};
+    return proto::mgid_of_ipv4(ip, ethernet, id->ps == RDMA_PS_UDP);
+  }
+  if (a.family == proto::kCmAf6 && a.ip[0] == 0xff) return a.ip;  // an IPv6 group is its MGID
+  return std::nullopt;
+}
+
+int CmManager::join_multicast_st(CmId* id, const CmAddress& group) {
+  if (id->state == CmState::kIdle) return EINVAL;
+  auto mgid = group_gid(id, group);
+  if (!mgid) return EINVAL;
+  proto::CmEventMsg ev = event_for(id, RDMA_CM_EVENT_MULTICAST_JOIN, 0);
+  const bool ethernet = router_->config().link_layer == IBV_LINK_LAYER_ETHERNET;
+  ev.remote_lid = ethernet ? 0 : proto::mlid_of(*mgid);
+  ev.remote_gid = *mgid;
+  ev.dst = group.to_wire();
+  ev.param.qp_num = proto::kMulticastQpn;
+  ev.param.qkey = proto::kRdmaUdpQkey;
+  post_st(id, ev);
   return 0;
 }
 

@@ -37,6 +37,10 @@ class CmManager {
   int resolve_addr_st(CmId* id, const CmAddress* src, const CmAddress& dst, uint32_t timeout_ms);
   int resolve_route_st(CmId* id);
   int listen_st(CmId* id, uint32_t backlog);
+  // rdma_join_multicast: id (bound or resolved) joins the group of multicast address `group`;
+  // MULTICAST_JOIN reports the group's MGID, MLID, QPN 0xffffff and Q_Key (the library then
+  // attaches the id's QP). EINVAL for an unbound id or a non-multicast address.
+  int join_multicast_st(CmId* id, const CmAddress& group);
   int connect_st(CmId* id, const proto::CmConnParam& p);
   int accept_st(CmId* id, const proto::CmConnParam& p);
   int reject_st(CmId* id, const uint8_t* data, uint8_t len);
@@ -98,6 +102,8 @@ class CmManager {
   proto::CmEventMsg event_for(const CmId* id, uint32_t type, int32_t status) const;
   void post_st(CmId* id, const proto::CmEventMsg& ev);
   void post_st(CmId* id, uint32_t type, int32_t status);
+  // The MGID of multicast address `a` for id (proto/multicast.h), or nullopt if `a` is not one.
+  std::optional<proto::Gid> group_gid(const CmId* id, const CmAddress& a) const;
 
   Router* router_;
   std::map<PortKey, std::vector<CmId*>> ports_;

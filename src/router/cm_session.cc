@@ -138,6 +138,15 @@ int Session::on_cm_resolve_addr(const proto::CmResolveAddrReq& req, UniqueFd*, i
   return 0;
 }
 
+int Session::on_cm_join_multicast(const proto::CmBindReq& req, UniqueFd*, int, proto::Empty*,
+                                  ReplyFds*) {
+  CmId* id = cm_ids_.find(req.id);
+  if (id == nullptr) return EINVAL;
+  auto group = CmAddress::from_wire(req.addr);
+  if (!group) return EAFNOSUPPORT;
+  return router_->cm().join_multicast_st(id, *group);
+}
+
 int Session::on_cm_resolve_route(const proto::Handle& req, UniqueFd*, int, proto::Empty*,
                                  ReplyFds*) {
   CmId* id = cm_ids_.find(req.handle);

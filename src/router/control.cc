@@ -213,8 +213,9 @@ bool Session::handle_request(const uint8_t* buf, size_t len, UniqueFd* fds, int 
   const uint16_t op_num = h.op & ~proto::kNoReplyBit;  // send_reply honours the bit
   auto op = static_cast<Op>(op_num);
   // Verbs need Hello first, rdma_cm ops CmOpen; the rest stand alone.
-  const bool cm_op = op_num > static_cast<uint16_t>(Op::kCmOpen) &&
-                     op_num <= static_cast<uint16_t>(Op::kCmSetOption);
+  const bool cm_op = (op_num > static_cast<uint16_t>(Op::kCmOpen) &&
+                      op_num <= static_cast<uint16_t>(Op::kCmSetOption)) ||
+                     op == Op::kCmJoinMulticast;
   const bool standalone = op == Op::kHello || op == Op::kRegisterContainer ||
                           op == Op::kUnregisterContainer || op == Op::kRouterInfo ||
                           op == Op::kDumpResources || op == Op::kCmOpen;
@@ -231,6 +232,8 @@ bool Session::handle_request(const uint8_t* buf, size_t len, UniqueFd* fds, int 
     case Op::kReregMr: serve(h, body, blen, fds, nfds, &Session::on_rereg_mr); break;
     case Op::kAllocMw: serve(h, body, blen, fds, nfds, &Session::on_alloc_mw); break;
     case Op::kDeallocMw: serve(h, body, blen, fds, nfds, &Session::on_dealloc_mw); break;
+    case Op::kAttachMcast: serve(h, body, blen, fds, nfds, &Session::on_attach_mcast); break;
+    case Op::kDetachMcast: serve(h, body, blen, fds, nfds, &Session::on_detach_mcast); break;
     case Op::kCreateChannel: serve(h, body, blen, fds, nfds, &Session::on_create_channel); break;
     case Op::kDestroyChannel: serve(h, body, blen, fds, nfds, &Session::on_destroy_channel); break;
     case Op::kCreateCq: serve(h, body, blen, fds, nfds, &Session::on_create_cq); break;
@@ -278,6 +281,9 @@ bool Session::handle_request(const uint8_t* buf, size_t len, UniqueFd* fds, int 
     case Op::kCmEstablish: serve(h, body, blen, fds, nfds, &Session::on_cm_establish); break;
     case Op::kCmDisconnect: serve(h, body, blen, fds, nfds, &Session::on_cm_disconnect); break;
     case Op::kCmSetOption: serve(h, body, blen, fds, nfds, &Session::on_cm_set_option); break;
+    case Op::kCmJoinMulticast:
+      serve(h, body, blen, fds, nfds, &Session::on_cm_join_multicast);
+      break;
     default: send_reply(h, EOPNOTSUPP, nullptr, 0, ReplyFds{}); break;
   }
   return true;
@@ -466,6 +472,16 @@ void Session::dealloc_mw(std::unique_ptr<Mw> mw) {
   unbind_window(router_, mw.get());
   router_->release_key(mw->key);
   mw->pd->users--;
+}
+
+int Session::on_attach_mcast(const proto::McastReq& req, UniqueFd*, int, proto::Empty*, ReplyFds*) {
+  Qp* qp = qps_.find(req.qp);
+  return qp == nullptr ? EINVAL : router_->attach_mcast_st(qp, req.gid, req.lid);
+}
+
+int Session::on_detach_mcast(const proto::McastReq& req, UniqueFd*, int, proto::Empty*, ReplyFds*) {
+  Qp* qp = qps_.find(req.qp);
+  return qp == nullptr ? EINVAL : router_->detach_mcast_st(qp, req.gid, req.lid);
 }
 
 int Session::on_create_channel(const proto::Empty&, UniqueFd* fds, int nfds, proto::Handle* rep,
@@ -674,6 +690,7 @@ void Session::destroy_qp(std::unique_ptr<Qp> qp) {
   // Its own library no longer posts to it (or is gone): no need to wait for it.
   router_->disable_direct_st(qp.get(), /*wait_for_library=*/false);
   router_->release_qpn(qp->qpn);
+  router_->forget_mcast_st(qp.get());
   // Type 2 windows bound to it are reached through it only: they go with it, so a later QP
   // given the same number cannot reach them.
   for (auto& [h, mw] : mws_)

@@ -11,6 +11,7 @@
 #include "common/clock.h"
 #include "proto/datagram.h"
 #include "proto/device.h"
+#include "proto/multicast.h"
 #include "proto/qp_rules.h"
 #include "router/executor.h"
 #include "router/memory_window.h"
@@ -315,6 +316,18 @@ Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w, const S
 
 // UD: datagrams that find no QP, a wrong Q_Key, no receive buffer or too small a buffer
 // are dropped silently; the sender's completion is successful either way (C9-...).
+namespace {
+
+// The GRH a datagram of `len` bytes from qp carries when its address vector is global.
+void sender_grh(const Qp* qp, const proto::AhAttr& ah, uint64_t len, uint8_t out[kGrhSize]) {
+  const uint32_t ver_tc_flow =
+      (6u << 28) | (uint32_t{ah.traffic_class} << 20) | (ah.flow_label & 0xfffff);
+  build_grh(out, ver_tc_flow, static_cast<uint16_t>(len), ah.hop_limit, qp->owner->container()->gid,
+            ah.dgid);
+}
+
+}  // namespace
+
 void Executor::execute_ud_st(Qp* qp, const SendWork& w, const SegmentList& local,
                              ibv_wc_status* status) {
   Ah* ah = qp->owner->find_ah(w.hdr.ah_handle);
@@ -328,6 +341,21 @@ void Executor::execute_ud_st(Qp* qp, const SendWork& w, const SegmentList& local
   }
   const uint32_t qkey =
       (w.hdr.remote_qkey & device::kQkeyViolation) ? qp->attr.qkey : w.hdr.remote_qkey;
+  const bool to_group = ah->attr.is_global ? proto::is_multicast_gid(ah->attr.dgid)
+                                           : r_->config().link_layer == IBV_LINK_LAYER_INFINIBAND &&
+                                                 proto::is_multicast_lid(ah->attr.dlid);
+  if (to_group) {
+    // A group is addressed at QPN 0xffffff only (IBTA 10.5.2.4); the members on this host
+    // get it here, those on others through every host's router.
+    if (w.hdr.remote_qpn != proto::kMulticastQpn) return;
+    uint8_t grh[kGrhSize];
+    if (ah->attr.is_global) sender_grh(qp, ah->attr, local.total, grh);
+    deliver_multicast_st(qp->owner->container()->network_id,
+                         ah->attr.is_global ? &ah->attr.dgid : nullptr, ah->attr.dlid, qkey, local,
+                         ah->attr.is_global ? grh : nullptr, origin_of(w, qp));
+    if (RemotePath* remote = r_->remote()) remote->flood_datagram_st(qp, w, local, ah->attr, qkey);
+    return;
+  }
   if (RemotePath* remote = r_->remote()) {
     if (int host = remote->host_for(ah->attr, qp->owner->container()); host >= 0) {
       remote->send_datagram_st(qp, w, local, ah->attr, qkey, host);
@@ -341,14 +369,8 @@ void Executor::execute_ud_st(Qp* qp, const SendWork& w, const SegmentList& local
       qkey != dst->attr.qkey)
     return;
   uint8_t grh[kGrhSize];
-  if (ah->attr.is_global) {
-    const uint32_t ver_tc_flow =
-        (6u << 28) | (uint32_t{ah->attr.traffic_class} << 20) | (ah->attr.flow_label & 0xfffff);
-    build_grh(grh, ver_tc_flow, static_cast<uint16_t>(local.total), ah->attr.hop_limit,
-              qp->owner->container()->gid, ah->attr.dgid);
-  }
-  Origin from = origin_of(w, qp);
-  deliver_ud_st(dst, local, ah->attr.is_global ? grh : nullptr, from);
+  if (ah->attr.is_global) sender_grh(qp, ah->attr, local.total, grh);
+  deliver_ud_st(dst, local, ah->attr.is_global ? grh : nullptr, origin_of(w, qp));
 }
 
 void build_grh(uint8_t out[kGrhSize], uint32_t ver_tc_flow, uint16_t payload_len, uint8_t hop_limit,

@@ -81,6 +81,13 @@ class Executor {
   void deliver_ud_st(Qp* dst, const SegmentList& payload, const uint8_t* grh, const Origin& from);
   void complete_recv_st(Qp* dst, const RecvWork& rw, ibv_wc_status status, ibv_wc_opcode op,
                         uint32_t byte_len, const Origin& from, uint32_t flags);
+  // Delivers a datagram sent to a multicast group to every QP of this router attached to it
+  // in virtual network `network_id`: the group is `dgid` when the sender's address vector had
+  // a GRH (`grh` then its 40 bytes), else LID `dlid`; each member checks `qkey` as for any
+  // UD datagram and gets one copy (router/multicast.cc).
+  void deliver_multicast_st(uint32_t network_id, const proto::Gid* dgid, uint16_t dlid,
+                            uint32_t qkey, const SegmentList& payload, const uint8_t* grh,
+                            const Origin& from);
 
  private:
   enum class Step { kDone, kWait };

@@ -7,6 +7,7 @@
 
 #include "common/clock.h"
 #include "proto/device.h"
+#include "proto/multicast.h"
 #include "proto/qp_rules.h"
 #include "proto/vip_gid.h"
 #include "router/memory_window.h"
@@ -408,6 +409,13 @@ void RemotePath::send_datagram_st(Qp* qp, const SendWork& w, const SegmentList& 
     (void)links_.send(dest, link_class(qp, ah), p);  // a full link drops it, as UD may
 }
 
+void RemotePath::flood_datagram_st(Qp* qp, const SendWork& w, const SegmentList& local,
+                                   const proto::AhAttr& ah, uint32_t qkey) {
+  const int hosts = static_cast<int>(dir_->hosts().size());
+  for (int h = 0; h < hosts; ++h)
+    if (h != dir_->self()) send_datagram_st(qp, w, local, ah, qkey, h);
+}
+
 bool RemotePath::send_cm_st(int host, const proto::CmMad& m) {
   uint8_t body[proto::kCmMadSize];
   if (proto::encode(m, body, sizeof(body)) != sizeof(body)) return false;
@@ -432,15 +440,18 @@ void RemotePath::on_datagram_st(int src_host, const Packet& p) {
                                       : r_->cm().on_mad_st(src_host, m);
     return;
   }
-  Qp* dst = r_->qp_by_qpn(p.hdr.dest_qpn);
-  if (dst == nullptr || dst->type != IBV_QPT_UD || !can_receive(dst->state()) ||
-      p.deth.qkey != dst->attr.qkey)
-    return;
-  const Container* c = dst->owner->container();
-  if (p.hdr.network != c->network_id) return;  // another virtual network's: dropped
-  if (p.has_grh ? p.grh.dgid != c->gid
-                : (r_->config().link_layer != IBV_LINK_LAYER_INFINIBAND || p.hdr.dlid != c->lid))
-    return;
+  Qp* dst = nullptr;
+  if (p.hdr.dest_qpn != proto::kMulticastQpn) {
+    dst = r_->qp_by_qpn(p.hdr.dest_qpn);
+    if (dst == nullptr || dst->type != IBV_QPT_UD || !can_receive(dst->state()) ||
+        p.deth.qkey != dst->attr.qkey)
+      return;
+    const Container* c = dst->owner->container();
+    if (p.hdr.network != c->network_id) return;  // another virtual network's: dropped
+    if (p.has_grh ? p.grh.dgid != c->gid
+                  : (r_->config().link_layer != IBV_LINK_LAYER_INFINIBAND || p.hdr.dlid != c->lid))
+      return;
+  }
   uint8_t grh[kGrhSize];
   if (p.has_grh)
     build_grh(grh, p.grh.ver_tc_flow, static_cast<uint16_t>(p.payload_len), p.grh.hop_limit,
@@ -455,6 +466,11 @@ void RemotePath::on_datagram_st(int src_host, const Packet& p) {
   from.has_imm = p.has_imm;
   from.imm = p.imm;
   Executor ex(r_, now_ns());
+  if (dst == nullptr) {  // to a group: its members here, in the sender's network
+    ex.deliver_multicast_st(p.hdr.network, p.has_grh ? &p.grh.dgid : nullptr, p.hdr.dlid,
+                            p.deth.qkey, payload, p.has_grh ? grh : nullptr, from);
+    return;
+  }
   ex.deliver_ud_st(dst, payload, p.has_grh ? grh : nullptr, from);
 }
 

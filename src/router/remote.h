@@ -127,6 +127,10 @@ class RemotePath final : public transport::HostLinks::Handler {
   // UD: sends one datagram of `qp` to another host (unreliable: dropped when the link is full).
   void send_datagram_st(Qp* qp, const SendWork& w, const SegmentList& local,
                         const proto::AhAttr& ah, uint32_t qkey, int host);
+  // A datagram to a multicast group, sent to every other host (each delivers it to the
+  // group's members it serves).
+  void flood_datagram_st(Qp* qp, const SendWork& w, const SegmentList& local,
+                         const proto::AhAttr& ah, uint32_t qkey);
 
   // Connection management: one CmMad to `host`'s router, as a UD datagram to its QPN 1
   // (proto/cm_messages.h). False when the link cannot take it now.

@@ -112,6 +112,21 @@ class Router {
     for (const auto& [key, id] : network_ids_) f(key.first, key.second, id);
   }
 
+  // ---- UD multicast groups (router/multicast.cc) ----
+  // A QP's membership of group mgid/mlid. Groups are scoped by the member's virtual network.
+  struct McastMember {
+    proto::Gid mgid{};
+    uint16_t mlid = 0;
+    Qp* qp = nullptr;
+  };
+  // ibv_attach_mcast: 0 (also when already attached), EINVAL (not a UD QP, not a multicast
+  // GID, or on InfiniBand not a multicast LID), ENOMEM (the QP's or the router's limit).
+  int attach_mcast_st(Qp* qp, const proto::Gid& mgid, uint16_t mlid);
+  // ibv_detach_mcast: 0, or EINVAL when qp is not attached to it.
+  int detach_mcast_st(Qp* qp, const proto::Gid& mgid, uint16_t mlid);
+  void forget_mcast_st(Qp* qp);  // a QP's memberships go with it
+  const std::vector<McastMember>& mcast_members() const { return mcast_; }
+
   // ---- rdma_cm (router/cm_manager.h) ----
   CmManager& cm() { return cm_; }
   // Has the loop write ch's held-back events once its socket has room (EPOLLOUT), and stop.
@@ -228,6 +243,7 @@ class Router {
   std::unordered_map<uint32_t, Qp*> qps_;                                // by QPN
   std::unordered_map<uint32_t, Mr*> keys_;                               // by lkey/rkey
   std::vector<Qp*> active_;
+  std::vector<McastMember> mcast_;
   uint64_t last_request_ns_ = 0;  // when poll_control last served a library
   uint64_t pass_ = 0;             // data-path passes so far: where the next one starts in active_
   std::vector<Qp*> direct_;       // QPs whose direct line is On

@@ -124,6 +124,9 @@ class Session {
   int on_alloc_mw(const proto::AllocMwReq&, UniqueFd*, int, proto::AllocMwRep*, ReplyFds*);
   int on_dealloc_mw(const proto::Handle&, UniqueFd*, int, proto::Empty*, ReplyFds*);
   void dealloc_mw(std::unique_ptr<Mw> mw);
+  int on_attach_mcast(const proto::McastReq&, UniqueFd*, int, proto::Empty*, ReplyFds*);
+  int on_detach_mcast(const proto::McastReq&, UniqueFd*, int, proto::Empty*, ReplyFds*);
+  int on_cm_join_multicast(const proto::CmBindReq&, UniqueFd*, int, proto::Empty*, ReplyFds*);
   int on_create_channel(const proto::Empty&, UniqueFd*, int, proto::Handle*, ReplyFds*);
   int on_destroy_channel(const proto::Handle&, UniqueFd*, int, proto::Empty*, ReplyFds*);
   int on_create_cq(const proto::CreateCqReq&, UniqueFd*, int, proto::CreateCqRep*, ReplyFds*);

@@ -44,6 +44,7 @@ WHARF_MESSAGE_SPEC(ModifyQpRateLimitReq, 16);    // 3 * 4 + 2 * 2
 WHARF_MESSAGE_SPEC(ReregMrReq, 60);              // 4 + RegMrReq
 WHARF_MESSAGE_SPEC(AllocMwReq, 8);               // 2 * 4
 WHARF_MESSAGE_SPEC(AllocMwRep, 8);               // 2 * 4
+WHARF_MESSAGE_SPEC(McastReq, 22);                // 4 + 16 + 2
 WHARF_MESSAGE_SPEC(QueryQpRep, 125);             // QpAttr + QpCaps + 1
 WHARF_MESSAGE_SPEC(CreateSrqReq, 16);            // 4 * 4
 WHARF_MESSAGE_SPEC(CreateSrqRep, 24);            // 6 * 4
@@ -82,13 +83,13 @@ WHARF_MESSAGE_SPEC(CmMad, 356);  // 4 + 3 * 4 + 4 + 16 + 2 * 32 + 2 * CmAddr + C
 using AllMessages =
     TypeList<Header, Empty, HelloReq, HelloRep, Handle, RegMrReq, RegMrRep, CreateCqReq,
              CreateCqRep, AhAttr, CreateAhReq, QpCaps, CreateQpReq, CreateQpRep, QpAttr,
-             ModifyQpReq, ModifyQpRateLimitReq, ReregMrReq, AllocMwReq, AllocMwRep, QueryQpRep,
-             CreateSrqReq, CreateSrqRep, ModifySrqReq, QuerySrqRep, RegisterContainerReq,
-             RegisterContainerRep, UnregisterContainerReq, RouterInfoRep, DumpResourcesRep,
-             DirectPeerRep, PeerMrReq, PeerMrRep, AsyncEventMsg, CqEventMsg, CmAddr, CmConnParam,
-             CmOpenRep, CmCreateIdReq, CmMigrateIdReq, CmBindReq, CmAddrRep, CmResolveAddrReq,
-             CmListenReq, QpStep, CmQpSteps, CmConnectReq, CmStepReq, CmRejectReq, CmSetOptionReq,
-             CmEventMsg, CmMad>;
+             ModifyQpReq, ModifyQpRateLimitReq, ReregMrReq, AllocMwReq, AllocMwRep, McastReq,
+             QueryQpRep, CreateSrqReq, CreateSrqRep, ModifySrqReq, QuerySrqRep,
+             RegisterContainerReq, RegisterContainerRep, UnregisterContainerReq, RouterInfoRep,
+             DumpResourcesRep, DirectPeerRep, PeerMrReq, PeerMrRep, AsyncEventMsg, CqEventMsg,
+             CmAddr, CmConnParam, CmOpenRep, CmCreateIdReq, CmMigrateIdReq, CmBindReq, CmAddrRep,
+             CmResolveAddrReq, CmListenReq, QpStep, CmQpSteps, CmConnectReq, CmStepReq, CmRejectReq,
+             CmSetOptionReq, CmEventMsg, CmMad>;
 
 // Calls f.template operator()<T>() for every T in the list, in order.
 template <class F, class... T>

@@ -390,6 +390,48 @@ TEST_F(CrossHostTest, UdByLidDeliversAndDropsAWrongQkey) {
   ibv_destroy_ah(ah);
 }
 
+TEST_F(CrossHostTest, AMulticastGroupIsReachedOnEveryHost) {
+  constexpr uint32_t kQkey = 0x4321;
+  ibv_qp* sender = create_qp(a_, IBV_QPT_UD);
+  ibv_qp* near = create_qp(a_, IBV_QPT_UD);
+  ibv_qp* far = create_qp(b_, IBV_QPT_UD);
+  for (ibv_qp* q : {sender, near, far}) to_rts_ud(q, kQkey);
+  ibv_gid g{};
+  g.raw[0] = 0xff;
+  g.raw[1] = 0x12;
+  g.raw[15] = 0x77;
+  ASSERT_EQ(ibv_attach_mcast(near, &g, 0xc077), 0);
+  ASSERT_EQ(ibv_attach_mcast(far, &g, 0xc077), 0);
+  Buffer src = make_buffer(a_, 4096, kFullAccess);
+  Buffer near_buf = make_buffer(a_, 4096, kFullAccess);
+  Buffer far_buf = make_buffer(b_, 4096, kFullAccess);
+  fill_pattern(src.data, 512, 9);
+  post_recv(near, near_buf, 0, 4096, 1);
+  post_recv(far, far_buf, 0, 4096, 2);
+  ibv_ah_attr ah_attr{};
+  ah_attr.dlid = 0xc077;
+  ah_attr.port_num = 1;
+  ah_attr.is_global = 1;
+  ah_attr.grh.dgid = g;
+  ah_attr.grh.hop_limit = 64;
+  ibv_ah* ah = ibv_create_ah(a_.pd, &ah_attr);
+  ASSERT_NE(ah, nullptr);
+  ASSERT_EQ(post_ud(sender, ah, 0xffffff, kQkey, reinterpret_cast<uint64_t>(src.data), 512,
+                    src.mr->lkey, 3),
+            0);
+  // a's CQ: the send and the near member's receive, in either order.
+  auto on_a = wait_wc(a_.cq, 2);
+  ASSERT_EQ(on_a.size(), 2u);
+  for (const ibv_wc& wc : on_a) EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  const ibv_wc got = wait_one(b_.cq);
+  EXPECT_EQ(got.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(got.qp_num, far->qp_num);
+  EXPECT_EQ(got.byte_len, 512u + 40);
+  EXPECT_EQ(std::memcmp(far_buf.data + 40, src.data, 512), 0);
+  EXPECT_EQ(std::memcmp(near_buf.data + 40, src.data, 512), 0);
+  ibv_destroy_ah(ah);
+}
+
 // Its own routers, whose watchdog acts after 300 ms.
 class CrossHostWatchdogTest : public CrossHostTest {
  protected:
