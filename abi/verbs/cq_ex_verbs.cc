@@ -20,9 +20,9 @@ static_assert(offsetof(ibv_cq_ex, async_events_completed) ==
                   offsetof(ibv_cq, async_events_completed),
               "ibv_cq is the prefix of ibv_cq_ex");
 
-constexpr uint64_t kSupportedWcFlags =
-    uint64_t{IBV_WC_STANDARD_FLAGS} | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
-    IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
+constexpr uint64_t kSupportedWcFlags = uint64_t{IBV_WC_STANDARD_FLAGS} |
+                                       IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
+                                       IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
 constexpr uint32_t kSupportedCreateFlags =
     IBV_CREATE_CQ_ATTR_SINGLE_THREADED | IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN;
 

@@ -59,6 +59,22 @@ WHARF_EXPORT int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
 
 namespace wharf::abi {
 
+namespace {
+
+// Points cq's consumer, producer and notify line at the CQ region at `base`.
+void attach_region(Cq* cq, const uint8_t* base, uint32_t entries) {
+  const shm::CqLayout layout = shm::cq_layout(entries);
+  uint8_t* data = const_cast<uint8_t*>(base);
+  auto* ring_hdr = reinterpret_cast<shm::RingHeader*>(data + layout.ring_off);
+  auto* slots = reinterpret_cast<shm::Cqe*>(data + layout.slots_off);
+  cq->ring = shm::CqConsumer(ring_hdr, slots, entries);
+  cq->producer = shm::CqProducer(ring_hdr, slots, entries);
+  cq->notify = reinterpret_cast<shm::CqNotify*>(data + layout.notify_off);
+  cq->cq.cqe = static_cast<int>(entries);
+}
+
+}  // namespace
+
 Cq* create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
               int comp_vector) {
   if (cqe <= 0 || comp_vector < 0 || comp_vector >= context->num_comp_vectors) {
@@ -87,17 +103,12 @@ Cq* create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel*
     return nullptr;
   }
   cq->handle = rep.cq;
-  auto* ring_hdr = reinterpret_cast<shm::RingHeader*>(cq->map.data + layout.ring_off);
-  auto* slots = reinterpret_cast<shm::Cqe*>(cq->map.data + layout.slots_off);
-  cq->ring = shm::CqConsumer(ring_hdr, slots, rep.entries);
-  cq->producer = shm::CqProducer(ring_hdr, slots, rep.entries);
-  cq->notify = reinterpret_cast<shm::CqNotify*>(cq->map.data + layout.notify_off);
+  attach_region(cq, cq->map.data, rep.entries);
   ibv_cq* c = &cq->cq;
   c->context = context;
   c->channel = channel;
   c->cq_context = cq_context;
   c->handle = rep.cq;
-  c->cqe = static_cast<int>(rep.entries);
   pthread_mutex_init(&c->mutex, nullptr);
   pthread_cond_init(&c->cond, nullptr);
   if (channel != nullptr) {
@@ -119,7 +130,37 @@ WHARF_EXPORT ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_conte
   return cq != nullptr ? &cq->cq : nullptr;
 }
 
-WHARF_EXPORT int ibv_resize_cq(ibv_cq*, int) { return EOPNOTSUPP; }
+// The router moves the CQ to a new region holding the entries not yet polled (EINVAL when
+// more wait than the new size holds); meanwhile this CQ's polls find nothing. Polling or
+// arming it from another thread during the call is the application's race, as with providers.
+WHARF_EXPORT int ibv_resize_cq(ibv_cq* ibcq, int cqe) {
+  if (ibcq == nullptr || cqe <= 0) return EINVAL;
+  Cq* cq = to_cq(ibcq);
+  {
+    std::lock_guard<SpinLock> g(cq->lock);
+    cq->resizing.store(true, std::memory_order_relaxed);
+  }
+  proto::ResizeCqReq req{cq->handle, static_cast<uint32_t>(cqe)};
+  proto::CreateCqRep rep;
+  UniqueFd memfd;
+  int err =
+      to_ctx(ibcq->context)->client.call(proto::Op::kResizeCq, req, nullptr, 0, &rep, &memfd, 1);
+  Mapping fresh;
+  if (err == 0 && (!memfd.valid() || rep.entries == 0)) err = EPROTO;
+  if (err == 0) err = fresh.map(memfd.get(), shm::cq_layout(rep.entries).total);
+  shm::CqNotify* old_notify = cq->notify;
+  {
+    std::lock_guard<SpinLock> g(cq->lock);
+    if (err == 0) {
+      cq->map.swap(fresh);
+      attach_region(cq, cq->map.data, rep.entries);
+    }
+    cq->resizing.store(false, std::memory_order_relaxed);
+  }
+  // A thread napping on the old region: it would otherwise sleep out its timeout.
+  if (err == 0) shm::wake_napping_poller(old_notify);
+  return err;  // `fresh` now holds the old region: unmapped here, outside the lock
+}
 
 WHARF_EXPORT int ibv_destroy_cq(ibv_cq* cq) {
   Context* ctx = to_ctx(cq->context);
@@ -298,6 +339,10 @@ void idle_after_empty_poll(Cq* cq) {
 int poll_completions(ibv_cq* ibcq, int n, ibv_wc* wc, uint64_t* completion_ns) {
   Cq* cq = to_cq(ibcq);
   cq->lock.lock();
+  if (cq->resizing.load(std::memory_order_relaxed)) {
+    cq->lock.unlock();
+    return 0;
+  }
   int got = 0;
   while (got < n) {
     shm::Cqe c;

@@ -286,7 +286,10 @@ DirectPath::Step DirectPath::run(Qp* qp, const ibv_send_wr* wr, uint32_t* missin
 
   const bool signaled = (wr->send_flags & IBV_SEND_SIGNALED) || qp->sq_sig_all;
   Cq* send_cq = to_cq(qp->qp.send_cq);
-  if ((signaled && !send_cq->producer.has_room(1)) || (needs_recv && !peer_cq_.has_room(1)))
+  // A send CQ being resized may still point at its old region: its completion is the router's.
+  if ((signaled &&
+       (send_cq->resizing.load(std::memory_order_relaxed) || !send_cq->producer.has_room(1))) ||
+      (needs_recv && !peer_cq_.has_room(1)))
     return Step::kToRouter;  // the router reports the overrun
 
   // Execute: nothing below can fail.

@@ -3,6 +3,8 @@
 #include <errno.h>
 #include <sys/mman.h>
 
+#include <utility>
+
 namespace wharf::abi {
 
 int Mapping::map(int fd, size_t len, off_t offset) {
@@ -18,6 +20,11 @@ void Mapping::reset() {
   if (data != nullptr) munmap(data, size);
   data = nullptr;
   size = 0;
+}
+
+void Mapping::swap(Mapping& other) noexcept {
+  std::swap(data, other.data);
+  std::swap(size, other.size);
 }
 
 Mapping::~Mapping() { reset(); }

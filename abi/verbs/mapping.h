@@ -17,6 +17,7 @@ struct Mapping {
   Mapping& operator=(const Mapping&) = delete;
   int map(int fd, size_t len, off_t offset = 0);  // 0 or errno; replaces any earlier mapping
   void reset();
+  void swap(Mapping& other) noexcept;
   ~Mapping();
 };
 

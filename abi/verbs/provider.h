@@ -143,6 +143,9 @@ struct Cq {
   // Set by req_notify_cq, cleared when ibv_get_cq_event returns this CQ's event. While set, a
   // disarmed notify line means the router or a direct-path peer has raised the event.
   std::atomic<bool> awaiting_event;
+  // While ibv_resize_cq moves the CQ to a new region: polls find nothing and the direct path
+  // leaves completions for this CQ to the router (set and cleared under lock).
+  std::atomic<bool> resizing;
 };
 constexpr uint32_t kEmptyPollsBeforeYield = 64;
 // When the calling thread began to find every CQ it polls empty (CLOCK_MONOTONIC ns); 0 while

@@ -72,6 +72,7 @@ enum class Op : uint16_t {
   kAttachMcast = 46,
   kDetachMcast = 47,
   kCmJoinMulticast = 48,
+  kResizeCq = 49,
 };
 
 // Every datagram starts with this. `status` is 0 in requests; in replies it is 0 or a
@@ -217,6 +218,17 @@ struct CreateCqRep {
   template <class V>
   void visit(V&& v) {
     v(cq), v(entries);
+  }
+};
+
+// ibv_resize_cq: CQ `cq` gets room for at least `cqe` entries; the reply is a CreateCqRep and
+// the CQ's new memfd, holding the entries not yet polled, oldest first.
+struct ResizeCqReq {
+  uint32_t cq = 0;
+  uint32_t cqe = 0;
+  template <class V>
+  void visit(V&& v) {
+    v(cq), v(cqe);
   }
 };
 

@@ -17,7 +17,13 @@ constexpr uint32_t kRdmaUdpQkey = 0x01234567;  // rdma_cm's Q_Key for RDMA_PS_UD
 constexpr uint32_t kMaxMcastAttachments = 1u << 12;  // QP-to-group attachments on a router
 constexpr uint32_t kMaxMcastQpAttach = 64;           // groups one QP may join
 
-inline bool is_multicast_gid(const Gid& gid) { return gid[0] == 0xff; }
+// An IPv6 multicast address (ff00::/8), or an IPv4-mapped one of 224.0.0.0/4 (RoCE's form of
+// an IPv4 group), as the kernel's rdma_is_multicast_addr.
+inline bool is_multicast_gid(const Gid& gid) {
+  static constexpr uint8_t kV4Mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  if (std::memcmp(gid.data(), kV4Mapped, sizeof(kV4Mapped)) == 0) return (gid[12] >> 4) == 0xe;
+  return gid[0] == 0xff;
+}
 inline bool is_multicast_lid(uint16_t lid) {
   return lid >= kMulticastLidBase && lid != kPermissiveLid;
 }

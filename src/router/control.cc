@@ -232,6 +232,7 @@ bool Session::handle_request(const uint8_t* buf, size_t len, UniqueFd* fds, int 
     case Op::kReregMr: serve(h, body, blen, fds, nfds, &Session::on_rereg_mr); break;
     case Op::kAllocMw: serve(h, body, blen, fds, nfds, &Session::on_alloc_mw); break;
     case Op::kDeallocMw: serve(h, body, blen, fds, nfds, &Session::on_dealloc_mw); break;
+    case Op::kResizeCq: serve(h, body, blen, fds, nfds, &Session::on_resize_cq); break;
     case Op::kAttachMcast: serve(h, body, blen, fds, nfds, &Session::on_attach_mcast); break;
     case Op::kDetachMcast: serve(h, body, blen, fds, nfds, &Session::on_detach_mcast); break;
     case Op::kCreateChannel: serve(h, body, blen, fds, nfds, &Session::on_create_channel); break;
@@ -535,6 +536,54 @@ int Session::on_destroy_cq(const proto::Handle& req, UniqueFd*, int, proto::Empt
   if (cq->channel != nullptr) cq->channel->users--;
   cqs_.take(req.handle);
   return 0;
+}
+
+// The CQ moves to a new region: its waiting entries first, its arm state kept. Nothing else
+// writes it meanwhile: this is the router thread, and the direct lines of the QPs whose
+// libraries write it (their own send completions, or their peer's receive completions) are
+// Off until it is done, so they find the new region when they next describe their peer. The
+// library does not poll the CQ while it waits for this reply.
+int Session::on_resize_cq(const proto::ResizeCqReq& req, UniqueFd*, int, proto::CreateCqRep* rep,
+                          ReplyFds* out) {
+  Cq* cq = cqs_.find(req.cq);
+  if (cq == nullptr || req.cqe == 0 || req.cqe > device::kMaxCqe) return EINVAL;
+  const shm::CqLayout layout = shm::cq_layout(static_cast<uint32_t>(round_up_pow2(req.cqe)));
+  std::vector<Qp*> writers;
+  router_->for_each_qp([&](Qp* qp) {
+    if (qp->send_cq == cq) writers.push_back(qp);
+    if (qp->recv_cq != cq) return;
+    if (Qp* peer = router_->qp_by_qpn(qp->attr.dest_qp_num); peer != nullptr && peer != qp)
+      writers.push_back(peer);
+  });
+  for (Qp* qp : writers) router_->disable_direct_st(qp);
+  auto* old_hdr = reinterpret_cast<shm::RingHeader*>(cq->shm.data() + cq->layout.ring_off);
+  const uint32_t cons = old_hdr->consumer.value.load(std::memory_order_acquire);
+  const uint32_t waiting = old_hdr->producer.value.load(std::memory_order_acquire) - cons;
+  int err = waiting > cq->layout.entries ? EIO : waiting > layout.entries ? EINVAL : 0;
+  ShmRegion fresh;
+  if (err == 0) err = fresh.create("wharf-cq", layout.total);
+  if (err == 0) {
+    const auto* old_slots =
+        reinterpret_cast<const shm::Cqe*>(cq->shm.data() + cq->layout.slots_off);
+    auto* slots = reinterpret_cast<shm::Cqe*>(fresh.data() + layout.slots_off);
+    for (uint32_t i = 0; i < waiting; ++i) {
+      slots[i] = old_slots[(cons + i) & (cq->layout.entries - 1)];
+      slots[i].seq = i + 1;
+    }
+    auto* hdr = reinterpret_cast<shm::RingHeader*>(fresh.data() + layout.ring_off);
+    hdr->producer.value.store(waiting, std::memory_order_relaxed);
+    auto* notify = reinterpret_cast<shm::CqNotify*>(fresh.data() + layout.notify_off);
+    notify->arm.store(cq->notify->arm.load(std::memory_order_acquire), std::memory_order_release);
+    cq->shm = std::move(fresh);
+    cq->layout = layout;
+    cq->ring = shm::CqProducer(hdr, slots, layout.entries);
+    cq->notify = notify;
+    rep->cq = cq->handle;
+    rep->entries = layout.entries;
+    out->add(cq->shm.fd());
+  }
+  for (Qp* qp : writers) router_->refresh_direct_st(qp);
+  return err;
 }
 
 int Session::on_create_qp(const proto::CreateQpReq& req, UniqueFd*, int, proto::CreateQpRep* rep,

@@ -131,6 +131,7 @@ class Session {
   int on_destroy_channel(const proto::Handle&, UniqueFd*, int, proto::Empty*, ReplyFds*);
   int on_create_cq(const proto::CreateCqReq&, UniqueFd*, int, proto::CreateCqRep*, ReplyFds*);
   int on_destroy_cq(const proto::Handle&, UniqueFd*, int, proto::Empty*, ReplyFds*);
+  int on_resize_cq(const proto::ResizeCqReq&, UniqueFd*, int, proto::CreateCqRep*, ReplyFds*);
   int on_create_qp(const proto::CreateQpReq&, UniqueFd*, int, proto::CreateQpRep*, ReplyFds*);
   int on_modify_qp(const proto::ModifyQpReq&, UniqueFd*, int, proto::Empty*, ReplyFds*);
   int on_modify_qp_rate_limit(const proto::ModifyQpRateLimitReq&, UniqueFd*, int, proto::Empty*,

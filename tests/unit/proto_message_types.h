@@ -33,6 +33,7 @@ WHARF_MESSAGE_SPEC(RegMrReq, 56);                // 4 + 4 + 6 * 8
 WHARF_MESSAGE_SPEC(RegMrRep, 12);                // 3 * 4
 WHARF_MESSAGE_SPEC(CreateCqReq, 8);              // 2 * 4
 WHARF_MESSAGE_SPEC(CreateCqRep, 8);              // 2 * 4
+WHARF_MESSAGE_SPEC(ResizeCqReq, 8);              // 2 * 4
 WHARF_MESSAGE_SPEC(AhAttr, 30);                  // 2 + 8 * 1 + 4 + 16
 WHARF_MESSAGE_SPEC(CreateAhReq, 34);             // 4 + AhAttr
 WHARF_MESSAGE_SPEC(QpCaps, 20);                  // 5 * 4
@@ -82,7 +83,7 @@ WHARF_MESSAGE_SPEC(CmMad, 356);  // 4 + 3 * 4 + 4 + 16 + 2 * 32 + 2 * CmAddr + C
 
 using AllMessages =
     TypeList<Header, Empty, HelloReq, HelloRep, Handle, RegMrReq, RegMrRep, CreateCqReq,
-             CreateCqRep, AhAttr, CreateAhReq, QpCaps, CreateQpReq, CreateQpRep, QpAttr,
+             CreateCqRep, ResizeCqReq, AhAttr, CreateAhReq, QpCaps, CreateQpReq, CreateQpRep, QpAttr,
              ModifyQpReq, ModifyQpRateLimitReq, ReregMrReq, AllocMwReq, AllocMwRep, McastReq,
              QueryQpRep, CreateSrqReq, CreateSrqRep, ModifySrqReq, QuerySrqRep,
              RegisterContainerReq, RegisterContainerRep, UnregisterContainerReq, RouterInfoRep,
