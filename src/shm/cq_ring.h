@@ -34,8 +34,9 @@ class CqProducer {
   CqProducer(RingHeader* hdr, Cqe* slots, uint32_t capacity)
       : hdr_(hdr), slots_(slots), capacity_(capacity) {}
 
-  // Appends c stamped with the time now (its completion_ns and seq are ignored): kOk, kFull, or kCorrupt when the indices are out of
-  // range or keep changing faster than a claim can succeed.
+  // Appends c stamped with the time now (its completion_ns and seq are ignored): kOk, kFull,
+  // or kCorrupt when the indices are out of range or keep changing faster than a claim can
+  // succeed.
   RingStatus push(const Cqe& c) {
     const uint64_t stamp = monotonic_raw_ns();
     for (int attempt = 0; attempt < kClaimAttempts; ++attempt) {
