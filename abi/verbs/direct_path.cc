@@ -202,7 +202,9 @@ DirectPath::Outcome DirectPath::execute(Qp* qp, const ibv_send_wr* wr) {
 DirectPath::Step DirectPath::run(Qp* qp, const ibv_send_wr* wr, uint32_t* missing_key, Events* ev) {
   const uint32_t op = wr->opcode;
   // Memory windows are the router's: binds, invalidations and sends that invalidate.
-  if (proto::is_window_op(op) || op == IBV_WR_SEND_WITH_INV) return Step::kToRouter;
+  // So are atomic writes: 8 bytes stored at once, which a memcpy does not promise.
+  if (proto::is_window_op(op) || op == IBV_WR_SEND_WITH_INV || op == IBV_WR_ATOMIC_WRITE)
+    return Step::kToRouter;
   const bool atomic = op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD;
   const bool writes_local = atomic || op == IBV_WR_RDMA_READ;
   const bool needs_recv =

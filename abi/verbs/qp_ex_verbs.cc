@@ -4,9 +4,9 @@
 // follow one set of rules (what a WR may do is checked in one place, post_send's).
 //
 // Supported: RDMA WRITE (with immediate), SEND (with immediate, with invalidate), RDMA READ,
-// compare-and-swap and fetch-and-add, binding type 2 memory windows and LOCAL_INV, on RC, UC
-// (WRITE/SEND, windows) and UD (SEND); not: TSO, atomic write and XRC (creating such a QP is
-// EOPNOTSUPP).
+// compare-and-swap, fetch-and-add and atomic write, binding type 2 memory windows and
+// LOCAL_INV, on RC, UC (WRITE/SEND, windows) and UD (SEND); not: TSO and XRC (creating such a
+// QP is EOPNOTSUPP).
 // Unlike mlx5, a batch whose WR fails in ibv_wr_complete keeps the WRs before it posted.
 #include <errno.h>
 #include <infiniband/verbs.h>
@@ -15,6 +15,7 @@
 
 #include "abi/verbs/export.h"
 #include "abi/verbs/provider.h"
+#include "proto/qp_rules.h"
 
 namespace wharf::abi {
 namespace {
@@ -22,9 +23,10 @@ namespace {
 constexpr uint64_t kConnectedOps = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
                                    IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
                                    IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV;
-constexpr uint64_t kReliableOps =
-    kConnectedOps | IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
-    IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_SEND_WITH_INV;
+constexpr uint64_t kReliableOps = kConnectedOps | IBV_QP_EX_WITH_RDMA_READ |
+                                  IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
+                                  IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
+                                  IBV_QP_EX_WITH_SEND_WITH_INV | IBV_QP_EX_WITH_ATOMIC_WRITE;
 constexpr uint64_t kDatagramOps = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
 
 // The IBV_QP_EX_WITH_* ops a QP of this type may be created with.
@@ -122,7 +124,6 @@ void wr_send_inv(ibv_qp_ex* ex, uint32_t key) {
 // Operations the QP can never have been created with (create_qp_ex refuses them).
 void wr_send_tso(ibv_qp_ex* ex, void*, uint16_t, uint16_t) { fail(of(ex), EOPNOTSUPP); }
 void wr_set_xrc_srqn(ibv_qp_ex* ex, uint32_t) { fail(of(ex), EOPNOTSUPP); }
-void wr_atomic_write(ibv_qp_ex* ex, uint32_t, uint64_t, const void*) { fail(of(ex), EOPNOTSUPP); }
 
 void wr_set_ud_addr(ibv_qp_ex* ex, ibv_ah* ah, uint32_t remote_qpn, uint32_t remote_qkey) {
   if (PendingWr* p = last(ex)) p->wr.wr.ud = {ah, remote_qpn, remote_qkey};
@@ -147,6 +148,15 @@ void wr_set_inline_data_list(ibv_qp_ex* ex, size_t n, const ibv_data_buf* bufs) 
 void wr_set_inline_data(ibv_qp_ex* ex, void* addr, size_t length) {
   const ibv_data_buf buf{addr, length};
   wr_set_inline_data_list(ex, 1, &buf);
+}
+// The 8 bytes travel in the work request, as inline data (copied now).
+void wr_atomic_write(ibv_qp_ex* ex, uint32_t rkey, uint64_t addr, const void* data) {
+  if (data == nullptr) return fail(of(ex), EINVAL);
+  if (ibv_send_wr* wr = begin(ex, IBV_QP_EX_WITH_ATOMIC_WRITE, IBV_WR_ATOMIC_WRITE)) {
+    wr->wr.rdma = {addr, rkey};
+    const ibv_data_buf buf{const_cast<void*>(data), proto::kAtomicWriteSize};
+    wr_set_inline_data_list(ex, 1, &buf);
+  }
 }
 
 void wr_start(ibv_qp_ex* ex) {

@@ -212,6 +212,7 @@ int write_send_wqe(Qp* qp, uint8_t* slot, const ibv_send_wr* wr) {
     case IBV_WR_RDMA_WRITE:
     case IBV_WR_RDMA_WRITE_WITH_IMM:
     case IBV_WR_RDMA_READ:
+    case IBV_WR_ATOMIC_WRITE:
       h->remote_addr = wr->wr.rdma.remote_addr;
       h->rkey = wr->wr.rdma.rkey;
       break;
@@ -244,10 +245,14 @@ int write_send_wqe(Qp* qp, uint8_t* slot, const ibv_send_wr* wr) {
   uint8_t* body = slot + sizeof(shm::SendWqe);
   if ((wr->send_flags & IBV_SEND_INLINE) && wr->opcode != IBV_WR_RDMA_READ &&
       wr->opcode != IBV_WR_ATOMIC_CMP_AND_SWP && wr->opcode != IBV_WR_ATOMIC_FETCH_AND_ADD) {
+    // An atomic write's 8 bytes go inline whatever max_inline_data says, if the slot holds them.
+    const uint64_t cap = wr->opcode == IBV_WR_ATOMIC_WRITE
+                             ? qp->layout.sq_slot - sizeof(shm::SendWqe)
+                             : qp->caps.max_inline_data;
     uint64_t total = 0;
     for (int i = 0; i < wr->num_sge; ++i) {
       total += wr->sg_list[i].length;
-      if (total > qp->caps.max_inline_data) return EINVAL;
+      if (total > cap) return EINVAL;
       std::memcpy(body + total - wr->sg_list[i].length,
                   reinterpret_cast<const void*>(wr->sg_list[i].addr), wr->sg_list[i].length);
     }

@@ -77,6 +77,10 @@ bool opcode_shape(uint8_t opcode, OpcodeShape* s) {
       if (transport != kRc) return false;  // IBTA: RC (and XRC) only
       s->imm = s->payload = true;
       return true;
+    case kAtomicWrite:
+      if (transport != kRc) return false;
+      s->reth = s->payload = true;
+      return true;
     case kWriteFirst:
     case kWriteOnly: s->reth = s->payload = true; return true;
     case kWriteOnlyImm: s->reth = s->imm = s->payload = true; return true;

@@ -17,7 +17,8 @@
 namespace wharf::proto::host {
 
 constexpr uint32_t kMagic = 0x50544857;  // "WHTP" as little-endian bytes
-// Versions this build speaks. 3: SEND with Invalidate (opcodes 0x16, 0x17, IETH);
+// Versions this build speaks. 3: SEND with Invalidate (opcodes 0x16, 0x17, IETH) and ATOMIC
+// WRITE (0x1d);
 // 2: PacketHeader.network.
 constexpr uint16_t kVersionMin = 3;
 constexpr uint16_t kVersionMax = 3;
@@ -74,6 +75,7 @@ enum Operation : uint8_t {
   kFetchAdd = 0x14,
   kSendLastInvalidate = 0x16,  // IETH: the responder's memory window key to invalidate
   kSendOnlyInvalidate = 0x17,
+  kAtomicWrite = 0x1d,  // RETH and the 8 bytes to store, acknowledged like a WRITE
 };
 
 constexpr uint8_t opcode_of(Transport t, Operation op) {

@@ -19,6 +19,7 @@ inline bool opcode_allowed(ibv_qp_type type, uint32_t op) {
     case IBV_WR_RDMA_READ:
     case IBV_WR_ATOMIC_CMP_AND_SWP:
     case IBV_WR_ATOMIC_FETCH_AND_ADD:
+    case IBV_WR_ATOMIC_WRITE:
     case IBV_WR_SEND_WITH_INV: return type == IBV_QPT_RC;
     // Memory windows are bound and invalidated through connected QPs (IBTA 10.6.7).
     case IBV_WR_BIND_MW:
@@ -31,6 +32,10 @@ inline bool opcode_allowed(ibv_qp_type type, uint32_t op) {
 // in send-queue order by the router (never the direct path), each fencing what came before.
 inline bool is_window_op(uint32_t op) { return op == IBV_WR_BIND_MW || op == IBV_WR_LOCAL_INV; }
 
+// ATOMIC WRITE (IBTA 1.5): 8 bytes, from the WR's data, stored at once into 8-byte aligned
+// remote memory the responder allows writes to.
+constexpr uint32_t kAtomicWriteSize = 8;
+
 // The ibv_wc opcode that completes send opcode `op`.
 inline ibv_wc_opcode send_wc_opcode(uint32_t op) {
   switch (op) {
@@ -39,6 +44,7 @@ inline ibv_wc_opcode send_wc_opcode(uint32_t op) {
     case IBV_WR_RDMA_READ: return IBV_WC_RDMA_READ;
     case IBV_WR_ATOMIC_CMP_AND_SWP: return IBV_WC_COMP_SWAP;
     case IBV_WR_ATOMIC_FETCH_AND_ADD: return IBV_WC_FETCH_ADD;
+    case IBV_WR_ATOMIC_WRITE: return IBV_WC_ATOMIC_WRITE;
     case IBV_WR_BIND_MW: return IBV_WC_BIND_MW;
     case IBV_WR_LOCAL_INV: return IBV_WC_LOCAL_INV;
     default: return IBV_WC_SEND;

@@ -260,17 +260,20 @@ Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w, const S
 
   // RDMA and atomics: check the responder QP's access rights and the rkey (C9-... 9.7.4.1).
   uint32_t need = 0;
-  if (op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_WRITE_WITH_IMM) need = IBV_ACCESS_REMOTE_WRITE;
+  const bool atomic_write = op == IBV_WR_ATOMIC_WRITE;
+  if (op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_WRITE_WITH_IMM || atomic_write)
+    need = IBV_ACCESS_REMOTE_WRITE;
   if (op == IBV_WR_RDMA_READ) need = IBV_ACCESS_REMOTE_READ;
   if (op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD)
     need = IBV_ACCESS_REMOTE_ATOMIC;
   const bool atomic = need == IBV_ACCESS_REMOTE_ATOMIC;
   const uint64_t rlen = atomic ? 8 : len;
-  if (atomic && len != 8) {
+  if ((atomic || atomic_write) && len != 8) {
     *status = IBV_WC_LOC_LEN_ERR;
     return Step::kDone;
   }
-  if (atomic && (w.hdr.remote_addr & 7) != 0) return responder_error(IBV_WC_REM_INV_REQ_ERR);
+  if ((atomic || atomic_write) && (w.hdr.remote_addr & 7) != 0)
+    return responder_error(IBV_WC_REM_INV_REQ_ERR);
   Mr* rmr = nullptr;
   if (rlen != 0) {  // a zero-length RDMA access checks no key
     rmr = r_->mr_by_key(w.hdr.rkey);
@@ -281,6 +284,18 @@ Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w, const S
     return responder_error(IBV_WC_REM_ACCESS_ERR);
   }
 
+  if (atomic_write) {
+    uint64_t value = 0;
+    SegmentList mine;
+    mine.push(Segment{reinterpret_cast<uint8_t*>(&value), 0, 0, 8});
+    if (copy_segments(local, mine, 8) != 0) {
+      *status = IBV_WC_LOC_PROT_ERR;
+      return Step::kDone;
+    }
+    if (atomic_store_on_mr(*rmr, w.hdr.remote_addr, value) != 0)
+      return responder_error(IBV_WC_REM_ACCESS_ERR);
+    return Step::kDone;
+  }
   SegmentList remote;
   if (rmr != nullptr) append_mr_range(&remote, *rmr, w.hdr.remote_addr, rlen);
   if (atomic) {

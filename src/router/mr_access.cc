@@ -110,6 +110,17 @@ int atomic_on_mr(const Mr& mr, uint64_t va, bool fetch_add, uint64_t compare_add
   return copy_segments(val, remote, 8);
 }
 
+int atomic_store_on_mr(const Mr& mr, uint64_t va, uint64_t value) {
+  if (uint64_t* p = mapped_u64(mr, va)) {
+    __atomic_store_n(p, value, __ATOMIC_SEQ_CST);
+    return 0;
+  }
+  SegmentList remote, mine;
+  if (!append_mr_range(&remote, mr, va, 8)) return EFAULT;
+  mine.push(Segment{reinterpret_cast<uint8_t*>(&value), 0, 0, 8});
+  return copy_segments(mine, remote, 8) == 0 ? 0 : EFAULT;
+}
+
 SegmentList slice(const SegmentList& list, uint64_t off, uint64_t len) {
   SegmentList out;
   for (uint32_t i = 0; i < list.count && len != 0; ++i) {

@@ -71,4 +71,9 @@ uint64_t* mapped_u64(const Mr& mr, uint64_t va);
 int atomic_on_mr(const Mr& mr, uint64_t va, bool fetch_add, uint64_t compare_add, uint64_t swap,
                  uint64_t* orig);
 
+// Stores `value` into the 8 aligned bytes at va (bounds already checked) at once: a real
+// atomic store in mapped memory, else a write through the owner's address space (atomic
+// with respect to other RDMA atomics, which all run on the router thread). 0 or EFAULT.
+int atomic_store_on_mr(const Mr& mr, uint64_t va, uint64_t value);
+
 }  // namespace wharf::router

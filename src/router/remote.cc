@@ -60,6 +60,7 @@ uint8_t packet_operation(uint8_t wr_opcode, uint32_t k, uint32_t n) {
   const bool write = wr_opcode == IBV_WR_RDMA_WRITE || wr_opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
   const bool imm = wr_opcode == IBV_WR_SEND_WITH_IMM || wr_opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
   const uint8_t base = write ? host::kWriteFirst : host::kSendFirst;
+  if (wr_opcode == IBV_WR_ATOMIC_WRITE) return host::kAtomicWrite;  // always one packet
   if (k + 1 < n) return static_cast<uint8_t>(k == 0 ? base : base + 1);
   if (wr_opcode == IBV_WR_SEND_WITH_INV)
     return n == 1 ? host::kSendOnlyInvalidate : host::kSendLastInvalidate;
@@ -315,7 +316,8 @@ bool RemotePath::process_requester_st(Executor* ex, Qp* qp, int dest, uint64_t n
       failure = IBV_WC_LOC_PROT_ERR;  // READ and atomic results need local write access
     } else if (local.total > device::kMaxMsgSize ||
                (is_read_or_atomic(o.w.hdr.opcode) && o.w.hdr.opcode != IBV_WR_RDMA_READ &&
-                local.total != 8)) {
+                local.total != 8) ||
+               (o.w.hdr.opcode == IBV_WR_ATOMIC_WRITE && local.total != proto::kAtomicWriteSize)) {
       failure = IBV_WC_LOC_LEN_ERR;
     }
     if (failure != IBV_WC_SUCCESS) {
@@ -845,6 +847,22 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
     st.msn = psn_add(st.msn, 1);
     queue_response_st(dst, Response{Response::kRead, psn, host::aeth_ack(), st.msn, 0, p.reth.rkey,
                                     p.reth.va, len});
+    return;
+  }
+  if (op == host::kAtomicWrite) {  // one packet; a repeat stores the same bytes again
+    if (st.in_send || st.in_write) return fail(host::kNakInvalidRequest, IBV_WC_REM_INV_REQ_ERR);
+    uint64_t value = 0;
+    if (p.payload_len != proto::kAtomicWriteSize || p.reth.dma_length != proto::kAtomicWriteSize ||
+        (p.reth.va & 7) != 0)
+      return fail(host::kNakInvalidRequest, IBV_WC_SUCCESS);
+    std::memcpy(&value, p.payload, sizeof(value));
+    Mr* mr = target_mr(dst, p.reth.rkey, p.reth.va, sizeof(value), IBV_ACCESS_REMOTE_WRITE);
+    if (!(dst->attr.qp_access_flags & IBV_ACCESS_REMOTE_WRITE) || mr == nullptr ||
+        atomic_store_on_mr(*mr, p.reth.va, value) != 0)
+      return fail(host::kNakRemoteAccess, IBV_WC_SUCCESS);
+    st.epsn = psn_add(psn, 1);
+    st.msn = psn_add(st.msn, 1);
+    if (p.hdr.flags & host::kAckRequest) respond_st(dst, psn, host::aeth_ack());
     return;
   }
   if (starts_message(op)) {

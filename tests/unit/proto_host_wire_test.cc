@@ -127,9 +127,9 @@ TEST(HostWireTest, EveryOpcodeRoundTrips) {
       EXPECT_EQ(d.payload, bytes.data() + bytes.size() - d.payload_len);
     }
   }
-  // RC: 21 operations and the two SEND with Invalidate; UC: sends and writes (12); UD: send
-  // only, with or without immediate.
-  EXPECT_EQ(known, 21 + 2 + 12 + 2);
+  // RC: 21 operations, the two SEND with Invalidate and ATOMIC WRITE; UC: sends and writes
+  // (12); UD: send only, with or without immediate.
+  EXPECT_EQ(known, 21 + 3 + 12 + 2);
 }
 
 TEST(HostWireTest, ExtensionLayoutOfAWriteWithImmediate) {

@@ -432,6 +432,23 @@ TEST_F(CrossHostTest, AMulticastGroupIsReachedOnEveryHost) {
   ibv_destroy_ah(ah);
 }
 
+TEST_F(CrossHostTest, AnAtomicWriteStoresItsEightBytesOnTheOtherHost) {
+  ibv_qp* qb = nullptr;
+  ibv_qp_ex* qa = rc_pair_ex(a_, IBV_QP_EX_WITH_ATOMIC_WRITE, b_, &qb);
+  ASSERT_NE(qa, nullptr);
+  Buffer dst = make_buffer(b_, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  const auto base = reinterpret_cast<uint64_t>(dst.data);
+  ASSERT_EQ(post_atomic_write(qa, 0xa5a5a5a5deadbeefull, base + 8, dst.mr->rkey, 1), 0);
+  const ibv_wc wc = wait_one(a_.cq);
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc.opcode, IBV_WC_ATOMIC_WRITE);
+  uint64_t got = 0;
+  std::memcpy(&got, dst.data + 8, 8);
+  EXPECT_EQ(got, 0xa5a5a5a5deadbeefull);
+  ASSERT_EQ(post_atomic_write(qa, 1, base + 12, dst.mr->rkey, 2), 0);
+  EXPECT_EQ(wait_one(a_.cq).status, IBV_WC_REM_INV_REQ_ERR);
+}
+
 // Its own routers, whose watchdog acts after 300 ms.
 class CrossHostWatchdogTest : public CrossHostTest {
  protected:

@@ -175,6 +175,38 @@ ibv_qp* VerbsTest::create_rc_qp_on(Side& s, ibv_cq* cq, uint32_t depth) {
   return make_qp(s.pd, cq, IBV_QPT_RC, nullptr, depth, 4, 256);
 }
 
+ibv_qp_ex* VerbsTest::rc_pair_ex(Side& s, uint64_t send_ops, Side& peer, ibv_qp** remote) {
+  ibv_qp_init_attr_ex init{};
+  init.send_cq = s.cq;
+  init.recv_cq = s.cq;
+  init.qp_type = IBV_QPT_RC;
+  init.cap.max_send_wr = 64;
+  init.cap.max_recv_wr = 64;
+  init.cap.max_send_sge = 1;
+  init.cap.max_recv_sge = 1;
+  init.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  init.pd = s.pd;
+  init.send_ops_flags = send_ops;
+  ibv_qp* qp = ibv_create_qp_ex(s.ctx, &init);
+  EXPECT_NE(qp, nullptr) << strerror(errno);
+  *remote = create_qp(peer, IBV_QPT_RC);
+  if (qp == nullptr || *remote == nullptr) return nullptr;
+  constexpr int kAccess =
+      IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+  connect(qp, s, *remote, peer, kAccess);
+  connect(*remote, peer, qp, s, kAccess);
+  return ibv_qp_to_qp_ex(qp);
+}
+
+int VerbsTest::post_atomic_write(ibv_qp_ex* qx, uint64_t value, uint64_t raddr, uint32_t rkey,
+                                 uint64_t wr_id) {
+  ibv_wr_start(qx);
+  qx->wr_id = wr_id;
+  qx->wr_flags = IBV_SEND_SIGNALED;
+  ibv_wr_atomic_write(qx, rkey, raddr, &value);
+  return ibv_wr_complete(qx);
+}
+
 void VerbsTest::connected_rc_pair(Side& xs, ibv_qp** x, Side& ys, ibv_qp** y) {
   *x = create_qp(xs, IBV_QPT_RC);
   *y = create_qp(ys, IBV_QPT_RC);

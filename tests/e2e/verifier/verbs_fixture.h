@@ -57,6 +57,12 @@ class VerbsTest : public ::testing::Test {
                     uint32_t sges = 4, uint32_t inline_size = 256);
   // An RC QP on side s whose send and receive completions go to cq (not s.cq).
   ibv_qp* create_rc_qp_on(Side& s, ibv_cq* cq, uint32_t depth = 64);
+  // An RC QP of side s made by ibv_create_qp_ex with `send_ops` (IBV_QP_EX_WITH_*), connected
+  // to a plain RC QP of side `peer` (both with full remote access); *remote gets that one.
+  ibv_qp_ex* rc_pair_ex(Side& s, uint64_t send_ops, Side& peer, ibv_qp** remote);
+  // Posts (ibv_wr_*) a signaled ATOMIC WRITE of `value` to raddr/rkey.
+  static int post_atomic_write(ibv_qp_ex* qx, uint64_t value, uint64_t raddr, uint32_t rkey,
+                               uint64_t wr_id);
   // A new RC QP on each side, connected to each other with full remote access.
   void connected_rc_pair(Side& xs, ibv_qp** x, Side& ys, ibv_qp** y);
   // Moves a (RC/UC) QP to RTS connected to `remote` on side `rs`.
