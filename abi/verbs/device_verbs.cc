@@ -91,6 +91,7 @@ void Context::free_objects() {
   for (auto& [h, srq] : srqs) delete to_srq(srq);
   for (auto& [h, ah] : ahs) delete to_ah(ah);
   for (auto& [h, mr] : mrs) delete to_mr(mr);
+  for (auto& [h, mw] : mws) delete mw;
   for (auto& [h, dm] : dms) delete to_dm(dm);
   for (auto& [h, p] : parent_domains) delete to_pd(p);
   for (auto& [h, td] : tds) delete td;
@@ -99,7 +100,8 @@ void Context::free_objects() {
     close(ch->fd);
     delete to_channel(ch);
   }
-  qps.clear(), cqs.clear(), srqs.clear(), ahs.clear(), mrs.clear(), pds.clear(), channels.clear();
+  qps.clear(), cqs.clear(), srqs.clear(), ahs.clear(), mrs.clear(), mws.clear(), pds.clear();
+  channels.clear();
   dms.clear(), parent_domains.clear(), tds.clear();
 }
 

@@ -38,6 +38,7 @@ ibv_mw* alloc_mw(ibv_pd* pd, ibv_mw_type type) {
   mw->rkey = rep.rkey;
   mw->handle = rep.handle;
   mw->type = type;
+  to_ctx(pd->context)->track(to_ctx(pd->context)->mws, rep.handle, mw);
   return mw;
 }
 
@@ -47,6 +48,7 @@ int dealloc_mw(ibv_mw* mw) {
       to_ctx(mw->context)
           ->client.call(proto::Op::kDeallocMw, proto::Handle{mw->handle}, nullptr, 0, &rep);
   if (err != 0) return err;
+  to_ctx(mw->context)->untrack(to_ctx(mw->context)->mws, mw->handle);
   delete mw;
   return 0;
 }

@@ -43,6 +43,7 @@ struct Context {
   std::unordered_map<uint32_t, ibv_srq*> srqs;
   std::unordered_map<uint32_t, ibv_pd*> pds;
   std::unordered_map<uint32_t, ibv_mr*> mrs;
+  std::unordered_map<uint32_t, ibv_mw*> mws;
   std::unordered_map<uint32_t, ibv_ah*> ahs;
   std::unordered_map<uint32_t, ibv_comp_channel*> channels;
   // Objects of the library alone, under ids of its own: device memory, parent and thread
