@@ -278,7 +278,7 @@ WHARF_EXPORT int rdma_create_qp_ex(rdma_cm_id* cm_id, ibv_qp_init_attr_ex* attr)
          cm_id->send_cq != attr->send_cq)) {
       return fail(EINVAL);
     }
-    if (cm_id->qp_type == IBV_QPT_XRC_RECV) return fail(EOPNOTSUPP);  // no XRC domains
+    if (cm_id->qp_type == IBV_QPT_XRC_RECV) return fail(EOPNOTSUPP);  // XRC through rdma_cm: no
     uint32_t send_size =
         attr->send_cq != nullptr || cm_id->send_cq != nullptr ? 0 : attr->cap.max_send_wr;
     uint32_t recv_size =

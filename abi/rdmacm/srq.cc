@@ -20,7 +20,7 @@ WHARF_EXPORT int rdma_create_srq_ex(rdma_cm_id* id, ibv_srq_init_attr_ex* attr) 
       attr->comp_mask |= IBV_SRQ_INIT_ATTR_PD;
     }
     if (attr->pd == nullptr) return fail(EINVAL);
-    if (attr->srq_type == IBV_SRQT_XRC) return fail(EOPNOTSUPP);  // no XRC domains
+    if (attr->srq_type == IBV_SRQT_XRC) return fail(EOPNOTSUPP);  // XRC through rdma_cm: no
     ibv_srq* srq = ibv_create_srq_ex(id->verbs, attr);
     if (srq == nullptr) {
       int err = errno;

@@ -20,6 +20,11 @@ ibv_td* alloc_td(ibv_context*, ibv_td_init_attr*);
 int dealloc_td(ibv_td*);
 ibv_pd* alloc_parent_domain(ibv_context*, ibv_parent_domain_init_attr*);
 
+ibv_xrcd* open_xrcd(ibv_context*, ibv_xrcd_init_attr*);
+int close_xrcd(ibv_xrcd*);
+ibv_srq* create_srq_ex(ibv_context*, ibv_srq_init_attr_ex*);
+int get_srq_num(ibv_srq*, uint32_t*);
+
 ibv_mw* alloc_mw(ibv_pd*, ibv_mw_type);
 int bind_mw(ibv_qp*, ibv_mw*, ibv_mw_bind*);
 int dealloc_mw(ibv_mw*);
@@ -47,6 +52,10 @@ void init_context_ops(Context* ctx) {
   ctx->vctx.alloc_td = alloc_td;
   ctx->vctx.dealloc_td = dealloc_td;
   ctx->vctx.alloc_parent_domain = alloc_parent_domain;
+  ctx->vctx.open_xrcd = open_xrcd;
+  ctx->vctx.close_xrcd = close_xrcd;
+  ctx->vctx.create_srq_ex = create_srq_ex;
+  ctx->vctx.get_srq_num = get_srq_num;
 }
 
 }  // namespace wharf::abi

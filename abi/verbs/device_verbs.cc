@@ -96,11 +96,13 @@ void Context::free_objects() {
   for (auto& [h, p] : parent_domains) delete to_pd(p);
   for (auto& [h, td] : tds) delete td;
   for (auto& [h, pd] : pds) delete to_pd(pd);
+  for (auto& [h, x] : xrcds) delete to_xrcd(x);
   for (auto& [h, ch] : channels) {
     close(ch->fd);
     delete to_channel(ch);
   }
   qps.clear(), cqs.clear(), srqs.clear(), ahs.clear(), mrs.clear(), mws.clear(), pds.clear();
+  xrcds.clear();
   channels.clear();
   dms.clear(), parent_domains.clear(), tds.clear();
 }
@@ -200,7 +202,7 @@ WHARF_EXPORT int ibv_query_device(ibv_context* context, ibv_device_attr* a) {
   // Memory windows: type 1, and type 2 bound to one QP (2B).
   a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SYS_IMAGE_GUID |
                         IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_MEM_WINDOW |
-                        IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+                        IBV_DEVICE_MEM_WINDOW_TYPE_2B | IBV_DEVICE_XRC;
   a->max_sge = device::kMaxSge;
   a->max_sge_rd = device::kMaxSge;
   a->max_cq = device::kMaxCq;
@@ -250,6 +252,9 @@ int query_device_ex(ibv_context* context, const ibv_query_device_ex_input*,
     attr->odp_caps.per_transport_caps.ud_odp_caps =
         IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_SRQ_RECV;
   }
+  if (attr_size >= offsetof(ibv_device_attr_ex, xrc_odp_caps) + sizeof(attr->xrc_odp_caps))
+    attr->xrc_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ |
+                         IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV;
   if (attr_size >= offsetof(ibv_device_attr_ex, max_dm_size) + sizeof(attr->max_dm_size))
     attr->max_dm_size = device::kMaxDmSize;
   // The device's clock (ibv_query_rt_values_ex) counts nanoseconds: 1 GHz.

@@ -42,6 +42,7 @@ struct Context {
   std::unordered_map<uint32_t, ibv_cq*> cqs;
   std::unordered_map<uint32_t, ibv_srq*> srqs;
   std::unordered_map<uint32_t, ibv_pd*> pds;
+  std::unordered_map<uint32_t, ibv_xrcd*> xrcds;
   std::unordered_map<uint32_t, ibv_mr*> mrs;
   std::unordered_map<uint32_t, ibv_mw*> mws;
   std::unordered_map<uint32_t, ibv_ah*> ahs;
@@ -94,6 +95,12 @@ struct Pd {
   uint32_t local_id = 0;  // its key in Context::parent_domains
 };
 inline Pd* to_pd(ibv_pd* p) { return reinterpret_cast<Pd*>(p); }
+
+struct Xrcd {
+  ibv_xrcd xrcd;
+  uint32_t handle;
+};
+inline Xrcd* to_xrcd(ibv_xrcd* x) { return reinterpret_cast<Xrcd*>(x); }
 
 struct Dm;
 struct Mr {
@@ -157,6 +164,7 @@ inline Cq* to_cq(ibv_cq* c) { return reinterpret_cast<Cq*>(c); }
 struct Srq {
   ibv_srq srq;
   uint32_t handle;
+  uint32_t srqn;  // ibv_get_srq_num: how XRC initiators name it
   uint32_t max_sge;
   Mapping map;
   shm::RingProducer ring;
@@ -236,8 +244,9 @@ int poll_completions(ibv_cq* cq, int n, ibv_wc* wc, uint64_t* completion_ns);
 Cq* create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
               int comp_vector);
 ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr);
-// ibv_create_qp and the core of ibv_create_qp_ex. nullptr with errno set on failure.
-Qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* init);
+// ibv_create_qp and the core of ibv_create_qp_ex: a QP of `context` in pd, or for an XRC
+// target (init->qp_type IBV_QPT_XRC_RECV) in xrcd. nullptr with errno set on failure.
+Qp* create_qp(ibv_context* context, ibv_pd* pd, ibv_xrcd* xrcd, ibv_qp_init_attr* init);
 ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr);
 int req_notify_cq(ibv_cq* cq, int solicited_only);
 // Drops the completions of QP qp_num still in cq (a QP moved to RESET leaves none behind, as

@@ -5,8 +5,8 @@
 //
 // Supported: RDMA WRITE (with immediate), SEND (with immediate, with invalidate), RDMA READ,
 // compare-and-swap, fetch-and-add and atomic write, binding type 2 memory windows and
-// LOCAL_INV, on RC, UC (WRITE/SEND, windows) and UD (SEND); not: TSO and XRC (creating such a
-// QP is EOPNOTSUPP).
+// LOCAL_INV, on RC, UC (WRITE/SEND, windows), UD (SEND) and XRC initiators (what RC does but
+// windows, SEND_WITH_INV and atomic write); not: TSO (creating such a QP is EOPNOTSUPP).
 // Unlike mlx5, a batch whose WR fails in ibv_wr_complete keeps the WRs before it posted.
 #include <errno.h>
 #include <infiniband/verbs.h>
@@ -28,6 +28,10 @@ constexpr uint64_t kReliableOps = kConnectedOps | IBV_QP_EX_WITH_RDMA_READ |
                                   IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
                                   IBV_QP_EX_WITH_SEND_WITH_INV | IBV_QP_EX_WITH_ATOMIC_WRITE;
 constexpr uint64_t kDatagramOps = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
+constexpr uint64_t kXrcOps = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
+                             IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
+                             IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
+                             IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
 
 // The IBV_QP_EX_WITH_* ops a QP of this type may be created with.
 uint64_t ops_for(ibv_qp_type type) {
@@ -35,6 +39,7 @@ uint64_t ops_for(ibv_qp_type type) {
     case IBV_QPT_RC: return kReliableOps;
     case IBV_QPT_UC: return kConnectedOps;
     case IBV_QPT_UD: return kDatagramOps;
+    case IBV_QPT_XRC_SEND: return kXrcOps;
     default: return 0;
   }
 }
@@ -123,7 +128,9 @@ void wr_send_inv(ibv_qp_ex* ex, uint32_t key) {
 
 // Operations the QP can never have been created with (create_qp_ex refuses them).
 void wr_send_tso(ibv_qp_ex* ex, void*, uint16_t, uint16_t) { fail(of(ex), EOPNOTSUPP); }
-void wr_set_xrc_srqn(ibv_qp_ex* ex, uint32_t) { fail(of(ex), EOPNOTSUPP); }
+void wr_set_xrc_srqn(ibv_qp_ex* ex, uint32_t remote_srqn) {
+  if (PendingWr* p = last(ex)) p->wr.qp_type.xrc.remote_srqn = remote_srqn;
+}
 
 void wr_set_ud_addr(ibv_qp_ex* ex, ibv_ah* ah, uint32_t remote_qpn, uint32_t remote_qkey) {
   if (PendingWr* p = last(ex)) p->wr.wr.ud = {ah, remote_qpn, remote_qkey};
@@ -193,20 +200,22 @@ int wr_complete(ibv_qp_ex* ex) {
 }  // namespace
 
 ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
-  constexpr uint32_t kKnownMask =
-      IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  constexpr uint32_t kKnownMask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD |
+                                  IBV_QP_INIT_ATTR_CREATE_FLAGS | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
   if (attr == nullptr) {
     errno = EINVAL;
     return nullptr;
   }
-  // XRC domains, TSO headers, RSS and creation flags are not supported.
+  // TSO headers, RSS and creation flags are not supported.
   if ((attr->comp_mask & ~kKnownMask) != 0 ||
       ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) != 0 && attr->create_flags != 0)) {
     errno = EOPNOTSUPP;
     return nullptr;
   }
-  if ((attr->comp_mask & IBV_QP_INIT_ATTR_PD) == 0 || attr->pd == nullptr ||
-      attr->pd->context != context) {
+  // An XRC target is made in a domain, every other QP in a PD.
+  const bool target = attr->qp_type == IBV_QPT_XRC_RECV;
+  if (target ? (attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) == 0 || attr->xrcd == nullptr
+             : (attr->comp_mask & IBV_QP_INIT_ATTR_PD) == 0 || attr->pd == nullptr) {
     errno = EINVAL;
     return nullptr;
   }
@@ -221,7 +230,7 @@ ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   // ibv_qp_init_attr is the prefix of ibv_qp_init_attr_ex.
   ibv_qp_init_attr init{};
   std::memcpy(&init, attr, sizeof(init));
-  Qp* qp = create_qp(attr->pd, &init);
+  Qp* qp = create_qp(context, target ? nullptr : attr->pd, target ? attr->xrcd : nullptr, &init);
   if (qp == nullptr) return nullptr;
   attr->cap = init.cap;
   if (ops == 0) return &qp->qp;

@@ -40,17 +40,29 @@ void caps_to_ibv(const proto::QpCaps& c, ibv_qp_cap* cap) {
 
 namespace wharf::abi {
 
-Qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
-  if (pd == nullptr || init == nullptr || init->send_cq == nullptr || init->recv_cq == nullptr) {
+Qp* create_qp(ibv_context* context, ibv_pd* pd, ibv_xrcd* xrcd, ibv_qp_init_attr* init) {
+  // An XRC target names its domain only; an XRC initiator has a send CQ and no receive side.
+  const bool target = init != nullptr && init->qp_type == IBV_QPT_XRC_RECV;
+  const bool initiator = init != nullptr && init->qp_type == IBV_QPT_XRC_SEND;
+  if (init == nullptr ||
+      (target ? xrcd == nullptr || xrcd->context != context
+              : pd == nullptr || pd->context != context || init->send_cq == nullptr ||
+                    (!initiator && init->recv_cq == nullptr))) {
     errno = EINVAL;
     return nullptr;
   }
-  Context* ctx = to_ctx(pd->context);
+  Context* ctx = to_ctx(context);
   proto::CreateQpReq req;
-  req.pd = to_pd(pd)->handle;
-  req.send_cq = to_cq(init->send_cq)->handle;
-  req.recv_cq = to_cq(init->recv_cq)->handle;
-  req.srq = init->srq != nullptr ? to_srq(init->srq)->handle : 0;
+  if (target) {
+    req.xrcd = to_xrcd(xrcd)->handle;
+  } else {
+    req.pd = to_pd(pd)->handle;
+    req.send_cq = to_cq(init->send_cq)->handle;
+    if (!initiator) {
+      req.recv_cq = to_cq(init->recv_cq)->handle;
+      req.srq = init->srq != nullptr ? to_srq(init->srq)->handle : 0;
+    }
+  }
   req.qp_type = static_cast<uint8_t>(init->qp_type);
   req.sq_sig_all = init->sq_sig_all != 0;
   req.caps.max_send_wr = init->cap.max_send_wr;
@@ -84,12 +96,12 @@ Qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
   qp->direct_line = reinterpret_cast<shm::QpDirect*>(qp->map.data + qp->layout.direct_off);
   qp->counters = reinterpret_cast<shm::QpCounters*>(qp->map.data + qp->layout.counters_off);
   ibv_qp* q = &qp->qp;
-  q->context = pd->context;
+  q->context = context;
   q->qp_context = init->qp_context;
-  q->pd = pd;
-  q->send_cq = init->send_cq;
-  q->recv_cq = init->recv_cq;
-  q->srq = init->srq;
+  q->pd = target ? nullptr : pd;
+  q->send_cq = target ? nullptr : init->send_cq;
+  q->recv_cq = target || initiator ? nullptr : init->recv_cq;
+  q->srq = target || initiator ? nullptr : init->srq;
   q->handle = rep.qp;
   q->qp_num = rep.qpn;
   q->state = IBV_QPS_RESET;
@@ -105,7 +117,11 @@ Qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
 }  // namespace wharf::abi
 
 WHARF_EXPORT ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
-  Qp* qp = create_qp(pd, init);
+  if (pd == nullptr) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  Qp* qp = create_qp(pd->context, pd, nullptr, init);
   return qp != nullptr ? &qp->qp : nullptr;
 }
 
@@ -125,8 +141,9 @@ WHARF_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
       q->reset_rings();
       q->rq_lock.unlock();
       q->sq_lock.unlock();
-      discard_completions(qp->send_cq, qp->qp_num);
-      if (qp->recv_cq != qp->send_cq) discard_completions(qp->recv_cq, qp->qp_num);
+      if (qp->send_cq != nullptr) discard_completions(qp->send_cq, qp->qp_num);
+      if (qp->recv_cq != nullptr && qp->recv_cq != qp->send_cq)
+        discard_completions(qp->recv_cq, qp->qp_num);
     }
     qp->state = attr->qp_state;
   }
@@ -236,6 +253,7 @@ int write_send_wqe(Qp* qp, uint8_t* slot, const ibv_send_wr* wr) {
     case IBV_WR_SEND_WITH_INV: h->rkey = wr->invalidate_rkey; break;
     default: break;
   }
+  if (qp->qp.qp_type == IBV_QPT_XRC_SEND) h->remote_srqn = wr->qp_type.xrc.remote_srqn;
   if (qp->qp.qp_type == IBV_QPT_UD) {
     if (wr->wr.ud.ah == nullptr) return EINVAL;
     h->ah_handle = to_ah(wr->wr.ud.ah)->handle;
@@ -346,7 +364,8 @@ int write_recv_wqe(shm::RingProducer* ring, uint32_t max_sge, const ibv_recv_wr*
 
 int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   Qp* qp = to_qp(ibqp);
-  if (ibqp->srq != nullptr || ibqp->state == IBV_QPS_RESET) {
+  // A QP on an SRQ, and XRC QPs, have no receive queue of their own.
+  if (qp->layout.rq_entries == 0 || ibqp->state == IBV_QPS_RESET) {
     *bad = wr;
     return EINVAL;
   }

@@ -13,13 +13,31 @@
 using namespace wharf;
 using namespace wharf::abi;
 
-WHARF_EXPORT ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* init) {
+namespace {
+
+// An SRQ of pd: basic, or an XRC SRQ of domain xrcd completing on cq (the router checks both
+// are the context's). nullptr with errno set on failure.
+ibv_srq* create_srq(ibv_pd* pd, ibv_srq_attr* attr, void* srq_context, ibv_srq_type type,
+                    ibv_xrcd* xrcd, ibv_cq* cq) {
+  if (pd == nullptr || attr == nullptr) {
+    errno = EINVAL;
+    return nullptr;
+  }
   Context* ctx = to_ctx(pd->context);
   proto::CreateSrqReq req;
   req.pd = to_pd(pd)->handle;
-  req.max_wr = init->attr.max_wr;
-  req.max_sge = init->attr.max_sge;
-  req.srq_limit = init->attr.srq_limit;
+  req.max_wr = attr->max_wr;
+  req.max_sge = attr->max_sge;
+  req.srq_limit = attr->srq_limit;
+  req.srq_type = type;
+  if (type == IBV_SRQT_XRC) {
+    if (xrcd == nullptr || cq == nullptr) {
+      errno = EINVAL;
+      return nullptr;
+    }
+    req.xrcd = to_xrcd(xrcd)->handle;
+    req.cq = to_cq(cq)->handle;
+  }
   proto::CreateSrqRep rep;
   UniqueFd memfd;
   int err = ctx->client.call(proto::Op::kCreateSrq, req, nullptr, 0, &rep, &memfd, 1);
@@ -38,22 +56,66 @@ WHARF_EXPORT ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* init) {
     return nullptr;
   }
   srq->handle = rep.srq;
+  srq->srqn = rep.srqn;
   srq->max_sge = rep.max_sge;
   srq->ring = shm::RingProducer(reinterpret_cast<shm::RingHeader*>(srq->map.data + layout.ring_off),
                                 srq->map.data + layout.slots_off, rep.entries, rep.slot);
   ibv_srq* s = &srq->srq;
   s->context = pd->context;
-  s->srq_context = init->srq_context;
+  s->srq_context = srq_context;
   s->pd = pd;
   s->handle = rep.srq;
   pthread_mutex_init(&s->mutex, nullptr);
   pthread_cond_init(&s->cond, nullptr);
-  init->attr.max_wr = rep.max_wr;
-  init->attr.max_sge = rep.max_sge;
+  attr->max_wr = rep.max_wr;
+  attr->max_sge = rep.max_sge;
   std::lock_guard<std::mutex> g(ctx->objects_mu);
   ctx->srqs[rep.srq] = s;
   return s;
 }
+
+}  // namespace
+
+WHARF_EXPORT ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* init) {
+  if (init == nullptr) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return create_srq(pd, &init->attr, init->srq_context, IBV_SRQT_BASIC, nullptr, nullptr);
+}
+
+namespace wharf::abi {
+
+// Basic and XRC SRQs; tag-matching SRQs are not supported.
+ibv_srq* create_srq_ex(ibv_context* context, ibv_srq_init_attr_ex* attr) {
+  constexpr uint32_t kKnownMask =
+      IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+  if (attr == nullptr || (attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) == 0 || attr->pd == nullptr ||
+      attr->pd->context != context) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  const auto type = (attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) ? attr->srq_type : IBV_SRQT_BASIC;
+  if ((attr->comp_mask & ~kKnownMask) != 0 || (type != IBV_SRQT_BASIC && type != IBV_SRQT_XRC)) {
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  ibv_xrcd* xrcd = (attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) ? attr->xrcd : nullptr;
+  ibv_cq* cq = (attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) ? attr->cq : nullptr;
+  if (type == IBV_SRQT_XRC &&
+      (xrcd == nullptr || cq == nullptr || xrcd->context != context || cq->context != context)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return create_srq(attr->pd, &attr->attr, attr->srq_context, type, xrcd, cq);
+}
+
+int get_srq_num(ibv_srq* srq, uint32_t* srq_num) {
+  *srq_num = to_srq(srq)->srqn;
+  return 0;
+}
+
+}  // namespace wharf::abi
 
 WHARF_EXPORT int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask) {
   proto::ModifySrqReq req;

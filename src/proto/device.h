@@ -24,6 +24,7 @@ constexpr uint32_t kMaxPd = 1u << 16;
 constexpr uint32_t kMaxMw = 1u << 16;  // memory windows per context
 constexpr uint32_t kMaxAh = 1u << 16;
 constexpr uint32_t kMaxSrq = 1u << 16;
+constexpr uint32_t kMaxXrcd = 1u << 8;  // XRC domain handles per context
 constexpr uint32_t kMaxSrqWr = shm::kMaxQueueDepth;
 constexpr uint32_t kMaxSrqSge = shm::kMaxRecvSge;
 constexpr uint32_t kMaxQpRdAtom = 16;

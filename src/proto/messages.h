@@ -14,7 +14,7 @@ namespace wharf::proto {
 constexpr uint32_t kMagic = 0x46524857;  // "WHRF" when read as little-endian bytes
 // 5: RegisterContainerReq carries the orchestrator's LID; 4: connection steps carry QP
 // transitions; 3: rdma_cm ops; 2: RegisterContainerReq names tenant and network.
-constexpr uint16_t kVersion = 6;
+constexpr uint16_t kVersion = 7;
 constexpr size_t kMaxMessage = 1024;
 constexpr int kMaxFds = 4;
 constexpr uint16_t kReplyBit = 0x8000;
@@ -73,6 +73,8 @@ enum class Op : uint16_t {
   kDetachMcast = 47,
   kCmJoinMulticast = 48,
   kResizeCq = 49,
+  kOpenXrcd = 50,
+  kCloseXrcd = 51,
 };
 
 // Every datagram starts with this. `status` is 0 in requests; in replies it is 0 or a
@@ -189,6 +191,18 @@ struct AllocMwRep {
   }
 };
 
+// ---- XRC domains ----
+// ibv_open_xrcd. Request fds: [the file the domain is named by], or none for a domain of this
+// context alone. `oflags` as open(2)'s: O_CREAT makes the domain if the file names none yet,
+// O_EXCL (with O_CREAT) fails if it does. Reply: Handle. CloseXrcd takes a Handle.
+struct OpenXrcdReq {
+  uint32_t oflags = 0;
+  template <class V>
+  void visit(V&& v) {
+    v(oflags);
+  }
+};
+
 // ---- UD multicast (proto/multicast.h) ----
 // ibv_attach_mcast / ibv_detach_mcast of QP `qp` to group gid/lid.
 struct McastReq {
@@ -272,6 +286,8 @@ struct QpCaps {
     v(max_send_wr), v(max_recv_wr), v(max_send_sge), v(max_recv_sge), v(max_inline_data);
   }
 };
+// An XRC target QP (qp_type IBV_QPT_XRC_RECV) names its domain `xrcd` and nothing else; an
+// XRC initiator (IBV_QPT_XRC_SEND) has a PD and a send CQ only (recv_cq, srq 0).
 struct CreateQpReq {
   uint32_t pd = 0;
   uint32_t send_cq = 0;
@@ -280,9 +296,10 @@ struct CreateQpReq {
   uint8_t qp_type = 0;
   uint8_t sq_sig_all = 0;
   QpCaps caps;
+  uint32_t xrcd = 0;  // 0: none
   template <class V>
   void visit(V&& v) {
-    v(pd), v(send_cq), v(recv_cq), v(srq), v(qp_type), v(sq_sig_all), v(caps);
+    v(pd), v(send_cq), v(recv_cq), v(srq), v(qp_type), v(sq_sig_all), v(caps), v(xrcd);
   }
 };
 // Reply fds: [qp memfd, laid out by shm::qp_layout(sq_entries, sq_slot, rq_entries, rq_slot)].
@@ -368,14 +385,18 @@ struct QueryQpRep {
 };
 
 // ---- Shared receive queues ----
+// srq_type IBV_SRQT_XRC: an XRC SRQ of domain `xrcd`, completing receives on `cq`.
 struct CreateSrqReq {
   uint32_t pd = 0;
   uint32_t max_wr = 0;
   uint32_t max_sge = 0;
   uint32_t srq_limit = 0;
+  uint32_t srq_type = 0;  // enum ibv_srq_type: BASIC or XRC
+  uint32_t xrcd = 0;
+  uint32_t cq = 0;
   template <class V>
   void visit(V&& v) {
-    v(pd), v(max_wr), v(max_sge), v(srq_limit);
+    v(pd), v(max_wr), v(max_sge), v(srq_limit), v(srq_type), v(xrcd), v(cq);
   }
 };
 // Reply fds: [srq memfd, laid out by shm::srq_layout(entries, slot)].

@@ -9,21 +9,24 @@
 namespace wharf::proto {
 
 // True if a QP of `type` may post send opcode `op` (IBTA 9.x: RDMA READ and atomics are
-// reliable-connection operations; UD carries sends only).
+// reliable-connection operations; UD carries sends only; an XRC initiator does what an RC
+// requester does but windows and ATOMIC WRITE, and an XRC target posts nothing).
 inline bool opcode_allowed(ibv_qp_type type, uint32_t op) {
+  const bool rc = type == IBV_QPT_RC;
+  const bool xrc = type == IBV_QPT_XRC_SEND;
   switch (op) {
     case IBV_WR_SEND:
-    case IBV_WR_SEND_WITH_IMM: return true;
+    case IBV_WR_SEND_WITH_IMM: return type != IBV_QPT_XRC_RECV;
     case IBV_WR_RDMA_WRITE:
-    case IBV_WR_RDMA_WRITE_WITH_IMM: return type == IBV_QPT_RC || type == IBV_QPT_UC;
+    case IBV_WR_RDMA_WRITE_WITH_IMM: return rc || xrc || type == IBV_QPT_UC;
     case IBV_WR_RDMA_READ:
     case IBV_WR_ATOMIC_CMP_AND_SWP:
-    case IBV_WR_ATOMIC_FETCH_AND_ADD:
+    case IBV_WR_ATOMIC_FETCH_AND_ADD: return rc || xrc;
     case IBV_WR_ATOMIC_WRITE:
-    case IBV_WR_SEND_WITH_INV: return type == IBV_QPT_RC;
+    case IBV_WR_SEND_WITH_INV: return rc;
     // Memory windows are bound and invalidated through connected QPs (IBTA 10.6.7).
     case IBV_WR_BIND_MW:
-    case IBV_WR_LOCAL_INV: return type == IBV_QPT_RC || type == IBV_QPT_UC;
+    case IBV_WR_LOCAL_INV: return rc || type == IBV_QPT_UC;
     default: return false;
   }
 }

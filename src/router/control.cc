@@ -133,7 +133,9 @@ Session::~Session() {
   while (qps_.size() != 0) destroy_qp(qps_.take(qps_.begin()->first));
   while (mws_.size() != 0) dealloc_mw(mws_.take(mws_.begin()->first));  // before their MRs
   ahs_.clear();
-  srqs_.clear();
+  while (srqs_.size() != 0) destroy_srq(srqs_.take(srqs_.begin()->first));
+  for (auto& [h, x] : xrcds_) router_->xrc_domains().drop_open(x->domain);
+  xrcds_.clear();
   cqs_.clear();
   for (auto& [h, mr] : mrs_) router_->release_key(mr->key);
   if (mrs_.size() != 0) router_->retire_mr_st();
@@ -233,6 +235,8 @@ bool Session::handle_request(const uint8_t* buf, size_t len, UniqueFd* fds, int 
     case Op::kAllocMw: serve(h, body, blen, fds, nfds, &Session::on_alloc_mw); break;
     case Op::kDeallocMw: serve(h, body, blen, fds, nfds, &Session::on_dealloc_mw); break;
     case Op::kResizeCq: serve(h, body, blen, fds, nfds, &Session::on_resize_cq); break;
+    case Op::kOpenXrcd: serve(h, body, blen, fds, nfds, &Session::on_open_xrcd); break;
+    case Op::kCloseXrcd: serve(h, body, blen, fds, nfds, &Session::on_close_xrcd); break;
     case Op::kAttachMcast: serve(h, body, blen, fds, nfds, &Session::on_attach_mcast); break;
     case Op::kDetachMcast: serve(h, body, blen, fds, nfds, &Session::on_detach_mcast); break;
     case Op::kCreateChannel: serve(h, body, blen, fds, nfds, &Session::on_create_channel); break;
@@ -588,20 +592,37 @@ int Session::on_resize_cq(const proto::ResizeCqReq& req, UniqueFd*, int, proto::
 
 int Session::on_create_qp(const proto::CreateQpReq& req, UniqueFd*, int, proto::CreateQpRep* rep,
                           ReplyFds* out) {
-  if (req.qp_type != IBV_QPT_RC && req.qp_type != IBV_QPT_UC && req.qp_type != IBV_QPT_UD)
+  if (req.qp_type != IBV_QPT_RC && req.qp_type != IBV_QPT_UC && req.qp_type != IBV_QPT_UD &&
+      req.qp_type != IBV_QPT_XRC_SEND && req.qp_type != IBV_QPT_XRC_RECV)
     return EOPNOTSUPP;
   const auto type = static_cast<ibv_qp_type>(req.qp_type);  // validated above
-  Pd* pd = pds_.find(req.pd);
-  Cq* scq = cqs_.find(req.send_cq);
-  Cq* rcq = cqs_.find(req.recv_cq);
-  Srq* srq = req.srq != 0 ? srqs_.find(req.srq) : nullptr;
-  if (pd == nullptr || scq == nullptr || rcq == nullptr || (req.srq != 0 && srq == nullptr))
-    return EINVAL;
-  const proto::QpCaps& c = req.caps;
+  const bool target = type == IBV_QPT_XRC_RECV;
+  const bool initiator = type == IBV_QPT_XRC_SEND;
+  Pd* pd = nullptr;
+  Cq* scq = nullptr;
+  Cq* rcq = nullptr;
+  Srq* srq = nullptr;
+  XrcDomain* xrc = nullptr;
+  if (target) {
+    // A target has its domain only: what arrives goes to the XRC SRQ each message names.
+    if ((xrc = find_xrc_domain(req.xrcd)) == nullptr) return EINVAL;
+  } else {
+    pd = pds_.find(req.pd);
+    scq = cqs_.find(req.send_cq);
+    rcq = initiator ? nullptr : cqs_.find(req.recv_cq);
+    srq = initiator || req.srq == 0 ? nullptr : srqs_.find(req.srq);
+    if (pd == nullptr || scq == nullptr || (!initiator && rcq == nullptr) ||
+        (!initiator && req.srq != 0 && srq == nullptr))
+      return EINVAL;
+    if (srq != nullptr && srq->xrc != nullptr) return EINVAL;  // served through targets only
+  }
+  // Targets send nothing but acknowledgements and initiators receive nothing.
+  const proto::QpCaps c = target ? proto::QpCaps{} : req.caps;
+  const bool has_rq = srq == nullptr && !target && !initiator;
   if (c.max_send_wr > device::kMaxQpWr || c.max_send_sge > shm::kMaxSendSge ||
       c.max_inline_data > shm::kMaxInline)
     return EINVAL;
-  if (srq == nullptr && (c.max_recv_wr > device::kMaxQpWr || c.max_recv_sge > shm::kMaxRecvSge))
+  if (has_rq && (c.max_recv_wr > device::kMaxQpWr || c.max_recv_sge > shm::kMaxRecvSge))
     return EINVAL;
   if (qps_.size() >= device::kMaxQp) return ENOMEM;
   if (int err = router_->check_quota_st(container_, QuotaKind::kQp, 1); err != 0) return err;
@@ -612,6 +633,7 @@ int Session::on_create_qp(const proto::CreateQpReq& req, UniqueFd*, int, proto::
   qp->send_cq = scq;
   qp->recv_cq = rcq;
   qp->srq = srq;
+  qp->xrc = xrc;
   qp->type = type;
   qp->sq_sig_all = req.sq_sig_all != 0;
   uint32_t send_sge = c.max_send_sge == 0 ? 1 : c.max_send_sge;
@@ -620,7 +642,7 @@ int Session::on_create_qp(const proto::CreateQpReq& req, UniqueFd*, int, proto::
       static_cast<uint32_t>(round_up_pow2(c.max_send_wr == 0 ? 1 : c.max_send_wr));
   uint32_t recv_sge = c.max_recv_sge == 0 ? 1 : c.max_recv_sge;
   uint32_t rq_entries = 0, rq_slot = 0;
-  if (srq == nullptr) {
+  if (has_rq) {
     rq_entries = static_cast<uint32_t>(round_up_pow2(c.max_recv_wr == 0 ? 1 : c.max_recv_wr));
     rq_slot = shm::recv_slot_size(recv_sge);
   }
@@ -630,14 +652,15 @@ int Session::on_create_qp(const proto::CreateQpReq& req, UniqueFd*, int, proto::
     if (int err = qp->shm.create("wharf-qp", qp->layout.total); err != 0) return err;
   }
   // Granted capabilities: what the slots can hold (>= what was asked, as providers report).
-  qp->caps.max_send_wr = sq_entries;
+  qp->caps.max_send_wr = target ? 0 : sq_entries;
   qp->caps.max_recv_wr = rq_entries;
   qp->caps.max_send_sge =
       static_cast<uint32_t>((sq_slot - sizeof(shm::SendWqe)) / sizeof(shm::Sge));
   if (qp->caps.max_send_sge > shm::kMaxSendSge) qp->caps.max_send_sge = shm::kMaxSendSge;
-  qp->caps.max_recv_sge = srq == nullptr ? recv_sge : 0;
+  qp->caps.max_recv_sge = has_rq ? recv_sge : 0;
   qp->caps.max_inline_data = sq_slot - static_cast<uint32_t>(sizeof(shm::SendWqe));
   if (qp->caps.max_inline_data > shm::kMaxInline) qp->caps.max_inline_data = shm::kMaxInline;
+  if (target) qp->caps.max_send_sge = qp->caps.max_inline_data = 0;
   qp->attr.qp_state = qp->attr.cur_qp_state = IBV_QPS_RESET;
   qp->attr.port_num = 1;
   qp->attr.path_mtu = IBV_MTU_4096;
@@ -648,10 +671,11 @@ int Session::on_create_qp(const proto::CreateQpReq& req, UniqueFd*, int, proto::
   Qp* raw = qps_.add(std::move(qp));
   raw->qpn = router_->allocate_qpn(raw);
   router_->configure_qp_rate_st(raw, now_ns());
-  pd->users++;
-  scq->users++;
-  rcq->users++;
+  if (pd != nullptr) pd->users++;
+  if (scq != nullptr) scq->users++;
+  if (rcq != nullptr) rcq->users++;
   if (srq != nullptr) srq->users++;
+  if (xrc != nullptr) xrc->users++;
   rep->qp = raw->handle;
   rep->qpn = raw->qpn;
   rep->sq_entries = sq_entries;
@@ -674,6 +698,10 @@ int Session::modify_qp(Qp* qp, uint32_t attr_mask, const proto::QpAttr& attr) {
   if (int err = check_qp_transition(qp->type, cur, wanted, attr_mask); err != 0) return err;
   const auto next = static_cast<ibv_qp_state>(wanted);  // validated above
   if (int err = validate_qp_attr_values(*qp, attr_mask, attr, ethernet()); err != 0) return err;
+  // XRC runs between QPs of one host only: the host-to-host engine carries no SRQ numbers.
+  if ((qp->type == IBV_QPT_XRC_SEND || qp->type == IBV_QPT_XRC_RECV) && (attr_mask & IBV_QP_AV) &&
+      router_->remote() != nullptr && router_->remote()->host_for(attr.ah_attr, container_) >= 0)
+    return EOPNOTSUPP;
   apply_qp_attr(qp, attr_mask, attr);
   if (attr_mask & IBV_QP_RATE_LIMIT) router_->configure_qp_rate_st(qp, now_ns());
   // Before the switch below touches any ring: no library may be executing into this QP.
@@ -748,10 +776,11 @@ void Session::destroy_qp(std::unique_ptr<Qp> qp) {
   // The QP it was connected to can no longer execute into it.
   if (Qp* peer = router_->qp_by_qpn(qp->attr.dest_qp_num)) router_->refresh_direct_st(peer);
   container_->retired.add(*qp->counters);
-  qp->pd->users--;
-  qp->send_cq->users--;
-  qp->recv_cq->users--;
+  if (qp->pd != nullptr) qp->pd->users--;
+  if (qp->send_cq != nullptr) qp->send_cq->users--;
+  if (qp->recv_cq != nullptr) qp->recv_cq->users--;
   if (qp->srq != nullptr) qp->srq->users--;
+  if (qp->xrc != nullptr) router_->xrc_domains().release(qp->xrc);
   if (!qp->shm_shared) spare_qp_regions_.give(std::move(qp->shm));
 }
 
@@ -764,8 +793,16 @@ int Session::on_destroy_qp(const proto::Handle& req, UniqueFd*, int, proto::Empt
 
 int Session::on_create_srq(const proto::CreateSrqReq& req, UniqueFd*, int, proto::CreateSrqRep* rep,
                            ReplyFds* out) {
+  if (req.srq_type != IBV_SRQT_BASIC && req.srq_type != IBV_SRQT_XRC) return EOPNOTSUPP;
   Pd* pd = pds_.find(req.pd);
   if (pd == nullptr) return EINVAL;
+  XrcDomain* xrc = nullptr;
+  Cq* cq = nullptr;
+  if (req.srq_type == IBV_SRQT_XRC) {
+    xrc = find_xrc_domain(req.xrcd);
+    cq = cqs_.find(req.cq);
+    if (xrc == nullptr || cq == nullptr) return EINVAL;
+  }
   if (req.max_wr == 0 || req.max_wr > device::kMaxSrqWr || req.max_sge == 0 ||
       req.max_sge > device::kMaxSrqSge)
     return EINVAL;
@@ -774,6 +811,8 @@ int Session::on_create_srq(const proto::CreateSrqReq& req, UniqueFd*, int, proto
   auto srq = std::make_unique<Srq>();
   srq->owner = this;
   srq->pd = pd;
+  srq->xrc = xrc;
+  srq->cq = cq;
   uint32_t entries = static_cast<uint32_t>(round_up_pow2(req.max_wr));
   srq->layout = shm::srq_layout(entries, shm::recv_slot_size(req.max_sge));
   if (int err = srq->shm.create("wharf-srq", srq->layout.total); err != 0) return err;
@@ -783,8 +822,10 @@ int Session::on_create_srq(const proto::CreateSrqReq& req, UniqueFd*, int, proto
   srq->max_wr = entries;
   srq->max_sge = req.max_sge;
   Srq* raw = srqs_.add(std::move(srq));
-  raw->srqn = router_->allocate_srqn();
+  raw->srqn = router_->allocate_srqn(raw);
   pd->users++;
+  if (cq != nullptr) cq->users++;
+  if (xrc != nullptr) xrc->users++;
   rep->srq = raw->handle;
   rep->srqn = raw->srqn;
   rep->entries = entries;
@@ -822,9 +863,15 @@ int Session::on_destroy_srq(const proto::Handle& req, UniqueFd*, int, proto::Emp
   Srq* srq = srqs_.find(req.handle);
   if (srq == nullptr) return EINVAL;
   if (srq->users != 0) return EBUSY;
-  srq->pd->users--;
-  srqs_.take(req.handle);
+  destroy_srq(srqs_.take(req.handle));
   return 0;
+}
+
+void Session::destroy_srq(std::unique_ptr<Srq> srq) {
+  router_->release_srqn(srq->srqn);
+  srq->pd->users--;
+  if (srq->cq != nullptr) srq->cq->users--;
+  if (srq->xrc != nullptr) router_->xrc_domains().release(srq->xrc);
 }
 
 int Session::on_create_ah(const proto::CreateAhReq& req, UniqueFd*, int, proto::Handle* rep,

@@ -186,22 +186,47 @@ Executor::Step Executor::no_peer_st(Qp* qp, ibv_wc_status* status) {
   return Step::kWait;
 }
 
+bool Executor::find_responder_st(Qp* qp, uint32_t srqn, Responder* out, bool* bad_srqn) {
+  *bad_srqn = false;
+  const bool xrc = qp->type == IBV_QPT_XRC_SEND;
+  Qp* dst = r_->qp_by_qpn(qp->attr.dest_qp_num);
+  if (dst == nullptr || dst->type != (xrc ? IBV_QPT_XRC_RECV : qp->type) ||
+      !can_receive(dst->state()) || dst->attr.dest_qp_num != qp->qpn ||
+      !reaches(qp->owner->container(), qp->attr.ah_attr, dst->owner->container(),
+               r_->config().link_layer))
+    return false;
+  if (!xrc) {
+    *out = responder_of(dst);
+    return true;
+  }
+  Srq* srq = r_->srq_by_srqn(srqn);
+  if (srq == nullptr || srq->xrc != dst->xrc) {
+    *bad_srqn = true;
+    return false;
+  }
+  *out = xrc_responder(dst, srq);
+  return true;
+}
+
 Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w, const SegmentList& local,
                                               ibv_wc_status* status) {
   const uint8_t op = w.hdr.opcode;
-  const bool rc = qp->type == IBV_QPT_RC;
-  Qp* dst = r_->qp_by_qpn(qp->attr.dest_qp_num);
-  if (dst == nullptr || dst->type != qp->type || !can_receive(dst->state()) ||
-      dst->attr.dest_qp_num != qp->qpn ||
-      !reaches(qp->owner->container(), qp->attr.ah_attr, dst->owner->container(),
-               r_->config().link_layer))
-    return no_peer_st(qp, status);
+  const bool rc = qp->type != IBV_QPT_UC;  // RC or XRC: reliable
+  Responder rsp;
+  bool bad_srqn = false;
+  if (!find_responder_st(qp, w.hdr.remote_srqn, &rsp, &bad_srqn)) {
+    // A target that does not know the SRQ answers with an invalid-request NAK.
+    if (!bad_srqn) return no_peer_st(qp, status);
+    *status = IBV_WC_REM_INV_REQ_ERR;
+    return Step::kDone;
+  }
+  Qp* dst = rsp.qp;
 
   const bool send = op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_SEND_WITH_INV;
   const bool needs_recv = send || op == IBV_WR_RDMA_WRITE_WITH_IMM;
   RecvSource rsrc;
   RecvWork rw;
-  if (needs_recv && !take_recv_st(dst, &rsrc, &rw)) {
+  if (needs_recv && !take_recv_st(rsp, &rsrc, &rw)) {
     if (rsrc.ring == nullptr) return no_peer_st(qp, status);  // peer's queue is corrupt
     if (!rc) return Step::kDone;                              // UC: dropped
     // C9-...: RNR NAK; rnr_retry 7 retries forever.
@@ -229,16 +254,16 @@ Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w, const S
     // The window a SEND_WITH_INV names must be the responder's to invalidate (IBTA 10.6.7.2.3):
     // else an invalid request, and nothing is placed.
     if (op == IBV_WR_SEND_WITH_INV && !invalidate_remotely(r_, dst, w.hdr.rkey)) {
-      complete_recv_st(dst, rw, IBV_WC_REM_INV_REQ_ERR, IBV_WC_RECV, 0, origin_of(w, qp), 0);
+      complete_recv_st(rsp, rw, IBV_WC_REM_INV_REQ_ERR, IBV_WC_RECV, 0, origin_of(w, qp), 0);
       return responder_error(IBV_WC_REM_INV_REQ_ERR);
     }
     SegmentList target;
-    if (!resolve_sges_st(rw.sge, rw.hdr.num_sge, dst->owner, rsrc.pd, true, &target)) {
-      complete_recv_st(dst, rw, IBV_WC_LOC_PROT_ERR, IBV_WC_RECV, 0, origin_of(w, qp), 0);
+    if (!resolve_sges_st(rw.sge, rw.hdr.num_sge, rsp.owner, rsrc.pd, true, &target)) {
+      complete_recv_st(rsp, rw, IBV_WC_LOC_PROT_ERR, IBV_WC_RECV, 0, origin_of(w, qp), 0);
       return responder_error(IBV_WC_REM_OP_ERR);
     }
     if (target.total < len) {
-      complete_recv_st(dst, rw, IBV_WC_LOC_LEN_ERR, IBV_WC_RECV, 0, origin_of(w, qp), 0);
+      complete_recv_st(rsp, rw, IBV_WC_LOC_LEN_ERR, IBV_WC_RECV, 0, origin_of(w, qp), 0);
       return responder_error(IBV_WC_REM_INV_REQ_ERR);
     }
     if (const int err = copy_segments(local, target, len); err != 0) {
@@ -246,14 +271,14 @@ Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w, const S
         *status = IBV_WC_LOC_PROT_ERR;
         return Step::kDone;
       }
-      complete_recv_st(dst, rw, IBV_WC_LOC_PROT_ERR, IBV_WC_RECV, 0, origin_of(w, qp), 0);
+      complete_recv_st(rsp, rw, IBV_WC_LOC_PROT_ERR, IBV_WC_RECV, 0, origin_of(w, qp), 0);
       return responder_error(IBV_WC_REM_OP_ERR);
     }
     consume_recv_st(&rsrc);
     const uint32_t flags = op == IBV_WR_SEND_WITH_IMM   ? IBV_WC_WITH_IMM
                            : op == IBV_WR_SEND_WITH_INV ? IBV_WC_WITH_INV
                                                         : 0;
-    complete_recv_st(dst, rw, IBV_WC_SUCCESS, IBV_WC_RECV, static_cast<uint32_t>(len),
+    complete_recv_st(rsp, rw, IBV_WC_SUCCESS, IBV_WC_RECV, static_cast<uint32_t>(len),
                      origin_of(w, qp), flags);
     return Step::kDone;
   }
@@ -278,7 +303,7 @@ Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w, const S
   if (rlen != 0) {  // a zero-length RDMA access checks no key
     rmr = r_->mr_by_key(w.hdr.rkey);
     if (!(dst->attr.qp_access_flags & need) ||
-        !remote_access_allowed(rmr, *dst, need, w.hdr.remote_addr, rlen))
+        !remote_access_allowed(rmr, rsp.owner, rsp.pd, dst->qpn, need, w.hdr.remote_addr, rlen))
       return responder_error(IBV_WC_REM_ACCESS_ERR);
   } else if (!(dst->attr.qp_access_flags & need)) {
     return responder_error(IBV_WC_REM_ACCESS_ERR);
@@ -323,7 +348,7 @@ Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w, const S
   }
   if (op == IBV_WR_RDMA_WRITE_WITH_IMM) {
     consume_recv_st(&rsrc);
-    complete_recv_st(dst, rw, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, static_cast<uint32_t>(len),
+    complete_recv_st(rsp, rw, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, static_cast<uint32_t>(len),
                      origin_of(w, qp), IBV_WC_WITH_IMM);
   }
   return Step::kDone;
@@ -433,32 +458,33 @@ void Executor::deliver_ud_st(Qp* dst, const SegmentList& payload, const uint8_t*
                    static_cast<uint32_t>(kGrhSize + payload.total), from, flags);
 }
 
-// Peeks the next receive WQE of dst (its SRQ or RQ) and copies it out. False when there is
-// none; src->ring is then null if the queue is corrupt (the owner was told).
-bool Executor::take_recv_st(Qp* dst, RecvSource* src, RecvWork* rw) {
-  if (dst->srq != nullptr) {
-    if (dst->srq->corrupt) return false;
-    src->ring = &dst->srq->ring;
-    src->srq = dst->srq;
-    src->pd = dst->srq->pd;
-    src->max_sge = dst->srq->max_sge;
-    src->slot_size = dst->srq->layout.slot;
+// Peeks the next receive WQE of dst (its SRQ or its QP's RQ) and copies it out. False when
+// there is none; src->ring is then null if the queue is corrupt (the owner was told).
+bool Executor::take_recv_st(const Responder& dst, RecvSource* src, RecvWork* rw) {
+  Srq* srq = dst.srq;
+  if (srq != nullptr) {
+    if (srq->corrupt) return false;
+    src->ring = &srq->ring;
+    src->srq = srq;
+    src->pd = srq->pd;
+    src->max_sge = srq->max_sge;
+    src->slot_size = srq->layout.slot;
   } else {
-    dst->rq.resync();  // the direct path may have taken receive WQEs since we last did
-    src->ring = &dst->rq;
-    src->pd = dst->pd;
-    src->max_sge = dst->caps.max_recv_sge;
-    src->slot_size = dst->layout.rq_slot;
+    dst.qp->rq.resync();  // the direct path may have taken receive WQEs since we last did
+    src->ring = &dst.qp->rq;
+    src->pd = dst.qp->pd;
+    src->max_sge = dst.qp->caps.max_recv_sge;
+    src->slot_size = dst.qp->layout.rq_slot;
   }
   shm::RingStatus st;
   const uint8_t* slot = src->ring->peek(&st);
   if (slot == nullptr) {
     if (st == shm::RingStatus::kCorrupt) {
-      if (dst->srq != nullptr) {
-        dst->srq->corrupt = true;
-        dst->owner->post_async_event(IBV_EVENT_SRQ_ERR, dst->srq->handle);
+      if (srq != nullptr) {
+        srq->corrupt = true;
+        srq->owner->post_async_event(IBV_EVENT_SRQ_ERR, srq->handle);
       } else {
-        qp_fatal_st(dst, "receive ring index out of range");
+        qp_fatal_st(dst.qp, "receive ring index out of range");
       }
       src->ring = nullptr;
     }
@@ -488,17 +514,18 @@ Origin Executor::origin_of(const SendWork& w, const Qp* src) const {
   return o;
 }
 
-void Executor::complete_recv_st(Qp* dst, const RecvWork& rw, ibv_wc_status status, ibv_wc_opcode op,
-                                uint32_t byte_len, const Origin& from, uint32_t flags) {
-  count_completion(dst, false, status, byte_len);
-  shm::Cqe c = make_cqe(rw.hdr.wr_id, status, op, dst->qpn);
+void Executor::complete_recv_st(const Responder& dst, const RecvWork& rw, ibv_wc_status status,
+                                ibv_wc_opcode op, uint32_t byte_len, const Origin& from,
+                                uint32_t flags) {
+  count_completion(dst.qp, false, status, byte_len);
+  shm::Cqe c = make_cqe(rw.hdr.wr_id, status, op, dst.qp->qpn);
   c.byte_len = byte_len;
   c.src_qp = from.qpn;
   c.wc_flags = flags;
   c.imm_data = (flags & (IBV_WC_WITH_IMM | IBV_WC_WITH_INV)) ? from.imm : 0;
   c.slid = from.slid;
   c.sl = from.sl;
-  post_cqe_st(dst->recv_cq, c, from.solicited);
+  post_cqe_st(dst.cq, c, from.solicited);
 }
 
 // Moves a QP to ERR (C10-...: outstanding work is then completed with WR_FLUSH_ERR).
@@ -530,7 +557,7 @@ bool Executor::flush_st(Qp* qp) {
                 false);
     did = true;
   }
-  if (qp->srq == nullptr) {
+  if (qp->layout.rq_entries != 0) {
     qp->rq.resync();
     for (int budget = kBudgetPerQp; budget > 0; --budget) {
       const uint8_t* slot = qp->rq.peek(&st);
@@ -541,7 +568,7 @@ bool Executor::flush_st(Qp* qp) {
       post_cqe_st(qp->recv_cq, make_cqe(h.wr_id, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, qp->qpn), false);
       did = true;
     }
-  } else if (!qp->last_wqe_reported) {
+  } else if (qp->srq != nullptr && !qp->last_wqe_reported) {
     qp->last_wqe_reported = true;
     qp->owner->post_async_event(IBV_EVENT_QP_LAST_WQE_REACHED, qp->handle);
   }

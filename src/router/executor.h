@@ -18,6 +18,22 @@ namespace wharf::router {
 class Router;
 class Session;
 
+// What serves a request arriving at QP `qp`: whose memory it may reach (owner, pd), where its
+// receives come from (srq, else qp's own receive queue) and where they complete (cq). For RC,
+// UC and UD all are qp's own; an XRC target has none of its own and is served by the XRC SRQ
+// each request names, in the target's domain, whose PD protects the memory (IBTA annex A14).
+struct Responder {
+  Qp* qp = nullptr;
+  Session* owner = nullptr;
+  Pd* pd = nullptr;
+  Srq* srq = nullptr;
+  Cq* cq = nullptr;
+};
+inline Responder responder_of(Qp* qp) { return {qp, qp->owner, qp->pd, qp->srq, qp->recv_cq}; }
+inline Responder xrc_responder(Qp* target, Srq* srq) {
+  return {target, srq->owner, srq->pd, srq, srq->cq};
+}
+
 // A receive WQE taken (peeked) from a QP's RQ or its SRQ.
 struct RecvSource {
   shm::RingConsumer* ring = nullptr;
@@ -72,15 +88,22 @@ class Executor {
   bool gather_local_st(Qp* qp, const SendWork& w, bool need_write, SegmentList* out);
   bool resolve_sges_st(const shm::Sge* sges, uint32_t n, const Session* owner, const Pd* pd,
                        bool need_write, SegmentList* out);
-  bool take_recv_st(Qp* dst, RecvSource* src, RecvWork* rw);
+  bool take_recv_st(const Responder& dst, RecvSource* src, RecvWork* rw);
+  bool take_recv_st(Qp* dst, RecvSource* src, RecvWork* rw) {
+    return take_recv_st(responder_of(dst), src, rw);
+  }
   void consume_recv_st(RecvSource* src);
   void to_error_st(Qp* qp);
   // Delivers a UD datagram to dst (receiving, Q_Key checked by the caller): `grh` is its
   // 40-byte GRH, or nullptr when the sender addressed it without one. Drops it silently when
   // dst has no receive posted or too small a one (C9-...).
   void deliver_ud_st(Qp* dst, const SegmentList& payload, const uint8_t* grh, const Origin& from);
+  void complete_recv_st(const Responder& dst, const RecvWork& rw, ibv_wc_status status,
+                        ibv_wc_opcode op, uint32_t byte_len, const Origin& from, uint32_t flags);
   void complete_recv_st(Qp* dst, const RecvWork& rw, ibv_wc_status status, ibv_wc_opcode op,
-                        uint32_t byte_len, const Origin& from, uint32_t flags);
+                        uint32_t byte_len, const Origin& from, uint32_t flags) {
+    complete_recv_st(responder_of(dst), rw, status, op, byte_len, from, flags);
+  }
   // Delivers a datagram sent to a multicast group to every QP of this router attached to it
   // in virtual network `network_id`: the group is `dgid` when the sender's address vector had
   // a GRH (`grh` then its 40 bytes), else LID `dlid`; each member checks `qkey` as for any
@@ -98,6 +121,10 @@ class Executor {
                             ibv_wc_status* status);
   void execute_ud_st(Qp* qp, const SendWork& w, const SegmentList& local, ibv_wc_status* status);
   Step no_peer_st(Qp* qp, ibv_wc_status* status);
+  // The responder qp's connected peer is (for an XRC initiator: the target it is connected to,
+  // served by the XRC SRQ `srqn` names). False when there is none that answers; *bad_srqn
+  // then says whether the peer answered but the SRQ number is not one of its domain's.
+  bool find_responder_st(Qp* qp, uint32_t srqn, Responder* out, bool* bad_srqn);
   void qp_fatal_st(Qp* qp, const char* why);
   Origin origin_of(const SendWork& w, const Qp* src) const;
 

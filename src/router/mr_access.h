@@ -36,13 +36,14 @@ inline bool mr_contains(const Mr& mr, uint64_t va, uint64_t len) {
 }
 
 // Whether `mr` (what an rkey names: a registration or a window's binding, or nullptr) lets an
-// access of `need` (IBV_ACCESS_REMOTE_*) to [va, va+len) arrive through responder QP dst:
-// dst's owner's, in dst's PD, allowing `need`, containing the range, and a type 2 window
-// bound to dst (C9-... 9.7.4.1, 10.6.7). The QP's own access flags are the caller's check.
-inline bool remote_access_allowed(const Mr* mr, const Qp& dst, uint32_t need, uint64_t va,
-                                  uint64_t len) {
-  return mr != nullptr && mr->owner == dst.owner && mr->pd == dst.pd && (mr->access & need) &&
-         mr_contains(*mr, va, len) && (mr->bound_qpn == 0 || mr->bound_qpn == dst.qpn);
+// access of `need` (IBV_ACCESS_REMOTE_*) to [va, va+len) arrive at responder QP `qpn` whose
+// memory is `owner`'s in `pd` (an XRC target's: those of the SRQ the request names): owner's,
+// in pd, allowing `need`, containing the range, and a type 2 window bound to that QP
+// (C9-... 9.7.4.1, 10.6.7). The QP's own access flags are the caller's check.
+inline bool remote_access_allowed(const Mr* mr, const Session* owner, const Pd* pd, uint32_t qpn,
+                                  uint32_t need, uint64_t va, uint64_t len) {
+  return mr != nullptr && mr->owner == owner && mr->pd == pd && (mr->access & need) &&
+         mr_contains(*mr, va, len) && (mr->bound_qpn == 0 || mr->bound_qpn == qpn);
 }
 
 // Appends the segments covering [va, va+len) of mr (bounds already checked). False if the

@@ -61,6 +61,23 @@ struct Pd {
   int users = 0;  // MRs, QPs, SRQs, AHs using it
 };
 
+// An XRC domain (ibv_open_xrcd): the set of XRC target QPs and XRC SRQs that may serve one
+// another. A domain named by a file is shared by the sessions of one container that open the
+// same file (router/xrc_domain.h); a container never reaches another's domain.
+struct XrcDomain {
+  const Container* container = nullptr;
+  bool named = false;  // by file dev/ino; else the opening session's alone
+  uint64_t dev = 0, ino = 0;
+  int opens = 0;  // sessions' handles to it
+  int users = 0;  // target QPs and XRC SRQs in it
+};
+
+// A session's handle to a domain.
+struct Xrcd {
+  uint32_t handle = 0;
+  XrcDomain* domain = nullptr;
+};
+
 struct Mr {
   uint32_t handle = 0;
   uint32_t key = 0;
@@ -126,6 +143,10 @@ struct Srq {
   uint32_t srqn = 0;
   Session* owner = nullptr;
   Pd* pd = nullptr;
+  // An XRC SRQ: its domain, and the CQ its receives complete on (they arrive through the
+  // domain's target QPs, which have no CQ).
+  XrcDomain* xrc = nullptr;
+  Cq* cq = nullptr;
   ShmRegion shm;
   shm::SrqLayout layout{};
   shm::RingConsumer ring;
@@ -142,6 +163,9 @@ struct Ah {
   proto::AhAttr attr;
 };
 
+// pd, send_cq and recv_cq are set for every type but these: an XRC target QP
+// (IBV_QPT_XRC_RECV) has only its domain `xrc` (and queues of its own it never uses); an XRC
+// initiator (IBV_QPT_XRC_SEND) has no recv_cq and no receive queue.
 struct Qp {
   uint32_t handle = 0;
   uint32_t qpn = 0;
@@ -150,6 +174,7 @@ struct Qp {
   Cq* send_cq = nullptr;
   Cq* recv_cq = nullptr;
   Srq* srq = nullptr;
+  XrcDomain* xrc = nullptr;
   ibv_qp_type type = IBV_QPT_RC;
   bool sq_sig_all = false;
   proto::QpCaps caps;

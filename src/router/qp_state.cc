@@ -17,20 +17,25 @@ constexpr uint32_t kAltPath = IBV_QP_ALT_PATH;
 // becomes RTS, and in SQD->SQD (where the other send-side attributes change).
 constexpr uint32_t kRateLimit = IBV_QP_RATE_LIMIT;
 
-// RTS->RTS and SQD->RTS: nothing required; path, access and timer changes allowed.
-MaskRule resume_rts(bool rc, bool uc) {
+// RTS->RTS and SQD->RTS: nothing required; path, access and timer changes allowed. `responds`:
+// the QP answers reliable requests (RC, XRC target) and so has an RNR timer.
+MaskRule resume_rts(bool connected, bool responds) {
   constexpr uint32_t kConnected =
       IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | kAltPath | IBV_QP_PATH_MIG_STATE | kRateLimit;
-  if (rc) return {0, kConnected | IBV_QP_MIN_RNR_TIMER};
-  if (uc) return {0, kConnected};
+  if (responds) return {0, kConnected | IBV_QP_MIN_RNR_TIMER};
+  if (connected) return {0, kConnected};
   return {0, IBV_QP_CUR_STATE | IBV_QP_QKEY | kRateLimit};
 }
 
 // Per-type (required, optional) masks of one transition. IBV_QP_STATE is handled by the caller.
+// XRC follows the kernel's table: an initiator is an RC requester without a responder's
+// attributes, a target an RC responder that sends only acknowledgements.
 MaskRule rule(ibv_qp_type type, ibv_qp_state cur, ibv_qp_state next, bool* legal) {
   const bool rc = type == IBV_QPT_RC;
   const bool uc = type == IBV_QPT_UC;
   const bool ud = type == IBV_QPT_UD;
+  const bool ini = type == IBV_QPT_XRC_SEND;
+  const bool tgt = type == IBV_QPT_XRC_RECV;
   *legal = true;
   if (next == IBV_QPS_RESET || next == IBV_QPS_ERR) return {0, 0};  // from any state
 
@@ -45,32 +50,43 @@ MaskRule rule(ibv_qp_type type, ibv_qp_state cur, ibv_qp_state next, bool* legal
         return {0, IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS};
       }
       if (next != IBV_QPS_RTR) break;
-      if (rc)
+      if (rc || tgt)
         return {kAv | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                     IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
                 kAltPath | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX};
-      if (uc)
+      if (uc || ini)
         return {kAv | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN,
                 kAltPath | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX};
       return {0, IBV_QP_PKEY_INDEX | IBV_QP_QKEY};
     case IBV_QPS_RTR:
       if (next != IBV_QPS_RTS) break;
-      if (rc)
+      if (rc || ini)
         return {IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
                     IBV_QP_MAX_QP_RD_ATOMIC,
-                IBV_QP_CUR_STATE | kAltPath | IBV_QP_ACCESS_FLAGS | IBV_QP_MIN_RNR_TIMER |
-                    IBV_QP_PATH_MIG_STATE | kRateLimit};
+                IBV_QP_CUR_STATE | kAltPath | IBV_QP_ACCESS_FLAGS | IBV_QP_PATH_MIG_STATE |
+                    kRateLimit | (rc ? static_cast<uint32_t>(IBV_QP_MIN_RNR_TIMER) : 0)};
+      if (tgt)
+        return {IBV_QP_SQ_PSN | IBV_QP_TIMEOUT, IBV_QP_CUR_STATE | kAltPath | IBV_QP_ACCESS_FLAGS |
+                                                    IBV_QP_MIN_RNR_TIMER | IBV_QP_PATH_MIG_STATE};
       if (uc)
         return {IBV_QP_SQ_PSN, IBV_QP_CUR_STATE | kAltPath | IBV_QP_ACCESS_FLAGS |
                                    IBV_QP_PATH_MIG_STATE | kRateLimit};
       return {IBV_QP_SQ_PSN, IBV_QP_CUR_STATE | IBV_QP_QKEY | kRateLimit};
     case IBV_QPS_RTS:
-      if (next == IBV_QPS_RTS) return resume_rts(rc, uc);
+      if (next == IBV_QPS_RTS) return resume_rts(!ud, rc || tgt);
       if (next == IBV_QPS_SQD) return {0, IBV_QP_EN_SQD_ASYNC_NOTIFY};
       break;
     case IBV_QPS_SQD:
-      if (next == IBV_QPS_RTS) return resume_rts(rc, uc);
+      if (next == IBV_QPS_RTS) return resume_rts(!ud, rc || tgt);
       if (next == IBV_QPS_SQD) {
+        if (ini)
+          return {0, kAv | kAltPath | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX |
+                         IBV_QP_PATH_MIG_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                         IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC};
+        if (tgt)
+          return {0, kAv | kAltPath | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX |
+                         IBV_QP_MIN_RNR_TIMER | IBV_QP_PATH_MIG_STATE | IBV_QP_TIMEOUT |
+                         IBV_QP_MAX_DEST_RD_ATOMIC};
         if (rc)
           return {0, kAv | kAltPath | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX |
                          IBV_QP_MIN_RNR_TIMER | IBV_QP_PATH_MIG_STATE | IBV_QP_TIMEOUT |
@@ -97,7 +113,9 @@ MaskRule rule(ibv_qp_type type, ibv_qp_state cur, ibv_qp_state next, bool* legal
 }  // namespace
 
 int check_qp_transition(uint32_t type, uint32_t cur, uint32_t next, uint32_t mask) {
-  if (type != IBV_QPT_RC && type != IBV_QPT_UC && type != IBV_QPT_UD) return EINVAL;
+  if (type != IBV_QPT_RC && type != IBV_QPT_UC && type != IBV_QPT_UD && type != IBV_QPT_XRC_SEND &&
+      type != IBV_QPT_XRC_RECV)
+    return EINVAL;
   if (cur > IBV_QPS_ERR || next > IBV_QPS_ERR) return EINVAL;
   bool legal = false;
   MaskRule r = rule(static_cast<ibv_qp_type>(type), static_cast<ibv_qp_state>(cur),

@@ -664,7 +664,7 @@ void RemotePath::on_read_response_st(Qp* qp, State& st, const Packet& p) {
 Mr* RemotePath::target_mr(const Qp* dst, uint32_t rkey, uint64_t va, uint64_t len,
                           uint32_t need) const {
   Mr* mr = r_->mr_by_key(rkey);
-  return remote_access_allowed(mr, *dst, need, va, len) ? mr : nullptr;
+  return remote_access_allowed(mr, dst->owner, dst->pd, dst->qpn, need, va, len) ? mr : nullptr;
 }
 
 void RemotePath::queue_response_st(Qp* dst, const Response& r) {

@@ -28,6 +28,8 @@ const char* qp_type_name(ibv_qp_type t) {
     case IBV_QPT_RC: return "RC";
     case IBV_QPT_UC: return "UC";
     case IBV_QPT_UD: return "UD";
+    case IBV_QPT_XRC_SEND: return "XRC_INI";
+    case IBV_QPT_XRC_RECV: return "XRC_TGT";
     default: return "?";
   }
 }

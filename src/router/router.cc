@@ -508,6 +508,14 @@ uint32_t Router::allocate_qpn(Qp* qp) {
 
 void Router::release_qpn(uint32_t qpn) { qps_.erase(qpn); }
 
+uint32_t Router::allocate_srqn(Srq* srq) {
+  for (;;) {
+    uint32_t srqn = next_srqn_;
+    next_srqn_ = next_srqn_ >= 0xffffff ? 1 : next_srqn_ + 1;
+    if (srqs_.emplace(srqn, srq).second) return srqn;
+  }
+}
+
 // Keys are index << 8 | 8 random bits, so a stale or guessed key rarely names a live MR;
 // ownership is still checked on every use.
 uint32_t Router::allocate_key(Mr* mr) {
@@ -522,7 +530,8 @@ uint32_t Router::allocate_key(Mr* mr) {
 void Router::release_key(uint32_t key) { keys_.erase(key); }
 
 void Router::activate(Qp* qp) {
-  if (qp->active) return;
+  // An XRC target has no queues of its own to execute or flush.
+  if (qp->active || qp->type == IBV_QPT_XRC_RECV) return;
   qp->active = true;
   active_.push_back(qp);
 }

@@ -21,6 +21,7 @@
 #include "router/cm_manager.h"
 #include "router/objects.h"
 #include "router/session.h"
+#include "router/xrc_domain.h"
 
 namespace wharf::router {
 
@@ -155,7 +156,14 @@ class Router {
     auto it = keys_.find(key);
     return it == keys_.end() ? nullptr : it->second;
   }
-  uint32_t allocate_srqn() { return next_srqn_++; }
+  // A number for srq, by which XRC initiators name it (ibv_get_srq_num).
+  uint32_t allocate_srqn(Srq* srq);
+  void release_srqn(uint32_t srqn) { srqs_.erase(srqn); }
+  Srq* srq_by_srqn(uint32_t srqn) const {
+    auto it = srqs_.find(srqn);
+    return it == srqs_.end() ? nullptr : it->second;
+  }
+  XrcDomains& xrc_domains() { return xrc_domains_; }
 
   // Every QP, CQ, MR and PD with its owner, as JSON (router/resources.cc).
   std::string describe_resources_st() const;
@@ -242,6 +250,8 @@ class Router {
   std::unordered_map<uint64_t, std::unique_ptr<Container>> containers_;  // by netns inode
   std::unordered_map<uint32_t, Qp*> qps_;                                // by QPN
   std::unordered_map<uint32_t, Mr*> keys_;                               // by lkey/rkey
+  std::unordered_map<uint32_t, Srq*> srqs_;                              // by SRQ number
+  XrcDomains xrc_domains_;
   std::vector<Qp*> active_;
   std::vector<McastMember> mcast_;
   uint64_t last_request_ns_ = 0;  // when poll_control last served a library

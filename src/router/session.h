@@ -124,6 +124,10 @@ class Session {
   int on_alloc_mw(const proto::AllocMwReq&, UniqueFd*, int, proto::AllocMwRep*, ReplyFds*);
   int on_dealloc_mw(const proto::Handle&, UniqueFd*, int, proto::Empty*, ReplyFds*);
   void dealloc_mw(std::unique_ptr<Mw> mw);
+  int on_open_xrcd(const proto::OpenXrcdReq&, UniqueFd*, int, proto::Handle*, ReplyFds*);
+  int on_close_xrcd(const proto::Handle&, UniqueFd*, int, proto::Empty*, ReplyFds*);
+  // The domain of this session's XRC domain handle h, or nullptr.
+  XrcDomain* find_xrc_domain(uint32_t h) const;
   int on_attach_mcast(const proto::McastReq&, UniqueFd*, int, proto::Empty*, ReplyFds*);
   int on_detach_mcast(const proto::McastReq&, UniqueFd*, int, proto::Empty*, ReplyFds*);
   int on_cm_join_multicast(const proto::CmBindReq&, UniqueFd*, int, proto::Empty*, ReplyFds*);
@@ -176,6 +180,7 @@ class Session {
   void destroy_cm_state();
 
   void destroy_qp(std::unique_ptr<Qp> qp);
+  void destroy_srq(std::unique_ptr<Srq> srq);
 
   Router* router_;
   UniqueFd sock_;
@@ -192,6 +197,7 @@ class Session {
   std::string registered_name_;
 
   HandleTable<Pd> pds_;
+  HandleTable<Xrcd> xrcds_;
   HandleTable<Mr> mrs_;
   HandleTable<Mw> mws_;
   HandleTable<CompChannel> channels_;

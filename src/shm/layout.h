@@ -48,7 +48,7 @@ struct SendWqe {
   uint32_t ah_handle;  // UD: handle of the address handle
   uint32_t remote_qpn;
   uint32_t remote_qkey;
-  uint32_t reserved1;
+  uint32_t remote_srqn;  // XRC: the SRQ at the target the message is for
 };
 static_assert(sizeof(SendWqe) == 64);
 

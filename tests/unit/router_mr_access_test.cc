@@ -33,31 +33,31 @@ TEST(MrAccessTest, ContainsHandlesEdgesAndOverflow) {
 TEST(MrAccessTest, RemoteAccessNeedsOwnerPdRightsRangeAndForAWindowItsQp) {
   Session* owner = reinterpret_cast<Session*>(0x1000);  // compared, never used
   Pd pd, other_pd;
-  Qp dst;
-  dst.owner = owner;
-  dst.pd = &pd;
-  dst.qpn = 0x42;
   Mr mr;
   mr.owner = owner;
   mr.pd = &pd;
   mr.iova = 4096;
   mr.length = 4096;
   mr.access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-  EXPECT_TRUE(remote_access_allowed(&mr, dst, IBV_ACCESS_REMOTE_WRITE, 4096, 4096));
-  EXPECT_FALSE(remote_access_allowed(nullptr, dst, IBV_ACCESS_REMOTE_WRITE, 4096, 1));
-  EXPECT_FALSE(remote_access_allowed(&mr, dst, IBV_ACCESS_REMOTE_READ, 4096, 1));
-  EXPECT_FALSE(remote_access_allowed(&mr, dst, IBV_ACCESS_REMOTE_WRITE, 4096, 4097));
+  // At responder QP 0x42 whose memory is owner's in pd.
+  auto allowed = [&](const Mr* m, uint32_t need, uint64_t va, uint64_t len) {
+    return remote_access_allowed(m, owner, &pd, 0x42, need, va, len);
+  };
+  EXPECT_TRUE(allowed(&mr, IBV_ACCESS_REMOTE_WRITE, 4096, 4096));
+  EXPECT_FALSE(allowed(nullptr, IBV_ACCESS_REMOTE_WRITE, 4096, 1));
+  EXPECT_FALSE(allowed(&mr, IBV_ACCESS_REMOTE_READ, 4096, 1));
+  EXPECT_FALSE(allowed(&mr, IBV_ACCESS_REMOTE_WRITE, 4096, 4097));
   mr.pd = &other_pd;
-  EXPECT_FALSE(remote_access_allowed(&mr, dst, IBV_ACCESS_REMOTE_WRITE, 4096, 1));
+  EXPECT_FALSE(allowed(&mr, IBV_ACCESS_REMOTE_WRITE, 4096, 1));
   mr.pd = &pd;
   mr.owner = reinterpret_cast<Session*>(0x2000);
-  EXPECT_FALSE(remote_access_allowed(&mr, dst, IBV_ACCESS_REMOTE_WRITE, 4096, 1));
+  EXPECT_FALSE(allowed(&mr, IBV_ACCESS_REMOTE_WRITE, 4096, 1));
   mr.owner = owner;
   // A type 2 window's binding: only through the QP that bound it.
   mr.bound_qpn = 0x43;
-  EXPECT_FALSE(remote_access_allowed(&mr, dst, IBV_ACCESS_REMOTE_WRITE, 4096, 1));
+  EXPECT_FALSE(allowed(&mr, IBV_ACCESS_REMOTE_WRITE, 4096, 1));
   mr.bound_qpn = 0x42;
-  EXPECT_TRUE(remote_access_allowed(&mr, dst, IBV_ACCESS_REMOTE_WRITE, 4096, 1));
+  EXPECT_TRUE(allowed(&mr, IBV_ACCESS_REMOTE_WRITE, 4096, 1));
 }
 
 // An MR over `app` whose bytes [map_off, map_off+map_len) are "mapped" at `view` (a second

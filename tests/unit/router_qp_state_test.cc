@@ -63,5 +63,33 @@ TEST(QpStateTest, TransitionTableMatchesIbta) {
   }
 }
 
+// XRC as the kernel's table has it: an initiator requests like RC without responder
+// attributes; a target responds like RC and needs only a timeout and a PSN for RTS.
+TEST(QpStateTest, XrcInitiatorsRequestAndTargetsRespond) {
+  constexpr uint32_t kIni = IBV_QPT_XRC_SEND, kTgt = IBV_QPT_XRC_RECV;
+  const Case cases[] = {
+      {kIni, IBV_QPS_RESET, IBV_QPS_INIT, kRcInit, 0},
+      {kTgt, IBV_QPS_RESET, IBV_QPS_INIT, kRcInit, 0},
+      {kIni, IBV_QPS_INIT, IBV_QPS_RTR, kUcRtr, 0},
+      {kIni, IBV_QPS_INIT, IBV_QPS_RTR, kRcRtr, EINVAL},  // no responder resources
+      {kTgt, IBV_QPS_INIT, IBV_QPS_RTR, kRcRtr, 0},
+      {kTgt, IBV_QPS_INIT, IBV_QPS_RTR, kUcRtr, EINVAL},
+      {kIni, IBV_QPS_RTR, IBV_QPS_RTS, kRcRts, 0},
+      {kIni, IBV_QPS_RTR, IBV_QPS_RTS, kRcRts | IBV_QP_MIN_RNR_TIMER, EINVAL},
+      {kTgt, IBV_QPS_RTR, IBV_QPS_RTS, S | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT, 0},
+      {kTgt, IBV_QPS_RTR, IBV_QPS_RTS, kRcRts, EINVAL},  // it sends no requests to retry
+      {kTgt, IBV_QPS_RTS, IBV_QPS_RTS, IBV_QP_MIN_RNR_TIMER, 0},
+      {kIni, IBV_QPS_RTS, IBV_QPS_RTS, IBV_QP_MIN_RNR_TIMER, EINVAL},
+      {kIni, IBV_QPS_SQD, IBV_QPS_SQD, IBV_QP_RETRY_CNT, 0},
+      {kTgt, IBV_QPS_SQD, IBV_QPS_SQD, IBV_QP_RETRY_CNT, EINVAL},
+      {kTgt, IBV_QPS_SQD, IBV_QPS_SQD, IBV_QP_MAX_DEST_RD_ATOMIC, 0},
+      {kIni, IBV_QPS_SQE, IBV_QPS_RTS, S, EINVAL},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(check_qp_transition(c.type, c.cur, c.next, c.mask), c.expect)
+        << "type " << c.type << " " << c.cur << "->" << c.next << " mask " << std::hex << c.mask;
+  }
+}
+
 }  // namespace
 }  // namespace wharf::router

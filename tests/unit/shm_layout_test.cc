@@ -39,7 +39,7 @@ static_assert(offsetof(SendWqe, swap) == 40);
 static_assert(offsetof(SendWqe, ah_handle) == 48);
 static_assert(offsetof(SendWqe, remote_qpn) == 52);
 static_assert(offsetof(SendWqe, remote_qkey) == 56);
-static_assert(offsetof(SendWqe, reserved1) == 60);
+static_assert(offsetof(SendWqe, remote_srqn) == 60);
 
 static_assert(offsetof(RecvWqe, wr_id) == 0);
 static_assert(offsetof(RecvWqe, num_sge) == 8);

@@ -228,7 +228,11 @@ void VerbsTest::connect(ibv_qp* qp, Side& ls, ibv_qp* remote, Side& rs, int acce
   ASSERT_EQ(
       ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
       0);
+  // Per type as the kernel's table: RC and XRC targets respond (RNR timer, responder
+  // resources), RC and XRC initiators request (timeouts, retries, initiator resources).
   const bool rc = qp->qp_type == IBV_QPT_RC;
+  const bool responds = rc || qp->qp_type == IBV_QPT_XRC_RECV;
+  const bool requests = rc || qp->qp_type == IBV_QPT_XRC_SEND;
   a = {};
   a.qp_state = IBV_QPS_RTR;
   a.path_mtu = IBV_MTU_4096;
@@ -239,7 +243,7 @@ void VerbsTest::connect(ibv_qp* qp, Side& ls, ibv_qp* remote, Side& rs, int acce
   a.ah_attr.dlid = rs.port.lid;
   a.ah_attr.port_num = 1;
   int mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
-  if (rc) mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+  if (responds) mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
   ASSERT_EQ(ibv_modify_qp(qp, &a, mask), 0);
   a = {};
   a.qp_state = IBV_QPS_RTS;
@@ -249,7 +253,9 @@ void VerbsTest::connect(ibv_qp* qp, Side& ls, ibv_qp* remote, Side& rs, int acce
   a.rnr_retry = rnr_retry;
   a.max_rd_atomic = 4;
   mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
-  if (rc) mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+  if (requests)
+    mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+  if (qp->qp_type == IBV_QPT_XRC_RECV) mask |= IBV_QP_TIMEOUT;
   ASSERT_EQ(ibv_modify_qp(qp, &a, mask), 0);
 }
 

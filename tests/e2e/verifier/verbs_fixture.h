@@ -65,7 +65,8 @@ class VerbsTest : public ::testing::Test {
                                uint64_t wr_id);
   // A new RC QP on each side, connected to each other with full remote access.
   void connected_rc_pair(Side& xs, ibv_qp** x, Side& ys, ibv_qp** y);
-  // Moves a (RC/UC) QP to RTS connected to `remote` on side `rs`.
+  // Moves a connected QP (RC, UC, XRC initiator or target) to RTS connected to `remote` on
+  // side `rs`.
   void connect(ibv_qp* qp, Side& ls, ibv_qp* remote, Side& rs, int access, uint8_t rnr_retry = 7,
                uint8_t retry_cnt = 7, uint8_t timeout = 14, uint8_t min_rnr_timer = 1);
   void to_rts_ud(ibv_qp* qp, uint32_t qkey);
