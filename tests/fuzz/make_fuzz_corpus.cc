@@ -50,6 +50,7 @@ uint16_t op_for() {
   if constexpr (std::is_same_v<T, AllocMwReq>) return req(Op::kAllocMw);
   if constexpr (std::is_same_v<T, AllocMwRep>) return rep(Op::kAllocMw);
   if constexpr (std::is_same_v<T, McastReq>) return req(Op::kAttachMcast);
+  if constexpr (std::is_same_v<T, OpenXrcdReq>) return req(Op::kOpenXrcd);
   if constexpr (std::is_same_v<T, CreateCqReq>) return req(Op::kCreateCq);
   if constexpr (std::is_same_v<T, CreateCqRep>) return rep(Op::kCreateCq);
   if constexpr (std::is_same_v<T, ResizeCqReq>) return req(Op::kResizeCq);

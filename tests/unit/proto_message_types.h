@@ -37,7 +37,7 @@ WHARF_MESSAGE_SPEC(ResizeCqReq, 8);              // 2 * 4
 WHARF_MESSAGE_SPEC(AhAttr, 30);                  // 2 + 8 * 1 + 4 + 16
 WHARF_MESSAGE_SPEC(CreateAhReq, 34);             // 4 + AhAttr
 WHARF_MESSAGE_SPEC(QpCaps, 20);                  // 5 * 4
-WHARF_MESSAGE_SPEC(CreateQpReq, 38);             // 4 * 4 + 2 * 1 + QpCaps
+WHARF_MESSAGE_SPEC(CreateQpReq, 42);             // 4 * 4 + 2 * 1 + QpCaps + 4
 WHARF_MESSAGE_SPEC(CreateQpRep, 44);             // 6 * 4 + QpCaps
 WHARF_MESSAGE_SPEC(QpAttr, 104);                 // 4 * 1 + 5 * 4 + 2 * 2 + 12 * 1 + 4 + 2 * AhAttr
 WHARF_MESSAGE_SPEC(ModifyQpReq, 112);            // 2 * 4 + QpAttr
@@ -46,8 +46,9 @@ WHARF_MESSAGE_SPEC(ReregMrReq, 60);              // 4 + RegMrReq
 WHARF_MESSAGE_SPEC(AllocMwReq, 8);               // 2 * 4
 WHARF_MESSAGE_SPEC(AllocMwRep, 8);               // 2 * 4
 WHARF_MESSAGE_SPEC(McastReq, 22);                // 4 + 16 + 2
+WHARF_MESSAGE_SPEC(OpenXrcdReq, 4);              // 4
 WHARF_MESSAGE_SPEC(QueryQpRep, 125);             // QpAttr + QpCaps + 1
-WHARF_MESSAGE_SPEC(CreateSrqReq, 16);            // 4 * 4
+WHARF_MESSAGE_SPEC(CreateSrqReq, 28);            // 7 * 4
 WHARF_MESSAGE_SPEC(CreateSrqRep, 24);            // 6 * 4
 WHARF_MESSAGE_SPEC(ModifySrqReq, 16);            // 4 * 4
 WHARF_MESSAGE_SPEC(QuerySrqRep, 12);             // 3 * 4
@@ -85,12 +86,12 @@ using AllMessages =
     TypeList<Header, Empty, HelloReq, HelloRep, Handle, RegMrReq, RegMrRep, CreateCqReq,
              CreateCqRep, ResizeCqReq, AhAttr, CreateAhReq, QpCaps, CreateQpReq, CreateQpRep,
              QpAttr, ModifyQpReq, ModifyQpRateLimitReq, ReregMrReq, AllocMwReq, AllocMwRep,
-             McastReq, QueryQpRep, CreateSrqReq, CreateSrqRep, ModifySrqReq, QuerySrqRep,
-             RegisterContainerReq, RegisterContainerRep, UnregisterContainerReq, RouterInfoRep,
-             DumpResourcesRep, DirectPeerRep, PeerMrReq, PeerMrRep, AsyncEventMsg, CqEventMsg,
-             CmAddr, CmConnParam, CmOpenRep, CmCreateIdReq, CmMigrateIdReq, CmBindReq, CmAddrRep,
-             CmResolveAddrReq, CmListenReq, QpStep, CmQpSteps, CmConnectReq, CmStepReq, CmRejectReq,
-             CmSetOptionReq, CmEventMsg, CmMad>;
+             McastReq, OpenXrcdReq, QueryQpRep, CreateSrqReq, CreateSrqRep, ModifySrqReq,
+             QuerySrqRep, RegisterContainerReq, RegisterContainerRep, UnregisterContainerReq,
+             RouterInfoRep, DumpResourcesRep, DirectPeerRep, PeerMrReq, PeerMrRep, AsyncEventMsg,
+             CqEventMsg, CmAddr, CmConnParam, CmOpenRep, CmCreateIdReq, CmMigrateIdReq, CmBindReq,
+             CmAddrRep, CmResolveAddrReq, CmListenReq, QpStep, CmQpSteps, CmConnectReq, CmStepReq,
+             CmRejectReq, CmSetOptionReq, CmEventMsg, CmMad>;
 
 // Calls f.template operator()<T>() for every T in the list, in order.
 template <class F, class... T>
