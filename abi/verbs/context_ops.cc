@@ -22,6 +22,7 @@ ibv_pd* alloc_parent_domain(ibv_context*, ibv_parent_domain_init_attr*);
 
 ibv_xrcd* open_xrcd(ibv_context*, ibv_xrcd_init_attr*);
 int close_xrcd(ibv_xrcd*);
+ibv_qp* open_qp(ibv_context*, ibv_qp_open_attr*);
 ibv_srq* create_srq_ex(ibv_context*, ibv_srq_init_attr_ex*);
 int get_srq_num(ibv_srq*, uint32_t*);
 
@@ -54,6 +55,7 @@ void init_context_ops(Context* ctx) {
   ctx->vctx.alloc_parent_domain = alloc_parent_domain;
   ctx->vctx.open_xrcd = open_xrcd;
   ctx->vctx.close_xrcd = close_xrcd;
+  ctx->vctx.open_qp = open_qp;
   ctx->vctx.create_srq_ex = create_srq_ex;
   ctx->vctx.get_srq_num = get_srq_num;
 }

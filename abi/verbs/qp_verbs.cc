@@ -17,6 +17,7 @@ namespace wharf::abi {
 
 void Qp::reset_rings() {
   uint8_t* base = map.data;
+  if (base == nullptr) return;  // a target opened by ibv_open_qp has no queues here
   sq = shm::RingProducer(reinterpret_cast<shm::RingHeader*>(base + layout.sq_ring_off),
                          base + layout.sq_slots_off, layout.sq_entries, layout.sq_slot);
   if (layout.rq_entries != 0)

@@ -1,5 +1,6 @@
-// XRC domains (ibv_open_xrcd, ibv_close_xrcd). The router keeps the domain; a domain named by
-// a file is shared by the processes of this container that open the same file.
+// XRC domains (ibv_open_xrcd, ibv_close_xrcd) and opening a target QP another context made in
+// a shared domain (ibv_open_qp). The router keeps the domain; a domain named by a file is
+// shared by the processes of this container that open the same file.
 #include <errno.h>
 #include <fcntl.h>
 #include <infiniband/verbs.h>
@@ -56,6 +57,45 @@ int close_xrcd(ibv_xrcd* xrcd) {
   ctx->untrack(ctx->xrcds, x->handle);
   delete x;
   return 0;
+}
+
+// A target opened here has no queues: posting to it fails (its type allows no work requests,
+// and it has no receive queue); modify, query and destroy go to the router by handle.
+ibv_qp* open_qp(ibv_context* context, ibv_qp_open_attr* attr) {
+  constexpr uint32_t kNeeded = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
+  if (attr == nullptr || (attr->comp_mask & kNeeded) != kNeeded ||
+      (attr->comp_mask & ~(kNeeded | IBV_QP_OPEN_ATTR_CONTEXT)) != 0 || attr->xrcd == nullptr ||
+      attr->xrcd->context != context || attr->qp_type != IBV_QPT_XRC_RECV) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  auto* qp = new (std::nothrow) Qp{};
+  if (qp == nullptr) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  Context* ctx = to_ctx(context);
+  proto::OpenQpReq req;
+  req.xrcd = to_xrcd(attr->xrcd)->handle;
+  req.qpn = attr->qp_num;
+  proto::Handle rep;
+  if (int err = ctx->client.call(proto::Op::kOpenQp, req, nullptr, 0, &rep); err != 0) {
+    delete qp;
+    errno = err;
+    return nullptr;
+  }
+  qp->handle = rep.handle;
+  ibv_qp* q = &qp->qp;
+  q->context = context;
+  q->qp_context = (attr->comp_mask & IBV_QP_OPEN_ATTR_CONTEXT) ? attr->qp_context : nullptr;
+  q->handle = rep.handle;
+  q->qp_num = attr->qp_num;
+  q->qp_type = IBV_QPT_XRC_RECV;
+  q->state = IBV_QPS_UNKNOWN;
+  pthread_mutex_init(&q->mutex, nullptr);
+  pthread_cond_init(&q->cond, nullptr);
+  ctx->track(ctx->qps, rep.handle, q);
+  return q;
 }
 
 }  // namespace wharf::abi

@@ -75,6 +75,7 @@ enum class Op : uint16_t {
   kResizeCq = 49,
   kOpenXrcd = 50,
   kCloseXrcd = 51,
+  kOpenQp = 52,
 };
 
 // Every datagram starts with this. `status` is 0 in requests; in replies it is 0 or a
@@ -202,6 +203,19 @@ struct OpenXrcdReq {
     v(oflags);
   }
 };
+
+// ibv_open_qp: a handle of this session to XRC target QP `qpn` of the domain its XRC domain
+// handle `xrcd` names. Reply: Handle (one with kOpenedQpBit set); ModifyQp, QueryQp and
+// DestroyQp take it like any QP handle (DestroyQp drops only the handle).
+struct OpenQpReq {
+  uint32_t xrcd = 0;
+  uint32_t qpn = 0;
+  template <class V>
+  void visit(V&& v) {
+    v(xrcd), v(qpn);
+  }
+};
+constexpr uint32_t kOpenedQpBit = 1u << 31;
 
 // ---- UD multicast (proto/multicast.h) ----
 // ibv_attach_mcast / ibv_detach_mcast of QP `qp` to group gid/lid.

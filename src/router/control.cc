@@ -129,8 +129,9 @@ Session::Session(Router* router, UniqueFd sock, pid_t pid, uid_t uid, Container*
 
 Session::~Session() {
   destroy_cm_state();
-  // Children before parents: QPs hold CQs, SRQs and PDs.
+  // Children before parents: QPs hold CQs, SRQs and PDs, opened targets their domains.
   while (qps_.size() != 0) destroy_qp(qps_.take(qps_.begin()->first));
+  while (opened_qps_.size() != 0) close_opened_qp(opened_qps_.take(opened_qps_.begin()->first));
   while (mws_.size() != 0) dealloc_mw(mws_.take(mws_.begin()->first));  // before their MRs
   ahs_.clear();
   while (srqs_.size() != 0) destroy_srq(srqs_.take(srqs_.begin()->first));
@@ -237,6 +238,7 @@ bool Session::handle_request(const uint8_t* buf, size_t len, UniqueFd* fds, int 
     case Op::kResizeCq: serve(h, body, blen, fds, nfds, &Session::on_resize_cq); break;
     case Op::kOpenXrcd: serve(h, body, blen, fds, nfds, &Session::on_open_xrcd); break;
     case Op::kCloseXrcd: serve(h, body, blen, fds, nfds, &Session::on_close_xrcd); break;
+    case Op::kOpenQp: serve(h, body, blen, fds, nfds, &Session::on_open_qp); break;
     case Op::kAttachMcast: serve(h, body, blen, fds, nfds, &Session::on_attach_mcast); break;
     case Op::kDetachMcast: serve(h, body, blen, fds, nfds, &Session::on_detach_mcast); break;
     case Op::kCreateChannel: serve(h, body, blen, fds, nfds, &Session::on_create_channel); break;
@@ -688,7 +690,7 @@ int Session::on_create_qp(const proto::CreateQpReq& req, UniqueFd*, int, proto::
 }
 
 int Session::on_modify_qp(const proto::ModifyQpReq& req, UniqueFd*, int, proto::Empty*, ReplyFds*) {
-  Qp* qp = qps_.find(req.qp);
+  Qp* qp = find_qp(req.qp);
   return qp == nullptr ? EINVAL : modify_qp(qp, req.attr_mask, req.attr);
 }
 
@@ -727,7 +729,8 @@ int Session::modify_qp(Qp* qp, uint32_t attr_mask, const proto::QpAttr& attr) {
     case IBV_QPS_SQD:
       // Work is executed as it is taken from the ring, so the send queue is drained now.
       router_->deactivate(qp);
-      if (qp->attr.en_sqd_async_notify) post_async_event(IBV_EVENT_SQ_DRAINED, qp->handle);
+      if (qp->attr.en_sqd_async_notify)
+        qp->owner->post_async_event(IBV_EVENT_SQ_DRAINED, qp->handle);
       break;
     default: break;
   }
@@ -752,7 +755,7 @@ int Session::on_modify_qp_rate_limit(const proto::ModifyQpRateLimitReq& req, Uni
 
 int Session::on_query_qp(const proto::Handle& req, UniqueFd*, int, proto::QueryQpRep* rep,
                          ReplyFds*) {
-  Qp* qp = qps_.find(req.handle);
+  Qp* qp = find_qp(req.handle);
   if (qp == nullptr) return EINVAL;
   rep->attr = qp->attr;
   rep->attr.sq_draining = 0;
@@ -785,6 +788,12 @@ void Session::destroy_qp(std::unique_ptr<Qp> qp) {
 }
 
 int Session::on_destroy_qp(const proto::Handle& req, UniqueFd*, int, proto::Empty*, ReplyFds*) {
+  if ((req.handle & proto::kOpenedQpBit) != 0) {
+    auto q = opened_qps_.take(req.handle);
+    if (!q) return EINVAL;
+    close_opened_qp(std::move(q));
+    return 0;
+  }
   auto qp = qps_.take(req.handle);
   if (!qp) return EINVAL;
   destroy_qp(std::move(qp));

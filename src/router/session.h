@@ -31,6 +31,7 @@ struct ReplyFds {
 template <class T>
 class HandleTable {
  public:
+  explicit HandleTable(uint32_t first = 1) : next_(first) {}
   T* add(std::unique_ptr<T> obj) {
     uint32_t h = next_++;
     obj->handle = h;
@@ -64,7 +65,15 @@ class HandleTable {
 
  private:
   std::unordered_map<uint32_t, std::unique_ptr<T>> map_;
-  uint32_t next_ = 1;
+  uint32_t next_;
+};
+
+// A session's handle to another's XRC target QP (ibv_open_qp): the target is found by number
+// at each use, and must still be a target of `domain` (which the handle keeps alive).
+struct OpenedQp {
+  uint32_t handle = 0;
+  uint32_t qpn = 0;
+  XrcDomain* domain = nullptr;
 };
 
 class Session {
@@ -128,6 +137,10 @@ class Session {
   int on_close_xrcd(const proto::Handle&, UniqueFd*, int, proto::Empty*, ReplyFds*);
   // The domain of this session's XRC domain handle h, or nullptr.
   XrcDomain* find_xrc_domain(uint32_t h) const;
+  int on_open_qp(const proto::OpenQpReq&, UniqueFd*, int, proto::Handle*, ReplyFds*);
+  // The QP handle h names: one of this session's, or a target it opened (still there).
+  Qp* find_qp(uint32_t h) const;
+  void close_opened_qp(std::unique_ptr<OpenedQp> q);
   int on_attach_mcast(const proto::McastReq&, UniqueFd*, int, proto::Empty*, ReplyFds*);
   int on_detach_mcast(const proto::McastReq&, UniqueFd*, int, proto::Empty*, ReplyFds*);
   int on_cm_join_multicast(const proto::CmBindReq&, UniqueFd*, int, proto::Empty*, ReplyFds*);
@@ -205,6 +218,7 @@ class Session {
   HandleTable<Srq> srqs_;
   HandleTable<Ah> ahs_;
   HandleTable<Qp> qps_;
+  HandleTable<OpenedQp> opened_qps_{proto::kOpenedQpBit | 1};
   ShmRegionPool spare_qp_regions_;  // of this session's destroyed QPs
   HandleTable<CmChannel> cm_channels_;
   HandleTable<CmId> cm_ids_;

@@ -51,6 +51,7 @@ uint16_t op_for() {
   if constexpr (std::is_same_v<T, AllocMwRep>) return rep(Op::kAllocMw);
   if constexpr (std::is_same_v<T, McastReq>) return req(Op::kAttachMcast);
   if constexpr (std::is_same_v<T, OpenXrcdReq>) return req(Op::kOpenXrcd);
+  if constexpr (std::is_same_v<T, OpenQpReq>) return req(Op::kOpenQp);
   if constexpr (std::is_same_v<T, CreateCqReq>) return req(Op::kCreateCq);
   if constexpr (std::is_same_v<T, CreateCqRep>) return rep(Op::kCreateCq);
   if constexpr (std::is_same_v<T, ResizeCqReq>) return req(Op::kResizeCq);

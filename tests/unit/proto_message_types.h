@@ -47,6 +47,7 @@ WHARF_MESSAGE_SPEC(AllocMwReq, 8);               // 2 * 4
 WHARF_MESSAGE_SPEC(AllocMwRep, 8);               // 2 * 4
 WHARF_MESSAGE_SPEC(McastReq, 22);                // 4 + 16 + 2
 WHARF_MESSAGE_SPEC(OpenXrcdReq, 4);              // 4
+WHARF_MESSAGE_SPEC(OpenQpReq, 8);                // 2 * 4
 WHARF_MESSAGE_SPEC(QueryQpRep, 125);             // QpAttr + QpCaps + 1
 WHARF_MESSAGE_SPEC(CreateSrqReq, 28);            // 7 * 4
 WHARF_MESSAGE_SPEC(CreateSrqRep, 24);            // 6 * 4
@@ -86,7 +87,7 @@ using AllMessages =
     TypeList<Header, Empty, HelloReq, HelloRep, Handle, RegMrReq, RegMrRep, CreateCqReq,
              CreateCqRep, ResizeCqReq, AhAttr, CreateAhReq, QpCaps, CreateQpReq, CreateQpRep,
              QpAttr, ModifyQpReq, ModifyQpRateLimitReq, ReregMrReq, AllocMwReq, AllocMwRep,
-             McastReq, OpenXrcdReq, QueryQpRep, CreateSrqReq, CreateSrqRep, ModifySrqReq,
+             McastReq, OpenXrcdReq, OpenQpReq, QueryQpRep, CreateSrqReq, CreateSrqRep, ModifySrqReq,
              QuerySrqRep, RegisterContainerReq, RegisterContainerRep, UnregisterContainerReq,
              RouterInfoRep, DumpResourcesRep, DirectPeerRep, PeerMrReq, PeerMrRep, AsyncEventMsg,
              CqEventMsg, CmAddr, CmConnParam, CmOpenRep, CmCreateIdReq, CmMigrateIdReq, CmBindReq,

@@ -313,5 +313,60 @@ TEST_F(XrcTest, ADomainInUseCannotCloseAndXrcQpsHaveNoReceiveQueue) {
   xrcds_.clear();
 }
 
+TEST_F(XrcTest, AContextOfTheDomainOpensAnothersTargetAndDropsOnlyItsHandle) {
+  const std::string file = temp_file();
+  ibv_xrcd* xb = open_xrcd(b_, file);
+  ibv_xrcd* xa = open_xrcd(a_, file, 0);
+  ibv_xrcd* private_domain = open_xrcd(a_);
+  ASSERT_NE(xb, nullptr);
+  ASSERT_NE(xa, nullptr);
+  ASSERT_NE(private_domain, nullptr);
+  ibv_qp* tgt = target(b_, xb);
+  ASSERT_NE(tgt, nullptr);
+  ibv_qp_open_attr oa{};
+  oa.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
+  oa.qp_num = tgt->qp_num;
+  oa.qp_type = IBV_QPT_XRC_RECV;
+  oa.xrcd = private_domain;  // not the target's domain
+  EXPECT_EQ(ibv_open_qp(a_.ctx, &oa), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  oa.xrcd = xa;
+  ibv_qp* opened = ibv_open_qp(a_.ctx, &oa);
+  ASSERT_NE(opened, nullptr) << strerror(errno);
+  EXPECT_EQ(opened->qp_num, tgt->qp_num);
+  // Both handles move and see the one QP.
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_INIT;
+  attr.port_num = 1;
+  attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+  ASSERT_EQ(ibv_modify_qp(opened, &attr,
+                          IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
+            0);
+  ibv_qp_init_attr init{};
+  ASSERT_EQ(ibv_query_qp(tgt, &attr, IBV_QP_STATE, &init), 0);
+  EXPECT_EQ(attr.qp_state, IBV_QPS_INIT);
+  EXPECT_EQ(attr.qp_access_flags, static_cast<unsigned>(IBV_ACCESS_REMOTE_WRITE));
+  // Nothing can be posted through it; an initiator (not a target) cannot be opened.
+  ibv_recv_wr rwr{};
+  ibv_recv_wr* rbad = nullptr;
+  EXPECT_EQ(ibv_post_recv(opened, &rwr, &rbad), EINVAL);
+  ibv_qp* ini = initiator(b_);
+  ASSERT_NE(ini, nullptr);
+  oa.qp_num = ini->qp_num;
+  EXPECT_EQ(ibv_open_qp(a_.ctx, &oa), nullptr);
+  // Destroying the opened handle leaves the target; its domain is held until then.
+  EXPECT_EQ(ibv_destroy_qp(opened), 0);
+  ASSERT_EQ(ibv_query_qp(tgt, &attr, IBV_QP_STATE, &init), 0);
+  EXPECT_EQ(attr.qp_state, IBV_QPS_INIT);
+  // Once its creator destroys the target, a handle opened to it names nothing.
+  oa.qp_num = tgt->qp_num;
+  opened = ibv_open_qp(a_.ctx, &oa);
+  ASSERT_NE(opened, nullptr);
+  ASSERT_EQ(ibv_destroy_qp(tgt), 0);
+  qps_.erase(std::find(qps_.begin(), qps_.end(), tgt));
+  EXPECT_EQ(ibv_query_qp(opened, &attr, IBV_QP_STATE, &init), EINVAL);
+  EXPECT_EQ(ibv_destroy_qp(opened), 0);
+}
+
 }  // namespace
 }  // namespace wharf::verify
