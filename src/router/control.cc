@@ -654,7 +654,7 @@ int Session::on_create_qp(const proto::CreateQpReq& req, UniqueFd*, int, proto::
     if (int err = qp->shm.create("wharf-qp", qp->layout.total); err != 0) return err;
   }
   // Granted capabilities: what the slots can hold (>= what was asked, as providers report).
-  qp->caps.max_send_wr = target ? 0 : sq_entries;
+  qp->caps.max_send_wr = sq_entries;
   qp->caps.max_recv_wr = rq_entries;
   qp->caps.max_send_sge =
       static_cast<uint32_t>((sq_slot - sizeof(shm::SendWqe)) / sizeof(shm::Sge));
@@ -662,7 +662,7 @@ int Session::on_create_qp(const proto::CreateQpReq& req, UniqueFd*, int, proto::
   qp->caps.max_recv_sge = has_rq ? recv_sge : 0;
   qp->caps.max_inline_data = sq_slot - static_cast<uint32_t>(sizeof(shm::SendWqe));
   if (qp->caps.max_inline_data > shm::kMaxInline) qp->caps.max_inline_data = shm::kMaxInline;
-  if (target) qp->caps.max_send_sge = qp->caps.max_inline_data = 0;
+  if (target) qp->caps = proto::QpCaps{};  // it posts nothing of its own
   qp->attr.qp_state = qp->attr.cur_qp_state = IBV_QPS_RESET;
   qp->attr.port_num = 1;
   qp->attr.path_mtu = IBV_MTU_4096;

@@ -188,14 +188,9 @@ Executor::Step Executor::no_peer_st(Qp* qp, ibv_wc_status* status) {
 
 bool Executor::find_responder_st(Qp* qp, uint32_t srqn, Responder* out, bool* bad_srqn) {
   *bad_srqn = false;
-  const bool xrc = qp->type == IBV_QPT_XRC_SEND;
   Qp* dst = r_->qp_by_qpn(qp->attr.dest_qp_num);
-  if (dst == nullptr || dst->type != (xrc ? IBV_QPT_XRC_RECV : qp->type) ||
-      !can_receive(dst->state()) || dst->attr.dest_qp_num != qp->qpn ||
-      !reaches(qp->owner->container(), qp->attr.ah_attr, dst->owner->container(),
-               r_->config().link_layer))
-    return false;
-  if (!xrc) {
+  if (dst == nullptr || !answers(*qp, *dst, r_->config().link_layer)) return false;
+  if (qp->type != IBV_QPT_XRC_SEND) {
     *out = responder_of(dst);
     return true;
   }

@@ -33,10 +33,8 @@ bool Router::direct_eligible_st(const Qp* qp) const {
       qp->state() != IBV_QPS_RTS || qp->rate.limited() || qp->owner->container()->rate.limited())
     return false;
   const Qp* peer = qp_by_qpn(qp->attr.dest_qp_num);
-  return peer != nullptr && !peer->direct_revoked && peer->type == qp->type &&
-         peer->attr.dest_qp_num == qp->qpn && can_receive(peer->state()) && peer->srq == nullptr &&
-         reaches(qp->owner->container(), qp->attr.ah_attr, peer->owner->container(),
-                 cfg_.link_layer);
+  return peer != nullptr && !peer->direct_revoked && peer->srq == nullptr &&
+         answers(*qp, *peer, cfg_.link_layer);
 }
 
 Qp* Router::direct_peer_st(const Qp* qp) const {

@@ -6,6 +6,7 @@
 
 #include "proto/messages.h"
 #include "router/objects.h"
+#include "router/session.h"
 
 namespace wharf::router {
 
@@ -30,6 +31,15 @@ inline bool reaches(const Container* from, const proto::AhAttr& ah, const Contai
   if (!same_network(from, to)) return false;
   if (ah.is_global) return ah.dgid == to->gid;
   return link_layer == IBV_LINK_LAYER_INFINIBAND && ah.dlid == to->lid;
+}
+
+// Whether `peer` answers connected requester `qp` (RC, UC or XRC initiator): of the type that
+// answers it (the same, or an XRC target for an initiator), receiving, connected back to qp,
+// and reached by qp's address vector.
+inline bool answers(const Qp& qp, const Qp& peer, uint8_t link_layer) {
+  const ibv_qp_type type = qp.type == IBV_QPT_XRC_SEND ? IBV_QPT_XRC_RECV : qp.type;
+  return peer.type == type && can_receive(peer.state()) && peer.attr.dest_qp_num == qp.qpn &&
+         reaches(qp.owner->container(), qp.attr.ah_attr, peer.owner->container(), link_layer);
 }
 
 // The traffic class (DSCP << 2) in which a QP of container c, using address vector ah,
