@@ -373,40 +373,51 @@ WHARF_EXPORT int ibv_get_pkey_index(ibv_context*, uint8_t port_num, __be16 pkey)
   return be16toh(pkey) == device::kDefaultPkey ? 0 : -ENOENT;
 }
 
-WHARF_EXPORT int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
-  uint8_t buf[proto::kAsyncEventSize];
-  ssize_t n;
-  do {
-    n = read(context->async_fd, buf, sizeof(buf));
-  } while (n < 0 && errno == EINTR);
-  if (n != static_cast<ssize_t>(sizeof(buf))) return -1;
-  proto::AsyncEventMsg m;
-  if (!proto::decode(buf, sizeof(buf), &m)) {
-    errno = EPROTO;
-    return -1;
-  }
-  Context* ctx = to_ctx(context);
-  event->event_type = static_cast<ibv_event_type>(m.event_type);
+namespace {
+
+// Fills event's element from the object handle the router named. False when the event is
+// about a QP, CQ or SRQ this context has destroyed since: the kernel drops such events with
+// the object, and an application would otherwise get a NULL element (UCX dereferences it).
+bool resolve_event_element(Context* ctx, uint32_t handle, ibv_async_event* event) {
   std::lock_guard<std::mutex> g(ctx->objects_mu);
+  auto find = [handle](auto& map) {
+    auto it = map.find(handle);
+    return it == map.end() ? nullptr : it->second;
+  };
   switch (event->event_type) {
-    case IBV_EVENT_CQ_ERR:
-      event->element.cq = ctx->cqs.count(m.handle) ? ctx->cqs[m.handle] : nullptr;
-      break;
+    case IBV_EVENT_CQ_ERR: return (event->element.cq = find(ctx->cqs)) != nullptr;
     case IBV_EVENT_SRQ_ERR:
-    case IBV_EVENT_SRQ_LIMIT_REACHED:
-      event->element.srq = ctx->srqs.count(m.handle) ? ctx->srqs[m.handle] : nullptr;
-      break;
+    case IBV_EVENT_SRQ_LIMIT_REACHED: return (event->element.srq = find(ctx->srqs)) != nullptr;
     case IBV_EVENT_PORT_ACTIVE:
     case IBV_EVENT_PORT_ERR:
     case IBV_EVENT_LID_CHANGE:
     case IBV_EVENT_PKEY_CHANGE:
     case IBV_EVENT_SM_CHANGE:
     case IBV_EVENT_CLIENT_REREGISTER:
-    case IBV_EVENT_GID_CHANGE: event->element.port_num = static_cast<int>(m.handle); break;
-    case IBV_EVENT_DEVICE_FATAL: break;
-    default: event->element.qp = ctx->qps.count(m.handle) ? ctx->qps[m.handle] : nullptr; break;
+    case IBV_EVENT_GID_CHANGE: event->element.port_num = static_cast<int>(handle); return true;
+    case IBV_EVENT_DEVICE_FATAL: return true;
+    default: return (event->element.qp = find(ctx->qps)) != nullptr;
   }
-  return 0;
+}
+
+}  // namespace
+
+WHARF_EXPORT int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
+  for (;;) {
+    uint8_t buf[proto::kAsyncEventSize];
+    ssize_t n;
+    do {
+      n = read(context->async_fd, buf, sizeof(buf));
+    } while (n < 0 && errno == EINTR);
+    if (n != static_cast<ssize_t>(sizeof(buf))) return -1;
+    proto::AsyncEventMsg m;
+    if (!proto::decode(buf, sizeof(buf), &m)) {
+      errno = EPROTO;
+      return -1;
+    }
+    event->event_type = static_cast<ibv_event_type>(m.event_type);
+    if (resolve_event_element(to_ctx(context), m.handle, event)) return 0;
+  }
 }
 
 WHARF_EXPORT void ibv_ack_async_event(ibv_async_event* event) {

@@ -252,6 +252,39 @@ TEST_F(LifecycleTest, SrqServesSeveralQpsAndRaisesLimitEvent) {
   EXPECT_EQ(ibv_destroy_srq(srq), EBUSY);
 }
 
+// As the kernel drops an object's pending events when it is destroyed, an event for a QP the
+// application has destroyed is never delivered (UCX's async thread once got one with a NULL
+// QP at MPI_Finalize and crashed).
+TEST_F(LifecycleTest, AnEventOfADestroyedQpIsNeverDelivered) {
+  ibv_srq_init_attr sa{};
+  sa.attr.max_wr = 4;
+  sa.attr.max_sge = 1;
+  ibv_srq* srq = ibv_create_srq(b_.pd, &sa);
+  ASSERT_NE(srq, nullptr);
+  // A QP on an SRQ entering ERR raises QP_LAST_WQE_REACHED.
+  auto last_wqe_event = [&](ibv_qp* qp) {
+    ibv_qp_attr attr{};
+    attr.qp_state = IBV_QPS_ERR;
+    ASSERT_EQ(ibv_modify_qp(qp, &attr, IBV_QP_STATE), 0);
+  };
+  ibv_qp* gone = create_qp(b_, IBV_QPT_RC, srq);
+  ASSERT_NE(gone, nullptr);
+  last_wqe_event(gone);
+  pollfd pfd{b_.ctx->async_fd, POLLIN, 0};
+  ASSERT_EQ(poll(&pfd, 1, 5000), 1);  // its event waits, unread
+  ASSERT_EQ(ibv_destroy_qp(gone), 0);
+  ibv_qp* live = create_qp(b_, IBV_QPT_RC, srq);
+  ASSERT_NE(live, nullptr);
+  last_wqe_event(live);
+  ibv_async_event ev{};
+  ASSERT_EQ(ibv_get_async_event(b_.ctx, &ev), 0);
+  EXPECT_EQ(ev.event_type, IBV_EVENT_QP_LAST_WQE_REACHED);
+  EXPECT_EQ(ev.element.qp, live);
+  ibv_ack_async_event(&ev);
+  ASSERT_EQ(ibv_destroy_qp(live), 0);
+  ASSERT_EQ(ibv_destroy_srq(srq), 0);
+}
+
 TEST_F(LifecycleTest, KilledPeerFreesItsResourcesAndFailsOnlyItsPeers) {
   ibv_qp* qa = create_qp(a_, IBV_QPT_RC);
   int to_child[2], to_parent[2];
