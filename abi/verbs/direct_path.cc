@@ -92,9 +92,13 @@ int DirectPath::describe(Qp* qp) {
   const shm::QpLayout ql =
       shm::qp_layout(rep.peer_sq_entries, rep.peer_sq_slot, rep.peer_rq_entries, rep.peer_rq_slot);
   const shm::CqLayout cl = shm::cq_layout(rep.peer_cq_entries);
-  if (!fds[0].valid() || !fds[1].valid() || !is_pow2(rep.peer_rq_entries) ||
-      !is_pow2(rep.peer_cq_entries) ||
-      rep.peer_rq_slot < shm::recv_slot_size(std::min(rep.peer_max_recv_sge, shm::kMaxRecvSge)))
+  // A peer on an SRQ has no receive ring of its own (rq_entries 0, never read here).
+  const bool srq = (rep.flags & proto::kPeerUsesSrq) != 0;
+  if (!fds[0].valid() || !fds[1].valid() || !is_pow2(rep.peer_cq_entries) ||
+      (srq ? rep.peer_rq_entries != 0
+           : !is_pow2(rep.peer_rq_entries) ||
+                 rep.peer_rq_slot <
+                     shm::recv_slot_size(std::min(rep.peer_max_recv_sge, shm::kMaxRecvSge))))
     return EPROTO;
   if ((err = peer_qp_map_.map(fds[0].get(), ql.total)) != 0) return err;
   if ((err = peer_cq_map_.map(fds[1].get(), cl.total)) != 0) return err;
@@ -209,6 +213,9 @@ DirectPath::Step DirectPath::run(Qp* qp, const ibv_send_wr* wr, uint32_t* missin
   const bool writes_local = atomic || op == IBV_WR_RDMA_READ;
   const bool needs_recv =
       op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_RDMA_WRITE_WITH_IMM;
+  // A shared receive queue may have other consumers (the router, other senders): only the
+  // router takes its WQEs.
+  if (needs_recv && (peer_.flags & proto::kPeerUsesSrq) != 0) return Step::kToRouter;
 
   // Our side: inline bytes, or registered memory of our PD.
   SpanView local[shm::kMaxSendSge];

@@ -497,8 +497,9 @@ struct UnregisterContainerReq {
 // GetDirectPeer: request Handle{qp}; answered while the QP's direct line is On (else EAGAIN).
 // Reply fds: [peer QP memfd (qp_layout of the peer_* sizes), peer receive CQ memfd
 // (cq_layout(peer_cq_entries))], then the router's end of the peer CQ's completion channel
-// if kPeerCqChannel, then that of this QP's send CQ if kSendCqChannel.
-enum DirectPeerFlags : uint8_t { kPeerCqChannel = 1, kSendCqChannel = 2 };
+// if kPeerCqChannel, then that of this QP's send CQ if kSendCqChannel. kPeerUsesSrq: the peer
+// receives into a shared receive queue, which only the router consumes (its peer_rq_entries is 0).
+enum DirectPeerFlags : uint8_t { kPeerCqChannel = 1, kSendCqChannel = 2, kPeerUsesSrq = 4 };
 struct DirectPeerRep {
   uint32_t generation = 0;  // of the direct line this describes
   uint32_t peer_qpn = 0;

@@ -33,8 +33,9 @@ bool Router::direct_eligible_st(const Qp* qp) const {
       qp->state() != IBV_QPS_RTS || qp->rate.limited() || qp->owner->container()->rate.limited())
     return false;
   const Qp* peer = qp_by_qpn(qp->attr.dest_qp_num);
-  return peer != nullptr && !peer->direct_revoked && peer->srq == nullptr &&
-         answers(*qp, *peer, cfg_.link_layer);
+  // A peer with an SRQ is still eligible: the library then executes only the work that
+  // takes no receive WQE (RDMA and atomics), as an SRQ may have other consumers.
+  return peer != nullptr && !peer->direct_revoked && answers(*qp, *peer, cfg_.link_layer);
 }
 
 Qp* Router::direct_peer_st(const Qp* qp) const {
@@ -118,6 +119,7 @@ int Session::on_get_direct_peer(const proto::Handle& req, UniqueFd*, int, proto:
   rep->peer_access = peer->attr.qp_access_flags;
   rep->peer_cq = peer->recv_cq->handle;
   rep->peer_cq_entries = peer->recv_cq->layout.entries;
+  if (peer->srq != nullptr) rep->flags |= proto::kPeerUsesSrq;  // its layout has no RQ
   rep->slid = router_->config().link_layer == IBV_LINK_LAYER_ETHERNET ? 0 : container_->lid;
   rep->sl = qp->attr.ah_attr.sl;
   out->add(peer->shm.fd());

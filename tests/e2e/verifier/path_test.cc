@@ -4,6 +4,7 @@
 // (verify.router_only), where the same results must hold.
 #include <sys/mman.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include "verbs_fixture.h"
@@ -114,6 +115,84 @@ TEST_F(PathTest, WorkRequestsAcrossBothPathsCompleteInOrder) {
   }
   EXPECT_EQ(ibv_dereg_mr(shared_mr), 0);
   munmap(shared, 8192);
+}
+
+// A peer that receives into an SRQ: its RDMA writes may run on the direct path (they take no
+// receive WQE) while its sends go through the router, and the mix completes in order.
+TEST_F(PathTest, WritesAndSendsToAPeerOnAnSrqCompleteInOrder) {
+  ibv_srq_init_attr sa{};
+  sa.attr.max_wr = 16;
+  sa.attr.max_sge = 1;
+  ibv_srq* srq = ibv_create_srq(b_.pd, &sa);
+  ASSERT_NE(srq, nullptr);
+  ibv_qp* qa = create_qp(a_, IBV_QPT_RC);
+  ibv_qp* qb = create_qp(b_, IBV_QPT_RC, srq);
+  const int access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  connect(qa, a_, qb, b_, access);
+  connect(qb, b_, qa, a_, access);
+  Buffer src = make_buffer(a_, 8192, kFullAccess);
+  Buffer dst = make_buffer(b_, 8192, kFullAccess);
+  fill_pattern(src.data, 8192, 5);
+  for (uint32_t i = 0; i < 4; ++i) {
+    ibv_sge s{reinterpret_cast<uint64_t>(dst.data + 4096 + i * 256), 256, dst.mr->lkey};
+    ibv_recv_wr wr{};
+    wr.wr_id = 300 + i;
+    wr.sg_list = &s;
+    wr.num_sge = 1;
+    ibv_recv_wr* bad;
+    ASSERT_EQ(ibv_post_srq_recv(srq, &wr, &bad), 0);
+  }
+  // Writes and sends alternating: 8 writes of 256 B to the first 2 KiB, 4 sends of 256 B.
+  for (uint32_t i = 0; i < 12; ++i) {
+    const uint32_t off = i * 256;
+    ibv_sge sge{reinterpret_cast<uint64_t>(src.data + off), 256, src.mr->lkey};
+    if (i % 3 == 2)
+      ASSERT_EQ(post_send(qa, IBV_WR_SEND, {sge}, i), 0);
+    else
+      ASSERT_EQ(post_send(qa, IBV_WR_RDMA_WRITE, {sge}, i, IBV_SEND_SIGNALED,
+                          reinterpret_cast<uint64_t>(dst.data + off), dst.mr->rkey),
+                0);
+  }
+  auto sent = wait_wc(a_.cq, 12);
+  auto got = wait_wc(b_.cq, 4);
+  ASSERT_EQ(sent.size(), 12u);
+  ASSERT_EQ(got.size(), 4u);
+  for (uint32_t i = 0; i < 12; ++i) {
+    EXPECT_EQ(sent[i].wr_id, i);
+    EXPECT_EQ(sent[i].status, IBV_WC_SUCCESS);
+  }
+  for (uint32_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(got[i].wr_id, 300 + i);
+    EXPECT_EQ(got[i].status, IBV_WC_SUCCESS);
+    EXPECT_EQ(got[i].byte_len, 256u);
+    EXPECT_EQ(memcmp(dst.data + 4096 + i * 256, src.data + (3 * i + 2) * 256, 256), 0) << i;
+  }
+  for (uint32_t i = 0; i < 12; ++i) {
+    if (i % 3 != 2) {
+      EXPECT_EQ(memcmp(dst.data + i * 256, src.data + i * 256, 256), 0) << i;
+    }
+  }
+
+  // With the direct path on, a write to the SRQ peer is done when ibv_post_send returns.
+  const char* mode = getenv("WHARF_VERIFY_DIRECT_PATH");
+  if (mode == nullptr || strcmp(mode, "off") != 0) {
+    int done_in_post = 0;
+    for (uint32_t i = 0; i < 32; ++i) {
+      ibv_sge sge{reinterpret_cast<uint64_t>(src.data), 64, src.mr->lkey};
+      ASSERT_EQ(post_send(qa, IBV_WR_RDMA_WRITE, {sge}, 1000 + i, IBV_SEND_SIGNALED,
+                          reinterpret_cast<uint64_t>(dst.data), dst.mr->rkey),
+                0);
+      ibv_wc wc;
+      if (ibv_poll_cq(a_.cq, 1, &wc) == 1)
+        ++done_in_post;
+      else
+        wait_wc(a_.cq, 1);
+    }
+    EXPECT_EQ(done_in_post, 32);
+  }
+  EXPECT_EQ(ibv_destroy_qp(qb), 0);
+  EXPECT_EQ(ibv_destroy_qp(qa), 0);
+  EXPECT_EQ(ibv_destroy_srq(srq), 0);
 }
 
 }  // namespace
