@@ -317,7 +317,11 @@ WHARF_EXPORT int ibv_query_port(ibv_context* context, uint8_t port_num,
 
 WHARF_EXPORT int ibv_query_gid(ibv_context* context, uint8_t port_num, int index, ibv_gid* gid) {
   if (port_num != 1 || index < 0 || static_cast<uint32_t>(index) >= device::kGidTableLen) return -1;
-  std::memcpy(gid->raw, to_ctx(context)->hello.gid.data(), 16);
+  // An empty entry is the zero GID, as the kernel's sysfs file shows it.
+  if (static_cast<uint32_t>(index) < device::kGidsInUse)
+    std::memcpy(gid->raw, to_ctx(context)->hello.gid.data(), 16);
+  else
+    std::memset(gid->raw, 0, 16);
   return 0;
 }
 
@@ -330,7 +334,7 @@ uint32_t gid_type_of(Context* ctx) {
 WHARF_EXPORT int _ibv_query_gid_ex(ibv_context* context, uint32_t port_num, uint32_t gid_index,
                                    ibv_gid_entry* entry, uint32_t flags, size_t entry_size) {
   if (flags != 0) return EINVAL;
-  if (port_num != 1 || gid_index >= device::kGidTableLen) return ENODATA;
+  if (port_num != 1 || gid_index >= device::kGidsInUse) return ENODATA;  // none, or empty
   if (entry_size < sizeof(ibv_gid_entry)) return EINVAL;
   Context* ctx = to_ctx(context);
   ibv_gid_entry e{};
@@ -345,19 +349,23 @@ WHARF_EXPORT int _ibv_query_gid_ex(ibv_context* context, uint32_t port_num, uint
 WHARF_EXPORT ssize_t _ibv_query_gid_table(ibv_context* context, ibv_gid_entry* entries,
                                           size_t max_entries, uint32_t flags, size_t entry_size) {
   if (flags != 0 || entry_size < sizeof(ibv_gid_entry)) return -EINVAL;
-  if (max_entries < device::kGidTableLen) return -EINVAL;
-  for (uint32_t i = 0; i < device::kGidTableLen; ++i) {
+  // The entries in use, densely, as the kernel's GID table query returns them.
+  if (max_entries < device::kGidsInUse) return -EINVAL;
+  for (uint32_t i = 0; i < device::kGidsInUse; ++i) {
     auto* e = reinterpret_cast<ibv_gid_entry*>(reinterpret_cast<char*>(entries) + i * entry_size);
     if (int err = _ibv_query_gid_ex(context, 1, i, e, 0, entry_size); err != 0) return -err;
   }
-  return device::kGidTableLen;
+  return device::kGidsInUse;
 }
 
 // rdma-core's private enum ibv_gid_type_sysfs: 0 = IB/RoCE v1, 1 = RoCE v2.
 WHARF_EXPORT int ibv_query_gid_type(ibv_context* context, uint8_t port_num, unsigned int index,
                                     int* type) {
   if (port_num != 1 || index >= device::kGidTableLen) return EINVAL;
-  *type = to_ctx(context)->hello.link_layer == IBV_LINK_LAYER_ETHERNET ? 1 : 0;
+  // An empty entry has no type file; rdma-core then answers IB/RoCE v1 (0), as here.
+  const bool v2 =
+      index < device::kGidsInUse && to_ctx(context)->hello.link_layer == IBV_LINK_LAYER_ETHERNET;
+  *type = v2 ? 1 : 0;
   return 0;
 }
 

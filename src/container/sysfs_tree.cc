@@ -116,8 +116,14 @@ std::vector<SysfsEntry> infiniband_class_tree(const DeviceFacts& f) {
   dir(port + "/gid_attrs");
   dir(port + "/gid_attrs/types");
   dir(port + "/gid_attrs/ndevs");
+  // An empty entry reads as the zero GID; the kernel fails reads of its type and netdev
+  // (EINVAL), which here are absent files.
   for (uint32_t i = 0; i < device::kGidTableLen; ++i) {
     const std::string n = std::to_string(i);
+    if (i >= device::kGidsInUse) {
+      file(port + "/gids/" + n, format_gid(std::array<uint8_t, 16>{}));
+      continue;
+    }
     file(port + "/gids/" + n, format_gid(f.gid));
     file(port + "/gid_attrs/types/" + n, eth ? "RoCE v2" : "IB/RoCE v1");
     file(port + "/gid_attrs/ndevs/" + n, f.netdev);

@@ -31,7 +31,11 @@ constexpr uint32_t kMaxQpRdAtom = 16;
 constexpr uint64_t kMaxDmSize = 256 * 1024;  // device memory (ibv_alloc_dm): memfds of the host
 constexpr uint32_t kMaxInline = shm::kMaxInline;
 constexpr uint32_t kUdMaxPayload = 4096;  // UD message limit = path MTU
-constexpr uint32_t kGidTableLen = 1;
+// The port's GID table has kGidTableLen entries, of which the first kGidsInUse hold the
+// container's GID and the rest are empty, as on an RNIC (an empty entry reads as the zero GID
+// in sysfs and ibv_query_gid, ENODATA in ibv_query_gid_ex, and no address vector may name it).
+constexpr uint32_t kGidTableLen = 16;
+constexpr uint32_t kGidsInUse = 1;
 constexpr uint32_t kPkeyTableLen = 1;
 constexpr uint16_t kDefaultPkey = 0xffff;
 // Port 1 as ibv_query_port and the container's /sys/class/infiniband tree show it.

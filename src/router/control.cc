@@ -37,12 +37,12 @@ std::string name_of(const proto::Name& n) {
   return std::string(n.data(), len);
 }
 
-// An address vector is usable when it names our single port and an existing GID index; on an
+// An address vector is usable when it names our single port and a GID entry in use; on an
 // Ethernet link layer (RoCE) it must carry a GRH, as the kernel's rdma_check_ah_attr demands.
 bool valid_ah_attr(const proto::AhAttr& a, bool ethernet) {
   if (a.port_num != 1) return false;
   if (ethernet && !a.is_global) return false;
-  if (a.is_global && a.sgid_index >= device::kGidTableLen) return false;
+  if (a.is_global && a.sgid_index >= device::kGidsInUse) return false;
   return a.sl < 16;
 }
 

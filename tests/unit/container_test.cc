@@ -7,6 +7,7 @@
 
 #include "container/record.h"
 #include "container/sysfs_tree.h"
+#include "proto/device.h"
 
 namespace wharf::container {
 namespace {
@@ -63,6 +64,20 @@ TEST(SysfsTreeTest, EthernetHasNoLidsAndRoceV2Gids) {
   EXPECT_EQ(t["infiniband/wharf0/ports/1/sm_lid"].content, "0x0\n");
   EXPECT_EQ(t["infiniband/wharf0/ports/1/link_layer"].content, "Ethernet\n");
   EXPECT_EQ(t["infiniband/wharf0/ports/1/gid_attrs/types/0"].content, "RoCE v2\n");
+}
+
+// Entries past those in use are empty, as on an RNIC: the zero GID, and no type or netdev
+// (the kernel fails those reads).
+TEST(SysfsTreeTest, EmptyGidEntriesReadAsTheZeroGid) {
+  auto t = by_path(infiniband_class_tree(facts(2)));
+  for (uint32_t i = device::kGidsInUse; i < device::kGidTableLen; ++i) {
+    const std::string n = std::to_string(i);
+    EXPECT_EQ(t["infiniband/wharf0/ports/1/gids/" + n].content,
+              "0000:0000:0000:0000:0000:0000:0000:0000\n");
+    EXPECT_EQ(t.count("infiniband/wharf0/ports/1/gid_attrs/types/" + n), 0u);
+    EXPECT_EQ(t.count("infiniband/wharf0/ports/1/gid_attrs/ndevs/" + n), 0u);
+  }
+  EXPECT_EQ(t.count("infiniband/wharf0/ports/1/gids/" + std::to_string(device::kGidTableLen)), 0u);
 }
 
 TEST(SysfsTreeTest, ParentsComeBeforeChildren) {

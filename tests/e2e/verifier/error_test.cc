@@ -1,9 +1,11 @@
 // Each error completion the issue lists, provoked as hardware would see it.
 #include <fcntl.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include "verbs_fixture.h"
 
@@ -224,6 +226,42 @@ TEST_F(ErrorTest, RegistrationChecksAccessFlagsAndDeallocChecksUsers) {
   ASSERT_NE(mr, nullptr);
   EXPECT_EQ(ibv_dealloc_pd(a_.pd), EBUSY);
   EXPECT_EQ(ibv_dereg_mr(mr), 0);
+}
+
+// The GID table has empty entries, as an RNIC's does: they read as the zero GID, are absent
+// from the table query, and no address vector may use one as its source.
+TEST_F(ErrorTest, AnEmptyGidEntryReadsAsZeroAndCannotBeASource) {
+  ibv_port_attr port{};
+  ASSERT_EQ(ibv_query_port(a_.ctx, 1, &port), 0);
+  ASSERT_GT(port.gid_tbl_len, 1);
+  ibv_gid gid{};
+  gid.raw[0] = 0xfe;
+  ASSERT_EQ(ibv_query_gid(a_.ctx, 1, 1, &gid), 0);
+  EXPECT_EQ(gid.global.subnet_prefix, 0u);
+  EXPECT_EQ(gid.global.interface_id, 0u);
+  EXPECT_EQ(ibv_query_gid(a_.ctx, 1, port.gid_tbl_len, &gid), -1);
+  ibv_gid_entry entry{};
+  EXPECT_EQ(ibv_query_gid_ex(a_.ctx, 1, 0, &entry, 0), 0);
+  EXPECT_EQ(memcmp(entry.gid.raw, a_.gid.raw, 16), 0);
+  EXPECT_EQ(ibv_query_gid_ex(a_.ctx, 1, 1, &entry, 0), ENODATA);
+  std::vector<ibv_gid_entry> table(port.gid_tbl_len);
+  EXPECT_EQ(ibv_query_gid_table(a_.ctx, table.data(), table.size(), 0), 1);
+  EXPECT_EQ(table[0].gid_index, 0u);
+  EXPECT_EQ(ibv_query_gid_table(a_.ctx, table.data(), 0, 0), -EINVAL);
+
+  ibv_ah_attr ah{};
+  ah.port_num = 1;
+  ah.is_global = 1;
+  ah.grh.dgid = b_.gid;
+  ah.grh.hop_limit = 64;
+  ah.grh.sgid_index = 1;
+  errno = 0;
+  EXPECT_EQ(ibv_create_ah(a_.pd, &ah), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  ah.grh.sgid_index = 0;
+  ibv_ah* good = ibv_create_ah(a_.pd, &ah);
+  ASSERT_NE(good, nullptr);
+  EXPECT_EQ(ibv_destroy_ah(good), 0);
 }
 
 TEST_F(ErrorTest, UnsupportedVerbsSayEopnotsupp) {
