@@ -827,8 +827,7 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
     }
     if (st.in_send) {
       ex.consume_recv_st(&st.rsrc);
-      shm::Cqe c = make_cqe(st.rw.hdr.wr_id, recv_status, IBV_WC_RECV, dst->qpn);
-      post_cqe_st(dst->recv_cq, c, false);
+      ex.complete_recv_st(dst, st.rw, recv_status, IBV_WC_RECV, 0, Origin{p.hdr.src_qpn}, 0);
     }
     st.in_send = st.in_write = false;
     respond_st(dst, psn, host::aeth_nak(static_cast<host::NakCode>(nak)));
@@ -938,17 +937,15 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
       return fail(host::kNakInvalidRequest, IBV_WC_REM_INV_REQ_ERR);
     if (is_send(op) || has_imm(op)) {
       ex.consume_recv_st(&st.rsrc);
-      shm::Cqe c = make_cqe(st.rw.hdr.wr_id, IBV_WC_SUCCESS,
-                            is_send(op) ? IBV_WC_RECV : IBV_WC_RECV_RDMA_WITH_IMM, dst->qpn);
-      c.byte_len = static_cast<uint32_t>(st.offset);
-      c.src_qp = p.hdr.src_qpn;
-      c.slid = p.hdr.slid;
-      c.sl = p.hdr.sl;
-      if (has_imm(op) || has_invalidate(op)) {
-        c.wc_flags = has_imm(op) ? IBV_WC_WITH_IMM : IBV_WC_WITH_INV;
-        c.imm_data = p.imm;
-      }
-      post_cqe_st(dst->recv_cq, c, (p.hdr.flags & host::kSolicited) != 0);
+      Origin from{p.hdr.src_qpn, p.hdr.slid, p.hdr.sl, (p.hdr.flags & host::kSolicited) != 0,
+                  has_imm(op),   p.imm};
+      uint32_t flags = 0;
+      if (has_imm(op) || has_invalidate(op))
+        flags = has_imm(op) ? IBV_WC_WITH_IMM : IBV_WC_WITH_INV;
+      // Counted in the responder's rx counters, as every receive completion is.
+      ex.complete_recv_st(dst, st.rw, IBV_WC_SUCCESS,
+                          is_send(op) ? IBV_WC_RECV : IBV_WC_RECV_RDMA_WITH_IMM,
+                          static_cast<uint32_t>(st.offset), from, flags);
     }
     st.in_send = st.in_write = false;
     st.msn = psn_add(st.msn, 1);

@@ -232,6 +232,31 @@ TEST_F(CrossHostTest, ManyWorkRequestsCompleteInOrder) {
   }
 }
 
+// Messages received from another host count in the receiving QP's counters (what `wharfctl
+// statistic` and the metrics report), as those from this host do.
+TEST_F(CrossHostTest, ReceivesFromAnotherHostAreCounted) {
+  uint8_t* region = nullptr;
+  ibv_qp* qb = create_qp_mapped(b_, IBV_QPT_RC, &region);
+  ASSERT_NE(region, nullptr);
+  ibv_qp* qa = create_qp(a_, IBV_QPT_RC);
+  connect(qa, a_, qb, b_, IBV_ACCESS_REMOTE_WRITE);
+  connect(qb, b_, qa, a_, IBV_ACCESS_REMOTE_WRITE);
+  Buffer src = make_buffer(a_, 4096, kFullAccess);
+  Buffer dst = make_buffer(b_, 4096, kFullAccess);
+  for (uint32_t i = 0; i < 3; ++i) post_recv(qb, dst, i * 128, 128, i);
+  for (uint32_t i = 0; i < 3; ++i)
+    ASSERT_EQ(
+        post_send(qa, IBV_WR_SEND, {{reinterpret_cast<uint64_t>(src.data), 100, src.mr->lkey}}, i),
+        0);
+  ASSERT_EQ(wait_wc(b_.cq, 3).size(), 3u);
+  ASSERT_EQ(wait_wc(a_.cq, 3).size(), 3u);
+  uint64_t counters[5];  // tx_msgs, tx_bytes, rx_msgs, rx_bytes, errors
+  memcpy(counters, region + kQpCountersOffset, sizeof(counters));
+  EXPECT_EQ(counters[2], 3u);
+  EXPECT_EQ(counters[3], 300u);
+  EXPECT_EQ(counters[4], 0u);
+}
+
 TEST_F(CrossHostTest, ABadRkeyIsARemoteAccessErrorAndTheRestIsFlushed) {
   ibv_qp *qa, *qb;
   rc_pair(&qa, &qb);

@@ -4,9 +4,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
-#include <set>
 #include <string>
 
 #include "verbs_fixture.h"
@@ -14,33 +12,16 @@
 namespace wharf::verify {
 namespace {
 
-// Start addresses of this process's mappings of router memfds named `name`.
-std::set<uintptr_t> mappings_named(const char* name) {
-  std::set<uintptr_t> out;
-  FILE* f = fopen("/proc/self/maps", "r");
-  char line[512];
-  while (f != nullptr && fgets(line, sizeof(line), f) != nullptr) {
-    if (strstr(line, name) == nullptr) continue;
-    out.insert(static_cast<uintptr_t>(strtoull(line, nullptr, 16)));
-  }
-  if (f != nullptr) fclose(f);
-  return out;
-}
-
 class HostileTest : public VerbsTest {
  protected:
   // Creates an RC QP on `s` connected to a fresh peer on b_, and returns its ring memory.
   uint8_t* qp_with_rings(Side& s, ibv_qp** qp, ibv_qp** peer) {
-    auto before = mappings_named("wharf-qp");
-    *qp = create_qp(s, IBV_QPT_RC);
-    auto after = mappings_named("wharf-qp");
+    uint8_t* rings = nullptr;
+    *qp = create_qp_mapped(s, IBV_QPT_RC, &rings);
     *peer = create_qp(b_, IBV_QPT_RC);
     connect(*qp, s, *peer, b_, IBV_ACCESS_REMOTE_WRITE);
     connect(*peer, b_, *qp, s, IBV_ACCESS_REMOTE_WRITE);
-    for (uintptr_t a : after)
-      if (!before.count(a)) return reinterpret_cast<uint8_t*>(a);
-    ADD_FAILURE() << "QP ring mapping not found";
-    return nullptr;
+    return rings;
   }
   // Wakes the router (it may be asleep) with some ordinary work on an unrelated pair.
   void nudge_router() {
@@ -56,8 +37,6 @@ class HostileTest : public VerbsTest {
   }
 };
 
-// QP region layout (docs/shm-rings.md): SQ producer index at 0, consumer at 64, RQ ring
-// header at 128, direct-path line at 256, counters at 320, SQ slots at 384.
 constexpr size_t kSqProducer = 0;
 constexpr size_t kSqSlots = 384;
 
@@ -128,12 +107,8 @@ TEST_F(HostileTest, AnotherContextsKeysAreNotUsable) {
 
 TEST_F(HostileTest, MalformedReceiveWqeIsAReceiveWithoutBuffers) {
   Side c = open_side();
-  auto before = mappings_named("wharf-qp");
-  ibv_qp* rq_owner = create_qp(c, IBV_QPT_RC);
-  auto after = mappings_named("wharf-qp");
   uint8_t* rings = nullptr;
-  for (uintptr_t a : after)
-    if (!before.count(a)) rings = reinterpret_cast<uint8_t*>(a);
+  ibv_qp* rq_owner = create_qp_mapped(c, IBV_QPT_RC, &rings);
   ASSERT_NE(rings, nullptr);
   ibv_qp* sender = create_qp(a_, IBV_QPT_RC);
   connect(sender, a_, rq_owner, c, 0);

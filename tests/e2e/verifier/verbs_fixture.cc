@@ -9,7 +9,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <set>
 #include <thread>
 
 namespace wharf::verify {
@@ -169,6 +171,31 @@ ibv_qp* make_qp(ibv_pd* pd, ibv_cq* cq, ibv_qp_type type, ibv_srq* srq, uint32_t
 ibv_qp* VerbsTest::create_qp(Side& s, ibv_qp_type type, ibv_srq* srq, uint32_t depth, uint32_t sges,
                              uint32_t inline_size) {
   return make_qp(s.pd, s.cq, type, srq, depth, sges, inline_size);
+}
+
+namespace {
+// Start addresses of this process's mappings of router memfds named `name`.
+std::set<uintptr_t> mappings_named(const char* name) {
+  std::set<uintptr_t> out;
+  FILE* f = fopen("/proc/self/maps", "r");
+  char line[512];
+  while (f != nullptr && fgets(line, sizeof(line), f) != nullptr) {
+    if (strstr(line, name) == nullptr) continue;
+    out.insert(static_cast<uintptr_t>(strtoull(line, nullptr, 16)));
+  }
+  if (f != nullptr) fclose(f);
+  return out;
+}
+}  // namespace
+
+ibv_qp* VerbsTest::create_qp_mapped(Side& s, ibv_qp_type type, uint8_t** region) {
+  auto before = mappings_named("wharf-qp");
+  ibv_qp* qp = create_qp(s, type);
+  *region = nullptr;
+  for (uintptr_t a : mappings_named("wharf-qp"))
+    if (before.count(a) == 0) *region = reinterpret_cast<uint8_t*>(a);
+  if (*region == nullptr) ADD_FAILURE() << "QP region mapping not found";
+  return qp;
 }
 
 ibv_qp* VerbsTest::create_rc_qp_on(Side& s, ibv_cq* cq, uint32_t depth) {

@@ -55,6 +55,9 @@ class VerbsTest : public ::testing::Test {
 
   ibv_qp* create_qp(Side& s, ibv_qp_type type, ibv_srq* srq = nullptr, uint32_t depth = 64,
                     uint32_t sges = 4, uint32_t inline_size = 256);
+  // create_qp, and *region gets the start of this process's mapping of the QP's shared
+  // region (docs/shm-rings.md; offsets below), found in /proc/self/maps.
+  ibv_qp* create_qp_mapped(Side& s, ibv_qp_type type, uint8_t** region);
   // An RC QP on side s whose send and receive completions go to cq (not s.cq).
   ibv_qp* create_rc_qp_on(Side& s, ibv_cq* cq, uint32_t depth = 64);
   // An RC QP of side s made by ibv_create_qp_ex with `send_ops` (IBV_QP_EX_WITH_*), connected
@@ -100,6 +103,11 @@ class VerbsTest : public ::testing::Test {
   static RouterProcess* router_;
   Side a_, b_;
 };
+
+// QP region layout (docs/shm-rings.md): SQ producer index at 0, consumer at 64, RQ ring
+// header at 128, direct-path line at 256, counters at 320 (tx_msgs, tx_bytes, rx_msgs,
+// rx_bytes, errors: 8 bytes each), SQ slots at 384.
+constexpr size_t kQpCountersOffset = 320;
 
 constexpr int kFullAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                             IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
