@@ -43,17 +43,20 @@ read -r lat_tcp _ <<<"$(perf $H1 $H2 198.18.1.11 198.18.2.12 tcp tag_lat 8 20000
 ROUTER=$!
 for _ in $(seq 100); do [[ -S $TMP/w.sock ]] && break; sleep 0.05; done
 # Both processes in one container, so posix shared memory is possible for UCX.
-one() { # TLS -> put_lat latency in us
+# A put takes a fraction of a microsecond, where a preemption costs milliseconds: many
+# iterations, and the typical (median) latency beside the average.
+one() { # TLS -> "average typical" put_lat latency in us
   timeout 120 "$BIN/wharf-run" --router "$TMP/w.sock" --name bm1 --vip 198.18.0.31 -- sh -c "
     UCX_TLS=$1,self ucx_perftest -p 13701 >/dev/null 2>&1 & sleep 1
-    UCX_TLS=$1,self ucx_perftest 127.0.0.1 -p 13701 -t ucp_put_lat -s 8 -n 20000; wait" 2>&1 |
-    awk '/^Final:/ {print $4}'
+    UCX_TLS=$1,self ucx_perftest 127.0.0.1 -p 13701 -t ucp_put_lat -s 8 -n 200000; wait" 2>&1 |
+    awk '/^Final:/ {print $4, $3}'
 }
-put_rc=$(one rc_v)
-put_shm=$(one posix)
+read -r put_rc put_rc_typ <<<"$(one rc_v)"
+read -r put_shm put_shm_typ <<<"$(one posix)"
 
 echo "| measure | Wharf rc_verbs | UCX baseline | ratio | goal |"
 echo "|---|---|---|---|---|"
 echo "| across hosts: tag_bw 1 MiB (MB/s) | $bw_rc | tcp $bw_tcp | $(ratio "$bw_rc" "$bw_tcp") | >= 1.0 |"
 echo "| across hosts: tag_lat 8 B (us) | $lat_rc | tcp $lat_tcp | $(ratio "$lat_rc" "$lat_tcp") | <= 1.5 |"
-echo "| one host: ucp_put_lat 8 B (us) | $put_rc | posix $put_shm | $(ratio "$put_rc" "$put_shm") | <= 2.0 |"
+echo "| one host: ucp_put_lat 8 B (us), average | $put_rc | posix $put_shm | $(ratio "$put_rc" "$put_shm") | <= 2.0 |"
+echo "| one host: ucp_put_lat 8 B (us), typical | $put_rc_typ | posix $put_shm_typ | $(ratio "$put_rc_typ" "$put_shm_typ") | |"
