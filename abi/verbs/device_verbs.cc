@@ -17,9 +17,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <utility>
 
 #include "abi/verbs/export.h"
 #include "abi/verbs/fork.h"
+#include "abi/verbs/import.h"
 #include "abi/verbs/provider.h"
 #include "proto/datagram.h"
 #include "proto/device.h"
@@ -84,6 +86,29 @@ uint64_t cached_node_guid = 0;
 
 // The router frees its side when the connection closes; this frees ours. Pointers the
 // application still holds are dangling afterwards, as with rdma-core.
+void init_ibv_context(Context* ctx, ibv_device* device, UniqueFd async_fd, UniqueFd cmd_fd) {
+  ibv_context* c = &ctx->vctx.context;
+  ctx->vctx.sz = sizeof(verbs_context);
+  c->device = device;
+  c->async_fd = async_fd.release();
+  c->cmd_fd = cmd_fd.release();
+  c->num_comp_vectors = 1;
+  c->abi_compat = __VERBS_ABI_IS_EXTENDED;
+  pthread_mutex_init(&c->mutex, nullptr);
+  init_context_ops(ctx);
+}
+
+void release_context(Context* ctx) {
+  ibv_context* c = &ctx->vctx.context;
+  untrack_context(ctx);
+  ctx->free_objects();
+  close(c->async_fd);
+  close(c->cmd_fd);
+  ctx->client.close();
+  pthread_mutex_destroy(&c->mutex);
+  delete ctx;
+}
+
 void Context::free_objects() {
   std::lock_guard<std::mutex> g(objects_mu);
   for (auto& [h, qp] : qps) delete to_qp(qp);
@@ -161,28 +186,29 @@ WHARF_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
     errno = err;
     return nullptr;
   }
+  // No command device here: cmd_fd is a file of the context's own, so that ibv_import_device
+  // can tell which context a descriptor (a dup of it) names.
+  UniqueFd cmd(memfd_create("wharf-context", MFD_CLOEXEC));
+  if (!cmd.valid()) {
+    const int err = errno;
+    delete ctx;
+    errno = err;
+    return nullptr;
+  }
   ctx->owner_pid = getpid();
-  ibv_context* c = &ctx->vctx.context;
-  ctx->vctx.sz = sizeof(verbs_context);
-  c->device = device;
-  c->async_fd = async.release();
-  c->num_comp_vectors = 1;
-  c->abi_compat = __VERBS_ABI_IS_EXTENDED;
-  pthread_mutex_init(&c->mutex, nullptr);
-  init_context_ops(ctx);
+  init_ibv_context(ctx, device, std::move(async), std::move(cmd));
   install_fork_handlers();
   track_context(ctx);
-  return c;
+  return &ctx->vctx.context;
 }
 
 WHARF_EXPORT int ibv_close_device(ibv_context* context) {
-  Context* ctx = to_ctx(context);
-  untrack_context(ctx);
-  ctx->free_objects();
-  close(context->async_fd);
-  ctx->client.close();
-  pthread_mutex_destroy(&context->mutex);
-  delete ctx;
+  Context* own = own_ctx(context);
+  if (own->imported_from != nullptr) {
+    close_imported_context(own);
+  } else if (!defer_close_while_imported(own)) {
+    release_context(own);
+  }
   return 0;
 }
 

@@ -1,7 +1,8 @@
 // Device memory (ibv_alloc_dm, ibv_memcpy_to/from_dm, ibv_reg_dm_mr, ibv_free_dm). The "device"
 // is the router's host: a DM is a sealed memfd the library maps, so registering it hands the
 // router the pages directly, as for any memfd-backed MR. As on mlx5, copies use 4-byte aligned
-// offsets and lengths, and DM MRs are zero based. Importing a DM is not supported.
+// offsets and lengths, and DM MRs are zero based. ibv_import_dm (within the process, see
+// import_verbs.cc) maps the same memfd again.
 #include <errno.h>
 #include <fcntl.h>
 #include <infiniband/verbs.h>
@@ -9,8 +10,10 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <mutex>
 #include <new>
 
+#include "abi/verbs/export.h"
 #include "abi/verbs/mr_backing.h"
 #include "abi/verbs/provider.h"
 #include "common/bits.h"
@@ -115,3 +118,40 @@ ibv_mr* reg_dm_mr(ibv_pd* pd, ibv_dm* ibdm, uint64_t offset, size_t length, unsi
 }
 
 }  // namespace wharf::abi
+
+using namespace wharf::abi;
+
+WHARF_EXPORT ibv_dm* ibv_import_dm(ibv_context* context, uint32_t dm_handle) {
+  Context* ctx = to_ctx(context);
+  std::lock_guard<std::mutex> g(ctx->objects_mu);  // the original may be freed meanwhile
+  auto it = ctx->dms.find(dm_handle);
+  if (it == ctx->dms.end()) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  const Dm* original = to_dm(it->second);
+  auto* dm = new (std::nothrow) Dm{};
+  if (dm == nullptr) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  dm->memfd.reset(fcntl(original->memfd.get(), F_DUPFD_CLOEXEC, 0));
+  int err = dm->memfd.valid() ? dm->map.map(dm->memfd.get(), original->map.size) : errno;
+  if (err != 0) {
+    delete dm;
+    errno = err;
+    return nullptr;
+  }
+  dm->length = original->length;
+  dm->dm = original->dm;
+  dm->dm.context = context;
+  return &dm->dm;
+}
+
+// Frees the library object; an original with MRs registered on it stays until the context
+// goes (they count on it).
+WHARF_EXPORT void ibv_unimport_dm(ibv_dm* ibdm) {
+  if (ibdm == nullptr || to_dm(ibdm)->mrs.load(std::memory_order_relaxed) != 0) return;
+  to_ctx(ibdm->context)->untrack_if(to_ctx(ibdm->context)->dms, ibdm->handle, ibdm);
+  delete to_dm(ibdm);
+}

@@ -1,6 +1,7 @@
 #include "abi/verbs/fork.h"
 
 #include <pthread.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <mutex>
@@ -43,6 +44,15 @@ void install_fork_handlers() {
 void track_context(Context* ctx) {
   std::lock_guard<std::mutex> g(contexts_mu);
   contexts.push_back(ctx);
+}
+
+Context* context_with_cmd_file(dev_t dev, ino_t ino) {
+  std::lock_guard<std::mutex> g(contexts_mu);
+  for (Context* c : contexts) {
+    struct stat st;
+    if (fstat(c->vctx.context.cmd_fd, &st) == 0 && st.st_dev == dev && st.st_ino == ino) return c;
+  }
+  return nullptr;
 }
 
 void untrack_context(Context* ctx) {

@@ -3,13 +3,18 @@
 // parent's verbs objects are not usable in the child).
 #pragma once
 
+#include <sys/types.h>
+
 namespace wharf::abi {
 
 struct Context;
 
 // Installs the pthread_atfork handlers once.
 void install_fork_handlers();
+// The process's open contexts (not imported ones), for fork and for ibv_import_device.
 void track_context(Context* ctx);
 void untrack_context(Context* ctx);
+// The open context whose cmd_fd is the file (st_dev, st_ino), or nullptr.
+Context* context_with_cmd_file(dev_t dev, ino_t ino);
 
 }  // namespace wharf::abi

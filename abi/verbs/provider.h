@@ -34,6 +34,12 @@ struct Context {
   shm::ContextPage* page = nullptr;
   UniqueFd doorbell;
   pid_t owner_pid = 0;
+  // ibv_import_device: a context imported from another of this process (by its cmd_fd)
+  // shares that one's router session and objects; every verb on it goes to `imported_from`,
+  // which lives until its importers are closed too (abi/verbs/import_verbs.cc).
+  Context* imported_from = nullptr;
+  int importers = 0;           // guarded by the import registry's lock
+  bool close_pending = false;  // closed by the application while importers remain
 
   // Every object of this context still alive, by handle: async and completion events name
   // objects by handle, and ibv_close_device frees what the application left behind.
@@ -64,6 +70,13 @@ struct Context {
     std::lock_guard<std::mutex> g(objects_mu);
     map.erase(handle);
   }
+  // Stops tracking obj if it is what `handle` is tracked as (an original, not an import).
+  template <class T>
+  void untrack_if(std::unordered_map<uint32_t, T*>& map, uint32_t handle, const T* obj) {
+    std::lock_guard<std::mutex> g(objects_mu);
+    auto it = map.find(handle);
+    if (it != map.end() && it->second == obj) map.erase(it);
+  }
   // Frees the library side of every object still tracked (at ibv_close_device).
   void free_objects();
 
@@ -80,8 +93,14 @@ struct Context {
   }
 };
 
-inline Context* to_ctx(ibv_context* c) {
+// The Context embedding c itself, and the one whose session serves c (differs when c was
+// imported).
+inline Context* own_ctx(ibv_context* c) {
   return reinterpret_cast<Context*>(reinterpret_cast<char*>(c) - offsetof(verbs_context, context));
+}
+inline Context* to_ctx(ibv_context* c) {
+  Context* own = own_ctx(c);
+  return own->imported_from != nullptr ? own->imported_from : own;
 }
 
 struct Pd {
@@ -227,6 +246,11 @@ int dealloc_parent_domain(ibv_pd* pd);
 
 // Fills every ops slot of a new context (post/poll/notify live in the ops table).
 void init_context_ops(Context* ctx);
+// Makes ctx's ibv_context usable: device, its ops, and the two descriptors it now owns
+// (async events; cmd_fd, the file ibv_import_device recognises the context by).
+void init_ibv_context(Context* ctx, ibv_device* device, UniqueFd async_fd, UniqueFd cmd_fd);
+// Frees a context (opened, not imported): its objects, descriptors and router session.
+void release_context(Context* ctx);
 
 // Data-path entries installed in ibv_context_ops.
 int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);

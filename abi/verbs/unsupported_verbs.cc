@@ -22,29 +22,3 @@ WHARF_EXPORT ibv_mr* ibv_reg_dmabuf_mr(ibv_pd*, uint64_t, size_t, uint64_t, int,
   errno = EOPNOTSUPP;
   return nullptr;
 }
-
-WHARF_EXPORT ibv_context* ibv_import_device(int) {
-  errno = EOPNOTSUPP;
-  return nullptr;
-}
-
-WHARF_EXPORT ibv_pd* ibv_import_pd(ibv_context*, uint32_t) {
-  errno = EOPNOTSUPP;
-  return nullptr;
-}
-
-WHARF_EXPORT void ibv_unimport_pd(ibv_pd*) {}
-
-WHARF_EXPORT ibv_mr* ibv_import_mr(ibv_pd*, uint32_t) {
-  errno = EOPNOTSUPP;
-  return nullptr;
-}
-
-WHARF_EXPORT void ibv_unimport_mr(ibv_mr*) {}
-
-WHARF_EXPORT ibv_dm* ibv_import_dm(ibv_context*, uint32_t) {
-  errno = EOPNOTSUPP;
-  return nullptr;
-}
-
-WHARF_EXPORT void ibv_unimport_dm(ibv_dm*) {}

@@ -33,7 +33,8 @@ for t in test_phys_port_cnt_ex test_create_cq_ex test_rc_traffic_cq_ex test_ud_t
   test_rdmacm_async_multicast_traffic test_rdmacm_async_ex_multicast_traffic \
   test_rdmacm_async_ex_leave_multicast_traffic test_qp_ex_rc_atomic_write test_ro_xrc_traffic \
   test_xrc_atomic_fetch_and_add test_xrc_atomic_cmp_and_swap test_xrc_traffic_cq_ex \
-  test_odp_xrc_traffic test_qp_ex_xrc_send test_qp_ex_xrc_send_imm; do
+  test_odp_xrc_traffic test_qp_ex_xrc_send test_qp_ex_xrc_send_imm test_import_dm \
+  test_imported_rc_ex_rdma_write test_query_gid_ex_bad_flow; do
   grep -A1 -E "^$t " "$out" | grep -qE '\.\.\. ok$' || e2e_fail "$t did not pass"
 done
 # Vendor-only skips; converting a timestamp to ns is mlx5dv_get_clock_info's (mlx5 only).
