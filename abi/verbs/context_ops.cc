@@ -25,6 +25,13 @@ int close_xrcd(ibv_xrcd*);
 ibv_qp* open_qp(ibv_context*, ibv_qp_open_attr*);
 ibv_srq* create_srq_ex(ibv_context*, ibv_srq_init_attr_ex*);
 int get_srq_num(ibv_srq*, uint32_t*);
+ibv_flow* create_flow(ibv_qp*, ibv_flow_attr*);
+int destroy_flow(ibv_flow*);
+ibv_wq* create_wq(ibv_context*, ibv_wq_init_attr*);
+int modify_wq(ibv_wq*, ibv_wq_attr*);
+int destroy_wq(ibv_wq*);
+ibv_rwq_ind_table* create_rwq_ind_table(ibv_context*, ibv_rwq_ind_table_init_attr*);
+int destroy_rwq_ind_table(ibv_rwq_ind_table*);
 
 ibv_mw* alloc_mw(ibv_pd*, ibv_mw_type);
 int bind_mw(ibv_qp*, ibv_mw*, ibv_mw_bind*);
@@ -58,6 +65,13 @@ void init_context_ops(Context* ctx) {
   ctx->vctx.open_qp = open_qp;
   ctx->vctx.create_srq_ex = create_srq_ex;
   ctx->vctx.get_srq_num = get_srq_num;
+  ctx->vctx.ibv_create_flow = create_flow;
+  ctx->vctx.ibv_destroy_flow = destroy_flow;
+  ctx->vctx.create_wq = create_wq;
+  ctx->vctx.modify_wq = modify_wq;
+  ctx->vctx.destroy_wq = destroy_wq;
+  ctx->vctx.create_rwq_ind_table = create_rwq_ind_table;
+  ctx->vctx.destroy_rwq_ind_table = destroy_rwq_ind_table;
 }
 
 }  // namespace wharf::abi

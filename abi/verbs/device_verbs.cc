@@ -26,6 +26,7 @@
 #include "proto/datagram.h"
 #include "proto/device.h"
 #include "proto/multicast.h"
+#include "proto/qp_rules.h"
 
 namespace wharf::abi {
 namespace {
@@ -294,6 +295,19 @@ int query_device_ex(ibv_context* context, const ibv_query_device_ex_input*,
     attr->packet_pacing_caps.qp_rate_limit_max = UINT32_MAX;
     attr->packet_pacing_caps.supported_qpts =
         (1u << IBV_QPT_RC) | (1u << IBV_QPT_UC) | (1u << IBV_QPT_UD);
+  }
+  // Receive-side scaling of RAW_PACKET QPs, which exist on an Ethernet port only
+  // (abi/verbs/wq_verbs.cc): Toeplitz over addresses and ports, tables of up to 64 WQs.
+  if (to_ctx(context)->hello.link_layer == IBV_LINK_LAYER_ETHERNET) {
+    if (attr_size >= offsetof(ibv_device_attr_ex, rss_caps) + sizeof(attr->rss_caps)) {
+      attr->rss_caps.supported_qpts = 1u << IBV_QPT_RAW_PACKET;
+      attr->rss_caps.max_rwq_indirection_tables = device::kMaxSrq;
+      attr->rss_caps.max_rwq_indirection_table_size = 1u << proto::kMaxRssTableLog;
+      attr->rss_caps.rx_hash_fields_mask = proto::kRssHashFields;
+      attr->rss_caps.rx_hash_function = IBV_RX_HASH_FUNC_TOEPLITZ;
+    }
+    if (attr_size >= offsetof(ibv_device_attr_ex, max_wq_type_rq) + sizeof(attr->max_wq_type_rq))
+      attr->max_wq_type_rq = device::kMaxSrq;
   }
   return 0;
 }

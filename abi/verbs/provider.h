@@ -269,9 +269,17 @@ Cq* create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel*
               int comp_vector);
 ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr);
 // ibv_create_qp and the core of ibv_create_qp_ex: a QP of `context` in pd, or for an XRC
-// target (init->qp_type IBV_QPT_XRC_RECV) in xrcd. nullptr with errno set on failure.
-Qp* create_qp(ibv_context* context, ibv_pd* pd, ibv_xrcd* xrcd, ibv_qp_init_attr* init);
+// target (init->qp_type IBV_QPT_XRC_RECV) in xrcd; `rss`: a RAW_PACKET QP with no CQs and no
+// queues, to be given an indirection table. nullptr with errno set on failure.
+Qp* create_qp(ibv_context* context, ibv_pd* pd, ibv_xrcd* xrcd, ibv_qp_init_attr* init,
+              bool rss = false);
 ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr);
+// ibv_create_qp_ex with an indirection table and a hash (abi/verbs/wq_verbs.cc).
+ibv_qp* create_rss_qp(ibv_context* context, ibv_qp_init_attr_ex* attr);
+// An SRQ of pd: basic, an XRC SRQ of domain xrcd completing on cq, or the queue of a WQ
+// (type proto::kSrqTypeWq, completing on cq). nullptr with errno set on failure.
+ibv_srq* create_srq_object(ibv_pd* pd, ibv_srq_attr* attr, void* srq_context, uint32_t type,
+                           ibv_xrcd* xrcd, ibv_cq* cq);
 int req_notify_cq(ibv_cq* cq, int solicited_only);
 // Drops the completions of QP qp_num still in cq (a QP moved to RESET leaves none behind, as
 // on mlx5: rdma-core's tests reuse such a QP and its CQ).

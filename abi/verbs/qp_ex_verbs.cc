@@ -40,6 +40,7 @@ uint64_t ops_for(ibv_qp_type type) {
     case IBV_QPT_UC: return kConnectedOps;
     case IBV_QPT_UD: return kDatagramOps;
     case IBV_QPT_XRC_SEND: return kXrcOps;
+    case IBV_QPT_RAW_PACKET: return IBV_QP_EX_WITH_SEND;
     default: return 0;
   }
 }
@@ -201,12 +202,15 @@ int wr_complete(ibv_qp_ex* ex) {
 
 ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   constexpr uint32_t kKnownMask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD |
-                                  IBV_QP_INIT_ATTR_CREATE_FLAGS | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+                                  IBV_QP_INIT_ATTR_CREATE_FLAGS | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS |
+                                  IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH;
   if (attr == nullptr) {
     errno = EINVAL;
     return nullptr;
   }
-  // TSO headers, RSS and creation flags are not supported.
+  if ((attr->comp_mask & (IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH)) != 0)
+    return create_rss_qp(context, attr);
+  // TSO headers and creation flags are not supported.
   if ((attr->comp_mask & ~kKnownMask) != 0 ||
       ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) != 0 && attr->create_flags != 0)) {
     errno = EOPNOTSUPP;

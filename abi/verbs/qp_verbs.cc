@@ -41,14 +41,15 @@ void caps_to_ibv(const proto::QpCaps& c, ibv_qp_cap* cap) {
 
 namespace wharf::abi {
 
-Qp* create_qp(ibv_context* context, ibv_pd* pd, ibv_xrcd* xrcd, ibv_qp_init_attr* init) {
-  // An XRC target names its domain only; an XRC initiator has a send CQ and no receive side.
+Qp* create_qp(ibv_context* context, ibv_pd* pd, ibv_xrcd* xrcd, ibv_qp_init_attr* init, bool rss) {
+  // An XRC target names its domain only; an XRC initiator has a send CQ and no receive side;
+  // an RSS QP has a PD only.
   const bool target = init != nullptr && init->qp_type == IBV_QPT_XRC_RECV;
   const bool initiator = init != nullptr && init->qp_type == IBV_QPT_XRC_SEND;
-  if (init == nullptr ||
-      (target ? xrcd == nullptr || xrcd->context != context
-              : pd == nullptr || pd->context != context || init->send_cq == nullptr ||
-                    (!initiator && init->recv_cq == nullptr))) {
+  if (init == nullptr || (target ? xrcd == nullptr || xrcd->context != context
+                                 : pd == nullptr || pd->context != context ||
+                                       (!rss && (init->send_cq == nullptr ||
+                                                 (!initiator && init->recv_cq == nullptr))))) {
     errno = EINVAL;
     return nullptr;
   }
@@ -56,6 +57,9 @@ Qp* create_qp(ibv_context* context, ibv_pd* pd, ibv_xrcd* xrcd, ibv_qp_init_attr
   proto::CreateQpReq req;
   if (target) {
     req.xrcd = to_xrcd(xrcd)->handle;
+  } else if (rss) {
+    req.pd = to_pd(pd)->handle;  // no CQs, no queues: the router's mark of an RSS QP
+    init->cap = ibv_qp_cap{};
   } else {
     req.pd = to_pd(pd)->handle;
     req.send_cq = to_cq(init->send_cq)->handle;

@@ -13,12 +13,11 @@
 using namespace wharf;
 using namespace wharf::abi;
 
-namespace {
+namespace wharf::abi {
 
-// An SRQ of pd: basic, or an XRC SRQ of domain xrcd completing on cq (the router checks both
-// are the context's). nullptr with errno set on failure.
-ibv_srq* create_srq(ibv_pd* pd, ibv_srq_attr* attr, void* srq_context, ibv_srq_type type,
-                    ibv_xrcd* xrcd, ibv_cq* cq) {
+// The router checks that xrcd and cq are the context's.
+ibv_srq* create_srq_object(ibv_pd* pd, ibv_srq_attr* attr, void* srq_context, uint32_t type,
+                           ibv_xrcd* xrcd, ibv_cq* cq) {
   if (pd == nullptr || attr == nullptr) {
     errno = EINVAL;
     return nullptr;
@@ -30,12 +29,12 @@ ibv_srq* create_srq(ibv_pd* pd, ibv_srq_attr* attr, void* srq_context, ibv_srq_t
   req.max_sge = attr->max_sge;
   req.srq_limit = attr->srq_limit;
   req.srq_type = type;
-  if (type == IBV_SRQT_XRC) {
-    if (xrcd == nullptr || cq == nullptr) {
+  if (type == IBV_SRQT_XRC || type == proto::kSrqTypeWq) {
+    if ((type == IBV_SRQT_XRC && xrcd == nullptr) || cq == nullptr) {
       errno = EINVAL;
       return nullptr;
     }
-    req.xrcd = to_xrcd(xrcd)->handle;
+    if (xrcd != nullptr) req.xrcd = to_xrcd(xrcd)->handle;
     req.cq = to_cq(cq)->handle;
   }
   proto::CreateSrqRep rep;
@@ -74,14 +73,14 @@ ibv_srq* create_srq(ibv_pd* pd, ibv_srq_attr* attr, void* srq_context, ibv_srq_t
   return s;
 }
 
-}  // namespace
+}  // namespace wharf::abi
 
 WHARF_EXPORT ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* init) {
   if (init == nullptr) {
     errno = EINVAL;
     return nullptr;
   }
-  return create_srq(pd, &init->attr, init->srq_context, IBV_SRQT_BASIC, nullptr, nullptr);
+  return create_srq_object(pd, &init->attr, init->srq_context, IBV_SRQT_BASIC, nullptr, nullptr);
 }
 
 namespace wharf::abi {
@@ -107,7 +106,7 @@ ibv_srq* create_srq_ex(ibv_context* context, ibv_srq_init_attr_ex* attr) {
     errno = EINVAL;
     return nullptr;
   }
-  return create_srq(attr->pd, &attr->attr, attr->srq_context, type, xrcd, cq);
+  return create_srq_object(attr->pd, &attr->attr, attr->srq_context, type, xrcd, cq);
 }
 
 int get_srq_num(ibv_srq* srq, uint32_t* srq_num) {

@@ -31,6 +31,10 @@ constexpr uint32_t kMaxQpRdAtom = 16;
 constexpr uint64_t kMaxDmSize = 256 * 1024;  // device memory (ibv_alloc_dm): memfds of the host
 constexpr uint32_t kMaxInline = shm::kMaxInline;
 constexpr uint32_t kUdMaxPayload = 4096;  // UD message limit = path MTU
+// A RAW_PACKET QP's send is one Ethernet frame: its header, at most a 9000-byte jumbo payload
+// and one VLAN tag.
+constexpr uint32_t kMinRawFrame = 14;
+constexpr uint32_t kMaxRawFrame = 9000 + 14 + 4;
 // The port's GID table has kGidTableLen entries, of which the first kGidsInUse hold the
 // container's GID and the rest are empty, as on an RNIC (an empty entry reads as the zero GID
 // in sysfs and ibv_query_gid, ENODATA in ibv_query_gid_ex, and no address vector may name it).

@@ -76,6 +76,10 @@ enum class Op : uint16_t {
   kOpenXrcd = 50,
   kCloseXrcd = 51,
   kOpenQp = 52,
+  kCreateFlow = 53,
+  kDestroyFlow = 54,
+  kModifyWq = 55,
+  kSetQpRss = 56,
 };
 
 // Every datagram starts with this. `status` is 0 in requests; in replies it is 0 or a
@@ -226,6 +230,92 @@ struct McastReq {
   template <class V>
   void visit(V&& v) {
     v(qp), v(gid), v(lid);
+  }
+};
+
+// ---- Flow steering (router/flow_match.h) ----
+// What a flow rule of a RAW_PACKET QP matches, from ibv_flow_attr's specs: a frame matches when
+// every field, under its mask, equals the value under the same mask. `ip_version` (4, 6; 0:
+// any frame) and `l4_proto` (IPPROTO_TCP, IPPROTO_UDP; 0: any) must match exactly when set,
+// as a spec of that layer demands the layer. Addresses and ports in network order as bytes.
+constexpr uint32_t kMacLen = 6;
+struct FlowMatch {
+  std::array<uint8_t, kMacLen> dst_mac{};
+  std::array<uint8_t, kMacLen> dst_mac_mask{};
+  std::array<uint8_t, kMacLen> src_mac{};
+  std::array<uint8_t, kMacLen> src_mac_mask{};
+  uint16_t ether_type = 0;  // host order
+  uint16_t ether_type_mask = 0;
+  uint16_t vlan_tag = 0;  // host order: PCP, DEI, VID
+  uint16_t vlan_tag_mask = 0;
+  uint8_t ip_version = 0;
+  Gid src_ip{};  // IPv4 in the first 4 bytes
+  Gid src_ip_mask{};
+  Gid dst_ip{};
+  Gid dst_ip_mask{};
+  uint8_t ip_proto = 0;  // IPv4 protocol, IPv6 next header
+  uint8_t ip_proto_mask = 0;
+  uint8_t tclass = 0;  // IPv4 TOS, IPv6 traffic class
+  uint8_t tclass_mask = 0;
+  uint8_t hop_limit = 0;  // IPv4 TTL, IPv6 hop limit
+  uint8_t hop_limit_mask = 0;
+  uint32_t flow_label = 0;  // IPv6, host order
+  uint32_t flow_label_mask = 0;
+  uint8_t l4_proto = 0;
+  uint16_t src_port = 0;  // host order
+  uint16_t src_port_mask = 0;
+  uint16_t dst_port = 0;
+  uint16_t dst_port_mask = 0;
+  template <class V>
+  void visit(V&& v) {
+    v(dst_mac), v(dst_mac_mask), v(src_mac), v(src_mac_mask), v(ether_type), v(ether_type_mask),
+        v(vlan_tag), v(vlan_tag_mask), v(ip_version), v(src_ip), v(src_ip_mask), v(dst_ip),
+        v(dst_ip_mask), v(ip_proto), v(ip_proto_mask), v(tclass), v(tclass_mask), v(hop_limit),
+        v(hop_limit_mask), v(flow_label), v(flow_label_mask), v(l4_proto), v(src_port),
+        v(src_port_mask), v(dst_port), v(dst_port_mask);
+  }
+};
+// CreateFlow: ibv_create_flow on RAW_PACKET QP `qp`; `type` IBV_FLOW_ATTR_NORMAL (match) or
+// IBV_FLOW_ATTR_SNIFFER (every frame). Reply: Handle (the flow). DestroyFlow: Handle.
+struct CreateFlowReq {
+  uint32_t qp = 0;
+  uint32_t type = 0;
+  uint16_t priority = 0;
+  FlowMatch match;
+  template <class V>
+  void visit(V&& v) {
+    v(qp), v(type), v(priority), v(match);
+  }
+};
+
+// ---- Receive work queues and RSS (ibv_create_wq, ibv_create_rwq_ind_table) ----
+// A WQ is an SRQ (CreateSrq with this srq_type and a cq) that only RSS QPs' indirection tables
+// take receives from; it receives while its state is IBV_WQS_RDY (ModifyWq).
+constexpr uint32_t kSrqTypeWq = 0x100;
+struct ModifyWqReq {
+  uint32_t wq = 0;     // the SRQ handle
+  uint32_t state = 0;  // enum ibv_wq_state: RESET, RDY or ERR
+  template <class V>
+  void visit(V&& v) {
+    v(wq), v(state);
+  }
+};
+// SetQpRss: makes RAW_PACKET QP `qp` (created with no CQs and no queues) an RSS QP: a frame a
+// flow rule gives it goes to wqs[toeplitz(hash_key, fields) % table_size].
+constexpr uint32_t kMaxRssTableLog = 6;
+constexpr uint32_t kMaxRssTableSize = 64;
+static_assert(kMaxRssTableSize == 1u << kMaxRssTableLog);
+constexpr uint32_t kRssKeyLen = 40;
+
+struct SetQpRssReq {
+  uint32_t qp = 0;
+  uint32_t log_table_size = 0;
+  std::array<uint32_t, kMaxRssTableSize> wqs{};
+  uint64_t hash_fields = 0;  // within kRssHashFields (proto/qp_rules.h)
+  std::array<uint8_t, kRssKeyLen> hash_key{};
+  template <class V>
+  void visit(V&& v) {
+    v(qp), v(log_table_size), v(wqs), v(hash_fields), v(hash_key);
   }
 };
 
@@ -405,7 +495,7 @@ struct CreateSrqReq {
   uint32_t max_wr = 0;
   uint32_t max_sge = 0;
   uint32_t srq_limit = 0;
-  uint32_t srq_type = 0;  // enum ibv_srq_type: BASIC or XRC
+  uint32_t srq_type = 0;  // enum ibv_srq_type: BASIC or XRC, or kSrqTypeWq
   uint32_t xrcd = 0;
   uint32_t cq = 0;
   template <class V>

@@ -10,13 +10,14 @@ namespace wharf::proto {
 
 // True if a QP of `type` may post send opcode `op` (IBTA 9.x: RDMA READ and atomics are
 // reliable-connection operations; UD carries sends only; an XRC initiator does what an RC
-// requester does but windows and ATOMIC WRITE, and an XRC target posts nothing).
+// requester does but windows and ATOMIC WRITE, and an XRC target posts nothing; a RAW_PACKET
+// QP sends whole Ethernet frames, without immediate data).
 inline bool opcode_allowed(ibv_qp_type type, uint32_t op) {
   const bool rc = type == IBV_QPT_RC;
   const bool xrc = type == IBV_QPT_XRC_SEND;
   switch (op) {
-    case IBV_WR_SEND:
-    case IBV_WR_SEND_WITH_IMM: return type != IBV_QPT_XRC_RECV;
+    case IBV_WR_SEND: return type != IBV_QPT_XRC_RECV;
+    case IBV_WR_SEND_WITH_IMM: return type != IBV_QPT_XRC_RECV && type != IBV_QPT_RAW_PACKET;
     case IBV_WR_RDMA_WRITE:
     case IBV_WR_RDMA_WRITE_WITH_IMM: return rc || xrc || type == IBV_QPT_UC;
     case IBV_WR_RDMA_READ:
@@ -38,6 +39,13 @@ inline bool is_window_op(uint32_t op) { return op == IBV_WR_BIND_MW || op == IBV
 // ATOMIC WRITE (IBTA 1.5): 8 bytes, from the WR's data, stored at once into 8-byte aligned
 // remote memory the responder allows writes to.
 constexpr uint32_t kAtomicWriteSize = 8;
+
+// The fields an RSS QP may hash (IBV_RX_HASH_*): addresses and ports, not inner headers or
+// IPsec SPIs.
+constexpr uint64_t kRssHashFields = IBV_RX_HASH_SRC_IPV4 | IBV_RX_HASH_DST_IPV4 |
+                                    IBV_RX_HASH_SRC_IPV6 | IBV_RX_HASH_DST_IPV6 |
+                                    IBV_RX_HASH_SRC_PORT_TCP | IBV_RX_HASH_DST_PORT_TCP |
+                                    IBV_RX_HASH_SRC_PORT_UDP | IBV_RX_HASH_DST_PORT_UDP;
 
 // The ibv_wc opcode that completes send opcode `op`.
 inline ibv_wc_opcode send_wc_opcode(uint32_t op) {

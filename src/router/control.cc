@@ -2,6 +2,7 @@
 // the device limits, apply, reply. Errors are positive errnos as rdma-core's verbs return.
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
@@ -13,7 +14,9 @@
 #include "common/clock.h"
 #include "proto/datagram.h"
 #include "proto/device.h"
+#include "proto/qp_rules.h"
 #include "router/memory_window.h"
+#include "router/process_caps.h"
 #include "router/qp_state.h"
 #include "router/remote.h"
 #include "router/router.h"
@@ -241,6 +244,10 @@ bool Session::handle_request(const uint8_t* buf, size_t len, UniqueFd* fds, int 
     case Op::kOpenQp: serve(h, body, blen, fds, nfds, &Session::on_open_qp); break;
     case Op::kAttachMcast: serve(h, body, blen, fds, nfds, &Session::on_attach_mcast); break;
     case Op::kDetachMcast: serve(h, body, blen, fds, nfds, &Session::on_detach_mcast); break;
+    case Op::kCreateFlow: serve(h, body, blen, fds, nfds, &Session::on_create_flow); break;
+    case Op::kDestroyFlow: serve(h, body, blen, fds, nfds, &Session::on_destroy_flow); break;
+    case Op::kModifyWq: serve(h, body, blen, fds, nfds, &Session::on_modify_wq); break;
+    case Op::kSetQpRss: serve(h, body, blen, fds, nfds, &Session::on_set_qp_rss); break;
     case Op::kCreateChannel: serve(h, body, blen, fds, nfds, &Session::on_create_channel); break;
     case Op::kDestroyChannel: serve(h, body, blen, fds, nfds, &Session::on_destroy_channel); break;
     case Op::kCreateCq: serve(h, body, blen, fds, nfds, &Session::on_create_cq); break;
@@ -491,6 +498,16 @@ int Session::on_detach_mcast(const proto::McastReq& req, UniqueFd*, int, proto::
   return qp == nullptr ? EINVAL : router_->detach_mcast_st(qp, req.gid, req.lid);
 }
 
+int Session::on_create_flow(const proto::CreateFlowReq& req, UniqueFd*, int, proto::Handle* rep,
+                            ReplyFds*) {
+  Qp* qp = qps_.find(req.qp);
+  return qp == nullptr ? EINVAL : router_->create_flow_st(qp, req.type, req.match, &rep->handle);
+}
+
+int Session::on_destroy_flow(const proto::Handle& req, UniqueFd*, int, proto::Empty*, ReplyFds*) {
+  return router_->destroy_flow_st(this, req.handle);
+}
+
 int Session::on_create_channel(const proto::Empty&, UniqueFd* fds, int nfds, proto::Handle* rep,
                                ReplyFds*) {
   if (nfds != 1) return EINVAL;
@@ -595,11 +612,20 @@ int Session::on_resize_cq(const proto::ResizeCqReq& req, UniqueFd*, int, proto::
 int Session::on_create_qp(const proto::CreateQpReq& req, UniqueFd*, int, proto::CreateQpRep* rep,
                           ReplyFds* out) {
   if (req.qp_type != IBV_QPT_RC && req.qp_type != IBV_QPT_UC && req.qp_type != IBV_QPT_UD &&
-      req.qp_type != IBV_QPT_XRC_SEND && req.qp_type != IBV_QPT_XRC_RECV)
+      req.qp_type != IBV_QPT_XRC_SEND && req.qp_type != IBV_QPT_XRC_RECV &&
+      req.qp_type != IBV_QPT_RAW_PACKET)
     return EOPNOTSUPP;
   const auto type = static_cast<ibv_qp_type>(req.qp_type);  // validated above
+  // Raw Ethernet frames: on an Ethernet port only, and, as the kernel demands, for a process
+  // with CAP_NET_RAW.
+  if (type == IBV_QPT_RAW_PACKET) {
+    if (!ethernet()) return EOPNOTSUPP;
+    if (!process_has_capability(pid_, CAP_NET_RAW)) return EPERM;
+  }
   const bool target = type == IBV_QPT_XRC_RECV;
   const bool initiator = type == IBV_QPT_XRC_SEND;
+  const bool rss = type == IBV_QPT_RAW_PACKET && req.send_cq == 0 && req.recv_cq == 0 &&
+                   req.srq == 0 && req.caps.max_send_wr == 0 && req.caps.max_recv_wr == 0;
   Pd* pd = nullptr;
   Cq* scq = nullptr;
   Cq* rcq = nullptr;
@@ -608,6 +634,9 @@ int Session::on_create_qp(const proto::CreateQpReq& req, UniqueFd*, int, proto::
   if (target) {
     // A target has its domain only: what arrives goes to the XRC SRQ each message names.
     if ((xrc = find_xrc_domain(req.xrcd)) == nullptr) return EINVAL;
+  } else if (rss) {
+    // An RSS QP to be: receives only, into the WQs SetQpRss gives it.
+    if ((pd = pds_.find(req.pd)) == nullptr) return EINVAL;
   } else {
     pd = pds_.find(req.pd);
     scq = cqs_.find(req.send_cq);
@@ -616,11 +645,12 @@ int Session::on_create_qp(const proto::CreateQpReq& req, UniqueFd*, int, proto::
     if (pd == nullptr || scq == nullptr || (!initiator && rcq == nullptr) ||
         (!initiator && req.srq != 0 && srq == nullptr))
       return EINVAL;
-    if (srq != nullptr && srq->xrc != nullptr) return EINVAL;  // served through targets only
+    // An XRC SRQ is served through targets only, a WQ through RSS QPs.
+    if (srq != nullptr && (srq->xrc != nullptr || srq->wq)) return EINVAL;
   }
   // Targets send nothing but acknowledgements and initiators receive nothing.
-  const proto::QpCaps c = target ? proto::QpCaps{} : req.caps;
-  const bool has_rq = srq == nullptr && !target && !initiator;
+  const proto::QpCaps c = target || rss ? proto::QpCaps{} : req.caps;
+  const bool has_rq = srq == nullptr && !target && !initiator && !rss;
   if (c.max_send_wr > device::kMaxQpWr || c.max_send_sge > shm::kMaxSendSge ||
       c.max_inline_data > shm::kMaxInline)
     return EINVAL;
@@ -662,7 +692,7 @@ int Session::on_create_qp(const proto::CreateQpReq& req, UniqueFd*, int, proto::
   qp->caps.max_recv_sge = has_rq ? recv_sge : 0;
   qp->caps.max_inline_data = sq_slot - static_cast<uint32_t>(sizeof(shm::SendWqe));
   if (qp->caps.max_inline_data > shm::kMaxInline) qp->caps.max_inline_data = shm::kMaxInline;
-  if (target) qp->caps = proto::QpCaps{};  // it posts nothing of its own
+  if (target || rss) qp->caps = proto::QpCaps{};  // it posts nothing of its own
   qp->attr.qp_state = qp->attr.cur_qp_state = IBV_QPS_RESET;
   qp->attr.port_num = 1;
   qp->attr.path_mtu = IBV_MTU_4096;
@@ -695,6 +725,8 @@ int Session::on_modify_qp(const proto::ModifyQpReq& req, UniqueFd*, int, proto::
 }
 
 int Session::modify_qp(Qp* qp, uint32_t attr_mask, const proto::QpAttr& attr) {
+  // An RSS QP (a RAW_PACKET QP without CQs) has no queues to move through states.
+  if (qp->type == IBV_QPT_RAW_PACKET && qp->send_cq == nullptr) return EINVAL;
   const uint32_t cur = qp->attr.qp_state;
   const uint32_t wanted = (attr_mask & IBV_QP_STATE) ? attr.qp_state : cur;
   if (int err = check_qp_transition(qp->type, cur, wanted, attr_mask); err != 0) return err;
@@ -771,6 +803,7 @@ void Session::destroy_qp(std::unique_ptr<Qp> qp) {
   router_->disable_direct_st(qp.get(), /*wait_for_library=*/false);
   router_->release_qpn(qp->qpn);
   router_->forget_mcast_st(qp.get());
+  router_->forget_flows_st(qp.get());
   // Type 2 windows bound to it are reached through it only: they go with it, so a later QP
   // given the same number cannot reach them.
   for (auto& [h, mw] : mws_)
@@ -783,6 +816,8 @@ void Session::destroy_qp(std::unique_ptr<Qp> qp) {
   if (qp->send_cq != nullptr) qp->send_cq->users--;
   if (qp->recv_cq != nullptr) qp->recv_cq->users--;
   if (qp->srq != nullptr) qp->srq->users--;
+  if (qp->rss != nullptr)
+    for (Srq* wq : qp->rss->wqs) wq->users--;
   if (qp->xrc != nullptr) router_->xrc_domains().release(qp->xrc);
   if (!qp->shm_shared) spare_qp_regions_.give(std::move(qp->shm));
 }
@@ -794,24 +829,26 @@ int Session::on_destroy_qp(const proto::Handle& req, UniqueFd*, int, proto::Empt
     close_opened_qp(std::move(q));
     return 0;
   }
-  auto qp = qps_.take(req.handle);
-  if (!qp) return EINVAL;
-  destroy_qp(std::move(qp));
+  Qp* qp = qps_.find(req.handle);
+  if (qp == nullptr) return EINVAL;
+  if (router_->has_flows(qp)) return EBUSY;  // its flows first, as the kernel demands
+  destroy_qp(qps_.take(req.handle));
   return 0;
 }
 
 int Session::on_create_srq(const proto::CreateSrqReq& req, UniqueFd*, int, proto::CreateSrqRep* rep,
                            ReplyFds* out) {
-  if (req.srq_type != IBV_SRQT_BASIC && req.srq_type != IBV_SRQT_XRC) return EOPNOTSUPP;
+  const bool wq = req.srq_type == proto::kSrqTypeWq;
+  if (req.srq_type != IBV_SRQT_BASIC && req.srq_type != IBV_SRQT_XRC && !wq) return EOPNOTSUPP;
   Pd* pd = pds_.find(req.pd);
   if (pd == nullptr) return EINVAL;
   XrcDomain* xrc = nullptr;
   Cq* cq = nullptr;
-  if (req.srq_type == IBV_SRQT_XRC) {
-    xrc = find_xrc_domain(req.xrcd);
+  if (req.srq_type == IBV_SRQT_XRC || wq) {
     cq = cqs_.find(req.cq);
-    if (xrc == nullptr || cq == nullptr) return EINVAL;
+    if (cq == nullptr) return EINVAL;
   }
+  if (req.srq_type == IBV_SRQT_XRC && (xrc = find_xrc_domain(req.xrcd)) == nullptr) return EINVAL;
   if (req.max_wr == 0 || req.max_wr > device::kMaxSrqWr || req.max_sge == 0 ||
       req.max_sge > device::kMaxSrqSge)
     return EINVAL;
@@ -822,6 +859,7 @@ int Session::on_create_srq(const proto::CreateSrqReq& req, UniqueFd*, int, proto
   srq->pd = pd;
   srq->xrc = xrc;
   srq->cq = cq;
+  srq->wq = wq;
   uint32_t entries = static_cast<uint32_t>(round_up_pow2(req.max_wr));
   srq->layout = shm::srq_layout(entries, shm::recv_slot_size(req.max_sge));
   if (int err = srq->shm.create("wharf-srq", srq->layout.total); err != 0) return err;
@@ -842,6 +880,35 @@ int Session::on_create_srq(const proto::CreateSrqReq& req, UniqueFd*, int, proto
   rep->max_wr = entries;
   rep->max_sge = req.max_sge;
   out->add(raw->shm.fd());
+  return 0;
+}
+
+int Session::on_modify_wq(const proto::ModifyWqReq& req, UniqueFd*, int, proto::Empty*, ReplyFds*) {
+  Srq* wq = srqs_.find(req.wq);
+  if (wq == nullptr || !wq->wq ||
+      (req.state != IBV_WQS_RESET && req.state != IBV_WQS_RDY && req.state != IBV_WQS_ERR))
+    return EINVAL;
+  wq->wq_state = req.state;
+  return 0;
+}
+
+int Session::on_set_qp_rss(const proto::SetQpRssReq& req, UniqueFd*, int, proto::Empty*,
+                           ReplyFds*) {
+  Qp* qp = qps_.find(req.qp);
+  if (qp == nullptr || qp->type != IBV_QPT_RAW_PACKET || qp->send_cq != nullptr ||
+      qp->rss != nullptr || req.log_table_size > proto::kMaxRssTableLog ||
+      (req.hash_fields & ~proto::kRssHashFields) != 0)
+    return EINVAL;
+  auto rss = std::make_unique<Qp::Rss>();
+  for (uint32_t i = 0; i < (1u << req.log_table_size); ++i) {
+    Srq* wq = srqs_.find(req.wqs[i]);
+    if (wq == nullptr || !wq->wq) return EINVAL;
+    rss->wqs.push_back(wq);
+  }
+  rss->hash_fields = req.hash_fields;
+  rss->hash_key = req.hash_key;
+  for (Srq* wq : rss->wqs) wq->users++;
+  qp->rss = std::move(rss);
   return 0;
 }
 

@@ -170,6 +170,14 @@ Executor::Step Executor::execute_st(Qp* qp, const SendWork& w, ibv_wc_status* st
     execute_ud_st(qp, w, local, status);
     return Step::kDone;
   }
+  if (qp->type == IBV_QPT_RAW_PACKET) {
+    // A frame has an Ethernet header, and no more bytes than a jumbo frame.
+    if (local.total < device::kMinRawFrame || local.total > device::kMaxRawFrame)
+      *status = IBV_WC_LOC_LEN_ERR;
+    else
+      deliver_frame_st(qp, local);
+    return Step::kDone;
+  }
   return execute_connected_st(qp, w, local, status);
 }
 
@@ -421,36 +429,42 @@ void build_grh(uint8_t out[kGrhSize], uint32_t ver_tc_flow, uint16_t payload_len
 
 void Executor::deliver_ud_st(Qp* dst, const SegmentList& payload, const uint8_t* grh,
                              const Origin& from) {
+  deliver_datagram_st(responder_of(dst), payload, /*grh_room=*/true, grh, from);
+}
+
+void Executor::deliver_datagram_st(const Responder& dst, const SegmentList& payload, bool grh_room,
+                                   const uint8_t* grh, const Origin& from) {
   RecvSource rsrc;
   RecvWork rw;
   if (!take_recv_st(dst, &rsrc, &rw)) return;
-  // Receive buffer: 40 bytes of GRH, then the payload.
+  // Receive buffer: room for a GRH (UD datagrams), then the payload.
   SegmentList target;
-  if (!resolve_sges_st(rw.sge, rw.hdr.num_sge, dst->owner, rsrc.pd, true, &target)) {
+  if (!resolve_sges_st(rw.sge, rw.hdr.num_sge, dst.owner, rsrc.pd, true, &target)) {
     consume_recv_st(&rsrc);
     complete_recv_st(dst, rw, IBV_WC_LOC_PROT_ERR, IBV_WC_RECV, 0, from, 0);
-    to_error_st(dst);
+    to_error_st(dst.qp);
     return;
   }
-  if (target.total < kGrhSize + payload.total) return;
+  const uint64_t room = grh_room ? kGrhSize : 0;
+  if (target.total < room + payload.total) return;
   SegmentList source;
   if (grh != nullptr) {
     source.push(Segment{const_cast<uint8_t*>(grh), 0, 0, kGrhSize});
-  } else {
+  } else if (room != 0) {
     // No GRH on the wire: the first 40 bytes of the buffer are left as they were.
-    target = slice(target, kGrhSize, target.total - kGrhSize);
+    target = slice(target, room, target.total - room);
   }
   for (uint32_t i = 0; i < payload.count; ++i) source.push(payload.seg[i]);
   if (copy_segments(source, target, source.total) != 0) {
     consume_recv_st(&rsrc);
     complete_recv_st(dst, rw, IBV_WC_LOC_PROT_ERR, IBV_WC_RECV, 0, from, 0);
-    to_error_st(dst);
+    to_error_st(dst.qp);
     return;
   }
   consume_recv_st(&rsrc);
   const uint32_t flags = (from.has_imm ? IBV_WC_WITH_IMM : 0) | (grh != nullptr ? IBV_WC_GRH : 0);
   complete_recv_st(dst, rw, IBV_WC_SUCCESS, IBV_WC_RECV,
-                   static_cast<uint32_t>(kGrhSize + payload.total), from, flags);
+                   static_cast<uint32_t>(room + payload.total), from, flags);
 }
 
 // Peeks the next receive WQE of dst (its SRQ or its QP's RQ) and copies it out. False when

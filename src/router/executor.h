@@ -112,8 +112,18 @@ class Executor {
                             uint32_t qkey, const SegmentList& payload, const uint8_t* grh,
                             const Origin& from);
 
+  // Delivers a frame sent by RAW_PACKET QP src to every other RAW_PACKET QP of its virtual
+  // network with a rule that takes it, one copy each; a QP with no receive posted misses it,
+  // as a frame on a wire would be missed (router/flow_steering.cc).
+  void deliver_frame_st(const Qp* src, const SegmentList& frame);
+
  private:
   enum class Step { kDone, kWait };
+
+  // A datagram into dst's next receive: after 40 bytes of room for a GRH (UD; `grh` is written
+  // there unless null), or at the buffer's start (a RAW_PACKET frame, grh_room false).
+  void deliver_datagram_st(const Responder& dst, const SegmentList& payload, bool grh_room,
+                           const uint8_t* grh, const Origin& from);
 
   bool flush_st(Qp* qp);
   Step execute_st(Qp* qp, const SendWork& w, ibv_wc_status* status, uint32_t* byte_len);

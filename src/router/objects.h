@@ -7,9 +7,11 @@
 #include <infiniband/verbs.h>
 #include <sys/types.h>
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/policy.h"
 #include "common/unique_fd.h"
@@ -155,6 +157,10 @@ struct Srq {
   uint32_t limit = 0;  // armed limit; 0 = disarmed
   int users = 0;
   bool corrupt = false;
+  // A receive work queue (ibv_create_wq): receives only through RSS QPs' indirection tables,
+  // completing on `cq`, while RDY.
+  bool wq = false;
+  uint32_t wq_state = IBV_WQS_RESET;
 };
 
 struct Ah {
@@ -208,6 +214,15 @@ struct Qp {
   bool direct_on = false;
   bool direct_revoked = false;
   shm::QpCounters* counters = nullptr;  // in shm: the library's direct path adds to it too
+
+  // An RSS QP (a RAW_PACKET QP made with no CQs and given a table by SetQpRss): the frames its
+  // flow rules take go to one of `wqs`, by the Toeplitz hash of the fields named.
+  struct Rss {
+    std::vector<Srq*> wqs;  // a power of two of them; each counted in its users
+    uint64_t hash_fields = 0;
+    std::array<uint8_t, proto::kRssKeyLen> hash_key{};
+  };
+  std::unique_ptr<Rss> rss;
 
   ibv_qp_state state() const { return static_cast<ibv_qp_state>(attr.qp_state); }
 };

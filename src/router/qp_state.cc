@@ -38,6 +38,15 @@ MaskRule rule(ibv_qp_type type, ibv_qp_state cur, ibv_qp_state next, bool* legal
   const bool tgt = type == IBV_QPT_XRC_RECV;
   *legal = true;
   if (next == IBV_QPS_RESET || next == IBV_QPS_ERR) return {0, 0};  // from any state
+  // RAW_PACKET, as the kernel's table has it: a port to start with, nothing else but a rate.
+  if (type == IBV_QPT_RAW_PACKET) {
+    if (cur == IBV_QPS_RESET && next == IBV_QPS_INIT) return {IBV_QP_PORT, 0};
+    if (cur == IBV_QPS_INIT && next == IBV_QPS_INIT) return {0, IBV_QP_PORT};
+    if (cur == IBV_QPS_INIT && next == IBV_QPS_RTR) return {0, 0};
+    if ((cur == IBV_QPS_RTR || cur == IBV_QPS_RTS) && next == IBV_QPS_RTS) return {0, kRateLimit};
+    *legal = false;
+    return {0, 0};
+  }
 
   switch (cur) {
     case IBV_QPS_RESET:
@@ -114,7 +123,7 @@ MaskRule rule(ibv_qp_type type, ibv_qp_state cur, ibv_qp_state next, bool* legal
 
 int check_qp_transition(uint32_t type, uint32_t cur, uint32_t next, uint32_t mask) {
   if (type != IBV_QPT_RC && type != IBV_QPT_UC && type != IBV_QPT_UD && type != IBV_QPT_XRC_SEND &&
-      type != IBV_QPT_XRC_RECV)
+      type != IBV_QPT_XRC_RECV && type != IBV_QPT_RAW_PACKET)
     return EINVAL;
   if (cur > IBV_QPS_ERR || next > IBV_QPS_ERR) return EINVAL;
   bool legal = false;

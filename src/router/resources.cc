@@ -30,6 +30,7 @@ const char* qp_type_name(ibv_qp_type t) {
     case IBV_QPT_UD: return "UD";
     case IBV_QPT_XRC_SEND: return "XRC_INI";
     case IBV_QPT_XRC_RECV: return "XRC_TGT";
+    case IBV_QPT_RAW_PACKET: return "RAW_PACKET";
     default: return "?";
   }
 }

@@ -530,8 +530,8 @@ uint32_t Router::allocate_key(Mr* mr) {
 void Router::release_key(uint32_t key) { keys_.erase(key); }
 
 void Router::activate(Qp* qp) {
-  // An XRC target has no queues of its own to execute or flush.
-  if (qp->active || qp->type == IBV_QPT_XRC_RECV) return;
+  // An XRC target or an RSS QP (no send CQ) has no queues of its own to execute or flush.
+  if (qp->active || qp->send_cq == nullptr) return;
   qp->active = true;
   active_.push_back(qp);
 }

@@ -128,6 +128,24 @@ class Router {
   void forget_mcast_st(Qp* qp);  // a QP's memberships go with it
   const std::vector<McastMember>& mcast_members() const { return mcast_; }
 
+  // ---- Flow steering of RAW_PACKET QPs (router/flow_steering.cc) ----
+  // A rule of ibv_create_flow: frames sent by RAW_PACKET QPs of the owner's virtual network
+  // that match it (or all of them, for a sniffer) go to qp.
+  struct FlowRule {
+    uint32_t handle = 0;  // router-wide
+    Qp* qp = nullptr;
+    bool sniffer = false;
+    proto::FlowMatch match;
+  };
+  // ibv_create_flow: 0 and *handle, EINVAL (not a RAW_PACKET QP, an unknown type or an
+  // inconsistent match), ENOMEM (the QP's or the router's limit).
+  int create_flow_st(Qp* qp, uint32_t type, const proto::FlowMatch& match, uint32_t* handle);
+  // ibv_destroy_flow of a rule on a QP of `owner`: 0 or EINVAL.
+  int destroy_flow_st(const Session* owner, uint32_t handle);
+  bool has_flows(const Qp* qp) const;
+  void forget_flows_st(Qp* qp);  // a QP's rules go with it
+  const std::vector<FlowRule>& flows() const { return flows_; }
+
   // ---- rdma_cm (router/cm_manager.h) ----
   CmManager& cm() { return cm_; }
   // Has the loop write ch's held-back events once its socket has room (EPOLLOUT), and stop.
@@ -254,6 +272,8 @@ class Router {
   XrcDomains xrc_domains_;
   std::vector<Qp*> active_;
   std::vector<McastMember> mcast_;
+  std::vector<FlowRule> flows_;
+  uint32_t next_flow_handle_ = 1;
   uint64_t last_request_ns_ = 0;  // when poll_control last served a library
   uint64_t pass_ = 0;             // data-path passes so far: where the next one starts in active_
   std::vector<Qp*> direct_;       // QPs whose direct line is On

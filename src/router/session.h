@@ -143,6 +143,10 @@ class Session {
   void close_opened_qp(std::unique_ptr<OpenedQp> q);
   int on_attach_mcast(const proto::McastReq&, UniqueFd*, int, proto::Empty*, ReplyFds*);
   int on_detach_mcast(const proto::McastReq&, UniqueFd*, int, proto::Empty*, ReplyFds*);
+  int on_create_flow(const proto::CreateFlowReq&, UniqueFd*, int, proto::Handle*, ReplyFds*);
+  int on_destroy_flow(const proto::Handle&, UniqueFd*, int, proto::Empty*, ReplyFds*);
+  int on_modify_wq(const proto::ModifyWqReq&, UniqueFd*, int, proto::Empty*, ReplyFds*);
+  int on_set_qp_rss(const proto::SetQpRssReq&, UniqueFd*, int, proto::Empty*, ReplyFds*);
   int on_cm_join_multicast(const proto::CmBindReq&, UniqueFd*, int, proto::Empty*, ReplyFds*);
   int on_create_channel(const proto::Empty&, UniqueFd*, int, proto::Handle*, ReplyFds*);
   int on_destroy_channel(const proto::Handle&, UniqueFd*, int, proto::Empty*, ReplyFds*);

@@ -37,6 +37,14 @@ for t in test_phys_port_cnt_ex test_create_cq_ex test_rc_traffic_cq_ex test_ud_t
   test_imported_rc_ex_rdma_write test_query_gid_ex_bad_flow; do
   grep -A1 -E "^$t " "$out" | grep -qE '\.\.\. ok$' || e2e_fail "$t did not pass"
 done
+# Raw Ethernet: RAW_PACKET QPs, flow steering and RSS exist on an Ethernet port only.
+if [[ $LINK == eth ]]; then
+  for t in test_eth_spec_flow_traffic test_ipv4_spec_flow_traffic test_ipv6_spec_flow_traffic \
+    test_tcp_spec_flow_traffic test_udp_spec_flow_traffic test_rss_traffic \
+    test_timestamp_real_time_raw_traffic; do
+    grep -A1 -E "^$t " "$out" | grep -qE '\.\.\. ok$' || e2e_fail "$t did not pass"
+  done
+fi
 # Vendor-only skips; converting a timestamp to ns is mlx5dv_get_clock_info's (mlx5 only).
 vendor='MLX5|mlx5|Converting timestamp to nanoseconds|EFA|efa|cuda|CUDA|dmabuf|huge pages|PCI device'
 echo "rdma-core suite ($LINK): $(grep -cE '\.\.\. ok$' "$out") ok; skipped for generic features:"

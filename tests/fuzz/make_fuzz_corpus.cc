@@ -52,6 +52,9 @@ uint16_t op_for() {
   if constexpr (std::is_same_v<T, McastReq>) return req(Op::kAttachMcast);
   if constexpr (std::is_same_v<T, OpenXrcdReq>) return req(Op::kOpenXrcd);
   if constexpr (std::is_same_v<T, OpenQpReq>) return req(Op::kOpenQp);
+  if constexpr (std::is_same_v<T, CreateFlowReq>) return req(Op::kCreateFlow);
+  if constexpr (std::is_same_v<T, ModifyWqReq>) return req(Op::kModifyWq);
+  if constexpr (std::is_same_v<T, SetQpRssReq>) return req(Op::kSetQpRss);
   if constexpr (std::is_same_v<T, CreateCqReq>) return req(Op::kCreateCq);
   if constexpr (std::is_same_v<T, CreateCqRep>) return rep(Op::kCreateCq);
   if constexpr (std::is_same_v<T, ResizeCqReq>) return req(Op::kResizeCq);

@@ -24,35 +24,39 @@ struct Spec;
     static constexpr const char* kName = #T; \
   }
 
-WHARF_MESSAGE_SPEC(Header, 16);                  // 4 + 2 + 2 + 4 + 4
-WHARF_MESSAGE_SPEC(Empty, 0);                    //
-WHARF_MESSAGE_SPEC(HelloReq, 4);                 // 4
-WHARF_MESSAGE_SPEC(HelloRep, 64);                // 8 + 4 + 2 + 1 + 1 + 16 + 32
-WHARF_MESSAGE_SPEC(Handle, 4);                   // 4
-WHARF_MESSAGE_SPEC(RegMrReq, 56);                // 4 + 4 + 6 * 8
-WHARF_MESSAGE_SPEC(RegMrRep, 12);                // 3 * 4
-WHARF_MESSAGE_SPEC(CreateCqReq, 8);              // 2 * 4
-WHARF_MESSAGE_SPEC(CreateCqRep, 8);              // 2 * 4
-WHARF_MESSAGE_SPEC(ResizeCqReq, 8);              // 2 * 4
-WHARF_MESSAGE_SPEC(AhAttr, 30);                  // 2 + 8 * 1 + 4 + 16
-WHARF_MESSAGE_SPEC(CreateAhReq, 34);             // 4 + AhAttr
-WHARF_MESSAGE_SPEC(QpCaps, 20);                  // 5 * 4
-WHARF_MESSAGE_SPEC(CreateQpReq, 42);             // 4 * 4 + 2 * 1 + QpCaps + 4
-WHARF_MESSAGE_SPEC(CreateQpRep, 44);             // 6 * 4 + QpCaps
-WHARF_MESSAGE_SPEC(QpAttr, 104);                 // 4 * 1 + 5 * 4 + 2 * 2 + 12 * 1 + 4 + 2 * AhAttr
-WHARF_MESSAGE_SPEC(ModifyQpReq, 112);            // 2 * 4 + QpAttr
-WHARF_MESSAGE_SPEC(ModifyQpRateLimitReq, 16);    // 3 * 4 + 2 * 2
-WHARF_MESSAGE_SPEC(ReregMrReq, 60);              // 4 + RegMrReq
-WHARF_MESSAGE_SPEC(AllocMwReq, 8);               // 2 * 4
-WHARF_MESSAGE_SPEC(AllocMwRep, 8);               // 2 * 4
-WHARF_MESSAGE_SPEC(McastReq, 22);                // 4 + 16 + 2
-WHARF_MESSAGE_SPEC(OpenXrcdReq, 4);              // 4
-WHARF_MESSAGE_SPEC(OpenQpReq, 8);                // 2 * 4
-WHARF_MESSAGE_SPEC(QueryQpRep, 125);             // QpAttr + QpCaps + 1
-WHARF_MESSAGE_SPEC(CreateSrqReq, 28);            // 7 * 4
-WHARF_MESSAGE_SPEC(CreateSrqRep, 24);            // 6 * 4
-WHARF_MESSAGE_SPEC(ModifySrqReq, 16);            // 4 * 4
-WHARF_MESSAGE_SPEC(QuerySrqRep, 12);             // 3 * 4
+WHARF_MESSAGE_SPEC(Header, 16);                // 4 + 2 + 2 + 4 + 4
+WHARF_MESSAGE_SPEC(Empty, 0);                  //
+WHARF_MESSAGE_SPEC(HelloReq, 4);               // 4
+WHARF_MESSAGE_SPEC(HelloRep, 64);              // 8 + 4 + 2 + 1 + 1 + 16 + 32
+WHARF_MESSAGE_SPEC(Handle, 4);                 // 4
+WHARF_MESSAGE_SPEC(RegMrReq, 56);              // 4 + 4 + 6 * 8
+WHARF_MESSAGE_SPEC(RegMrRep, 12);              // 3 * 4
+WHARF_MESSAGE_SPEC(CreateCqReq, 8);            // 2 * 4
+WHARF_MESSAGE_SPEC(CreateCqRep, 8);            // 2 * 4
+WHARF_MESSAGE_SPEC(ResizeCqReq, 8);            // 2 * 4
+WHARF_MESSAGE_SPEC(AhAttr, 30);                // 2 + 8 * 1 + 4 + 16
+WHARF_MESSAGE_SPEC(CreateAhReq, 34);           // 4 + AhAttr
+WHARF_MESSAGE_SPEC(QpCaps, 20);                // 5 * 4
+WHARF_MESSAGE_SPEC(CreateQpReq, 42);           // 4 * 4 + 2 * 1 + QpCaps + 4
+WHARF_MESSAGE_SPEC(CreateQpRep, 44);           // 6 * 4 + QpCaps
+WHARF_MESSAGE_SPEC(QpAttr, 104);               // 4 * 1 + 5 * 4 + 2 * 2 + 12 * 1 + 4 + 2 * AhAttr
+WHARF_MESSAGE_SPEC(ModifyQpReq, 112);          // 2 * 4 + QpAttr
+WHARF_MESSAGE_SPEC(ModifyQpRateLimitReq, 16);  // 3 * 4 + 2 * 2
+WHARF_MESSAGE_SPEC(ReregMrReq, 60);            // 4 + RegMrReq
+WHARF_MESSAGE_SPEC(AllocMwReq, 8);             // 2 * 4
+WHARF_MESSAGE_SPEC(AllocMwRep, 8);             // 2 * 4
+WHARF_MESSAGE_SPEC(McastReq, 22);              // 4 + 16 + 2
+WHARF_MESSAGE_SPEC(OpenXrcdReq, 4);            // 4
+WHARF_MESSAGE_SPEC(OpenQpReq, 8);              // 2 * 4
+WHARF_MESSAGE_SPEC(FlowMatch, 120);      // 4 * 6 + 4 * 2 + 1 + 4 * 16 + 6 * 1 + 2 * 4 + 1 + 4 * 2
+WHARF_MESSAGE_SPEC(CreateFlowReq, 130);  // 2 * 4 + 2 + FlowMatch
+WHARF_MESSAGE_SPEC(ModifyWqReq, 8);      // 2 * 4
+WHARF_MESSAGE_SPEC(SetQpRssReq, 312);    // 2 * 4 + 64 * 4 + 8 + 40
+WHARF_MESSAGE_SPEC(QueryQpRep, 125);     // QpAttr + QpCaps + 1
+WHARF_MESSAGE_SPEC(CreateSrqReq, 28);    // 7 * 4
+WHARF_MESSAGE_SPEC(CreateSrqRep, 24);    // 6 * 4
+WHARF_MESSAGE_SPEC(ModifySrqReq, 16);    // 4 * 4
+WHARF_MESSAGE_SPEC(QuerySrqRep, 12);     // 3 * 4
 WHARF_MESSAGE_SPEC(RegisterContainerReq, 102);   // 32 + 4 + 32 + 32 + 2
 WHARF_MESSAGE_SPEC(RegisterContainerRep, 2);     // 2
 WHARF_MESSAGE_SPEC(UnregisterContainerReq, 32);  // 32
@@ -87,12 +91,13 @@ using AllMessages =
     TypeList<Header, Empty, HelloReq, HelloRep, Handle, RegMrReq, RegMrRep, CreateCqReq,
              CreateCqRep, ResizeCqReq, AhAttr, CreateAhReq, QpCaps, CreateQpReq, CreateQpRep,
              QpAttr, ModifyQpReq, ModifyQpRateLimitReq, ReregMrReq, AllocMwReq, AllocMwRep,
-             McastReq, OpenXrcdReq, OpenQpReq, QueryQpRep, CreateSrqReq, CreateSrqRep, ModifySrqReq,
-             QuerySrqRep, RegisterContainerReq, RegisterContainerRep, UnregisterContainerReq,
-             RouterInfoRep, DumpResourcesRep, DirectPeerRep, PeerMrReq, PeerMrRep, AsyncEventMsg,
-             CqEventMsg, CmAddr, CmConnParam, CmOpenRep, CmCreateIdReq, CmMigrateIdReq, CmBindReq,
-             CmAddrRep, CmResolveAddrReq, CmListenReq, QpStep, CmQpSteps, CmConnectReq, CmStepReq,
-             CmRejectReq, CmSetOptionReq, CmEventMsg, CmMad>;
+             McastReq, OpenXrcdReq, OpenQpReq, FlowMatch, CreateFlowReq, ModifyWqReq, SetQpRssReq,
+             QueryQpRep, CreateSrqReq, CreateSrqRep, ModifySrqReq, QuerySrqRep,
+             RegisterContainerReq, RegisterContainerRep, UnregisterContainerReq, RouterInfoRep,
+             DumpResourcesRep, DirectPeerRep, PeerMrReq, PeerMrRep, AsyncEventMsg, CqEventMsg,
+             CmAddr, CmConnParam, CmOpenRep, CmCreateIdReq, CmMigrateIdReq, CmBindReq, CmAddrRep,
+             CmResolveAddrReq, CmListenReq, QpStep, CmQpSteps, CmConnectReq, CmStepReq, CmRejectReq,
+             CmSetOptionReq, CmEventMsg, CmMad>;
 
 // Calls f.template operator()<T>() for every T in the list, in order.
 template <class F, class... T>

@@ -23,6 +23,14 @@ struct Case {
   int expect;
 };
 
+template <size_t N>
+void expect_all(const Case (&cases)[N]) {
+  for (const Case& c : cases) {
+    EXPECT_EQ(check_qp_transition(c.type, c.cur, c.next, c.mask), c.expect)
+        << "type " << c.type << " " << c.cur << "->" << c.next << " mask " << std::hex << c.mask;
+  }
+}
+
 TEST(QpStateTest, TransitionTableMatchesIbta) {
   const Case cases[] = {
       {IBV_QPT_RC, IBV_QPS_RESET, IBV_QPS_INIT, kRcInit, 0},
@@ -57,10 +65,7 @@ TEST(QpStateTest, TransitionTableMatchesIbta) {
       {99, IBV_QPS_RESET, IBV_QPS_INIT, kRcInit, EINVAL},
       {IBV_QPT_RC, 42, IBV_QPS_INIT, kRcInit, EINVAL},
   };
-  for (const Case& c : cases) {
-    EXPECT_EQ(check_qp_transition(c.type, c.cur, c.next, c.mask), c.expect)
-        << "type " << c.type << " " << c.cur << "->" << c.next << " mask " << std::hex << c.mask;
-  }
+  expect_all(cases);
 }
 
 // XRC as the kernel's table has it: an initiator requests like RC without responder
@@ -85,10 +90,24 @@ TEST(QpStateTest, XrcInitiatorsRequestAndTargetsRespond) {
       {kTgt, IBV_QPS_SQD, IBV_QPS_SQD, IBV_QP_MAX_DEST_RD_ATOMIC, 0},
       {kIni, IBV_QPS_SQE, IBV_QPS_RTS, S, EINVAL},
   };
-  for (const Case& c : cases) {
-    EXPECT_EQ(check_qp_transition(c.type, c.cur, c.next, c.mask), c.expect)
-        << "type " << c.type << " " << c.cur << "->" << c.next << " mask " << std::hex << c.mask;
-  }
+  expect_all(cases);
+}
+
+// RAW_PACKET as the kernel's table has it: a port into INIT, then nothing but a rate limit.
+TEST(QpStateTest, RawPacketQpsNeedOnlyAPort) {
+  constexpr uint32_t kRaw = IBV_QPT_RAW_PACKET;
+  const Case cases[] = {
+      {kRaw, IBV_QPS_RESET, IBV_QPS_INIT, S | IBV_QP_PORT, 0},
+      {kRaw, IBV_QPS_RESET, IBV_QPS_INIT, S, EINVAL},
+      {kRaw, IBV_QPS_RESET, IBV_QPS_INIT, kRcInit, EINVAL},  // no P_Key or access flags
+      {kRaw, IBV_QPS_INIT, IBV_QPS_RTR, S, 0},
+      {kRaw, IBV_QPS_INIT, IBV_QPS_RTR, S | IBV_QP_QKEY, EINVAL},
+      {kRaw, IBV_QPS_RTR, IBV_QPS_RTS, S, 0},
+      {kRaw, IBV_QPS_RTS, IBV_QPS_RTS, S | IBV_QP_RATE_LIMIT, 0},
+      {kRaw, IBV_QPS_RTS, IBV_QPS_SQD, S, EINVAL},
+      {kRaw, IBV_QPS_RTS, IBV_QPS_ERR, S, 0},
+  };
+  expect_all(cases);
 }
 
 }  // namespace
