@@ -101,11 +101,16 @@ int flow_request(ibv_qp* qp, const ibv_flow_attr* attr, proto::CreateFlowReq* re
   req->qp = to_qp(qp)->handle;
   req->type = attr->type;
   req->priority = attr->priority;
+  // Specs follow each other at their sizes, so one may sit at an address its union type
+  // is not aligned for: each is copied out before it is read.
   const auto* p = reinterpret_cast<const uint8_t*>(attr + 1);
   for (uint8_t i = 0; i < attr->num_of_specs; ++i) {
-    const auto* s = reinterpret_cast<const ibv_flow_spec*>(p);
-    if (int err = read_spec(s, &req->match); err != 0) return err;
-    p += s->hdr.size;
+    ibv_flow_spec s{};
+    std::memcpy(&s.hdr, p, sizeof(s.hdr));
+    if (s.hdr.size < sizeof(s.hdr) || s.hdr.size > sizeof(s)) return EINVAL;
+    std::memcpy(&s, p, s.hdr.size);
+    if (int err = read_spec(&s, &req->match); err != 0) return err;
+    p += s.hdr.size;
   }
   return 0;
 }
