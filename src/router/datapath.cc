@@ -207,7 +207,7 @@ bool Executor::find_responder_st(Qp* qp, uint32_t srqn, Responder* out, bool* ba
     *bad_srqn = true;
     return false;
   }
-  *out = xrc_responder(dst, srq);
+  *out = srq_responder(dst, srq);
   return true;
 }
 

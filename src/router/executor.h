@@ -21,7 +21,8 @@ class Session;
 // What serves a request arriving at QP `qp`: whose memory it may reach (owner, pd), where its
 // receives come from (srq, else qp's own receive queue) and where they complete (cq). For RC,
 // UC and UD all are qp's own; an XRC target has none of its own and is served by the XRC SRQ
-// each request names, in the target's domain, whose PD protects the memory (IBTA annex A14).
+// each request names, in the target's domain, whose PD protects the memory (IBTA annex A14);
+// an RSS QP likewise by the WQ its hash picks.
 struct Responder {
   Qp* qp = nullptr;
   Session* owner = nullptr;
@@ -30,9 +31,8 @@ struct Responder {
   Cq* cq = nullptr;
 };
 inline Responder responder_of(Qp* qp) { return {qp, qp->owner, qp->pd, qp->srq, qp->recv_cq}; }
-inline Responder xrc_responder(Qp* target, Srq* srq) {
-  return {target, srq->owner, srq->pd, srq, srq->cq};
-}
+// qp served by a queue that completes on its own CQ: an XRC SRQ, or a WQ of an RSS QP.
+inline Responder srq_responder(Qp* qp, Srq* srq) { return {qp, srq->owner, srq->pd, srq, srq->cq}; }
 
 // A receive WQE taken (peeked) from a QP's RQ or its SRQ.
 struct RecvSource {

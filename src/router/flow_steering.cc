@@ -78,7 +78,7 @@ void Executor::deliver_frame_st(const Qp* src, const SegmentList& frame) {
     const Qp::Rss& rss = *dst->rss;
     Srq* wq = rss.wqs[rss_hash(rss.hash_key, rss.hash_fields, fields) & (rss.wqs.size() - 1)];
     if (wq->wq_state == IBV_WQS_RDY)
-      deliver_datagram_st(Responder{dst, wq->owner, wq->pd, wq, wq->cq}, frame,
+      deliver_datagram_st(srq_responder(dst, wq), frame,
                           /*grh_room=*/false, nullptr, Origin{});
   }
 }
