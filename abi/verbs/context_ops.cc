@@ -65,6 +65,7 @@ void init_context_ops(Context* ctx) {
   ctx->vctx.open_qp = open_qp;
   ctx->vctx.create_srq_ex = create_srq_ex;
   ctx->vctx.get_srq_num = get_srq_num;
+  ctx->vctx.post_srq_ops = post_srq_ops;
   ctx->vctx.ibv_create_flow = create_flow;
   ctx->vctx.ibv_destroy_flow = destroy_flow;
   ctx->vctx.create_wq = create_wq;

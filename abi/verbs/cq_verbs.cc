@@ -336,7 +336,7 @@ void idle_after_empty_poll(Cq* cq) {
 
 }  // namespace
 
-int poll_completions(ibv_cq* ibcq, int n, ibv_wc* wc, uint64_t* completion_ns) {
+int poll_completions(ibv_cq* ibcq, int n, ibv_wc* wc, CompletionExtra* extra) {
   Cq* cq = to_cq(ibcq);
   cq->lock.lock();
   if (cq->resizing.load(std::memory_order_relaxed)) {
@@ -362,7 +362,7 @@ int poll_completions(ibv_cq* ibcq, int n, ibv_wc* wc, uint64_t* completion_ns) {
     w.slid = c.slid;
     w.sl = c.sl;
     w.dlid_path_bits = c.dlid_path_bits;
-    if (completion_ns != nullptr) completion_ns[got - 1] = c.completion_ns;
+    if (extra != nullptr) extra[got - 1] = CompletionExtra{c.completion_ns, c.tm_tag};
   }
   if (got == 0) {
     // On a host with fewer cores than spinning threads the router only runs when someone

@@ -287,6 +287,14 @@ int query_device_ex(ibv_context* context, const ibv_query_device_ex_input*,
   // The device's clock (ibv_query_rt_values_ex) counts nanoseconds: 1 GHz.
   if (attr_size >= offsetof(ibv_device_attr_ex, hca_core_clock) + sizeof(attr->hca_core_clock))
     attr->hca_core_clock = 1000000;
+  // Tag matching on RC (router/tag_matching.cc), between QPs of this host.
+  if (attr_size >= offsetof(ibv_device_attr_ex, tm_caps) + sizeof(attr->tm_caps)) {
+    attr->tm_caps.max_rndv_hdr_size = device::kTmMaxRndvHdrSize;
+    attr->tm_caps.max_num_tags = device::kTmMaxNumTags;
+    attr->tm_caps.flags = IBV_TM_CAP_RC;
+    attr->tm_caps.max_ops = device::kTmMaxOps;
+    attr->tm_caps.max_sge = device::kTmMaxSge;
+  }
   if (attr_size >= offsetof(ibv_device_attr_ex, phys_port_cnt_ex) + sizeof(attr->phys_port_cnt_ex))
     attr->phys_port_cnt_ex = attr->orig_attr.phys_port_cnt;
   if (attr_size >=

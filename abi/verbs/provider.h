@@ -151,6 +151,12 @@ struct CompChannel {
 };
 inline CompChannel* to_channel(ibv_comp_channel* c) { return reinterpret_cast<CompChannel*>(c); }
 
+// What a completion holds beyond ibv_wc, for the extended poll API.
+struct CompletionExtra {
+  uint64_t completion_ns;  // shm::Cqe::completion_ns
+  uint64_t tm_tag;         // shm::Cqe::tm_tag
+};
+
 struct Cq {
   // ibv_cq is the prefix of ibv_cq_ex (rdma-core's verbs_cq overlays them the same way): a CQ
   // made by ibv_create_cq_ex is used through both.
@@ -158,8 +164,8 @@ struct Cq {
     ibv_cq_ex cq_ex;
     ibv_cq cq;
   };
-  ibv_wc ex_wc;               // the completion the extended poll API is at (start_poll / next_poll)
-  uint64_t ex_completion_ns;  // and its time, on the device's free-running clock
+  ibv_wc ex_wc;              // the completion the extended poll API is at (start_poll / next_poll)
+  CompletionExtra ex_extra;  // and its time (the device's free-running clock) and tag
   uint32_t handle;
   Mapping map;
   shm::CqConsumer ring;
@@ -185,6 +191,7 @@ struct Srq {
   uint32_t handle;
   uint32_t srqn;  // ibv_get_srq_num: how XRC initiators name it
   uint32_t max_sge;
+  bool tm;  // a tag-matching SRQ (ibv_post_srq_ops)
   Mapping map;
   shm::RingProducer ring;
   SpinLock lock;
@@ -259,10 +266,10 @@ int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
 int post_send_wrs(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad, ibv_mw_type bind_type);
 int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad);
 int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad);
+int post_srq_ops(ibv_srq* srq, ibv_ops_wr* wr, ibv_ops_wr** bad);
 int poll_cq(ibv_cq* cq, int n, ibv_wc* wc);
-// poll_cq that also gives each completion's time (shm::Cqe::completion_ns) when completion_ns
-// is not null.
-int poll_completions(ibv_cq* cq, int n, ibv_wc* wc, uint64_t* completion_ns);
+// poll_cq that also gives each completion's CompletionExtra when `extra` is not null.
+int poll_completions(ibv_cq* cq, int n, ibv_wc* wc, CompletionExtra* extra);
 // ibv_create_cq and the core of ibv_create_cq_ex: a CQ of at least cqe entries. nullptr with
 // errno set on failure.
 Cq* create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
@@ -276,10 +283,11 @@ Qp* create_qp(ibv_context* context, ibv_pd* pd, ibv_xrcd* xrcd, ibv_qp_init_attr
 ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr);
 // ibv_create_qp_ex with an indirection table and a hash (abi/verbs/wq_verbs.cc).
 ibv_qp* create_rss_qp(ibv_context* context, ibv_qp_init_attr_ex* attr);
-// An SRQ of pd: basic, an XRC SRQ of domain xrcd completing on cq, or the queue of a WQ
-// (type proto::kSrqTypeWq, completing on cq). nullptr with errno set on failure.
+// An SRQ of pd: basic, an XRC SRQ of domain xrcd completing on cq, a tag-matching SRQ of
+// sizes tm completing on cq, or the queue of a WQ (type proto::kSrqTypeWq, completing on cq).
+// nullptr with errno set on failure.
 ibv_srq* create_srq_object(ibv_pd* pd, ibv_srq_attr* attr, void* srq_context, uint32_t type,
-                           ibv_xrcd* xrcd, ibv_cq* cq);
+                           ibv_xrcd* xrcd, ibv_cq* cq, const ibv_tm_cap* tm);
 int req_notify_cq(ibv_cq* cq, int solicited_only);
 // Drops the completions of QP qp_num still in cq (a QP moved to RESET leaves none behind, as
 // on mlx5: rdma-core's tests reuse such a QP and its CQ).

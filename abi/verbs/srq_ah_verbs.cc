@@ -15,9 +15,9 @@ using namespace wharf::abi;
 
 namespace wharf::abi {
 
-// The router checks that xrcd and cq are the context's.
+// The router checks that xrcd and cq are the context's, and tm's sizes.
 ibv_srq* create_srq_object(ibv_pd* pd, ibv_srq_attr* attr, void* srq_context, uint32_t type,
-                           ibv_xrcd* xrcd, ibv_cq* cq) {
+                           ibv_xrcd* xrcd, ibv_cq* cq, const ibv_tm_cap* tm) {
   if (pd == nullptr || attr == nullptr) {
     errno = EINVAL;
     return nullptr;
@@ -29,13 +29,18 @@ ibv_srq* create_srq_object(ibv_pd* pd, ibv_srq_attr* attr, void* srq_context, ui
   req.max_sge = attr->max_sge;
   req.srq_limit = attr->srq_limit;
   req.srq_type = type;
-  if (type == IBV_SRQT_XRC || type == proto::kSrqTypeWq) {
-    if ((type == IBV_SRQT_XRC && xrcd == nullptr) || cq == nullptr) {
+  if (type == IBV_SRQT_XRC || type == IBV_SRQT_TM || type == proto::kSrqTypeWq) {
+    if ((type == IBV_SRQT_XRC && xrcd == nullptr) || (type == IBV_SRQT_TM && tm == nullptr) ||
+        cq == nullptr) {
       errno = EINVAL;
       return nullptr;
     }
     if (xrcd != nullptr) req.xrcd = to_xrcd(xrcd)->handle;
     req.cq = to_cq(cq)->handle;
+  }
+  if (tm != nullptr) {
+    req.max_num_tags = tm->max_num_tags;
+    req.max_ops = tm->max_ops;
   }
   proto::CreateSrqRep rep;
   UniqueFd memfd;
@@ -57,6 +62,7 @@ ibv_srq* create_srq_object(ibv_pd* pd, ibv_srq_attr* attr, void* srq_context, ui
   srq->handle = rep.srq;
   srq->srqn = rep.srqn;
   srq->max_sge = rep.max_sge;
+  srq->tm = type == IBV_SRQT_TM;
   srq->ring = shm::RingProducer(reinterpret_cast<shm::RingHeader*>(srq->map.data + layout.ring_off),
                                 srq->map.data + layout.slots_off, rep.entries, rep.slot);
   ibv_srq* s = &srq->srq;
@@ -80,22 +86,25 @@ WHARF_EXPORT ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* init) {
     errno = EINVAL;
     return nullptr;
   }
-  return create_srq_object(pd, &init->attr, init->srq_context, IBV_SRQT_BASIC, nullptr, nullptr);
+  return create_srq_object(pd, &init->attr, init->srq_context, IBV_SRQT_BASIC, nullptr, nullptr,
+                           nullptr);
 }
 
 namespace wharf::abi {
 
-// Basic and XRC SRQs; tag-matching SRQs are not supported.
+// Basic, XRC and tag-matching SRQs.
 ibv_srq* create_srq_ex(ibv_context* context, ibv_srq_init_attr_ex* attr) {
-  constexpr uint32_t kKnownMask =
-      IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+  constexpr uint32_t kKnownMask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
+                                  IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ |
+                                  IBV_SRQ_INIT_ATTR_TM;
   if (attr == nullptr || (attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) == 0 || attr->pd == nullptr ||
       attr->pd->context != context) {
     errno = EINVAL;
     return nullptr;
   }
   const auto type = (attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) ? attr->srq_type : IBV_SRQT_BASIC;
-  if ((attr->comp_mask & ~kKnownMask) != 0 || (type != IBV_SRQT_BASIC && type != IBV_SRQT_XRC)) {
+  if ((attr->comp_mask & ~kKnownMask) != 0 ||
+      (type != IBV_SRQT_BASIC && type != IBV_SRQT_XRC && type != IBV_SRQT_TM)) {
     errno = EOPNOTSUPP;
     return nullptr;
   }
@@ -106,7 +115,14 @@ ibv_srq* create_srq_ex(ibv_context* context, ibv_srq_init_attr_ex* attr) {
     errno = EINVAL;
     return nullptr;
   }
-  return create_srq_object(attr->pd, &attr->attr, attr->srq_context, type, xrcd, cq);
+  const bool tm = type == IBV_SRQT_TM;
+  if (tm &&
+      ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TM) == 0 || cq == nullptr || cq->context != context)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return create_srq_object(attr->pd, &attr->attr, attr->srq_context, type, xrcd, cq,
+                           tm ? &attr->tm_cap : nullptr);
 }
 
 int get_srq_num(ibv_srq* srq, uint32_t* srq_num) {

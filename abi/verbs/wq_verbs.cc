@@ -60,7 +60,8 @@ ibv_wq* create_wq(ibv_context* context, ibv_wq_init_attr* attr) {
   ibv_srq_attr sa{};
   sa.max_wr = attr->max_wr;
   sa.max_sge = attr->max_sge;
-  wq->srq = create_srq_object(attr->pd, &sa, nullptr, proto::kSrqTypeWq, nullptr, attr->cq);
+  wq->srq =
+      create_srq_object(attr->pd, &sa, nullptr, proto::kSrqTypeWq, nullptr, attr->cq, nullptr);
   if (wq->srq == nullptr) {
     delete wq;
     return nullptr;

@@ -28,6 +28,12 @@ constexpr uint32_t kMaxXrcd = 1u << 8;  // XRC domain handles per context
 constexpr uint32_t kMaxSrqWr = shm::kMaxQueueDepth;
 constexpr uint32_t kMaxSrqSge = shm::kMaxRecvSge;
 constexpr uint32_t kMaxQpRdAtom = 16;
+// Tag matching (ibv_tm_caps): tagged buffers per TM-SRQ, operations per ibv_post_srq_ops
+// batch, scatter entries per tagged buffer, and the largest rendezvous request.
+constexpr uint32_t kTmMaxNumTags = 1024;
+constexpr uint32_t kTmMaxOps = 1024;
+constexpr uint32_t kTmMaxSge = 1;
+constexpr uint32_t kTmMaxRndvHdrSize = 64;
 constexpr uint64_t kMaxDmSize = 256 * 1024;  // device memory (ibv_alloc_dm): memfds of the host
 constexpr uint32_t kMaxInline = shm::kMaxInline;
 constexpr uint32_t kUdMaxPayload = 4096;  // UD message limit = path MTU

@@ -12,9 +12,10 @@
 namespace wharf::proto {
 
 constexpr uint32_t kMagic = 0x46524857;  // "WHRF" when read as little-endian bytes
-// 5: RegisterContainerReq carries the orchestrator's LID; 4: connection steps carry QP
+// 8: tag-matching SRQs (CreateSrqReq's tm fields, PostSrqOps); 5: RegisterContainerReq
+// carries the orchestrator's LID; 4: connection steps carry QP
 // transitions; 3: rdma_cm ops; 2: RegisterContainerReq names tenant and network.
-constexpr uint16_t kVersion = 7;
+constexpr uint16_t kVersion = 8;
 constexpr size_t kMaxMessage = 1024;
 constexpr int kMaxFds = 4;
 constexpr uint16_t kReplyBit = 0x8000;
@@ -80,6 +81,7 @@ enum class Op : uint16_t {
   kDestroyFlow = 54,
   kModifyWq = 55,
   kSetQpRss = 56,
+  kPostSrqOps = 57,
 };
 
 // Every datagram starts with this. `status` is 0 in requests; in replies it is 0 or a
@@ -490,17 +492,67 @@ struct QueryQpRep {
 
 // ---- Shared receive queues ----
 // srq_type IBV_SRQT_XRC: an XRC SRQ of domain `xrcd`, completing receives on `cq`.
+// srq_type IBV_SRQT_TM: a tag-matching SRQ completing receives and operations on `cq`, with a
+// matching list of `max_num_tags` tagged buffers.
 struct CreateSrqReq {
   uint32_t pd = 0;
   uint32_t max_wr = 0;
   uint32_t max_sge = 0;
   uint32_t srq_limit = 0;
-  uint32_t srq_type = 0;  // enum ibv_srq_type: BASIC or XRC, or kSrqTypeWq
+  uint32_t srq_type = 0;  // enum ibv_srq_type: BASIC, XRC or TM, or kSrqTypeWq
   uint32_t xrcd = 0;
   uint32_t cq = 0;
+  uint32_t max_num_tags = 0;  // TM only
+  uint32_t max_ops = 0;       // TM only
   template <class V>
   void visit(V&& v) {
-    v(pd), v(max_wr), v(max_sge), v(srq_limit), v(srq_type), v(xrcd), v(cq);
+    v(pd), v(max_wr), v(max_sge), v(srq_limit), v(srq_type), v(xrcd), v(cq), v(max_num_tags),
+        v(max_ops);
+  }
+};
+
+// PostSrqOps: ibv_post_srq_ops on a tag-matching SRQ, up to kMaxSrqOpsPerCall operations,
+// applied in order until one cannot be posted. Each completes on the SRQ's CQ when
+// IBV_OPS_SIGNALED or when it fails (IBV_WC_TM_ERR: a DEL of a buffer no longer posted).
+constexpr uint32_t kMaxSrqOpsPerCall = 8;
+struct SrqOp {
+  uint64_t wr_id = 0;
+  uint32_t opcode = 0;  // enum ibv_ops_wr_opcode
+  uint32_t flags = 0;   // enum ibv_ops_flags
+  uint32_t unexpected_cnt = 0;
+  uint32_t handle = 0;  // DEL
+  // ADD: the tagged buffer, with num_sge (0 or 1) scatter entries.
+  uint64_t recv_wr_id = 0;
+  uint64_t tag = 0;
+  uint64_t mask = 0;
+  uint32_t num_sge = 0;
+  uint64_t addr = 0;
+  uint32_t length = 0;
+  uint32_t lkey = 0;
+  template <class V>
+  void visit(V&& v) {
+    v(wr_id), v(opcode), v(flags), v(unexpected_cnt), v(handle), v(recv_wr_id), v(tag), v(mask),
+        v(num_sge), v(addr), v(length), v(lkey);
+  }
+};
+struct PostSrqOpsReq {
+  uint32_t srq = 0;
+  uint32_t count = 0;  // ops[0, count)
+  std::array<SrqOp, kMaxSrqOpsPerCall> ops{};
+  template <class V>
+  void visit(V&& v) {
+    v(srq), v(count), v(ops);
+  }
+};
+// `done` operations were posted; if below count, ops[done] was not, for `error` (EINVAL: a
+// malformed operation; ENOMEM: an ADD to a full list). handles[i]: what ADD ops[i] returned.
+struct PostSrqOpsRep {
+  uint32_t done = 0;
+  uint32_t error = 0;
+  std::array<uint32_t, kMaxSrqOpsPerCall> handles{};
+  template <class V>
+  void visit(V&& v) {
+    v(done), v(error), v(handles);
   }
 };
 // Reply fds: [srq memfd, laid out by shm::srq_layout(entries, slot)].

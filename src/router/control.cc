@@ -15,6 +15,7 @@
 #include "proto/datagram.h"
 #include "proto/device.h"
 #include "proto/qp_rules.h"
+#include "router/executor.h"
 #include "router/memory_window.h"
 #include "router/process_caps.h"
 #include "router/qp_state.h"
@@ -248,6 +249,7 @@ bool Session::handle_request(const uint8_t* buf, size_t len, UniqueFd* fds, int 
     case Op::kDestroyFlow: serve(h, body, blen, fds, nfds, &Session::on_destroy_flow); break;
     case Op::kModifyWq: serve(h, body, blen, fds, nfds, &Session::on_modify_wq); break;
     case Op::kSetQpRss: serve(h, body, blen, fds, nfds, &Session::on_set_qp_rss); break;
+    case Op::kPostSrqOps: serve(h, body, blen, fds, nfds, &Session::on_post_srq_ops); break;
     case Op::kCreateChannel: serve(h, body, blen, fds, nfds, &Session::on_create_channel); break;
     case Op::kDestroyChannel: serve(h, body, blen, fds, nfds, &Session::on_destroy_channel); break;
     case Op::kCreateCq: serve(h, body, blen, fds, nfds, &Session::on_create_cq); break;
@@ -645,8 +647,10 @@ int Session::on_create_qp(const proto::CreateQpReq& req, UniqueFd*, int, proto::
     if (pd == nullptr || scq == nullptr || (!initiator && rcq == nullptr) ||
         (!initiator && req.srq != 0 && srq == nullptr))
       return EINVAL;
-    // An XRC SRQ is served through targets only, a WQ through RSS QPs.
+    // An XRC SRQ is served through targets only, a WQ through RSS QPs; tag matching is
+    // defined for RC only.
     if (srq != nullptr && (srq->xrc != nullptr || srq->wq)) return EINVAL;
+    if (srq != nullptr && srq->tm != nullptr && type != IBV_QPT_RC) return EINVAL;
   }
   // Targets send nothing but acknowledgements and initiators receive nothing.
   const proto::QpCaps c = target || rss ? proto::QpCaps{} : req.caps;
@@ -732,9 +736,13 @@ int Session::modify_qp(Qp* qp, uint32_t attr_mask, const proto::QpAttr& attr) {
   if (int err = check_qp_transition(qp->type, cur, wanted, attr_mask); err != 0) return err;
   const auto next = static_cast<ibv_qp_state>(wanted);  // validated above
   if (int err = validate_qp_attr_values(*qp, attr_mask, attr, ethernet()); err != 0) return err;
-  // XRC runs between QPs of one host only: the host-to-host engine carries no SRQ numbers.
-  if ((qp->type == IBV_QPT_XRC_SEND || qp->type == IBV_QPT_XRC_RECV) && (attr_mask & IBV_QP_AV) &&
-      router_->remote() != nullptr && router_->remote()->host_for(attr.ah_attr, container_) >= 0)
+  // XRC and tag matching run between QPs of one host only: the host-to-host engine carries
+  // no SRQ numbers, and its responder places a message packet by packet, where a tagged
+  // message is matched (and a rendezvous read) as a whole.
+  const bool one_host_only = qp->type == IBV_QPT_XRC_SEND || qp->type == IBV_QPT_XRC_RECV ||
+                             (qp->srq != nullptr && qp->srq->tm != nullptr);
+  if (one_host_only && (attr_mask & IBV_QP_AV) && router_->remote() != nullptr &&
+      router_->remote()->host_for(attr.ah_attr, container_) >= 0)
     return EOPNOTSUPP;
   apply_qp_attr(qp, attr_mask, attr);
   if (attr_mask & IBV_QP_RATE_LIMIT) router_->configure_qp_rate_st(qp, now_ns());
@@ -839,12 +847,17 @@ int Session::on_destroy_qp(const proto::Handle& req, UniqueFd*, int, proto::Empt
 int Session::on_create_srq(const proto::CreateSrqReq& req, UniqueFd*, int, proto::CreateSrqRep* rep,
                            ReplyFds* out) {
   const bool wq = req.srq_type == proto::kSrqTypeWq;
-  if (req.srq_type != IBV_SRQT_BASIC && req.srq_type != IBV_SRQT_XRC && !wq) return EOPNOTSUPP;
+  const bool tm = req.srq_type == IBV_SRQT_TM;
+  if (req.srq_type != IBV_SRQT_BASIC && req.srq_type != IBV_SRQT_XRC && !wq && !tm)
+    return EOPNOTSUPP;
   Pd* pd = pds_.find(req.pd);
   if (pd == nullptr) return EINVAL;
+  if (tm && (req.max_num_tags == 0 || req.max_num_tags > device::kTmMaxNumTags ||
+             req.max_ops == 0 || req.max_ops > device::kTmMaxOps))
+    return EINVAL;
   XrcDomain* xrc = nullptr;
   Cq* cq = nullptr;
-  if (req.srq_type == IBV_SRQT_XRC || wq) {
+  if (req.srq_type == IBV_SRQT_XRC || wq || tm) {
     cq = cqs_.find(req.cq);
     if (cq == nullptr) return EINVAL;
   }
@@ -860,6 +873,7 @@ int Session::on_create_srq(const proto::CreateSrqReq& req, UniqueFd*, int, proto
   srq->xrc = xrc;
   srq->cq = cq;
   srq->wq = wq;
+  if (tm) srq->tm = std::make_unique<TagList>(req.max_num_tags);
   uint32_t entries = static_cast<uint32_t>(round_up_pow2(req.max_wr));
   srq->layout = shm::srq_layout(entries, shm::recv_slot_size(req.max_sge));
   if (int err = srq->shm.create("wharf-srq", srq->layout.total); err != 0) return err;
@@ -880,6 +894,48 @@ int Session::on_create_srq(const proto::CreateSrqReq& req, UniqueFd*, int, proto
   rep->max_wr = entries;
   rep->max_sge = req.max_sge;
   out->add(raw->shm.fd());
+  return 0;
+}
+
+int Session::on_post_srq_ops(const proto::PostSrqOpsReq& req, UniqueFd*, int,
+                             proto::PostSrqOpsRep* rep, ReplyFds*) {
+  Srq* srq = srqs_.find(req.srq);
+  if (srq == nullptr || srq->tm == nullptr || req.count > proto::kMaxSrqOpsPerCall) return EINVAL;
+  TagList& tags = *srq->tm;
+  for (; rep->done < req.count; ++rep->done) {
+    const proto::SrqOp& op = req.ops[rep->done];
+    ibv_wc_opcode wc_op = IBV_WC_TM_SYNC;
+    bool ok = true;
+    switch (op.opcode) {
+      case IBV_WR_TAG_ADD: {
+        if (op.num_sge > device::kTmMaxSge) {
+          rep->error = EINVAL;
+          return 0;
+        }
+        TaggedBuffer b{op.tag, op.mask, op.recv_wr_id, {}};
+        if (op.num_sge != 0) b.sges.push_back(shm::Sge{op.addr, op.length, op.lkey});
+        std::optional<uint32_t> handle = tags.add(std::move(b), op.unexpected_cnt);
+        if (!handle) {
+          rep->error = ENOMEM;
+          return 0;
+        }
+        rep->handles[rep->done] = *handle;
+        wc_op = IBV_WC_TM_ADD;
+        break;
+      }
+      case IBV_WR_TAG_DEL:
+        ok = tags.remove(op.handle, op.unexpected_cnt);
+        wc_op = IBV_WC_TM_DEL;
+        break;
+      case IBV_WR_TAG_SYNC: tags.sync(op.unexpected_cnt); break;
+      default: rep->error = EINVAL; return 0;
+    }
+    if (!ok || (op.flags & IBV_OPS_SIGNALED) != 0) {
+      shm::Cqe c = make_cqe(op.wr_id, ok ? IBV_WC_SUCCESS : IBV_WC_TM_ERR, wc_op, 0);
+      if (tags.sync_required(op.unexpected_cnt)) c.wc_flags = IBV_WC_TM_SYNC_REQ;
+      post_cqe_st(srq->cq, c, false);
+    }
+  }
   return 0;
 }
 

@@ -112,6 +112,7 @@ bool Executor::process_qp_st(Qp* qp) {
       c.byte_len = byte_len;
       post_cqe_st(qp->send_cq, c, false);
     }
+    send_pending_fin_st();
     if (status != IBV_WC_SUCCESS) {
       to_error_st(qp);
       return true;
@@ -211,6 +212,17 @@ bool Executor::find_responder_st(Qp* qp, uint32_t srqn, Responder* out, bool* ba
   return true;
 }
 
+// C9-...: an RNR NAK from dst; rnr_retry 7 retries forever.
+Executor::Step Executor::receiver_not_ready_st(Qp* qp, const Qp* dst, ibv_wc_status* status) {
+  if (qp->attr.rnr_retry != 7 && qp->rnr_attempts >= qp->attr.rnr_retry) {
+    *status = IBV_WC_RNR_RETRY_EXC_ERR;
+    return Step::kDone;
+  }
+  qp->rnr_attempts++;
+  qp->wait_until_ns = now_ + kRnrTimerUs[dst->attr.min_rnr_timer & 31] * 1000ull;
+  return Step::kWait;
+}
+
 Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w, const SegmentList& local,
                                               ibv_wc_status* status) {
   const uint8_t op = w.hdr.opcode;
@@ -224,6 +236,9 @@ Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w, const S
     return Step::kDone;
   }
   Qp* dst = rsp.qp;
+  // A plain SEND to a tag-matching SRQ is matched against its tagged buffers first.
+  if (op == IBV_WR_SEND && rsp.srq != nullptr && rsp.srq->tm != nullptr)
+    return execute_tm_send_st(qp, w, local, rsp, status);
 
   const bool send = op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_SEND_WITH_INV;
   const bool needs_recv = send || op == IBV_WR_RDMA_WRITE_WITH_IMM;
@@ -232,14 +247,7 @@ Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w, const S
   if (needs_recv && !take_recv_st(rsp, &rsrc, &rw)) {
     if (rsrc.ring == nullptr) return no_peer_st(qp, status);  // peer's queue is corrupt
     if (!rc) return Step::kDone;                              // UC: dropped
-    // C9-...: RNR NAK; rnr_retry 7 retries forever.
-    if (qp->attr.rnr_retry != 7 && qp->rnr_attempts >= qp->attr.rnr_retry) {
-      *status = IBV_WC_RNR_RETRY_EXC_ERR;
-      return Step::kDone;
-    }
-    qp->rnr_attempts++;
-    qp->wait_until_ns = now_ + kRnrTimerUs[dst->attr.min_rnr_timer & 31] * 1000ull;
-    return Step::kWait;
+    return receiver_not_ready_st(qp, dst, status);
   }
 
   // Responder-side failure: the responder QP enters ERR, the requester sees `st`.
@@ -260,29 +268,10 @@ Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w, const S
       complete_recv_st(rsp, rw, IBV_WC_REM_INV_REQ_ERR, IBV_WC_RECV, 0, origin_of(w, qp), 0);
       return responder_error(IBV_WC_REM_INV_REQ_ERR);
     }
-    SegmentList target;
-    if (!resolve_sges_st(rw.sge, rw.hdr.num_sge, rsp.owner, rsrc.pd, true, &target)) {
-      complete_recv_st(rsp, rw, IBV_WC_LOC_PROT_ERR, IBV_WC_RECV, 0, origin_of(w, qp), 0);
-      return responder_error(IBV_WC_REM_OP_ERR);
-    }
-    if (target.total < len) {
-      complete_recv_st(rsp, rw, IBV_WC_LOC_LEN_ERR, IBV_WC_RECV, 0, origin_of(w, qp), 0);
-      return responder_error(IBV_WC_REM_INV_REQ_ERR);
-    }
-    if (const int err = copy_segments(local, target, len); err != 0) {
-      if (err == kSourceFault) {  // the requester's own memory: nothing reached the responder
-        *status = IBV_WC_LOC_PROT_ERR;
-        return Step::kDone;
-      }
-      complete_recv_st(rsp, rw, IBV_WC_LOC_PROT_ERR, IBV_WC_RECV, 0, origin_of(w, qp), 0);
-      return responder_error(IBV_WC_REM_OP_ERR);
-    }
-    consume_recv_st(&rsrc);
     const uint32_t flags = op == IBV_WR_SEND_WITH_IMM   ? IBV_WC_WITH_IMM
                            : op == IBV_WR_SEND_WITH_INV ? IBV_WC_WITH_INV
                                                         : 0;
-    complete_recv_st(rsp, rw, IBV_WC_SUCCESS, IBV_WC_RECV, static_cast<uint32_t>(len),
-                     origin_of(w, qp), flags);
+    land_send_st(local, rsp, &rsrc, rw, IBV_WC_RECV, flags, origin_of(w, qp), rc, status);
     return Step::kDone;
   }
 
@@ -355,6 +344,34 @@ Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w, const S
                      origin_of(w, qp), IBV_WC_WITH_IMM);
   }
   return Step::kDone;
+}
+
+void Executor::land_send_st(const SegmentList& payload, const Responder& rsp, RecvSource* rsrc,
+                            const RecvWork& rw, ibv_wc_opcode wc_op, uint32_t flags,
+                            const Origin& from, bool reliable, ibv_wc_status* status) {
+  auto responder_error = [&](ibv_wc_status recv_status, ibv_wc_status requester_status) {
+    consume_recv_st(rsrc);
+    complete_recv_st(rsp, rw, recv_status, wc_op, 0, from, 0);
+    if (reliable) {
+      *status = requester_status;
+      to_error_st(rsp.qp);
+    }
+  };
+  SegmentList target;
+  if (!resolve_sges_st(rw.sge, rw.hdr.num_sge, rsp.owner, rsrc->pd, true, &target))
+    return responder_error(IBV_WC_LOC_PROT_ERR, IBV_WC_REM_OP_ERR);
+  if (target.total < payload.total)
+    return responder_error(IBV_WC_LOC_LEN_ERR, IBV_WC_REM_INV_REQ_ERR);
+  if (const int err = copy_segments(payload, target, payload.total); err != 0) {
+    if (err == kSourceFault) {  // the requester's own memory: nothing reached the responder
+      *status = IBV_WC_LOC_PROT_ERR;
+      return;
+    }
+    return responder_error(IBV_WC_LOC_PROT_ERR, IBV_WC_REM_OP_ERR);
+  }
+  consume_recv_st(rsrc);
+  complete_recv_st(rsp, rw, IBV_WC_SUCCESS, wc_op, static_cast<uint32_t>(payload.total), from,
+                   flags);
 }
 
 // UD: datagrams that find no QP, a wrong Q_Key, no receive buffer or too small a buffer

@@ -29,8 +29,12 @@ constexpr uint64_t kBusyWaitNs = 100'000'000;
 
 bool Router::direct_eligible_st(const Qp* qp) const {
   // A QP under a rate limit has every message admitted by the router (router/policy.cc).
+  // A QP on a tag-matching SRQ lends its send queue to the SRQ, whose rendezvous FINs the
+  // router puts into the peer's receive queue: its own sends go through the router too, so
+  // that queue has a single consumer.
   if (!cfg_.direct_path || qp->direct_revoked || qp->type != IBV_QPT_RC ||
-      qp->state() != IBV_QPS_RTS || qp->rate.limited() || qp->owner->container()->rate.limited())
+      qp->state() != IBV_QPS_RTS || qp->rate.limited() || qp->owner->container()->rate.limited() ||
+      (qp->srq != nullptr && qp->srq->tm != nullptr))
     return false;
   const Qp* peer = qp_by_qpn(qp->attr.dest_qp_num);
   // A peer with an SRQ is still eligible: the library then executes only the work that

@@ -10,6 +10,7 @@
 #include "proto/messages.h"
 #include "router/mr_access.h"
 #include "router/objects.h"
+#include "router/tag_list.h"
 #include "router/wqe.h"
 #include "shm/layout.h"
 
@@ -22,7 +23,8 @@ class Session;
 // receives come from (srq, else qp's own receive queue) and where they complete (cq). For RC,
 // UC and UD all are qp's own; an XRC target has none of its own and is served by the XRC SRQ
 // each request names, in the target's domain, whose PD protects the memory (IBTA annex A14);
-// an RSS QP likewise by the WQ its hash picks.
+// an RSS QP likewise by the WQ its hash picks. A QP on a tag-matching SRQ receives from it
+// and completes on the SRQ's CQ, as the TM-SRQ's "dedicated CQ" reports all its receives.
 struct Responder {
   Qp* qp = nullptr;
   Session* owner = nullptr;
@@ -30,7 +32,10 @@ struct Responder {
   Srq* srq = nullptr;
   Cq* cq = nullptr;
 };
-inline Responder responder_of(Qp* qp) { return {qp, qp->owner, qp->pd, qp->srq, qp->recv_cq}; }
+inline Responder responder_of(Qp* qp) {
+  const bool tm = qp->srq != nullptr && qp->srq->tm != nullptr;
+  return {qp, qp->owner, qp->pd, qp->srq, tm ? qp->srq->cq : qp->recv_cq};
+}
 // qp served by a queue that completes on its own CQ: an XRC SRQ, or a WQ of an RSS QP.
 inline Responder srq_responder(Qp* qp, Srq* srq) { return {qp, srq->owner, srq->pd, srq, srq->cq}; }
 
@@ -131,6 +136,23 @@ class Executor {
                             ibv_wc_status* status);
   void execute_ud_st(Qp* qp, const SendWork& w, const SegmentList& local, ibv_wc_status* status);
   Step no_peer_st(Qp* qp, ibv_wc_status* status);
+  Step receiver_not_ready_st(Qp* qp, const Qp* dst, ibv_wc_status* status);
+  // Places a message into the receive `rw` taken (peeked) from *rsrc and completes it with
+  // wc_op and flags. When the responder fails (protection, length), the receive completes in
+  // error and, if reliable, rsp.qp enters ERR and *status becomes the requester's error; a
+  // fault reading `payload` (the requester's memory) is *status LOC_PROT_ERR, taking nothing.
+  void land_send_st(const SegmentList& payload, const Responder& rsp, RecvSource* rsrc,
+                    const RecvWork& rw, ibv_wc_opcode wc_op, uint32_t flags, const Origin& from,
+                    bool reliable, ibv_wc_status* status);
+  // A SEND from RC QP qp to rsp, whose SRQ is a tag-matching one (router/tag_matching.cc).
+  Step execute_tm_send_st(Qp* qp, const SendWork& w, const SegmentList& local, const Responder& rsp,
+                          ibv_wc_status* status);
+  // The rendezvous part of it: the tagged buffer in `slot` matched; the data is read from the
+  // requester's memory and the requester gets a FIN.
+  Step execute_rndv_st(Qp* qp, const SegmentList& local, const Responder& rsp, uint32_t slot,
+                       const uint8_t* headers, ibv_wc_status* status);
+  void complete_tagged_st(const Responder& dst, uint64_t wr_id, ibv_wc_status status,
+                          uint32_t byte_len, uint32_t flags, uint64_t tag, uint32_t app_ctx);
   // The responder qp's connected peer is (for an XRC initiator: the target it is connected to,
   // served by the XRC SRQ `srqn` names). False when there is none that answers; *bad_srqn
   // then says whether the peer answered but the SRQ number is not one of its domain's.
@@ -138,8 +160,18 @@ class Executor {
   void qp_fatal_st(Qp* qp, const char* why);
   Origin origin_of(const SendWork& w, const Qp* src) const;
 
+  // A rendezvous FIN execute_rndv_st decided on: sent into `to`'s next receive once the
+  // requester's SEND has completed, as hardware sends it after the READ that follows the ACK.
+  void send_pending_fin_st();
+  struct PendingFin {
+    Qp* to = nullptr;
+    Qp* from = nullptr;
+    uint8_t message[kTmhSize + kRvhSize] = {};
+  };
+
   Router* r_;
   uint64_t now_;
+  PendingFin fin_;
 };
 
 }  // namespace wharf::router

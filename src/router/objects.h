@@ -17,6 +17,7 @@
 #include "common/unique_fd.h"
 #include "proto/messages.h"
 #include "router/shm_region.h"
+#include "router/tag_list.h"
 #include "router/token_bucket.h"
 #include "shm/cq_ring.h"
 #include "shm/layout.h"
@@ -161,6 +162,9 @@ struct Srq {
   // completing on `cq`, while RDY.
   bool wq = false;
   uint32_t wq_state = IBV_WQS_RESET;
+  // A tag-matching SRQ (IBV_SRQT_TM): its matching list; its receives and operations
+  // complete on `cq` (router/tag_matching.cc).
+  std::unique_ptr<TagList> tm;
 };
 
 struct Ah {

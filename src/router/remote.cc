@@ -869,6 +869,10 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
     st.offset = 0;
     st.message_psn = psn;
     if (is_send(op)) {
+      // Tag matching serves senders on this host only (a QP on a TM-SRQ cannot be connected
+      // to another host; this refuses a peer that claims it is anyway).
+      if (dst->srq != nullptr && dst->srq->tm != nullptr)
+        return fail(host::kNakInvalidRequest, IBV_WC_SUCCESS);
       if (!ex.take_recv_st(dst, &st.rsrc, &st.rw)) {
         if (!reliable) return fail(0, IBV_WC_SUCCESS);  // UC: no receive, no message
         // No receive posted: RNR NAK, and the rest of the message is dropped quietly until

@@ -147,6 +147,8 @@ class Session {
   int on_destroy_flow(const proto::Handle&, UniqueFd*, int, proto::Empty*, ReplyFds*);
   int on_modify_wq(const proto::ModifyWqReq&, UniqueFd*, int, proto::Empty*, ReplyFds*);
   int on_set_qp_rss(const proto::SetQpRssReq&, UniqueFd*, int, proto::Empty*, ReplyFds*);
+  int on_post_srq_ops(const proto::PostSrqOpsReq&, UniqueFd*, int, proto::PostSrqOpsRep*,
+                      ReplyFds*);
   int on_cm_join_multicast(const proto::CmBindReq&, UniqueFd*, int, proto::Empty*, ReplyFds*);
   int on_create_channel(const proto::Empty&, UniqueFd*, int, proto::Handle*, ReplyFds*);
   int on_destroy_channel(const proto::Handle&, UniqueFd*, int, proto::Empty*, ReplyFds*);

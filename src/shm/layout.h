@@ -62,11 +62,13 @@ static_assert(sizeof(RecvWqe) == 16);
 // ---- Completion queue entry: one per cache line. ----
 struct Cqe {
   uint64_t wr_id;
-  uint32_t status;  // enum ibv_wc_status
-  uint32_t opcode;  // enum ibv_wc_opcode
-  uint32_t vendor_err;
+  uint8_t status;  // enum ibv_wc_status
+  uint8_t opcode;  // enum ibv_wc_opcode
+  uint16_t vendor_err;
   uint32_t byte_len;
-  uint32_t imm_data;  // network order, as in ibv_wc
+  // Network order, as in ibv_wc; for a tag-matching receive (IBV_WC_TM_RECV with
+  // IBV_WC_TM_MATCH) the sender's app_ctx (ibv_wc_tm_info.priv), host order.
+  uint32_t imm_data;
   uint32_t qp_num;
   uint32_t src_qp;
   uint32_t wc_flags;  // enum ibv_wc_flags
@@ -81,6 +83,8 @@ struct Cqe {
   // When the producer wrote the entry: CLOCK_MONOTONIC_RAW in nanoseconds, the device's
   // free-running clock (ibv_query_rt_values_ex, hca_core_clock 1 GHz). Set by CqProducer.
   uint64_t completion_ns;
+  // The matched tag of a tag-matching receive (ibv_wc_tm_info.tag); 0 otherwise.
+  uint64_t tm_tag;
   uint32_t reserved1;
   // Publication stamp: index + 1 of the ring position this entry was written for, stored
   // last with release (shm/cq_ring.h). Lets several producers share one CQ.

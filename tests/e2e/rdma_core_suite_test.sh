@@ -34,7 +34,8 @@ for t in test_phys_port_cnt_ex test_create_cq_ex test_rc_traffic_cq_ex test_ud_t
   test_rdmacm_async_ex_leave_multicast_traffic test_qp_ex_rc_atomic_write test_ro_xrc_traffic \
   test_xrc_atomic_fetch_and_add test_xrc_atomic_cmp_and_swap test_xrc_traffic_cq_ex \
   test_odp_xrc_traffic test_qp_ex_xrc_send test_qp_ex_xrc_send_imm test_import_dm \
-  test_imported_rc_ex_rdma_write test_query_gid_ex_bad_flow; do
+  test_imported_rc_ex_rdma_write test_query_gid_ex_bad_flow test_tm_traffic test_tm_unexpected_tag \
+  test_tm_no_tag test_tm_rndv; do
   grep -A1 -E "^$t " "$out" | grep -qE '\.\.\. ok$' || e2e_fail "$t did not pass"
 done
 # Raw Ethernet: RAW_PACKET QPs, flow steering and RSS exist on an Ethernet port only.

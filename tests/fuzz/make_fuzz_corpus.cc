@@ -65,6 +65,8 @@ uint16_t op_for() {
   if constexpr (std::is_same_v<T, QueryQpRep>) return rep(Op::kQueryQp);
   if constexpr (std::is_same_v<T, CreateSrqReq>) return req(Op::kCreateSrq);
   if constexpr (std::is_same_v<T, CreateSrqRep>) return rep(Op::kCreateSrq);
+  if constexpr (std::is_same_v<T, PostSrqOpsReq>) return req(Op::kPostSrqOps);
+  if constexpr (std::is_same_v<T, PostSrqOpsRep>) return rep(Op::kPostSrqOps);
   if constexpr (std::is_same_v<T, ModifySrqReq>) return req(Op::kModifySrq);
   if constexpr (std::is_same_v<T, QuerySrqRep>) return rep(Op::kQuerySrq);
   if constexpr (std::is_same_v<T, RegisterContainerReq>) return req(Op::kRegisterContainer);

@@ -53,7 +53,10 @@ WHARF_MESSAGE_SPEC(CreateFlowReq, 130);  // 2 * 4 + 2 + FlowMatch
 WHARF_MESSAGE_SPEC(ModifyWqReq, 8);      // 2 * 4
 WHARF_MESSAGE_SPEC(SetQpRssReq, 312);    // 2 * 4 + 64 * 4 + 8 + 40
 WHARF_MESSAGE_SPEC(QueryQpRep, 125);     // QpAttr + QpCaps + 1
-WHARF_MESSAGE_SPEC(CreateSrqReq, 28);    // 7 * 4
+WHARF_MESSAGE_SPEC(CreateSrqReq, 36);    // 9 * 4
+WHARF_MESSAGE_SPEC(SrqOp, 68);           // 8 + 4 * 4 + 3 * 8 + 4 + 8 + 2 * 4
+WHARF_MESSAGE_SPEC(PostSrqOpsReq, 552);  // 2 * 4 + 8 * SrqOp
+WHARF_MESSAGE_SPEC(PostSrqOpsRep, 40);   // 2 * 4 + 8 * 4
 WHARF_MESSAGE_SPEC(CreateSrqRep, 24);    // 6 * 4
 WHARF_MESSAGE_SPEC(ModifySrqReq, 16);    // 4 * 4
 WHARF_MESSAGE_SPEC(QuerySrqRep, 12);     // 3 * 4
@@ -92,12 +95,12 @@ using AllMessages =
              CreateCqRep, ResizeCqReq, AhAttr, CreateAhReq, QpCaps, CreateQpReq, CreateQpRep,
              QpAttr, ModifyQpReq, ModifyQpRateLimitReq, ReregMrReq, AllocMwReq, AllocMwRep,
              McastReq, OpenXrcdReq, OpenQpReq, FlowMatch, CreateFlowReq, ModifyWqReq, SetQpRssReq,
-             QueryQpRep, CreateSrqReq, CreateSrqRep, ModifySrqReq, QuerySrqRep,
-             RegisterContainerReq, RegisterContainerRep, UnregisterContainerReq, RouterInfoRep,
-             DumpResourcesRep, DirectPeerRep, PeerMrReq, PeerMrRep, AsyncEventMsg, CqEventMsg,
-             CmAddr, CmConnParam, CmOpenRep, CmCreateIdReq, CmMigrateIdReq, CmBindReq, CmAddrRep,
-             CmResolveAddrReq, CmListenReq, QpStep, CmQpSteps, CmConnectReq, CmStepReq, CmRejectReq,
-             CmSetOptionReq, CmEventMsg, CmMad>;
+             QueryQpRep, CreateSrqReq, CreateSrqRep, SrqOp, PostSrqOpsReq, PostSrqOpsRep,
+             ModifySrqReq, QuerySrqRep, RegisterContainerReq, RegisterContainerRep,
+             UnregisterContainerReq, RouterInfoRep, DumpResourcesRep, DirectPeerRep, PeerMrReq,
+             PeerMrRep, AsyncEventMsg, CqEventMsg, CmAddr, CmConnParam, CmOpenRep, CmCreateIdReq,
+             CmMigrateIdReq, CmBindReq, CmAddrRep, CmResolveAddrReq, CmListenReq, QpStep, CmQpSteps,
+             CmConnectReq, CmStepReq, CmRejectReq, CmSetOptionReq, CmEventMsg, CmMad>;
 
 // Calls f.template operator()<T>() for every T in the list, in order.
 template <class F, class... T>

@@ -66,11 +66,11 @@ TEST_F(CqExTest, CompletionsCarryTheirTime) {
 TEST_F(CqExTest, UnkeptFieldsAreNotSupported) {
   ibv_cq_init_attr_ex attr{};
   attr.cqe = 16;
-  attr.wc_flags = IBV_WC_EX_WITH_TM_INFO;
   errno = 0;
+  attr.wc_flags = IBV_WC_EX_WITH_CVLAN;
   EXPECT_EQ(ibv_create_cq_ex(a_.ctx, &attr), nullptr);
   EXPECT_EQ(errno, EOPNOTSUPP);
-  attr.wc_flags = IBV_WC_EX_WITH_CVLAN;
+  attr.wc_flags = IBV_WC_EX_WITH_FLOW_TAG;
   EXPECT_EQ(ibv_create_cq_ex(a_.ctx, &attr), nullptr);
   EXPECT_EQ(errno, EOPNOTSUPP);
 }

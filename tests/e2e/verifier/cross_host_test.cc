@@ -257,6 +257,47 @@ TEST_F(CrossHostTest, ReceivesFromAnotherHostAreCounted) {
   EXPECT_EQ(counters[4], 0u);
 }
 
+// Tag matching serves QPs of one host: a QP on a TM-SRQ addressed to another host is refused
+// when it is moved to RTR, as an XRC QP is.
+TEST_F(CrossHostTest, ATagMatchingQpCannotBeConnectedToAnotherHost) {
+  ibv_srq_init_attr_ex sa{};
+  sa.comp_mask =
+      IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_CQ | IBV_SRQ_INIT_ATTR_TM;
+  sa.srq_type = IBV_SRQT_TM;
+  sa.pd = b_.pd;
+  sa.cq = b_.cq;
+  sa.attr.max_wr = 4;
+  sa.attr.max_sge = 1;
+  sa.tm_cap.max_num_tags = 4;
+  sa.tm_cap.max_ops = 4;
+  ibv_srq* srq = ibv_create_srq_ex(b_.ctx, &sa);
+  ASSERT_NE(srq, nullptr);
+  ibv_qp* qb = create_qp(b_, IBV_QPT_RC, srq);
+  ibv_qp* qa = create_qp(a_, IBV_QPT_RC);
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.port_num = 1;
+  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+  ASSERT_EQ(
+      ibv_modify_qp(qb, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
+      0);
+  a = {};
+  a.qp_state = IBV_QPS_RTR;
+  a.path_mtu = IBV_MTU_4096;
+  a.dest_qp_num = qa->qp_num;
+  a.max_dest_rd_atomic = 4;
+  a.min_rnr_timer = 1;
+  a.ah_attr.dlid = a_.port.lid;
+  a.ah_attr.port_num = 1;
+  EXPECT_EQ(ibv_modify_qp(qb, &a,
+                          IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                              IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
+            EOPNOTSUPP);
+  EXPECT_EQ(ibv_destroy_qp(qb), 0);
+  EXPECT_EQ(ibv_destroy_qp(qa), 0);
+  EXPECT_EQ(ibv_destroy_srq(srq), 0);
+}
+
 TEST_F(CrossHostTest, ABadRkeyIsARemoteAccessErrorAndTheRestIsFlushed) {
   ibv_qp *qa, *qb;
   rc_pair(&qa, &qb);
