@@ -51,6 +51,7 @@ void init_context_ops(Context* ctx) {
   ctx->vctx.query_device_ex = query_device_ex;
   ctx->vctx.modify_qp_rate_limit = modify_qp_rate_limit;
   ctx->vctx.create_cq_ex = create_cq_ex;
+  ctx->vctx.modify_cq = modify_cq;
   ctx->vctx.create_qp_ex = create_qp_ex;
   ctx->vctx.query_rt_values = query_rt_values;
   ctx->vctx.advise_mr = advise_mr;

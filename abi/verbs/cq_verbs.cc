@@ -130,6 +130,22 @@ WHARF_EXPORT ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_conte
   return cq != nullptr ? &cq->cq : nullptr;
 }
 
+namespace wharf::abi {
+
+// ibv_modify_cq: event moderation, which the router applies (it alone writes a moderated CQ).
+int modify_cq(ibv_cq* ibcq, ibv_modify_cq_attr* attr) {
+  if (ibcq == nullptr || attr == nullptr) return EINVAL;
+  proto::ModifyCqReq req;
+  req.cq = to_cq(ibcq)->handle;
+  req.attr_mask = attr->attr_mask;
+  req.cq_count = attr->moderate.cq_count;
+  req.cq_period = attr->moderate.cq_period;
+  proto::Empty rep;
+  return to_ctx(ibcq->context)->client.call(proto::Op::kModifyCq, req, nullptr, 0, &rep);
+}
+
+}  // namespace wharf::abi
+
 // The router moves the CQ to a new region holding the entries not yet polled (EINVAL when
 // more wait than the new size holds); meanwhile this CQ's polls find nothing. Polling or
 // arming it from another thread during the call is the application's race, as with providers.

@@ -287,6 +287,11 @@ int query_device_ex(ibv_context* context, const ibv_query_device_ex_input*,
   // The device's clock (ibv_query_rt_values_ex) counts nanoseconds: 1 GHz.
   if (attr_size >= offsetof(ibv_device_attr_ex, hca_core_clock) + sizeof(attr->hca_core_clock))
     attr->hca_core_clock = 1000000;
+  // CQ event moderation (ibv_modify_cq), applied by the router.
+  if (attr_size >= offsetof(ibv_device_attr_ex, cq_mod_caps) + sizeof(attr->cq_mod_caps)) {
+    attr->cq_mod_caps.max_cq_count = device::kMaxCqModerationCount;
+    attr->cq_mod_caps.max_cq_period = device::kMaxCqModerationPeriodUs;
+  }
   // Tag matching on RC (router/tag_matching.cc), between QPs of this host.
   if (attr_size >= offsetof(ibv_device_attr_ex, tm_caps) + sizeof(attr->tm_caps)) {
     attr->tm_caps.max_rndv_hdr_size = device::kTmMaxRndvHdrSize;

@@ -232,7 +232,9 @@ struct Qp {
   shm::QpDirect* direct_line;  // in `map`, written by the router
   shm::QpCounters* counters;   // in `map`: the direct path counts the work it executes
   DirectPath direct;           // guarded by sq_lock
-  void reset_rings();          // after a transition to RESET (the router zeroed the indices)
+  // An RSS QP's indirection table, which it keeps in use until it is destroyed.
+  ibv_rwq_ind_table* rss_table = nullptr;
+  void reset_rings();  // after a transition to RESET (the router zeroed the indices)
 };
 inline Qp* to_qp(ibv_qp* q) { return reinterpret_cast<Qp*>(q); }
 
@@ -283,12 +285,15 @@ Qp* create_qp(ibv_context* context, ibv_pd* pd, ibv_xrcd* xrcd, ibv_qp_init_attr
 ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr);
 // ibv_create_qp_ex with an indirection table and a hash (abi/verbs/wq_verbs.cc).
 ibv_qp* create_rss_qp(ibv_context* context, ibv_qp_init_attr_ex* attr);
+// A destroyed RSS QP no longer holds its indirection table.
+void release_rss_table(ibv_rwq_ind_table* table);
 // An SRQ of pd: basic, an XRC SRQ of domain xrcd completing on cq, a tag-matching SRQ of
 // sizes tm completing on cq, or the queue of a WQ (type proto::kSrqTypeWq, completing on cq).
 // nullptr with errno set on failure.
 ibv_srq* create_srq_object(ibv_pd* pd, ibv_srq_attr* attr, void* srq_context, uint32_t type,
                            ibv_xrcd* xrcd, ibv_cq* cq, const ibv_tm_cap* tm);
 int req_notify_cq(ibv_cq* cq, int solicited_only);
+int modify_cq(ibv_cq* cq, ibv_modify_cq_attr* attr);
 // Drops the completions of QP qp_num still in cq (a QP moved to RESET leaves none behind, as
 // on mlx5: rdma-core's tests reuse such a QP and its CQ).
 void discard_completions(ibv_cq* cq, uint32_t qp_num);

@@ -205,6 +205,7 @@ WHARF_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
     std::lock_guard<std::mutex> g(ctx->objects_mu);
     ctx->qps.erase(to_qp(qp)->handle);
   }
+  if (to_qp(qp)->rss_table != nullptr) release_rss_table(to_qp(qp)->rss_table);
   pthread_mutex_destroy(&qp->mutex);
   pthread_cond_destroy(&qp->cond);
   delete to_qp(qp);

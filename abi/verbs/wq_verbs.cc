@@ -31,6 +31,7 @@ struct IndTable {
   ibv_rwq_ind_table table;
   std::vector<ibv_wq*> wqs;
   uint32_t log_size = 0;
+  int qps = 0;  // RSS QPs using it, guarded by the context's objects_mu
 };
 IndTable* to_table(ibv_rwq_ind_table* t) { return reinterpret_cast<IndTable*>(t); }
 
@@ -137,9 +138,11 @@ ibv_rwq_ind_table* create_rwq_ind_table(ibv_context* context, ibv_rwq_ind_table_
   return &t->table;
 }
 
+// A table an RSS QP still uses is EBUSY, as the kernel's use count makes it.
 int destroy_rwq_ind_table(ibv_rwq_ind_table* table) {
   Context* ctx = to_ctx(table->context);
   std::lock_guard<std::mutex> g(ctx->objects_mu);
+  if (to_table(table)->qps != 0) return EBUSY;
   for (ibv_wq* wq : to_table(table)->wqs) to_wq(wq)->tables--;
   delete to_table(table);
   return 0;
@@ -187,7 +190,17 @@ ibv_qp* create_rss_qp(ibv_context* context, ibv_qp_init_attr_ex* attr) {
     return nullptr;
   }
   attr->cap = init.cap;
+  {
+    std::lock_guard<std::mutex> g(to_ctx(context)->objects_mu);
+    to_table(attr->rwq_ind_tbl)->qps++;
+  }
+  qp->rss_table = attr->rwq_ind_tbl;
   return &qp->qp;
+}
+
+void release_rss_table(ibv_rwq_ind_table* table) {
+  std::lock_guard<std::mutex> g(to_ctx(table->context)->objects_mu);
+  to_table(table)->qps--;
 }
 
 }  // namespace wharf::abi

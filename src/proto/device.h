@@ -34,6 +34,9 @@ constexpr uint32_t kTmMaxNumTags = 1024;
 constexpr uint32_t kTmMaxOps = 1024;
 constexpr uint32_t kTmMaxSge = 1;
 constexpr uint32_t kTmMaxRndvHdrSize = 64;
+// CQ event moderation (ibv_device_attr_ex.cq_mod_caps), the limits ConnectX reports.
+constexpr uint16_t kMaxCqModerationCount = 0xffff;
+constexpr uint16_t kMaxCqModerationPeriodUs = 0xfff;
 constexpr uint64_t kMaxDmSize = 256 * 1024;  // device memory (ibv_alloc_dm): memfds of the host
 constexpr uint32_t kMaxInline = shm::kMaxInline;
 constexpr uint32_t kUdMaxPayload = 4096;  // UD message limit = path MTU

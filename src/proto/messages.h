@@ -12,7 +12,7 @@
 namespace wharf::proto {
 
 constexpr uint32_t kMagic = 0x46524857;  // "WHRF" when read as little-endian bytes
-// 8: tag-matching SRQs (CreateSrqReq's tm fields, PostSrqOps); 5: RegisterContainerReq
+// 8: tag-matching SRQs (CreateSrqReq's tm fields, PostSrqOps), ModifyCq; 5: RegisterContainerReq
 // carries the orchestrator's LID; 4: connection steps carry QP
 // transitions; 3: rdma_cm ops; 2: RegisterContainerReq names tenant and network.
 constexpr uint16_t kVersion = 8;
@@ -82,6 +82,7 @@ enum class Op : uint16_t {
   kModifyWq = 55,
   kSetQpRss = 56,
   kPostSrqOps = 57,
+  kModifyCq = 58,
 };
 
 // Every datagram starts with this. `status` is 0 in requests; in replies it is 0 or a
@@ -349,6 +350,20 @@ struct ResizeCqReq {
   template <class V>
   void visit(V&& v) {
     v(cq), v(cqe);
+  }
+};
+
+// ModifyCq: ibv_modify_cq. attr_mask IBV_CQ_ATTR_MODERATE: CQ `cq` raises an event once
+// `cq_count` completions it is armed for arrived or `cq_period` us after the first (0: that
+// limit not applied; both 0: no moderation).
+struct ModifyCqReq {
+  uint32_t cq = 0;
+  uint32_t attr_mask = 0;
+  uint16_t cq_count = 0;
+  uint16_t cq_period = 0;
+  template <class V>
+  void visit(V&& v) {
+    v(cq), v(attr_mask), v(cq_count), v(cq_period);
   }
 };
 

@@ -141,6 +141,7 @@ Session::~Session() {
   while (srqs_.size() != 0) destroy_srq(srqs_.take(srqs_.begin()->first));
   for (auto& [h, x] : xrcds_) router_->xrc_domains().drop_open(x->domain);
   xrcds_.clear();
+  for (auto& [h, cq] : cqs_) router_->drop_held_cq_st(cq.get());
   cqs_.clear();
   for (auto& [h, mr] : mrs_) router_->release_key(mr->key);
   if (mrs_.size() != 0) router_->retire_mr_st();
@@ -250,6 +251,7 @@ bool Session::handle_request(const uint8_t* buf, size_t len, UniqueFd* fds, int 
     case Op::kModifyWq: serve(h, body, blen, fds, nfds, &Session::on_modify_wq); break;
     case Op::kSetQpRss: serve(h, body, blen, fds, nfds, &Session::on_set_qp_rss); break;
     case Op::kPostSrqOps: serve(h, body, blen, fds, nfds, &Session::on_post_srq_ops); break;
+    case Op::kModifyCq: serve(h, body, blen, fds, nfds, &Session::on_modify_cq); break;
     case Op::kCreateChannel: serve(h, body, blen, fds, nfds, &Session::on_create_channel); break;
     case Op::kDestroyChannel: serve(h, body, blen, fds, nfds, &Session::on_destroy_channel); break;
     case Op::kCreateCq: serve(h, body, blen, fds, nfds, &Session::on_create_cq); break;
@@ -559,7 +561,27 @@ int Session::on_destroy_cq(const proto::Handle& req, UniqueFd*, int, proto::Empt
   if (cq == nullptr) return EINVAL;
   if (cq->users != 0) return EBUSY;
   if (cq->channel != nullptr) cq->channel->users--;
+  router_->drop_held_cq_st(cq);
   cqs_.take(req.handle);
+  return 0;
+}
+
+int Session::on_modify_cq(const proto::ModifyCqReq& req, UniqueFd*, int, proto::Empty*, ReplyFds*) {
+  Cq* cq = cqs_.find(req.cq);
+  // As the kernel's uverbs: nothing to modify is EINVAL, an unknown attribute EOPNOTSUPP.
+  if (cq == nullptr || req.attr_mask == 0) return EINVAL;
+  if ((req.attr_mask & ~static_cast<uint32_t>(IBV_CQ_ATTR_MODERATE)) != 0) return EOPNOTSUPP;
+  if (req.cq_period > device::kMaxCqModerationPeriodUs) return EINVAL;
+  // An event held under the old limits is raised now rather than judged by the new ones.
+  if (cq->moderation.held() != 0) {
+    router_->drop_held_cq_st(cq);
+    cq->moderation.fired();
+    if (cq->channel != nullptr && shm::take_cq_arm(cq->notify))
+      proto::send_cq_event(cq->channel->sock.get(), cq->handle);
+  }
+  cq->moderation.set(req.cq_count, req.cq_period);
+  // A moderated CQ is the router's alone to write: the direct lines that write it go Off.
+  for (Qp* qp : router_->cq_writers_st(cq)) router_->refresh_direct_st(qp);
   return 0;
 }
 
@@ -573,13 +595,7 @@ int Session::on_resize_cq(const proto::ResizeCqReq& req, UniqueFd*, int, proto::
   Cq* cq = cqs_.find(req.cq);
   if (cq == nullptr || req.cqe == 0 || req.cqe > device::kMaxCqe) return EINVAL;
   const shm::CqLayout layout = shm::cq_layout(static_cast<uint32_t>(round_up_pow2(req.cqe)));
-  std::vector<Qp*> writers;
-  router_->for_each_qp([&](Qp* qp) {
-    if (qp->send_cq == cq) writers.push_back(qp);
-    if (qp->recv_cq != cq) return;
-    if (Qp* peer = router_->qp_by_qpn(qp->attr.dest_qp_num); peer != nullptr && peer != qp)
-      writers.push_back(peer);
-  });
+  const std::vector<Qp*> writers = router_->cq_writers_st(cq);
   for (Qp* qp : writers) router_->disable_direct_st(qp);
   auto* old_hdr = reinterpret_cast<shm::RingHeader*>(cq->shm.data() + cq->layout.ring_off);
   const uint32_t cons = old_hdr->consumer.value.load(std::memory_order_acquire);

@@ -40,10 +40,8 @@ void post_cqe_st(Cq* cq, const shm::Cqe& cqe, bool solicited) {
     return;
   }
   shm::wake_napping_poller(cq->notify);
-  if (cq->channel == nullptr ||
-      !shm::claim_cq_event(cq->notify, solicited, cqe.status == IBV_WC_SUCCESS))
-    return;
-  proto::send_cq_event(cq->channel->sock.get(), cq->handle);
+  if (cq->channel != nullptr)
+    cq->owner->router()->raise_cq_event_st(cq, solicited, cqe.status == IBV_WC_SUCCESS);
 }
 
 shm::Cqe make_cqe(uint64_t wr_id, ibv_wc_status status, ibv_wc_opcode opcode, uint32_t qpn) {
@@ -56,6 +54,7 @@ shm::Cqe make_cqe(uint64_t wr_id, ibv_wc_status status, ibv_wc_opcode opcode, ui
 }
 
 bool Router::poll_datapath_st(bool with_links) {
+  if (!held_cqs_.empty()) raise_due_cq_events_st(now_ns());
   bool did = with_links && remote_ != nullptr && remote_->poll_st();
   if (active_.empty()) return did;
   Executor ex(this, now_ns());

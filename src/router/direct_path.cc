@@ -36,10 +36,13 @@ bool Router::direct_eligible_st(const Qp* qp) const {
       qp->state() != IBV_QPS_RTS || qp->rate.limited() || qp->owner->container()->rate.limited() ||
       (qp->srq != nullptr && qp->srq->tm != nullptr))
     return false;
+  // Nor may a library write a moderated CQ (ibv_modify_cq): the router holds its events.
+  if (qp->send_cq->moderation.active()) return false;
   const Qp* peer = qp_by_qpn(qp->attr.dest_qp_num);
   // A peer with an SRQ is still eligible: the library then executes only the work that
   // takes no receive WQE (RDMA and atomics), as an SRQ may have other consumers.
-  return peer != nullptr && !peer->direct_revoked && answers(*qp, *peer, cfg_.link_layer);
+  return peer != nullptr && !peer->direct_revoked && answers(*qp, *peer, cfg_.link_layer) &&
+         (peer->srq != nullptr || !peer->recv_cq->moderation.active());
 }
 
 Qp* Router::direct_peer_st(const Qp* qp) const {

@@ -16,6 +16,7 @@
 #include "common/policy.h"
 #include "common/unique_fd.h"
 #include "proto/messages.h"
+#include "router/cq_moderation.h"
 #include "router/shm_region.h"
 #include "router/tag_list.h"
 #include "router/token_bucket.h"
@@ -139,6 +140,9 @@ struct Cq {
   shm::CqNotify* notify = nullptr;
   int users = 0;         // QPs using it
   bool overrun = false;  // an overrun was reported; no more CQEs are written
+  // Event moderation (ibv_modify_cq). A moderated CQ is written by the router only: the QPs
+  // that would write it on the direct path keep their lines Off.
+  CqModeration moderation;
 };
 
 struct Srq {

@@ -213,6 +213,7 @@ bool Router::sleep_until_work() {
     }
     if (remote_ != nullptr && remote_->next_deadline() != 0) wake_at(remote_->next_deadline());
     if (cm_.next_deadline() != 0) wake_at(cm_.next_deadline());
+    if (!held_cqs_.empty()) wake_at(next_cq_event_due());
     // A stop consumed by an earlier poll_control() would never wake this wait.
     if (!stopping_) poll_control(timeout_ms);
   }

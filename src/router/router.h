@@ -224,6 +224,21 @@ class Router {
 
   RemotePath* remote() const { return remote_.get(); }
 
+  // ---- Completion events (router/cq_events.cc) ----
+  // The QPs whose completions go to cq: its own send completions, or (for the QPs whose
+  // receive CQ it is) the peer each is connected to on this host, which may write them on
+  // the direct path.
+  std::vector<Qp*> cq_writers_st(const Cq* cq) const;
+  // Raises cq's completion event for an entry it is armed for, now or, when the CQ is
+  // moderated (ibv_modify_cq), once its count or period is reached.
+  void raise_cq_event_st(Cq* cq, bool solicited, bool success);
+  // Raises the moderated events whose period has run out by `now`.
+  void raise_due_cq_events_st(uint64_t now);
+  // When the next held event falls due (UINT64_MAX: none).
+  uint64_t next_cq_event_due() const;
+  // cq is going away: forget its held event.
+  void drop_held_cq_st(Cq* cq);
+
   // ---- Data path (router thread) ----
   // Executes pending work on every active QP, and (with_links) moves what the host links
   // have. Returns true if anything was done.
@@ -277,6 +292,7 @@ class Router {
   uint64_t last_request_ns_ = 0;  // when poll_control last served a library
   uint64_t pass_ = 0;             // data-path passes so far: where the next one starts in active_
   std::vector<Qp*> direct_;       // QPs whose direct line is On
+  std::vector<Cq*> held_cqs_;     // moderated CQs holding back an event
   std::unique_ptr<RemotePath> remote_;
   CmManager cm_{this};
   std::unordered_map<int, CmChannel*> watched_cm_channels_;  // by fd

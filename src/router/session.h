@@ -79,6 +79,7 @@ struct OpenedQp {
 class Session {
  public:
   Session(Router* router, UniqueFd sock, pid_t pid, uid_t uid, Container* container);
+  Router* router() const { return router_; }
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -147,6 +148,7 @@ class Session {
   int on_destroy_flow(const proto::Handle&, UniqueFd*, int, proto::Empty*, ReplyFds*);
   int on_modify_wq(const proto::ModifyWqReq&, UniqueFd*, int, proto::Empty*, ReplyFds*);
   int on_set_qp_rss(const proto::SetQpRssReq&, UniqueFd*, int, proto::Empty*, ReplyFds*);
+  int on_modify_cq(const proto::ModifyCqReq&, UniqueFd*, int, proto::Empty*, ReplyFds*);
   int on_post_srq_ops(const proto::PostSrqOpsReq&, UniqueFd*, int, proto::PostSrqOpsRep*,
                       ReplyFds*);
   int on_cm_join_multicast(const proto::CmBindReq&, UniqueFd*, int, proto::Empty*, ReplyFds*);

@@ -145,16 +145,26 @@ inline void nap(CqNotify* n, uint64_t timeout_ns) {
   n->napping.store(0, std::memory_order_relaxed);
 }
 
-// Called by a producer after publishing an entry: true if this producer must now send the
-// completion event (it won the arm). The fence pairs with req_notify_cq's fence between
-// arming and polling: either the consumer sees the entry or the producer sees the arm.
-inline bool claim_cq_event(CqNotify* n, bool solicited, bool success) {
+// Called by a producer after publishing an entry: whether the CQ is armed for it. The fence
+// pairs with req_notify_cq's fence between arming and polling: either the consumer sees the
+// entry or the producer sees the arm.
+inline bool cq_event_wanted(CqNotify* n, bool solicited, bool success) {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   uint32_t arm = n->arm.load(std::memory_order_relaxed);
   if (arm == kCqDisarmed) return false;
   // Armed for solicited events only: unsolicited successful completions do not fire.
-  if (arm != kCqArmedAny && !solicited && success) return false;
+  return arm == kCqArmedAny || solicited || !success;
+}
+
+// Disarms the CQ: true if this producer must now send the completion event (it won the arm).
+inline bool take_cq_arm(CqNotify* n) {
   return n->arm.exchange(kCqDisarmed, std::memory_order_acq_rel) != kCqDisarmed;
+}
+
+// Called by a producer after publishing an entry: true if this producer must now send the
+// completion event (the CQ was armed for the entry, and this producer won the arm).
+inline bool claim_cq_event(CqNotify* n, bool solicited, bool success) {
+  return cq_event_wanted(n, solicited, success) && take_cq_arm(n);
 }
 
 }  // namespace wharf::shm

@@ -58,6 +58,7 @@ uint16_t op_for() {
   if constexpr (std::is_same_v<T, CreateCqReq>) return req(Op::kCreateCq);
   if constexpr (std::is_same_v<T, CreateCqRep>) return rep(Op::kCreateCq);
   if constexpr (std::is_same_v<T, ResizeCqReq>) return req(Op::kResizeCq);
+  if constexpr (std::is_same_v<T, ModifyCqReq>) return req(Op::kModifyCq);
   if constexpr (std::is_same_v<T, CreateAhReq>) return req(Op::kCreateAh);
   if constexpr (std::is_same_v<T, CreateQpReq>) return req(Op::kCreateQp);
   if constexpr (std::is_same_v<T, CreateQpRep>) return rep(Op::kCreateQp);

@@ -53,6 +53,7 @@ WHARF_MESSAGE_SPEC(CreateFlowReq, 130);  // 2 * 4 + 2 + FlowMatch
 WHARF_MESSAGE_SPEC(ModifyWqReq, 8);      // 2 * 4
 WHARF_MESSAGE_SPEC(SetQpRssReq, 312);    // 2 * 4 + 64 * 4 + 8 + 40
 WHARF_MESSAGE_SPEC(QueryQpRep, 125);     // QpAttr + QpCaps + 1
+WHARF_MESSAGE_SPEC(ModifyCqReq, 12);     // 2 * 4 + 2 * 2
 WHARF_MESSAGE_SPEC(CreateSrqReq, 36);    // 9 * 4
 WHARF_MESSAGE_SPEC(SrqOp, 68);           // 8 + 4 * 4 + 3 * 8 + 4 + 8 + 2 * 4
 WHARF_MESSAGE_SPEC(PostSrqOpsReq, 552);  // 2 * 4 + 8 * SrqOp
@@ -92,11 +93,11 @@ WHARF_MESSAGE_SPEC(CmMad, 356);  // 4 + 3 * 4 + 4 + 16 + 2 * 32 + 2 * CmAddr + C
 
 using AllMessages =
     TypeList<Header, Empty, HelloReq, HelloRep, Handle, RegMrReq, RegMrRep, CreateCqReq,
-             CreateCqRep, ResizeCqReq, AhAttr, CreateAhReq, QpCaps, CreateQpReq, CreateQpRep,
-             QpAttr, ModifyQpReq, ModifyQpRateLimitReq, ReregMrReq, AllocMwReq, AllocMwRep,
-             McastReq, OpenXrcdReq, OpenQpReq, FlowMatch, CreateFlowReq, ModifyWqReq, SetQpRssReq,
-             QueryQpRep, CreateSrqReq, CreateSrqRep, SrqOp, PostSrqOpsReq, PostSrqOpsRep,
-             ModifySrqReq, QuerySrqRep, RegisterContainerReq, RegisterContainerRep,
+             CreateCqRep, ResizeCqReq, ModifyCqReq, AhAttr, CreateAhReq, QpCaps, CreateQpReq,
+             CreateQpRep, QpAttr, ModifyQpReq, ModifyQpRateLimitReq, ReregMrReq, AllocMwReq,
+             AllocMwRep, McastReq, OpenXrcdReq, OpenQpReq, FlowMatch, CreateFlowReq, ModifyWqReq,
+             SetQpRssReq, QueryQpRep, CreateSrqReq, CreateSrqRep, SrqOp, PostSrqOpsReq,
+             PostSrqOpsRep, ModifySrqReq, QuerySrqRep, RegisterContainerReq, RegisterContainerRep,
              UnregisterContainerReq, RouterInfoRep, DumpResourcesRep, DirectPeerRep, PeerMrReq,
              PeerMrRep, AsyncEventMsg, CqEventMsg, CmAddr, CmConnParam, CmOpenRep, CmCreateIdReq,
              CmMigrateIdReq, CmBindReq, CmAddrRep, CmResolveAddrReq, CmListenReq, QpStep, CmQpSteps,

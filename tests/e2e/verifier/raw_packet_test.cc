@@ -239,6 +239,7 @@ TEST_F(RawPacketTest, AnRssQpSpreadsFramesOverItsWqsByTheirAddresses) {
   EXPECT_GE(used.size(), 2u) << "32 sources all hashed to one WQ";
   // A WQ in the table, or a table an RSS QP uses, cannot go.
   EXPECT_EQ(ibv_destroy_wq(wqs[0]), EBUSY);
+  EXPECT_EQ(ibv_destroy_rwq_ind_table(table), EBUSY);
   EXPECT_EQ(ibv_destroy_flow(flow), 0);
   EXPECT_EQ(ibv_destroy_qp(rss), 0);
   EXPECT_EQ(ibv_destroy_rwq_ind_table(table), 0);
