@@ -25,6 +25,10 @@ constexpr uint8_t kFallbackAckTimeout = 19;
 bool reliable(ibv_qp_type t) {
   return t == IBV_QPT_RC || t == IBV_QPT_XRC_SEND || t == IBV_QPT_XRC_RECV;
 }
+// As the kernel's QP state table: RC and XRC targets take responder attributes at RTR, RC and
+// XRC initiators requester attributes at RTS.
+bool responds(ibv_qp_type t) { return t == IBV_QPT_RC || t == IBV_QPT_XRC_RECV; }
+bool requests(ibv_qp_type t) { return t == IBV_QPT_RC || t == IBV_QPT_XRC_SEND; }
 
 int init_qp_attr(Id* id, ibv_qp_attr* attr, int* mask) {
   RouterLink* link = RouterLink::get();
@@ -57,7 +61,7 @@ int init_qp_attr(Id* id, ibv_qp_attr* attr, int* mask) {
       attr->path_mtu = static_cast<ibv_mtu>(id->id.route.path_rec[0].mtu);
       attr->dest_qp_num = id->peer.qp_num;
       attr->rq_psn = id->peer.psn;
-      if (reliable(type)) {
+      if (responds(type)) {
         *mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
         attr->max_dest_rd_atomic = id->responder_resources;
         attr->min_rnr_timer = 0;  // as the kernel's ib_cm
@@ -69,12 +73,15 @@ int init_qp_attr(Id* id, ibv_qp_attr* attr, int* mask) {
       if (is_ud(type)) return 0;
       if (!id->peer.known) return fail(EINVAL);
       if (reliable(type)) {
-        *mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+        *mask |= IBV_QP_TIMEOUT;
         // ib_cm's: the path's packet life time + 1, unless RDMA_OPTION_ID_ACK_TIMEOUT set one.
         attr->timeout = id->ack_timeout_set ? id->ack_timeout
                         : id->id.route.path_rec != nullptr
                             ? static_cast<uint8_t>(id->id.route.path_rec[0].packet_life_time + 1)
                             : kFallbackAckTimeout;
+      }
+      if (requests(type)) {
+        *mask |= IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
         attr->retry_cnt = id->peer.retry_count;
         attr->rnr_retry = id->peer.rnr_retry_count;
         attr->max_rd_atomic = id->initiator_depth;
@@ -278,15 +285,29 @@ WHARF_EXPORT int rdma_create_qp_ex(rdma_cm_id* cm_id, ibv_qp_init_attr_ex* attr)
          cm_id->send_cq != attr->send_cq)) {
       return fail(EINVAL);
     }
-    if (cm_id->qp_type == IBV_QPT_XRC_RECV) return fail(EOPNOTSUPP);  // XRC through rdma_cm: no
+    // An XRC target belongs to a domain (the device's unless one is given) and has no queues
+    // or CQs of its own; an initiator only sends.
+    const bool target = cm_id->qp_type == IBV_QPT_XRC_RECV;
+    const bool initiator = cm_id->qp_type == IBV_QPT_XRC_SEND;
+    if (target || initiator) attr->qp_type = cm_id->qp_type;
+    if (target && (!(attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) || attr->xrcd == nullptr)) {
+      RouterLink* link = RouterLink::get();
+      attr->xrcd = link != nullptr ? link->xrcd() : nullptr;
+      if (attr->xrcd == nullptr) return -1;
+      attr->comp_mask |= IBV_QP_INIT_ATTR_XRCD;
+    }
     uint32_t send_size =
-        attr->send_cq != nullptr || cm_id->send_cq != nullptr ? 0 : attr->cap.max_send_wr;
+        target || attr->send_cq != nullptr || cm_id->send_cq != nullptr ? 0 : attr->cap.max_send_wr;
     uint32_t recv_size =
-        attr->recv_cq != nullptr || cm_id->recv_cq != nullptr ? 0 : attr->cap.max_recv_wr;
+        target || initiator || attr->recv_cq != nullptr || cm_id->recv_cq != nullptr
+            ? 0
+            : attr->cap.max_recv_wr;
     if (create_cqs(id, send_size, recv_size) != 0) return -1;
-    if (attr->send_cq == nullptr) attr->send_cq = cm_id->send_cq;
-    if (attr->recv_cq == nullptr) attr->recv_cq = cm_id->recv_cq;
-    if (cm_id->srq != nullptr && attr->srq == nullptr) attr->srq = cm_id->srq;
+    if (!target) {
+      if (attr->send_cq == nullptr) attr->send_cq = cm_id->send_cq;
+      if (!initiator && attr->recv_cq == nullptr) attr->recv_cq = cm_id->recv_cq;
+      if (!initiator && cm_id->srq != nullptr && attr->srq == nullptr) attr->srq = cm_id->srq;
+    }
     ibv_qp* qp = ibv_create_qp_ex(cm_id->verbs, attr);
     if (qp == nullptr) {
       int err = errno;
@@ -300,7 +321,7 @@ WHARF_EXPORT int rdma_create_qp_ex(rdma_cm_id* cm_id, ibv_qp_init_attr_ex* attr)
       destroy_cqs(id);
       return fail(err);
     }
-    cm_id->pd = qp->pd;
+    if (qp->pd != nullptr) cm_id->pd = qp->pd;  // an XRC target has none
     cm_id->qp = qp;
     return 0;
   } catch (...) {

@@ -1,6 +1,7 @@
 #include "abi/rdmacm/router_link.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -123,6 +124,23 @@ ibv_pd* RouterLink::pd() {
   }
   if (pd_ == nullptr) pd_ = ibv_alloc_pd(context_);
   return pd_;
+}
+
+ibv_xrcd* RouterLink::xrcd() {
+  std::lock_guard<std::mutex> g(device_mu_);
+  int err = open_device_locked();
+  if (err != 0) {
+    errno = err;
+    return nullptr;
+  }
+  if (xrcd_ == nullptr) {
+    ibv_xrcd_init_attr attr{};
+    attr.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
+    attr.fd = -1;  // a domain of this process's own
+    attr.oflags = O_CREAT;
+    xrcd_ = ibv_open_xrcd(context_, &attr);
+  }
+  return xrcd_;
 }
 
 }  // namespace wharf::rdmacm

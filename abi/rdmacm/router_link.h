@@ -40,6 +40,9 @@ class RouterLink {
   // allocates one per device). nullptr with errno set if the device cannot be opened.
   ibv_context* device();
   ibv_pd* pd();
+  // The XRC domain of XRC ids' SRQs and target QPs, one for the device (rdma-core's
+  // ucma_get_xrcd), opened on first use and kept, as the device is.
+  ibv_xrcd* xrcd();
 
   // Device limits read when the device was opened (valid once device() succeeded).
   uint8_t max_initiator_depth() const { return max_initiator_depth_; }
@@ -59,6 +62,7 @@ class RouterLink {
   ibv_device** devices_ = nullptr;  // kept for the life of the process, as the contexts are
   ibv_context* context_ = nullptr;
   ibv_pd* pd_ = nullptr;
+  ibv_xrcd* xrcd_ = nullptr;
   uint8_t max_initiator_depth_ = 0;
   uint8_t max_responder_resources_ = 0;
   ibv_mtu path_mtu_ = IBV_MTU_1024;

@@ -8,6 +8,7 @@
 
 #include "abi/rdmacm/export.h"
 #include "abi/rdmacm/ops.h"
+#include "abi/rdmacm/router_link.h"
 
 using namespace wharf::rdmacm;
 
@@ -20,7 +21,21 @@ WHARF_EXPORT int rdma_create_srq_ex(rdma_cm_id* id, ibv_srq_init_attr_ex* attr) 
       attr->comp_mask |= IBV_SRQ_INIT_ATTR_PD;
     }
     if (attr->pd == nullptr) return fail(EINVAL);
-    if (attr->srq_type == IBV_SRQT_XRC) return fail(EOPNOTSUPP);  // XRC through rdma_cm: no
+    // An XRC SRQ: in the device's domain unless one is given, completing on the id's receive
+    // CQ (made here if it has none), as rdma-core's rdma_create_srq_ex does.
+    if (attr->srq_type == IBV_SRQT_XRC) {
+      if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) || attr->xrcd == nullptr) {
+        RouterLink* link = RouterLink::get();
+        attr->xrcd = link != nullptr ? link->xrcd() : nullptr;
+        if (attr->xrcd == nullptr) return -1;
+        attr->comp_mask |= IBV_SRQ_INIT_ATTR_XRCD;
+      }
+      if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || attr->cq == nullptr) {
+        if (create_cqs(to_id(id), 0, attr->attr.max_wr) != 0) return -1;
+        attr->cq = id->recv_cq;
+        attr->comp_mask |= IBV_SRQ_INIT_ATTR_CQ;
+      }
+    }
     ibv_srq* srq = ibv_create_srq_ex(id->verbs, attr);
     if (srq == nullptr) {
       int err = errno;

@@ -12,12 +12,16 @@
 namespace wharf::router {
 namespace {
 
+// Connected ids may carry XRC QPs: an initiator connects to a target, as rdma-core's
+// rdma_xclient / rdma_xserver do.
 bool valid_port_space(uint16_t ps, uint8_t qp_type) {
+  const bool connected = qp_type == IBV_QPT_RC || qp_type == IBV_QPT_UC ||
+                         qp_type == IBV_QPT_XRC_SEND || qp_type == IBV_QPT_XRC_RECV;
   switch (ps) {
-    case RDMA_PS_TCP: return qp_type == IBV_QPT_RC || qp_type == IBV_QPT_UC;
+    case RDMA_PS_TCP: return connected;
     case RDMA_PS_UDP:
     case RDMA_PS_IPOIB: return qp_type == IBV_QPT_UD;
-    case RDMA_PS_IB: return qp_type == IBV_QPT_RC || qp_type == IBV_QPT_UC || qp_type == IBV_QPT_UD;
+    case RDMA_PS_IB: return connected || qp_type == IBV_QPT_UD;
     default: return false;
   }
 }
