@@ -6,16 +6,17 @@ namespace wharf::proto::host {
 namespace {
 
 constexpr uint32_t kMaxQpn = 0xffffff;  // QPNs and PSNs are 24-bit fields
-constexpr size_t kGrhSize = 40, kRethSize = 16, kAtomicEthSize = 32, kImmSize = 4, kAethSize = 8,
-                 kAtomicAckSize = 8, kDethSize = 8;
-constexpr size_t kMaxExtensions =
-    kGrhSize + kRethSize + kAtomicEthSize + kImmSize + kAethSize + kAtomicAckSize + kDethSize;
+constexpr size_t kGrhSize = 40, kXrcethSize = 4, kRethSize = 16, kAtomicEthSize = 32, kImmSize = 4,
+                 kAethSize = 8, kAtomicAckSize = 8, kDethSize = 8;
+constexpr size_t kMaxExtensions = kGrhSize + kXrcethSize + kRethSize + kAtomicEthSize + kImmSize +
+                                  kAethSize + kAtomicAckSize + kDethSize;
 
 // Extension headers in IBA order after the BTH; the GRH (which IBA places before the BTH)
 // comes first. One list for encoding and decoding.
 template <class P, class V>
 void visit_extensions(P& p, V& v) {
   if (p.has_grh) v(p.grh);
+  if (p.has_xrceth) v(p.xrc_srqn);
   if (p.has_deth) v(p.deth);
   if (p.has_reth) v(p.reth);
   if (p.has_atomic) v(p.atomic);
@@ -25,13 +26,15 @@ void visit_extensions(P& p, V& v) {
 }
 
 size_t extensions_size(const Packet& p) {
-  return (p.has_grh ? kGrhSize : 0) + (p.has_deth ? kDethSize : 0) + (p.has_reth ? kRethSize : 0) +
+  return (p.has_grh ? kGrhSize : 0) + (p.has_xrceth ? kXrcethSize : 0) +
+         (p.has_deth ? kDethSize : 0) + (p.has_reth ? kRethSize : 0) +
          (p.has_atomic ? kAtomicEthSize : 0) + (p.has_aeth ? kAethSize : 0) +
          (p.has_atomic_ack ? kAtomicAckSize : 0) + (p.has_imm ? kImmSize : 0);
 }
 
 void apply_shape(const OpcodeShape& s, Packet* p) {
   p->has_grh = (p->hdr.flags & kHasGrh) != 0;
+  p->has_xrceth = s.xrceth;
   p->has_reth = s.reth;
   p->has_atomic = s.atomic;
   p->has_imm = s.imm;
@@ -59,8 +62,12 @@ bool opcode_shape(uint8_t opcode, OpcodeShape* s) {
     s->imm = op == kSendOnlyImm;
     return true;
   }
-  if (transport != kRc && transport != kUc) return false;
+  if (transport != kRc && transport != kUc && transport != kXrc) return false;
   if (transport == kUc && op > kWriteOnlyImm) return false;  // UC: sends and writes only
+  const bool reliable = transport != kUc;
+  // XRC requests name their SRQ; responses (ACKs, READ responses) do not.
+  s->xrceth = transport == kXrc && op != kAcknowledge && op != kAtomicAcknowledge &&
+              (op < kReadResponseFirst || op > kReadResponseOnly);
   switch (op) {
     case kSendFirst:
     case kSendMiddle:
@@ -74,11 +81,11 @@ bool opcode_shape(uint8_t opcode, OpcodeShape* s) {
     case kWriteLastImm: s->imm = s->payload = true; return true;
     case kSendLastInvalidate:
     case kSendOnlyInvalidate:
-      if (transport != kRc) return false;  // IBTA: RC (and XRC) only
+      if (!reliable) return false;  // IBTA: RC and XRC only
       s->imm = s->payload = true;
       return true;
     case kAtomicWrite:
-      if (transport != kRc) return false;
+      if (!reliable) return false;
       s->reth = s->payload = true;
       return true;
     case kWriteFirst:
@@ -128,7 +135,8 @@ DecodeStatus decode_packet(const uint8_t* buf, size_t len, Packet* out, size_t* 
   apply_shape(s, out);
   Reader r(buf + kPacketHeaderSize, h.length);
   visit_extensions(*out, r);
-  if (!r.ok() || (out->has_aeth && aeth_kind(out->aeth.syndrome) == AethKind::kReserved))
+  if (!r.ok() || (out->has_aeth && aeth_kind(out->aeth.syndrome) == AethKind::kReserved) ||
+      out->xrc_srqn > kMaxQpn)
     return DecodeStatus::kBad;
   out->payload_len = static_cast<uint32_t>(h.length - r.pos());
   if ((!s.payload && out->payload_len != 0) || out->payload_len > kMaxSegment)

@@ -17,11 +17,10 @@
 namespace wharf::proto::host {
 
 constexpr uint32_t kMagic = 0x50544857;  // "WHTP" as little-endian bytes
-// Versions this build speaks. 3: SEND with Invalidate (opcodes 0x16, 0x17, IETH) and ATOMIC
-// WRITE (0x1d);
-// 2: PacketHeader.network.
-constexpr uint16_t kVersionMin = 3;
-constexpr uint16_t kVersionMax = 3;
+// Versions this build speaks. 4: the XRC transport (XRCETH); 3: SEND with Invalidate
+// (opcodes 0x16, 0x17, IETH) and ATOMIC WRITE (0x1d); 2: PacketHeader.network.
+constexpr uint16_t kVersionMin = 4;
+constexpr uint16_t kVersionMax = 4;
 constexpr uint32_t kMaxSegment = 64 * 1024;  // payload bytes in one packet
 
 // ---- Connection setup: each side sends Hello, then reads the other's. ----
@@ -48,9 +47,9 @@ constexpr size_t kHelloSize = 56;
 uint16_t negotiate(const Hello& mine, const Hello& theirs);
 
 // ---- Packets ----
-// IBTA opcodes (table 38): transport in bits 7-5 (RC 0x00, UC 0x20, UD 0x60), operation in
-// bits 4-0.
-enum Transport : uint8_t { kRc = 0x00, kUc = 0x20, kUd = 0x60 };
+// IBTA opcodes (table 38): transport in bits 7-5 (RC 0x00, UC 0x20, UD 0x60, XRC 0xa0),
+// operation in bits 4-0. XRC has RC's operations; its requests carry an XRCETH.
+enum Transport : uint8_t { kRc = 0x00, kUc = 0x20, kUd = 0x60, kXrc = 0xa0 };
 enum Operation : uint8_t {
   kSendFirst = 0x00,
   kSendMiddle = 0x01,
@@ -187,9 +186,10 @@ constexpr AethKind aeth_kind(uint8_t s) {
 // One decoded packet. `payload` points into the buffer it was decoded from.
 struct Packet {
   PacketHeader hdr;
-  bool has_grh = false, has_reth = false, has_atomic = false, has_imm = false, has_aeth = false,
-       has_atomic_ack = false, has_deth = false;
+  bool has_grh = false, has_xrceth = false, has_reth = false, has_atomic = false, has_imm = false,
+       has_aeth = false, has_atomic_ack = false, has_deth = false;
   Grh grh;
+  uint32_t xrc_srqn = 0;  // XRCETH (24 bits): the XRC SRQ an XRC request is for
   Reth reth;
   AtomicEth atomic;
   // Immediate data (network order as the application gave it), or the IETH's key (SEND
@@ -205,7 +205,7 @@ struct Packet {
 // Which extension headers and whether a payload an opcode carries; false for opcodes this
 // version does not know.
 struct OpcodeShape {
-  bool reth, atomic, imm, aeth, atomic_ack, deth, payload;
+  bool xrceth, reth, atomic, imm, aeth, atomic_ack, deth, payload;
 };
 bool opcode_shape(uint8_t opcode, OpcodeShape* shape);
 

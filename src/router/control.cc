@@ -752,11 +752,10 @@ int Session::modify_qp(Qp* qp, uint32_t attr_mask, const proto::QpAttr& attr) {
   if (int err = check_qp_transition(qp->type, cur, wanted, attr_mask); err != 0) return err;
   const auto next = static_cast<ibv_qp_state>(wanted);  // validated above
   if (int err = validate_qp_attr_values(*qp, attr_mask, attr, ethernet()); err != 0) return err;
-  // XRC and tag matching run between QPs of one host only: the host-to-host engine carries
-  // no SRQ numbers, and its responder places a message packet by packet, where a tagged
-  // message is matched (and a rendezvous read) as a whole.
-  const bool one_host_only = qp->type == IBV_QPT_XRC_SEND || qp->type == IBV_QPT_XRC_RECV ||
-                             (qp->srq != nullptr && qp->srq->tm != nullptr);
+  // Tag matching runs between QPs of one host only: the host-to-host responder places a
+  // message packet by packet, where a tagged message is matched (and a rendezvous read) as a
+  // whole.
+  const bool one_host_only = qp->srq != nullptr && qp->srq->tm != nullptr;
   if (one_host_only && (attr_mask & IBV_QP_AV) && router_->remote() != nullptr &&
       router_->remote()->host_for(attr.ah_attr, container_) >= 0)
     return EOPNOTSUPP;

@@ -55,6 +55,13 @@ bool has_imm(uint8_t op) {
          op == host::kWriteOnlyImm;
 }
 
+// The transport a connected QP's packets travel in: XRC initiators and targets use XRC.
+host::Transport transport_of(const Qp* qp) {
+  if (qp->type == IBV_QPT_UC) return host::kUc;
+  if (qp->type == IBV_QPT_XRC_SEND || qp->type == IBV_QPT_XRC_RECV) return host::kXrc;
+  return host::kRc;
+}
+
 // The operation of packet k of n of a SEND or WRITE message.
 uint8_t packet_operation(uint8_t wr_opcode, uint32_t k, uint32_t n) {
   const bool write = wr_opcode == IBV_WR_RDMA_WRITE || wr_opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
@@ -109,7 +116,9 @@ int RemotePath::host_for(const proto::AhAttr& ah, const Container* from) const {
 }
 
 int RemotePath::peer_host(const Qp* qp) const {
-  if (qp->type != IBV_QPT_RC && qp->type != IBV_QPT_UC) return -1;
+  if (qp->type != IBV_QPT_RC && qp->type != IBV_QPT_UC && qp->type != IBV_QPT_XRC_SEND &&
+      qp->type != IBV_QPT_XRC_RECV)
+    return -1;
   return host_for(qp->attr.ah_attr, qp->owner->container());
 }
 
@@ -193,8 +202,9 @@ bool RemotePath::send_message_st(Executor* ex, Qp* qp, int dest, const Outstandi
     const uint32_t chunk = static_cast<uint32_t>(std::min<uint64_t>(host::kMaxSegment, len - off));
     Packet p;
     p.hdr = request_header(qp, qp->attr.ah_attr, qp->attr.dest_qp_num, dest);
-    p.hdr.opcode = host::opcode_of(qp->type == IBV_QPT_UC ? host::kUc : host::kRc,
-                                   static_cast<host::Operation>(packet_operation(op, k, n)));
+    p.hdr.opcode =
+        host::opcode_of(transport_of(qp), static_cast<host::Operation>(packet_operation(op, k, n)));
+    p.xrc_srqn = o.w.hdr.remote_srqn;
     p.hdr.psn = psn_add(o.first_psn, k);
     if (k + 1 == n) {
       p.hdr.flags =
@@ -224,9 +234,10 @@ bool RemotePath::send_request_st(Executor* ex, Qp* qp, int dest, const Outstandi
   Packet p;
   p.hdr = request_header(qp, qp->attr.ah_attr, qp->attr.dest_qp_num, dest);
   p.hdr.opcode =
-      host::opcode_of(host::kRc, op == IBV_WR_RDMA_READ              ? host::kReadRequest
-                                 : op == IBV_WR_ATOMIC_FETCH_AND_ADD ? host::kFetchAdd
-                                                                     : host::kCompareSwap);
+      host::opcode_of(transport_of(qp), op == IBV_WR_RDMA_READ              ? host::kReadRequest
+                                        : op == IBV_WR_ATOMIC_FETCH_AND_ADD ? host::kFetchAdd
+                                                                            : host::kCompareSwap);
+  p.xrc_srqn = o.w.hdr.remote_srqn;
   p.hdr.psn = o.first_psn;
   p.hdr.flags = host::kAckRequest;
   p.reth = host::Reth{o.w.hdr.remote_addr, o.w.hdr.rkey, o.byte_len};
@@ -374,10 +385,15 @@ bool RemotePath::flush_st(Qp* qp) {
   return true;
 }
 
-// The local RC or UC QP a packet from `src_host` is for: it must be connected to the sender.
-Qp* RemotePath::local_qp_for(int src_host, const Packet& p) const {
+// The local connected QP a packet from `src_host` is for: it must be connected to the sender.
+// An XRC request is for a target, an XRC response for an initiator.
+Qp* RemotePath::local_qp_for(int src_host, const Packet& p, bool response) const {
   Qp* q = r_->qp_by_qpn(p.hdr.dest_qpn);
-  const ibv_qp_type type = (p.hdr.opcode & 0xe0) == host::kUc ? IBV_QPT_UC : IBV_QPT_RC;
+  const uint8_t transport = p.hdr.opcode & 0xe0;
+  const ibv_qp_type type = transport == host::kUc    ? IBV_QPT_UC
+                           : transport != host::kXrc ? IBV_QPT_RC
+                           : response                ? IBV_QPT_XRC_SEND
+                                                     : IBV_QPT_XRC_RECV;
   if (q == nullptr || q->type != type || q->attr.dest_qp_num != p.hdr.src_qpn ||
       peer_host(q) != src_host)
     return nullptr;
@@ -534,7 +550,7 @@ void RemotePath::on_packet(int src_host, const Packet& p) {
 }
 
 void RemotePath::on_response_st(int src_host, const Packet& p) {
-  Qp* qp = local_qp_for(src_host, p);
+  Qp* qp = local_qp_for(src_host, p, /*response=*/true);
   if (qp == nullptr) return;
   if (qp->remote == nullptr) return;
   State& st = *qp->remote;
@@ -661,10 +677,21 @@ void RemotePath::on_read_response_st(Qp* qp, State& st, const Packet& p) {
 
 // The registration an rkey names for an access of `need` to [va, va + len) through dst
 // (C9-... 9.7.4.1), or nullptr.
-Mr* RemotePath::target_mr(const Qp* dst, uint32_t rkey, uint64_t va, uint64_t len,
+Mr* RemotePath::target_mr(const Responder& rsp, uint32_t rkey, uint64_t va, uint64_t len,
                           uint32_t need) const {
   Mr* mr = r_->mr_by_key(rkey);
-  return remote_access_allowed(mr, dst->owner, dst->pd, dst->qpn, need, va, len) ? mr : nullptr;
+  return remote_access_allowed(mr, rsp.owner, rsp.pd, rsp.qp->qpn, need, va, len) ? mr : nullptr;
+}
+
+bool RemotePath::responder_for(Qp* dst, uint32_t srqn, Responder* out) const {
+  if (dst->type != IBV_QPT_XRC_RECV) {
+    *out = responder_of(dst);
+    return true;
+  }
+  Srq* srq = r_->srq_by_srqn(srqn);
+  if (srq == nullptr || srq->xrc != dst->xrc) return false;
+  *out = srq_responder(dst, srq);
+  return true;
 }
 
 void RemotePath::queue_response_st(Qp* dst, const Response& r) {
@@ -688,9 +715,9 @@ bool RemotePath::pump_responses_st(Qp* dst) {
     a.aeth.syndrome = r.syndrome;
     a.aeth.msn = r.msn & kPsnMask;
     if (r.kind != Response::kRead) {
-      a.hdr.opcode =
-          host::opcode_of(host::kRc, r.kind == Response::kAtomicAck ? host::kAtomicAcknowledge
-                                                                    : host::kAcknowledge);
+      a.hdr.opcode = host::opcode_of(transport_of(dst), r.kind == Response::kAtomicAck
+                                                            ? host::kAtomicAcknowledge
+                                                            : host::kAcknowledge);
       a.hdr.psn = r.psn;
       a.atomic_orig = r.orig;
       if (!host::finish_packet(&a) || !links_.send(dest, tclass, a)) return false;
@@ -705,7 +732,10 @@ bool RemotePath::pump_responses_st(Qp* dst) {
       if (links_.room(dest, tclass) < chunk + 256u) return false;
       if (chunk != 0) {
         // The key is looked up again: a registration may go away while its READ is answered.
-        Mr* mr = target_mr(dst, r.rkey, r.va, r.len, IBV_ACCESS_REMOTE_READ);
+        Responder rsp;
+        Mr* mr = responder_for(dst, r.srqn, &rsp)
+                     ? target_mr(rsp, r.rkey, r.va, r.len, IBV_ACCESS_REMOTE_READ)
+                     : nullptr;
         SegmentList src, out;
         out.push(Segment{bounce_.data(), 0, 0, chunk});
         if (mr == nullptr || !append_mr_range(&src, *mr, r.va + off, chunk) ||
@@ -718,7 +748,7 @@ bool RemotePath::pump_responses_st(Qp* dst) {
                          : r.sent == 0     ? host::kReadResponseFirst
                          : r.sent + 1 == n ? host::kReadResponseLast
                                            : host::kReadResponseMiddle;
-      a.hdr.opcode = host::opcode_of(host::kRc, static_cast<host::Operation>(op));
+      a.hdr.opcode = host::opcode_of(transport_of(dst), static_cast<host::Operation>(op));
       a.hdr.psn = psn_add(r.psn, r.sent);
       a.payload = bounce_.data();
       a.payload_len = chunk;
@@ -755,9 +785,11 @@ void RemotePath::on_atomic_request_st(Qp* dst, State& st, const Packet& p, bool 
     ex.to_error_st(dst);
   };
   if ((p.atomic.va & 7) != 0) return nak(host::kNakInvalidRequest);
-  Mr* mr = (dst->attr.qp_access_flags & IBV_ACCESS_REMOTE_ATOMIC)
-               ? target_mr(dst, p.atomic.rkey, p.atomic.va, 8, IBV_ACCESS_REMOTE_ATOMIC)
-               : nullptr;
+  Responder rsp;
+  Mr* mr =
+      responder_for(dst, p.xrc_srqn, &rsp) && (dst->attr.qp_access_flags & IBV_ACCESS_REMOTE_ATOMIC)
+          ? target_mr(rsp, p.atomic.rkey, p.atomic.va, 8, IBV_ACCESS_REMOTE_ATOMIC)
+          : nullptr;
   uint64_t orig = 0;
   const bool fetch_add = (p.hdr.opcode & 0x1f) == host::kFetchAdd;
   if (mr == nullptr ||
@@ -775,7 +807,7 @@ void RemotePath::on_atomic_request_st(Qp* dst, State& st, const Packet& p, bool 
 }
 
 void RemotePath::on_request_st(int src_host, const Packet& p) {
-  Qp* dst = local_qp_for(src_host, p);
+  Qp* dst = local_qp_for(src_host, p, /*response=*/false);
   // IBA: silently dropped; so is anything from another virtual network, as if nobody were
   // there (the requester retries until RETRY_EXC_ERR).
   if (dst == nullptr || !can_receive(dst->state()) ||
@@ -784,11 +816,18 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
   State& st = state(dst);
   st.requester_host = src_host;
   st.peer_incarnation = links_.incarnation(src_host);
+  // What serves the request: an XRC target's is the SRQ its XRCETH names, which must be in
+  // the target's domain; one that is not is an invalid request (the target stays usable).
+  Responder rsp;
+  if (!responder_for(dst, p.xrc_srqn, &rsp)) {
+    respond_st(dst, p.hdr.psn, host::aeth_nak(host::kNakInvalidRequest));
+    return;
+  }
   const uint32_t psn = p.hdr.psn;
   const uint8_t op = p.hdr.opcode & 0x1f;
   // UC: nothing is acknowledged or retransmitted; a message the responder cannot take whole
   // is dropped, and so is one whose packets went missing.
-  const bool reliable = (p.hdr.opcode & 0xe0) == host::kRc;
+  const bool reliable = (p.hdr.opcode & 0xe0) != host::kUc;
   if (!reliable && (psn != st.epsn || st.dropping)) {
     if (psn != st.epsn) st.in_send = st.in_write = false;
     st.epsn = psn;
@@ -801,10 +840,11 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
   if (psn != st.epsn) {
     if (psn_lt(psn, st.epsn)) {  // a duplicate: answered again, never executed twice
       if (op == host::kReadRequest) {
-        if (p.reth.dma_length == 0 || target_mr(dst, p.reth.rkey, p.reth.va, p.reth.dma_length,
+        if (p.reth.dma_length == 0 || target_mr(rsp, p.reth.rkey, p.reth.va, p.reth.dma_length,
                                                 IBV_ACCESS_REMOTE_READ) != nullptr)
-          queue_response_st(dst, Response{Response::kRead, psn, host::aeth_ack(), st.msn, 0,
-                                          p.reth.rkey, p.reth.va, p.reth.dma_length});
+          queue_response_st(dst,
+                            Response{Response::kRead, psn, host::aeth_ack(), st.msn, 0, p.reth.rkey,
+                                     p.reth.va, p.reth.dma_length, 0, p.xrc_srqn});
       } else if (op == host::kCompareSwap || op == host::kFetchAdd) {
         on_atomic_request_st(dst, st, p, /*duplicate=*/true);
       } else if (p.hdr.flags & host::kAckRequest) {
@@ -827,7 +867,7 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
     }
     if (st.in_send) {
       ex.consume_recv_st(&st.rsrc);
-      ex.complete_recv_st(dst, st.rw, recv_status, IBV_WC_RECV, 0, Origin{p.hdr.src_qpn}, 0);
+      ex.complete_recv_st(rsp, st.rw, recv_status, IBV_WC_RECV, 0, Origin{p.hdr.src_qpn}, 0);
     }
     st.in_send = st.in_write = false;
     respond_st(dst, psn, host::aeth_nak(static_cast<host::NakCode>(nak)));
@@ -840,12 +880,12 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
     const uint64_t len = p.reth.dma_length;
     if (!(dst->attr.qp_access_flags & IBV_ACCESS_REMOTE_READ) ||
         (len != 0 &&
-         target_mr(dst, p.reth.rkey, p.reth.va, len, IBV_ACCESS_REMOTE_READ) == nullptr))
+         target_mr(rsp, p.reth.rkey, p.reth.va, len, IBV_ACCESS_REMOTE_READ) == nullptr))
       return fail(host::kNakRemoteAccess, IBV_WC_SUCCESS);
     st.epsn = psn_add(psn, packets_for(len));
     st.msn = psn_add(st.msn, 1);
     queue_response_st(dst, Response{Response::kRead, psn, host::aeth_ack(), st.msn, 0, p.reth.rkey,
-                                    p.reth.va, len});
+                                    p.reth.va, len, 0, p.xrc_srqn});
     return;
   }
   if (op == host::kAtomicWrite) {  // one packet; a repeat stores the same bytes again
@@ -855,7 +895,7 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
         (p.reth.va & 7) != 0)
       return fail(host::kNakInvalidRequest, IBV_WC_SUCCESS);
     std::memcpy(&value, p.payload, sizeof(value));
-    Mr* mr = target_mr(dst, p.reth.rkey, p.reth.va, sizeof(value), IBV_ACCESS_REMOTE_WRITE);
+    Mr* mr = target_mr(rsp, p.reth.rkey, p.reth.va, sizeof(value), IBV_ACCESS_REMOTE_WRITE);
     if (!(dst->attr.qp_access_flags & IBV_ACCESS_REMOTE_WRITE) || mr == nullptr ||
         atomic_store_on_mr(*mr, p.reth.va, value) != 0)
       return fail(host::kNakRemoteAccess, IBV_WC_SUCCESS);
@@ -873,7 +913,7 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
       // to another host; this refuses a peer that claims it is anyway).
       if (dst->srq != nullptr && dst->srq->tm != nullptr)
         return fail(host::kNakInvalidRequest, IBV_WC_SUCCESS);
-      if (!ex.take_recv_st(dst, &st.rsrc, &st.rw)) {
+      if (!ex.take_recv_st(rsp, &st.rsrc, &st.rw)) {
         if (!reliable) return fail(0, IBV_WC_SUCCESS);  // UC: no receive, no message
         // No receive posted: RNR NAK, and the rest of the message is dropped quietly until
         // the requester starts again from this PSN. A corrupt queue: nothing at all.
@@ -887,7 +927,7 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
       const uint64_t len = p.reth.dma_length;
       if (!(dst->attr.qp_access_flags & IBV_ACCESS_REMOTE_WRITE) ||
           (len != 0 &&
-           target_mr(dst, p.reth.rkey, p.reth.va, len, IBV_ACCESS_REMOTE_WRITE) == nullptr))
+           target_mr(rsp, p.reth.rkey, p.reth.va, len, IBV_ACCESS_REMOTE_WRITE) == nullptr))
         return fail(host::kNakRemoteAccess, IBV_WC_SUCCESS);
       st.rkey = p.reth.rkey;
       st.va = p.reth.va;
@@ -903,7 +943,7 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
   if (p.payload_len != 0) src.push(Segment{const_cast<uint8_t*>(p.payload), 0, 0, p.payload_len});
   if (st.in_send) {
     SegmentList target;
-    if (!ex.resolve_sges_st(st.rw.sge, st.rw.hdr.num_sge, dst->owner, st.rsrc.pd, true, &target))
+    if (!ex.resolve_sges_st(st.rw.sge, st.rw.hdr.num_sge, rsp.owner, st.rsrc.pd, true, &target))
       return fail(host::kNakRemoteOperational, IBV_WC_LOC_PROT_ERR);
     if (st.offset + p.payload_len > target.total)
       return fail(host::kNakInvalidRequest, IBV_WC_LOC_LEN_ERR);
@@ -915,7 +955,7 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
       return fail(host::kNakInvalidRequest, IBV_WC_SUCCESS);
     if (p.payload_len != 0) {
       // Looked up again: the registration may have gone since the first packet.
-      Mr* mr = target_mr(dst, st.rkey, st.va, st.dma_length, IBV_ACCESS_REMOTE_WRITE);
+      Mr* mr = target_mr(rsp, st.rkey, st.va, st.dma_length, IBV_ACCESS_REMOTE_WRITE);
       SegmentList target;
       if (mr == nullptr || !append_mr_range(&target, *mr, st.va + st.offset, p.payload_len) ||
           copy_segments(src, target, p.payload_len) != 0)
@@ -926,7 +966,7 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
 
   if (ends_message(op)) {
     if (is_write(op) && has_imm(op)) {
-      if (!ex.take_recv_st(dst, &st.rsrc, &st.rw)) {
+      if (!ex.take_recv_st(rsp, &st.rsrc, &st.rw)) {
         if (!reliable) return fail(0, IBV_WC_SUCCESS);
         // RNR at the end of a WRITE: the requester sends the whole message again.
         st.in_write = false;
@@ -947,7 +987,7 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
       if (has_imm(op) || has_invalidate(op))
         flags = has_imm(op) ? IBV_WC_WITH_IMM : IBV_WC_WITH_INV;
       // Counted in the responder's rx counters, as every receive completion is.
-      ex.complete_recv_st(dst, st.rw, IBV_WC_SUCCESS,
+      ex.complete_recv_st(rsp, st.rw, IBV_WC_SUCCESS,
                           is_send(op) ? IBV_WC_RECV : IBV_WC_RECV_RDMA_WITH_IMM,
                           static_cast<uint32_t>(st.offset), from, flags);
     }
@@ -1004,7 +1044,8 @@ void RemotePath::fail_peer_qps_st(int host, const char* why, Lost lost) {
   std::vector<Qp*> failed;
   r_->for_each_qp([&](Qp* qp) {
     const ibv_qp_state s = qp->state();
-    if (qp->type != IBV_QPT_RC || s < IBV_QPS_RTR || s == IBV_QPS_ERR || peer_host(qp) != host)
+    if ((qp->type != IBV_QPT_RC && qp->type != IBV_QPT_XRC_SEND) || s < IBV_QPS_RTR ||
+        s == IBV_QPS_ERR || peer_host(qp) != host)
       return;
     if (lost(qp->remote)) failed.push_back(qp);
   });

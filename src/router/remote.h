@@ -63,6 +63,7 @@ struct RemoteQpState {
     uint64_t va = 0;
     uint64_t len = 0;
     uint32_t sent = 0;
+    uint32_t srqn = 0;  // READ at an XRC target: the SRQ whose PD protects the source
   };
   static constexpr int kAtomicCache = 16;
   // Requester.
@@ -172,7 +173,12 @@ class RemotePath final : public transport::HostLinks::Handler {
   bool send_message_st(Executor* ex, Qp* qp, int host, const Outstanding& o);
   bool pump_responses_st(Qp* dst);
   void queue_response_st(Qp* dst, const Response& r);
-  Mr* target_mr(const Qp* dst, uint32_t rkey, uint64_t va, uint64_t len, uint32_t need) const;
+  // The registration rkey names if responder rsp may reach [va, va+len) with `need`.
+  Mr* target_mr(const Responder& rsp, uint32_t rkey, uint64_t va, uint64_t len,
+                uint32_t need) const;
+  // What serves a request to dst: its own queue, or for an XRC target the SRQ `srqn` of its
+  // domain (false when there is none).
+  bool responder_for(Qp* dst, uint32_t srqn, Responder* out) const;
   void on_read_response_st(Qp* qp, State& st, const proto::host::Packet& p);
   void on_atomic_request_st(Qp* dst, State& st, const proto::host::Packet& p, bool duplicate);
   void resend_all_st(Executor* ex, Qp* qp, int host);
@@ -186,7 +192,7 @@ class RemotePath final : public transport::HostLinks::Handler {
   // `host`'s number for container c's network; 0 (dropped there) until announced.
   uint32_t peer_network(int host, const Container* c) const;
   void respond_st(Qp* dst, uint32_t psn, uint8_t syndrome);
-  Qp* local_qp_for(int host, const proto::host::Packet& p) const;
+  Qp* local_qp_for(int host, const proto::host::Packet& p, bool response) const;
   // Fails the RC QPs connected to `host` that `lost` says lost their peer (router log: `why`).
   template <class Lost>
   void fail_peer_qps_st(int host, const char* why, Lost lost);

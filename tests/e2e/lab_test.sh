@@ -127,6 +127,8 @@ if command -v tcpdump > /dev/null; then
 fi
 rdma_pair ud_pingpong_g0 ibv_ud_pingpong -d wharf0 -n 200 -s 1024 -g 0
 rdma_pair srq_pingpong ibv_srq_pingpong -d wharf0 -n 200
+# XRC: each side's initiators send to the other host's XRC SRQs (XRCETH on the host wire).
+rdma_pair xsrq_pingpong ibv_xsrq_pingpong -d wharf0 -n 200
 rdma_pair ib_send_bw_ud ib_send_bw -d wharf0 -c UD -n 1000
 rdma_pair ib_write_bw_uc ib_write_bw -d wharf0 -c UC -n 1000
 
@@ -157,6 +159,8 @@ cm_pair() {
 cm_pair rping 7174 rping -s -a 198.18.1.10 -v -C 20 -- rping -c -a 198.18.1.10 -v -C 20
 grep -q "ping data: rdma-ping-19" "$TMP/rping.client.log" || fail "rping across hosts: no 20th ping"
 cm_pair udaddy 7174 udaddy -- udaddy -s 198.18.1.10
+cm_pair rdma_xserver 7471 rdma_xserver -c x -- rdma_xclient -c x -s 198.18.1.10
+grep -q "rdma_xclient: end 0" "$TMP/rdma_xserver.client.log" || fail "rdma_xclient -c x across hosts"
 cm_pair ib_send_bw_R 18515 ib_send_bw -d wharf0 -R -n 1000 -- ib_send_bw -d wharf0 -R -n 1000 198.18.1.10
 cm_pair ib_read_bw_R 18515 ib_read_bw -d wharf0 -R -n 200 -- ib_read_bw -d wharf0 -R -n 200 198.18.1.10
 # An address on h1 that no container holds: h1's router says so (ADDR_ERROR, -EHOSTUNREACH).

@@ -45,6 +45,7 @@ Packet make(uint8_t opcode, const std::vector<uint8_t>& payload, uint8_t flags =
   p.aeth.msn = 77;
   p.atomic_orig = 0x1122334455667788;
   p.deth = Deth{0x11111111, 0x222};
+  p.xrc_srqn = 0xabcdef;
   p.payload = keep.data();
   p.payload_len = static_cast<uint32_t>(keep.size());
   return p;
@@ -98,6 +99,10 @@ TEST(HostWireTest, EveryOpcodeRoundTrips) {
       EXPECT_EQ(d.hdr.dlid, 0x401);
       EXPECT_EQ(d.hdr.network, 0xa1b2c3d4u);
       EXPECT_EQ(d.has_reth, s.reth);
+      EXPECT_EQ(d.has_xrceth, s.xrceth);
+      if (d.has_xrceth) {
+        EXPECT_EQ(d.xrc_srqn, 0xabcdefu);
+      }
       EXPECT_EQ(d.has_imm, s.imm);
       EXPECT_EQ(d.has_grh, (flags & kHasGrh) != 0);
       if (d.has_reth) {
@@ -127,9 +132,9 @@ TEST(HostWireTest, EveryOpcodeRoundTrips) {
       EXPECT_EQ(d.payload, bytes.data() + bytes.size() - d.payload_len);
     }
   }
-  // RC: 21 operations, the two SEND with Invalidate and ATOMIC WRITE; UC: sends and writes
-  // (12); UD: send only, with or without immediate.
-  EXPECT_EQ(known, 21 + 3 + 12 + 2);
+  // RC and XRC: 21 operations, the two SEND with Invalidate and ATOMIC WRITE; UC: sends and
+  // writes (12); UD: send only, with or without immediate.
+  EXPECT_EQ(known, 2 * (21 + 3) + 12 + 2);
 }
 
 TEST(HostWireTest, ExtensionLayoutOfAWriteWithImmediate) {
@@ -141,6 +146,27 @@ TEST(HostWireTest, ExtensionLayoutOfAWriteWithImmediate) {
   EXPECT_EQ(b[4], opcode_of(kRc, kWriteOnlyImm));
   EXPECT_EQ(b[kPacketHeaderSize], 0x44);       // RETH va starts right after the header
   EXPECT_EQ(b[kPacketHeaderSize + 16], 0xef);  // then the immediate (0xdeadbeef, little-endian)
+}
+
+// An XRC request names its SRQ in the XRCETH, right after the header; XRC responses do not.
+TEST(HostWireTest, XrcRequestsCarryTheirSrqNumber) {
+  Packet p = make(opcode_of(kXrc, kWriteOnly), {9});
+  ASSERT_TRUE(finish_packet(&p));
+  std::vector<uint8_t> b = wire(p);
+  ASSERT_EQ(b.size(), kPacketHeaderSize + 4 + 16 + 1);
+  EXPECT_EQ(b[kPacketHeaderSize], 0xef);      // 0xabcdef, little-endian
+  EXPECT_EQ(b[kPacketHeaderSize + 4], 0x44);  // then the RETH
+  Packet ack = make(opcode_of(kXrc, kAcknowledge), {});
+  ASSERT_TRUE(finish_packet(&ack));
+  EXPECT_FALSE(ack.has_xrceth);
+  Packet read = make(opcode_of(kXrc, kReadResponseOnly), {1});
+  ASSERT_TRUE(finish_packet(&read));
+  EXPECT_FALSE(read.has_xrceth);
+  // An SRQ number wider than 24 bits is refused.
+  b[kPacketHeaderSize + 3] = 1;
+  Packet d;
+  size_t used = 0;
+  EXPECT_EQ(decode_packet(b.data(), b.size(), &d, &used), DecodeStatus::kBad);
 }
 
 TEST(HostWireTest, PartialInputAsksForMore) {

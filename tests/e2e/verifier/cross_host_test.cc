@@ -1,6 +1,7 @@
 // RC between two hosts: two routers joined as a cluster over loopback TCP (the host-to-host
 // engine, src/router/remote.h), one context on each. Data, order and the error completions
 // hardware reports must be the same as on one host.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -296,6 +297,95 @@ TEST_F(CrossHostTest, ATagMatchingQpCannotBeConnectedToAnotherHost) {
   EXPECT_EQ(ibv_destroy_qp(qb), 0);
   EXPECT_EQ(ibv_destroy_qp(qa), 0);
   EXPECT_EQ(ibv_destroy_srq(srq), 0);
+}
+
+// XRC between hosts: an initiator on a's host sends to XRC SRQs of b's domain through b's
+// target, naming the SRQ in every request (XRCETH); the SRQ's PD protects RDMA and atomics,
+// and its CQ gets the receive completions. A number not in the target's domain is an invalid
+// request.
+TEST_F(CrossHostTest, XrcInitiatorsReachTheSrqsOfATargetOnAnotherHost) {
+  ibv_xrcd_init_attr xa{};
+  xa.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
+  xa.fd = -1;
+  xa.oflags = O_CREAT;
+  ibv_xrcd* xrcd = ibv_open_xrcd(b_.ctx, &xa);
+  ASSERT_NE(xrcd, nullptr);
+  ibv_srq* srq = create_xrc_srq(b_, xrcd);
+  ASSERT_NE(srq, nullptr);
+  uint32_t srqn = 0;
+  ASSERT_EQ(ibv_get_srq_num(srq, &srqn), 0);
+  ibv_qp* tgt = create_xrc_target(b_, xrcd);
+  ASSERT_NE(tgt, nullptr);
+  ibv_qp* ini = create_xrc_initiator(a_);
+  ASSERT_NE(ini, nullptr);
+  connect(ini, a_, tgt, b_, 0);
+  connect(tgt, b_, ini, a_, kFullAccess);
+
+  constexpr size_t kBig = 200 * 1024;  // a SEND of several packets, each naming the SRQ
+  Buffer src = make_buffer(a_, kBig, kFullAccess);
+  Buffer dst = make_buffer(b_, 2 * kBig, kFullAccess);
+  fill_pattern(src.data, kBig, 31);
+  auto post = [&](ibv_wr_opcode op, uint32_t len, uint32_t n, uint64_t wr_id, uint64_t raddr = 0) {
+    ibv_sge sge{reinterpret_cast<uint64_t>(src.data), len, src.mr->lkey};
+    ibv_send_wr wr{};
+    wr.wr_id = wr_id;
+    wr.opcode = op;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.qp_type.xrc.remote_srqn = n;
+    wr.wr.rdma.remote_addr = raddr;
+    wr.wr.rdma.rkey = dst.mr->rkey;
+    if (op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+      wr.wr.atomic.remote_addr = raddr;
+      wr.wr.atomic.rkey = dst.mr->rkey;
+      wr.wr.atomic.compare_add = 5;
+    }
+    ibv_send_wr* bad = nullptr;
+    return ibv_post_send(ini, &wr, &bad);
+  };
+  ibv_sge rs{reinterpret_cast<uint64_t>(dst.data), static_cast<uint32_t>(kBig), dst.mr->lkey};
+  ibv_recv_wr rw{};
+  rw.wr_id = 70;
+  rw.sg_list = &rs;
+  rw.num_sge = 1;
+  ibv_recv_wr* bad_recv = nullptr;
+  ASSERT_EQ(ibv_post_srq_recv(srq, &rw, &bad_recv), 0);
+
+  ASSERT_EQ(post(IBV_WR_SEND, kBig, srqn, 1), 0);
+  EXPECT_EQ(wait_one(a_.cq).status, IBV_WC_SUCCESS);
+  ibv_wc got = wait_one(b_.cq);
+  EXPECT_EQ(got.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(got.wr_id, 70u);
+  EXPECT_EQ(got.byte_len, kBig);
+  EXPECT_EQ(memcmp(dst.data, src.data, kBig), 0);
+
+  const uint64_t second = reinterpret_cast<uint64_t>(dst.data + kBig);
+  ASSERT_EQ(post(IBV_WR_RDMA_WRITE, 4096, srqn, 2, second), 0);
+  EXPECT_EQ(wait_one(a_.cq).status, IBV_WC_SUCCESS);
+  EXPECT_EQ(memcmp(dst.data + kBig, src.data, 4096), 0);
+  std::memset(src.data, 0, 4096);
+  ASSERT_EQ(post(IBV_WR_RDMA_READ, 4096, srqn, 3, second), 0);
+  EXPECT_EQ(wait_one(a_.cq).status, IBV_WC_SUCCESS);
+  EXPECT_EQ(memcmp(src.data, dst.data + kBig, 4096), 0);
+  uint64_t before = 0;
+  std::memcpy(&before, dst.data + kBig, 8);
+  ASSERT_EQ(post(IBV_WR_ATOMIC_FETCH_AND_ADD, 8, srqn, 4, second), 0);
+  EXPECT_EQ(wait_one(a_.cq).status, IBV_WC_SUCCESS);
+  uint64_t after = 0, fetched = 0;
+  std::memcpy(&after, dst.data + kBig, 8);
+  std::memcpy(&fetched, src.data, 8);
+  EXPECT_EQ(fetched, before);
+  EXPECT_EQ(after, before + 5);
+
+  // An SRQ number outside the target's domain.
+  ASSERT_EQ(post(IBV_WR_SEND, 64, srqn + 1000, 5), 0);
+  EXPECT_EQ(wait_one(a_.cq).status, IBV_WC_REM_INV_REQ_ERR);
+
+  EXPECT_EQ(ibv_destroy_qp(ini), 0);
+  EXPECT_EQ(ibv_destroy_qp(tgt), 0);
+  EXPECT_EQ(ibv_destroy_srq(srq), 0);
+  EXPECT_EQ(ibv_close_xrcd(xrcd), 0);
 }
 
 TEST_F(CrossHostTest, ABadRkeyIsARemoteAccessErrorAndTheRestIsFlushed) {

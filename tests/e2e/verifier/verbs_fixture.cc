@@ -198,6 +198,38 @@ ibv_qp* VerbsTest::create_qp_mapped(Side& s, ibv_qp_type type, uint8_t** region)
   return qp;
 }
 
+ibv_srq* VerbsTest::create_xrc_srq(Side& s, ibv_xrcd* x) {
+  ibv_srq_init_attr_ex attr{};
+  attr.attr.max_wr = 16;
+  attr.attr.max_sge = 1;
+  attr.comp_mask =
+      IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+  attr.srq_type = IBV_SRQT_XRC;
+  attr.pd = s.pd;
+  attr.xrcd = x;
+  attr.cq = s.cq;
+  return ibv_create_srq_ex(s.ctx, &attr);
+}
+
+ibv_qp* VerbsTest::create_xrc_target(Side& s, ibv_xrcd* x) {
+  ibv_qp_init_attr_ex attr{};
+  attr.qp_type = IBV_QPT_XRC_RECV;
+  attr.comp_mask = IBV_QP_INIT_ATTR_XRCD;
+  attr.xrcd = x;
+  return ibv_create_qp_ex(s.ctx, &attr);
+}
+
+ibv_qp* VerbsTest::create_xrc_initiator(Side& s) {
+  ibv_qp_init_attr_ex attr{};
+  attr.qp_type = IBV_QPT_XRC_SEND;
+  attr.comp_mask = IBV_QP_INIT_ATTR_PD;
+  attr.pd = s.pd;
+  attr.send_cq = s.cq;
+  attr.cap.max_send_wr = 16;
+  attr.cap.max_send_sge = 1;
+  return ibv_create_qp_ex(s.ctx, &attr);
+}
+
 ibv_qp* VerbsTest::create_rc_qp_on(Side& s, ibv_cq* cq, uint32_t depth) {
   return make_qp(s.pd, cq, IBV_QPT_RC, nullptr, depth, 4, 256);
 }

@@ -58,6 +58,11 @@ class VerbsTest : public ::testing::Test {
   // create_qp, and *region gets the start of this process's mapping of the QP's shared
   // region (docs/shm-rings.md; offsets below), found in /proc/self/maps.
   ibv_qp* create_qp_mapped(Side& s, ibv_qp_type type, uint8_t** region);
+  // XRC objects of side s (nullptr on failure): an XRC SRQ of domain x in s.pd completing on
+  // s.cq, a target QP of x, and an initiator QP sending with completions on s.cq.
+  static ibv_srq* create_xrc_srq(Side& s, ibv_xrcd* x);
+  static ibv_qp* create_xrc_target(Side& s, ibv_xrcd* x);
+  static ibv_qp* create_xrc_initiator(Side& s);
   // An RC QP on side s whose send and receive completions go to cq (not s.cq).
   ibv_qp* create_rc_qp_on(Side& s, ibv_cq* cq, uint32_t depth = 64);
   // An RC QP of side s made by ibv_create_qp_ex with `send_ops` (IBV_QP_EX_WITH_*), connected

@@ -51,37 +51,17 @@ class XrcTest : public VerbsTest {
     return name;
   }
   ibv_srq* xrc_srq(Side& s, ibv_xrcd* x) {
-    ibv_srq_init_attr_ex attr{};
-    attr.attr.max_wr = 16;
-    attr.attr.max_sge = 1;
-    attr.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD |
-                     IBV_SRQ_INIT_ATTR_CQ;
-    attr.srq_type = IBV_SRQT_XRC;
-    attr.pd = s.pd;
-    attr.xrcd = x;
-    attr.cq = s.cq;
-    ibv_srq* srq = ibv_create_srq_ex(s.ctx, &attr);
+    ibv_srq* srq = create_xrc_srq(s, x);
     if (srq != nullptr) srqs_.push_back(srq);
     return srq;
   }
   ibv_qp* target(Side& s, ibv_xrcd* x) {
-    ibv_qp_init_attr_ex attr{};
-    attr.qp_type = IBV_QPT_XRC_RECV;
-    attr.comp_mask = IBV_QP_INIT_ATTR_XRCD;
-    attr.xrcd = x;
-    ibv_qp* qp = ibv_create_qp_ex(s.ctx, &attr);
+    ibv_qp* qp = create_xrc_target(s, x);
     if (qp != nullptr) qps_.push_back(qp);
     return qp;
   }
   ibv_qp* initiator(Side& s) {
-    ibv_qp_init_attr_ex attr{};
-    attr.qp_type = IBV_QPT_XRC_SEND;
-    attr.comp_mask = IBV_QP_INIT_ATTR_PD;
-    attr.pd = s.pd;
-    attr.send_cq = s.cq;
-    attr.cap.max_send_wr = 16;
-    attr.cap.max_send_sge = 1;
-    ibv_qp* qp = ibv_create_qp_ex(s.ctx, &attr);
+    ibv_qp* qp = create_xrc_initiator(s);
     if (qp != nullptr) qps_.push_back(qp);
     return qp;
   }
