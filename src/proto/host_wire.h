@@ -22,6 +22,9 @@ constexpr uint32_t kMagic = 0x50544857;  // "WHTP" as little-endian bytes
 constexpr uint16_t kVersionMin = 4;
 constexpr uint16_t kVersionMax = 4;
 constexpr uint32_t kMaxSegment = 64 * 1024;  // payload bytes in one packet
+// A UD SEND-only packet to this QPN (Q_Key 0) carries an Ethernet frame a RAW_PACKET QP sent,
+// for the RAW_PACKET QPs of the sender's virtual network on the receiving host.
+constexpr uint32_t kRawFrameQpn = 0xfffffe;
 
 // ---- Connection setup: each side sends Hello, then reads the other's. ----
 struct Hello {

@@ -172,10 +172,12 @@ Executor::Step Executor::execute_st(Qp* qp, const SendWork& w, ibv_wc_status* st
   }
   if (qp->type == IBV_QPT_RAW_PACKET) {
     // A frame has an Ethernet header, and no more bytes than a jumbo frame.
-    if (local.total < device::kMinRawFrame || local.total > device::kMaxRawFrame)
+    if (local.total < device::kMinRawFrame || local.total > device::kMaxRawFrame) {
       *status = IBV_WC_LOC_LEN_ERR;
-    else
-      deliver_frame_st(qp, local);
+      return Step::kDone;
+    }
+    deliver_frame_st(qp->owner->container()->network_id, qp, local);
+    if (RemotePath* remote = r_->remote()) remote->flood_frame_st(qp, local);
     return Step::kDone;
   }
   return execute_connected_st(qp, w, local, status);

@@ -117,10 +117,11 @@ class Executor {
                             uint32_t qkey, const SegmentList& payload, const uint8_t* grh,
                             const Origin& from);
 
-  // Delivers a frame sent by RAW_PACKET QP src to every other RAW_PACKET QP of its virtual
-  // network with a rule that takes it, one copy each; a QP with no receive posted misses it,
-  // as a frame on a wire would be missed (router/flow_steering.cc).
-  void deliver_frame_st(const Qp* src, const SegmentList& frame);
+  // Delivers a frame sent in virtual network `network_id` (by RAW_PACKET QP src of this
+  // router, or from another host: nullptr) to every other RAW_PACKET QP of that network with
+  // a rule that takes it, one copy each; a QP with no receive posted misses it, as a frame on
+  // a wire would be missed (router/flow_steering.cc).
+  void deliver_frame_st(uint32_t network_id, const Qp* src, const SegmentList& frame);
 
  private:
   enum class Step { kDone, kWait };

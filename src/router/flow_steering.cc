@@ -1,7 +1,8 @@
-// Flow steering of RAW_PACKET QPs: the router is the virtual Ethernet segment of each virtual
-// network. A frame a RAW_PACKET QP sends never leaves the router (no host interface sees it);
-// it reaches the RAW_PACKET QPs of the sender's network whose rules take it (router/
-// flow_match.h), on this host only.
+// Flow steering of RAW_PACKET QPs: the routers are the virtual Ethernet segment of each
+// virtual network. A frame a RAW_PACKET QP sends never reaches a host interface; it reaches
+// the RAW_PACKET QPs of the sender's network whose rules take it (router/flow_match.h), on
+// this host and, carried over the host links to every other router (RemotePath::
+// flood_frame_st), on the others.
 #include <algorithm>
 
 #include "router/executor.h"
@@ -47,14 +48,13 @@ void Router::forget_flows_st(Qp* qp) {
   std::erase_if(flows_, [&](const FlowRule& f) { return f.qp == qp; });
 }
 
-void Executor::deliver_frame_st(const Qp* src, const SegmentList& frame) {
+void Executor::deliver_frame_st(uint32_t network, const Qp* src, const SegmentList& frame) {
   uint8_t head[kFrameHeaderBytes];
   const uint64_t head_len = std::min<uint64_t>(frame.total, sizeof(head));
   SegmentList head_target;
   head_target.push(Segment{head, 0, 0, head_len});
   if (copy_segments(frame, head_target, head_len) != 0) return;
   const FrameFields fields = parse_frame(head, head_len);
-  const uint32_t network = src->owner->container()->network_id;
   const auto& flows = r_->flows();
   // An RSS QP receives through its table; any other RAW_PACKET QP in a receiving state.
   auto receives = [](const Qp* qp) { return qp->rss != nullptr || can_receive(qp->state()); };

@@ -434,6 +434,26 @@ void RemotePath::flood_datagram_st(Qp* qp, const SendWork& w, const SegmentList&
     if (h != dir_->self()) send_datagram_st(qp, w, local, ah, qkey, h);
 }
 
+void RemotePath::flood_frame_st(Qp* qp, const SegmentList& frame) {
+  const auto len = static_cast<uint32_t>(frame.total);  // <= kMaxRawFrame, checked by caller
+  SegmentList bounce;
+  bounce.push(Segment{bounce_.data(), 0, 0, len});
+  if (copy_segments(frame, bounce, len) != 0) return;
+  const int hosts = static_cast<int>(dir_->hosts().size());
+  for (int h = 0; h < hosts; ++h) {
+    if (h == dir_->self()) continue;
+    Packet p;
+    p.hdr = request_header(qp, proto::AhAttr{}, host::kRawFrameQpn, h);
+    // A network that host has not numbered has no member there: nothing to send.
+    if (p.hdr.network == 0) continue;
+    p.hdr.opcode = host::opcode_of(host::kUd, host::kSendOnly);
+    p.deth = host::Deth{0, qp->qpn};
+    p.payload = bounce_.data();
+    p.payload_len = len;
+    if (host::finish_packet(&p)) (void)links_.send(h, link_class(qp, proto::AhAttr{}), p);
+  }
+}
+
 bool RemotePath::send_cm_st(int host, const proto::CmMad& m) {
   uint8_t body[proto::kCmMadSize];
   if (proto::encode(m, body, sizeof(body)) != sizeof(body)) return false;
@@ -456,6 +476,16 @@ void RemotePath::on_datagram_st(int src_host, const Packet& p) {
         proto::decode(p.payload, p.payload_len, &m))
       m.type == proto::kCmNetAnnounce ? on_network_announce_st(src_host, m)
                                       : r_->cm().on_mad_st(src_host, m);
+    return;
+  }
+  if (p.hdr.dest_qpn == host::kRawFrameQpn) {
+    if (p.deth.qkey != 0 || p.payload_len < device::kMinRawFrame ||
+        p.payload_len > device::kMaxRawFrame)
+      return;
+    SegmentList frame;
+    frame.push(Segment{const_cast<uint8_t*>(p.payload), 0, 0, p.payload_len});
+    Executor ex(r_, now_ns());
+    ex.deliver_frame_st(p.hdr.network, nullptr, frame);
     return;
   }
   Qp* dst = nullptr;

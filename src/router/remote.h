@@ -133,6 +133,11 @@ class RemotePath final : public transport::HostLinks::Handler {
   void flood_datagram_st(Qp* qp, const SendWork& w, const SegmentList& local,
                          const proto::AhAttr& ah, uint32_t qkey);
 
+  // RAW_PACKET: a frame `qp` sent, to every other host (a virtual network's Ethernet segment
+  // spans the hosts; each router gives it to its RAW_PACKET QPs whose rules take it).
+  // Unreliable, as a wire is: dropped on a link that is full.
+  void flood_frame_st(Qp* qp, const SegmentList& frame);
+
   // Connection management: one CmMad to `host`'s router, as a UD datagram to its QPN 1
   // (proto/cm_messages.h). False when the link cannot take it now.
   bool send_cm_st(int host, const proto::CmMad& m);

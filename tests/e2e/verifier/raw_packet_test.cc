@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "cluster.h"
 #include "verbs_fixture.h"
 
 namespace wharf::verify {
@@ -244,6 +245,49 @@ TEST_F(RawPacketTest, AnRssQpSpreadsFramesOverItsWqsByTheirAddresses) {
   EXPECT_EQ(ibv_destroy_qp(rss), 0);
   EXPECT_EQ(ibv_destroy_rwq_ind_table(table), 0);
   for (ibv_wq* wq : wqs) EXPECT_EQ(ibv_destroy_wq(wq), 0);
+}
+
+// Between hosts: two Ethernet routers of a cluster. A frame crosses to the other host's
+// RAW_PACKET QPs whose rules take it, and to nobody else there.
+class RawPacketCrossHostTest : public RawPacketTest {
+ protected:
+  static void SetUpTestSuite() { cluster_ = new Cluster(2, {"--link-layer", "eth"}); }
+  static void TearDownTestSuite() {
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+  void SetUp() override { open_sides_on(cluster_->a().socket(), cluster_->b().socket()); }
+  static Cluster* cluster_;
+};
+Cluster* RawPacketCrossHostTest::cluster_ = nullptr;
+
+TEST_F(RawPacketCrossHostTest, AFrameReachesTheQpsOfAnotherHostWhoseRulesTakeIt) {
+  Buffer src = make_buffer(a_, 4096, kFullAccess);
+  Buffer got = make_buffer(b_, 8192, kFullAccess);
+  ibv_qp* sender = raw_qp(a_, src, 0);
+  ibv_qp* taker = raw_qp(b_, got, 8);
+  ASSERT_NE(sender, nullptr);
+  ASSERT_NE(taker, nullptr);
+  FlowRule r = udp_rule(5678);
+  ibv_flow* flow = ibv_create_flow(taker, &r.attr);
+  ASSERT_NE(flow, nullptr) << strerror(errno);
+  const auto frame = udp_frame("10.0.0.1", 5678, 250);  // raw_qp posts 256-byte receives
+  ASSERT_EQ(send_frame(sender, src, frame, 1), 0);
+  EXPECT_EQ(wait_one(a_.cq).status, IBV_WC_SUCCESS);
+  ibv_wc wc = wait_one(b_.cq);
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc.byte_len, 250u);
+  EXPECT_EQ(memcmp(got.data, frame.data(), frame.size()), 0);
+  // A port no rule there takes: nothing arrives (the next frame that does is the one seen).
+  ASSERT_EQ(send_frame(sender, src, udp_frame("10.0.0.1", 9999, 200), 2), 0);
+  EXPECT_EQ(wait_one(a_.cq).status, IBV_WC_SUCCESS);
+  ASSERT_EQ(send_frame(sender, src, udp_frame("10.0.0.3", 5678, 180), 3), 0);
+  EXPECT_EQ(wait_one(a_.cq).status, IBV_WC_SUCCESS);
+  wc = wait_one(b_.cq);
+  EXPECT_EQ(wc.byte_len, 180u);
+  EXPECT_EQ(ibv_destroy_flow(flow), 0);
+  EXPECT_EQ(ibv_destroy_qp(taker), 0);
+  EXPECT_EQ(ibv_destroy_qp(sender), 0);
 }
 
 // On an InfiniBand port there are no Ethernet frames to send.

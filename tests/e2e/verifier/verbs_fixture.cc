@@ -198,6 +198,13 @@ ibv_qp* VerbsTest::create_qp_mapped(Side& s, ibv_qp_type type, uint8_t** region)
   return qp;
 }
 
+void VerbsTest::open_sides_on(const std::string& a, const std::string& b) {
+  setenv("WHARF_ROUTER", a.c_str(), 1);
+  a_ = open_side();
+  setenv("WHARF_ROUTER", b.c_str(), 1);
+  b_ = open_side();
+}
+
 ibv_srq* VerbsTest::create_xrc_srq(Side& s, ibv_xrcd* x) {
   ibv_srq_init_attr_ex attr{};
   attr.attr.max_wr = 16;

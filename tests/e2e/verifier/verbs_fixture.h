@@ -48,6 +48,8 @@ class VerbsTest : public ::testing::Test {
   void TearDown() override;
 
   Side open_side();
+  // a_ on the router at socket `a`, b_ on the one at `b` (routers of a cluster: two hosts).
+  void open_sides_on(const std::string& a, const std::string& b);
   void close_side(Side* s);
   // Page-aligned buffer of len bytes registered on side s with `access`.
   Buffer make_buffer(Side& s, size_t len, int access, size_t misalign = 0);
