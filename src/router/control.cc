@@ -573,12 +573,7 @@ int Session::on_modify_cq(const proto::ModifyCqReq& req, UniqueFd*, int, proto::
   if ((req.attr_mask & ~static_cast<uint32_t>(IBV_CQ_ATTR_MODERATE)) != 0) return EOPNOTSUPP;
   if (req.cq_period > device::kMaxCqModerationPeriodUs) return EINVAL;
   // An event held under the old limits is raised now rather than judged by the new ones.
-  if (cq->moderation.held() != 0) {
-    router_->drop_held_cq_st(cq);
-    cq->moderation.fired();
-    if (cq->channel != nullptr && shm::take_cq_arm(cq->notify))
-      proto::send_cq_event(cq->channel->sock.get(), cq->handle);
-  }
+  if (cq->moderation.held() != 0) router_->raise_held_cq_event_st(cq);
   cq->moderation.set(req.cq_count, req.cq_period);
   // A moderated CQ is the router's alone to write: the direct lines that write it go Off.
   for (Qp* qp : router_->cq_writers_st(cq)) router_->refresh_direct_st(qp);

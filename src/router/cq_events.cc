@@ -40,22 +40,22 @@ void Router::raise_cq_event_st(Cq* cq, bool solicited, bool success) {
     if (first) held_cqs_.push_back(cq);
     return;
   }
+  raise_held_cq_event_st(cq);
+}
+
+void Router::raise_held_cq_event_st(Cq* cq) {
   drop_held_cq_st(cq);
   cq->moderation.fired();
   if (shm::take_cq_arm(cq->notify)) send_event(cq);
 }
 
 void Router::raise_due_cq_events_st(uint64_t now) {
+  // Raising an event takes its CQ out of the list, swapping the last one into its place.
   for (size_t i = 0; i < held_cqs_.size();) {
-    Cq* cq = held_cqs_[i];
-    if (cq->moderation.due_ns() > now) {
+    if (held_cqs_[i]->moderation.due_ns() > now)
       ++i;
-      continue;
-    }
-    held_cqs_[i] = held_cqs_.back();
-    held_cqs_.pop_back();
-    cq->moderation.fired();
-    if (shm::take_cq_arm(cq->notify)) send_event(cq);
+    else
+      raise_held_cq_event_st(held_cqs_[i]);
   }
 }
 

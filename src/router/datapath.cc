@@ -347,28 +347,44 @@ Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w, const S
   return Step::kDone;
 }
 
+ibv_wc_status Executor::place_send_st(const SegmentList& payload, const shm::Sge* sges, uint32_t n,
+                                      const Session* owner, const Pd* pd,
+                                      ibv_wc_status* requester_status) {
+  SegmentList target;
+  if (!resolve_sges_st(sges, n, owner, pd, true, &target)) {
+    *requester_status = IBV_WC_REM_OP_ERR;
+    return IBV_WC_LOC_PROT_ERR;
+  }
+  if (target.total < payload.total) {
+    *requester_status = IBV_WC_REM_INV_REQ_ERR;
+    return IBV_WC_LOC_LEN_ERR;
+  }
+  if (const int err = copy_segments(payload, target, payload.total); err != 0) {
+    // The requester's own memory failing: nothing reached the responder.
+    *requester_status = err == kSourceFault ? IBV_WC_LOC_PROT_ERR : IBV_WC_REM_OP_ERR;
+    return err == kSourceFault ? IBV_WC_GENERAL_ERR : IBV_WC_LOC_PROT_ERR;
+  }
+  return IBV_WC_SUCCESS;
+}
+
 void Executor::land_send_st(const SegmentList& payload, const Responder& rsp, RecvSource* rsrc,
                             const RecvWork& rw, ibv_wc_opcode wc_op, uint32_t flags,
                             const Origin& from, bool reliable, ibv_wc_status* status) {
-  auto responder_error = [&](ibv_wc_status recv_status, ibv_wc_status requester_status) {
+  ibv_wc_status requester_status = IBV_WC_SUCCESS;
+  const ibv_wc_status recv_status =
+      place_send_st(payload, rw.sge, rw.hdr.num_sge, rsp.owner, rsrc->pd, &requester_status);
+  if (recv_status == IBV_WC_GENERAL_ERR) {
+    *status = requester_status;
+    return;
+  }
+  if (recv_status != IBV_WC_SUCCESS) {
     consume_recv_st(rsrc);
     complete_recv_st(rsp, rw, recv_status, wc_op, 0, from, 0);
     if (reliable) {
       *status = requester_status;
       to_error_st(rsp.qp);
     }
-  };
-  SegmentList target;
-  if (!resolve_sges_st(rw.sge, rw.hdr.num_sge, rsp.owner, rsrc->pd, true, &target))
-    return responder_error(IBV_WC_LOC_PROT_ERR, IBV_WC_REM_OP_ERR);
-  if (target.total < payload.total)
-    return responder_error(IBV_WC_LOC_LEN_ERR, IBV_WC_REM_INV_REQ_ERR);
-  if (const int err = copy_segments(payload, target, payload.total); err != 0) {
-    if (err == kSourceFault) {  // the requester's own memory: nothing reached the responder
-      *status = IBV_WC_LOC_PROT_ERR;
-      return;
-    }
-    return responder_error(IBV_WC_LOC_PROT_ERR, IBV_WC_REM_OP_ERR);
+    return;
   }
   consume_recv_st(rsrc);
   complete_recv_st(rsp, rw, IBV_WC_SUCCESS, wc_op, static_cast<uint32_t>(payload.total), from,

@@ -138,6 +138,13 @@ class Executor {
   void execute_ud_st(Qp* qp, const SendWork& w, const SegmentList& local, ibv_wc_status* status);
   Step no_peer_st(Qp* qp, ibv_wc_status* status);
   Step receiver_not_ready_st(Qp* qp, const Qp* dst, ibv_wc_status* status);
+  // Copies a SEND's payload into the buffers sges[0, n) (of `owner`, protected by `pd`):
+  // IBV_WC_SUCCESS when it landed; else the status the receive completes with, and
+  // *requester_status what the requester sees (REM_OP for protection, REM_INV_REQ for
+  // length); or IBV_WC_GENERAL_ERR with *requester_status LOC_PROT_ERR when the requester's
+  // own memory failed, which leaves the responder untouched.
+  ibv_wc_status place_send_st(const SegmentList& payload, const shm::Sge* sges, uint32_t n,
+                              const Session* owner, const Pd* pd, ibv_wc_status* requester_status);
   // Places a message into the receive `rw` taken (peeked) from *rsrc and completes it with
   // wc_op and flags. When the responder fails (protection, length), the receive completes in
   // error and, if reliable, rsp.qp enters ERR and *status becomes the requester's error; a

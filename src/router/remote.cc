@@ -800,7 +800,9 @@ void RemotePath::respond_st(Qp* dst, uint32_t psn, uint8_t syndrome) {
 }
 
 // Compare-and-swap or fetch-and-add; a duplicate is answered from the cache of results.
-void RemotePath::on_atomic_request_st(Qp* dst, State& st, const Packet& p, bool duplicate) {
+void RemotePath::on_atomic_request_st(const Responder& rsp, State& st, const Packet& p,
+                                      bool duplicate) {
+  Qp* dst = rsp.qp;
   const uint32_t psn = p.hdr.psn;
   if (duplicate) {
     for (const auto& a : st.atomics)
@@ -815,11 +817,9 @@ void RemotePath::on_atomic_request_st(Qp* dst, State& st, const Packet& p, bool 
     ex.to_error_st(dst);
   };
   if ((p.atomic.va & 7) != 0) return nak(host::kNakInvalidRequest);
-  Responder rsp;
-  Mr* mr =
-      responder_for(dst, p.xrc_srqn, &rsp) && (dst->attr.qp_access_flags & IBV_ACCESS_REMOTE_ATOMIC)
-          ? target_mr(rsp, p.atomic.rkey, p.atomic.va, 8, IBV_ACCESS_REMOTE_ATOMIC)
-          : nullptr;
+  Mr* mr = (dst->attr.qp_access_flags & IBV_ACCESS_REMOTE_ATOMIC)
+               ? target_mr(rsp, p.atomic.rkey, p.atomic.va, 8, IBV_ACCESS_REMOTE_ATOMIC)
+               : nullptr;
   uint64_t orig = 0;
   const bool fetch_add = (p.hdr.opcode & 0x1f) == host::kFetchAdd;
   if (mr == nullptr ||
@@ -876,7 +876,7 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
                             Response{Response::kRead, psn, host::aeth_ack(), st.msn, 0, p.reth.rkey,
                                      p.reth.va, p.reth.dma_length, 0, p.xrc_srqn});
       } else if (op == host::kCompareSwap || op == host::kFetchAdd) {
-        on_atomic_request_st(dst, st, p, /*duplicate=*/true);
+        on_atomic_request_st(rsp, st, p, /*duplicate=*/true);
       } else if (p.hdr.flags & host::kAckRequest) {
         respond_st(dst, psn_add(st.epsn, kPsnMask), host::aeth_ack());
       }
@@ -906,7 +906,7 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
 
   if (op == host::kCompareSwap || op == host::kFetchAdd || op == host::kReadRequest) {
     if (st.in_send || st.in_write) return fail(host::kNakInvalidRequest, IBV_WC_REM_INV_REQ_ERR);
-    if (op != host::kReadRequest) return on_atomic_request_st(dst, st, p, /*duplicate=*/false);
+    if (op != host::kReadRequest) return on_atomic_request_st(rsp, st, p, /*duplicate=*/false);
     const uint64_t len = p.reth.dma_length;
     if (!(dst->attr.qp_access_flags & IBV_ACCESS_REMOTE_READ) ||
         (len != 0 &&

@@ -185,7 +185,9 @@ class RemotePath final : public transport::HostLinks::Handler {
   // domain (false when there is none).
   bool responder_for(Qp* dst, uint32_t srqn, Responder* out) const;
   void on_read_response_st(Qp* qp, State& st, const proto::host::Packet& p);
-  void on_atomic_request_st(Qp* dst, State& st, const proto::host::Packet& p, bool duplicate);
+  // A compare-and-swap or fetch-and-add to rsp.qp, served by rsp.
+  void on_atomic_request_st(const Responder& rsp, State& st, const proto::host::Packet& p,
+                            bool duplicate);
   void resend_all_st(Executor* ex, Qp* qp, int host);
   void complete_send_st(Qp* qp, const Outstanding& o, ibv_wc_status status);
   void on_response_st(int host, const proto::host::Packet& p);

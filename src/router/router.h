@@ -238,6 +238,8 @@ class Router {
   uint64_t next_cq_event_due() const;
   // cq is going away: forget its held event.
   void drop_held_cq_st(Cq* cq);
+  // Raises cq's held event now (if it is still armed) and starts its count again.
+  void raise_held_cq_event_st(Cq* cq);
 
   // ---- Data path (router thread) ----
   // Executes pending work on every active QP, and (with_links) moves what the host links

@@ -68,23 +68,13 @@ Executor::Step Executor::execute_tm_send_st(Qp* qp, const SendWork& w, const Seg
     if (slot) {
       const TaggedBuffer& b = tags.at(*slot);
       const SegmentList payload = slice(local, kTmhSize, local.total - kTmhSize);
-      SegmentList target;
-      ibv_wc_status recv_status = IBV_WC_SUCCESS;
       ibv_wc_status requester_status = IBV_WC_SUCCESS;
-      if (!resolve_sges_st(b.sges.data(), static_cast<uint32_t>(b.sges.size()), rsp.srq->owner,
-                           rsp.srq->pd, true, &target)) {
-        recv_status = IBV_WC_LOC_PROT_ERR;
-        requester_status = IBV_WC_REM_OP_ERR;
-      } else if (target.total < payload.total) {
-        recv_status = IBV_WC_LOC_LEN_ERR;
-        requester_status = IBV_WC_REM_INV_REQ_ERR;
-      } else if (const int err = copy_segments(payload, target, payload.total); err != 0) {
-        if (err == kSourceFault) {  // the requester's own memory: nothing taken
-          *status = IBV_WC_LOC_PROT_ERR;
-          return Step::kDone;
-        }
-        recv_status = IBV_WC_LOC_PROT_ERR;
-        requester_status = IBV_WC_REM_OP_ERR;
+      const ibv_wc_status recv_status =
+          place_send_st(payload, b.sges.data(), static_cast<uint32_t>(b.sges.size()),
+                        rsp.srq->owner, rsp.srq->pd, &requester_status);
+      if (recv_status == IBV_WC_GENERAL_ERR) {  // the requester's own memory: nothing taken
+        *status = requester_status;
+        return Step::kDone;
       }
       const uint64_t wr_id = tags.take(*slot).recv_wr_id;
       if (recv_status != IBV_WC_SUCCESS) {

@@ -277,23 +277,8 @@ TEST_F(CrossHostTest, XrcInitiatorsReachTheSrqsOfATargetOnAnotherHost) {
   Buffer dst = make_buffer(b_, 2 * kBig, kFullAccess);
   fill_pattern(src.data, kBig, 31);
   auto post = [&](ibv_wr_opcode op, uint32_t len, uint32_t n, uint64_t wr_id, uint64_t raddr = 0) {
-    ibv_sge sge{reinterpret_cast<uint64_t>(src.data), len, src.mr->lkey};
-    ibv_send_wr wr{};
-    wr.wr_id = wr_id;
-    wr.opcode = op;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.qp_type.xrc.remote_srqn = n;
-    wr.wr.rdma.remote_addr = raddr;
-    wr.wr.rdma.rkey = dst.mr->rkey;
-    if (op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
-      wr.wr.atomic.remote_addr = raddr;
-      wr.wr.atomic.rkey = dst.mr->rkey;
-      wr.wr.atomic.compare_add = 5;
-    }
-    ibv_send_wr* bad = nullptr;
-    return ibv_post_send(ini, &wr, &bad);
+    const ibv_sge sge{reinterpret_cast<uint64_t>(src.data), len, src.mr->lkey};
+    return post_xrc(ini, op, sge, n, wr_id, raddr, dst.mr->rkey, 5);
   };
   ibv_sge rs{reinterpret_cast<uint64_t>(dst.data), static_cast<uint32_t>(kBig), dst.mr->lkey};
   ibv_recv_wr rw{};

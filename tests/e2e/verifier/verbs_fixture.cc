@@ -237,6 +237,27 @@ ibv_qp* VerbsTest::create_xrc_initiator(Side& s) {
   return ibv_create_qp_ex(s.ctx, &attr);
 }
 
+int VerbsTest::post_xrc(ibv_qp* qp, ibv_wr_opcode op, ibv_sge sge, uint32_t srqn, uint64_t wr_id,
+                        uint64_t raddr, uint32_t rkey, uint64_t add) {
+  ibv_send_wr wr{};
+  wr.wr_id = wr_id;
+  wr.opcode = op;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.qp_type.xrc.remote_srqn = srqn;
+  if (op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+    wr.wr.atomic.remote_addr = raddr;
+    wr.wr.atomic.rkey = rkey;
+    wr.wr.atomic.compare_add = add;
+  } else {
+    wr.wr.rdma.remote_addr = raddr;
+    wr.wr.rdma.rkey = rkey;
+  }
+  ibv_send_wr* bad = nullptr;
+  return ibv_post_send(qp, &wr, &bad);
+}
+
 ibv_qp* VerbsTest::create_rc_qp_on(Side& s, ibv_cq* cq, uint32_t depth) {
   return make_qp(s.pd, cq, IBV_QPT_RC, nullptr, depth, 4, 256);
 }

@@ -65,6 +65,10 @@ class VerbsTest : public ::testing::Test {
   static ibv_srq* create_xrc_srq(Side& s, ibv_xrcd* x);
   static ibv_qp* create_xrc_target(Side& s, ibv_xrcd* x);
   static ibv_qp* create_xrc_initiator(Side& s);
+  // Posts a signaled work request of XRC initiator qp to the XRC SRQ numbered srqn: SEND,
+  // WRITE or READ of sge at raddr/rkey, or FETCH_AND_ADD of `add` at raddr/rkey.
+  static int post_xrc(ibv_qp* qp, ibv_wr_opcode op, ibv_sge sge, uint32_t srqn, uint64_t wr_id,
+                      uint64_t raddr = 0, uint32_t rkey = 0, uint64_t add = 0);
   // An RC QP on side s whose send and receive completions go to cq (not s.cq).
   ibv_qp* create_rc_qp_on(Side& s, ibv_cq* cq, uint32_t depth = 64);
   // An RC QP of side s made by ibv_create_qp_ex with `send_ops` (IBV_QP_EX_WITH_*), connected

@@ -74,20 +74,6 @@ class XrcTest : public VerbsTest {
     connect(*ini, a_, *tgt, b_, 0);
     connect(*tgt, b_, *ini, a_, kFullAccess);
   }
-  static int post_xrc(ibv_qp* qp, ibv_wr_opcode op, ibv_sge sge, uint32_t srqn, uint64_t wr_id,
-                      uint64_t raddr = 0, uint32_t rkey = 0) {
-    ibv_send_wr wr{};
-    wr.wr_id = wr_id;
-    wr.opcode = op;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.qp_type.xrc.remote_srqn = srqn;
-    wr.wr.rdma.remote_addr = raddr;
-    wr.wr.rdma.rkey = rkey;
-    ibv_send_wr* bad = nullptr;
-    return ibv_post_send(qp, &wr, &bad);
-  }
   static uint32_t srq_num(ibv_srq* srq) {
     uint32_t n = 0;
     EXPECT_EQ(ibv_get_srq_num(srq, &n), 0);
@@ -155,16 +141,9 @@ TEST_F(XrcTest, RdmaAndAtomicsUseTheNamedSrqsProtectionDomain) {
   const uint64_t before = 40;
   std::memcpy(dst.data + 512, &before, 8);
   ibv_sge rsge{reinterpret_cast<uint64_t>(result.data), 8, result.mr->lkey};
-  ibv_send_wr wr{};
-  wr.wr_id = 3;
-  wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
-  wr.sg_list = &rsge;
-  wr.num_sge = 1;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.qp_type.xrc.remote_srqn = srq_num(srq);
-  wr.wr.atomic = {raddr + 512, 2, 0, dst.mr->rkey};
-  ibv_send_wr* bad = nullptr;
-  ASSERT_EQ(ibv_post_send(ini, &wr, &bad), 0);
+  ASSERT_EQ(post_xrc(ini, IBV_WR_ATOMIC_FETCH_AND_ADD, rsge, srq_num(srq), 3, raddr + 512,
+                     dst.mr->rkey, 2),
+            0);
   EXPECT_EQ(wait_one(a_.cq).status, IBV_WC_SUCCESS);
   uint64_t old_value = 0, new_value = 0;
   std::memcpy(&old_value, result.data, 8);
