@@ -32,7 +32,7 @@ cmake --build "$B" -j"$(nproc)" --target wharfd wharf_verbs wharf-run wharf-flow
 
 WORK=$(mktemp -d /tmp/wharf-hosts-bench.XXXXXX)
 cleanup() {
-  for n in bhA$$ bhB$$; do "$B/bin/wharf-run" --cleanup "$n" > /dev/null 2>&1 || true; done
+  for n in lpA$$ lpB$$; do "$B/bin/wharf-run" --cleanup "$n" > /dev/null 2>&1 || true; done
   "$LAB" down > /dev/null 2>&1 || true
   rm -rf "$WORK"
 }
@@ -49,24 +49,9 @@ median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a
 repeat() { for _ in $(seq "$REPS"); do "$@"; done | median; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
 
-# perftest COLUMN PROGRAM ARGS...: server in a container on h1, client in one on h2; prints
-# the column of the client's result row. Runs again when perftest could not calibrate its
-# clock (tests/e2e/lib.sh explains why that happens here).
-perftest() {
-  local col=$1
-  shift
-  for _ in 1 2 3; do
-    timeout 120 "$B/bin/wharf-run" --router "$H1" --name "bhA$$" --vip 198.18.1.10 -- "$@" \
-      > "$WORK/srv.log" 2>&1 &
-    local srv=$!
-    sleep 0.5
-    timeout 120 "$B/bin/wharf-run" --router "$H2" --name "bhB$$" --vip 198.18.2.10 -- "$@" \
-      198.18.1.10 > "$WORK/cli.log" 2>&1 || true
-    wait $srv || true
-    grep -q "Correlation coefficient" "$WORK/cli.log" "$WORK/srv.log" || break
-  done
-  grep -E '^ *[0-9]+ +[0-9]+ ' "$WORK/cli.log" | tail -1 | awk -v c="$col" '{print $c}'
-}
+# perftest COLUMN PROGRAM ARGS...: bench/lab_perftest.sh with this script's build.
+. "$ROOT/bench/lab_perftest.sh"
+perftest() { lab_perftest "$B" "$@"; }
 iperf() {  # Gbit/s of one iperf3 stream h2 -> h1 for 5 s
   ip netns exec wharf-lab-h1 iperf3 -s -1 -B "$H1_ADDR" -p 5301 > /dev/null 2>&1 &
   local srv=$!

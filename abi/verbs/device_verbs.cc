@@ -423,15 +423,22 @@ WHARF_EXPORT int ibv_query_gid_type(ibv_context* context, uint8_t port_num, unsi
 }
 
 WHARF_EXPORT int ibv_query_pkey(ibv_context*, uint8_t port_num, int index, __be16* pkey) {
-  if (port_num != 1 || index < 0 || static_cast<uint32_t>(index) >= device::kPkeyTableLen)
+  if (port_num != 1 || index < 0 || static_cast<uint32_t>(index) >= device::kPkeyTableLen) {
+    errno = ENOENT;  // rdma-core: no such sysfs file
     return -1;
+  }
   *pkey = htobe16(device::kDefaultPkey);
   return 0;
 }
 
+// rdma-core searches the table with ibv_query_pkey and returns -1 (errno from the failed
+// sysfs read) when the port has no such table or the P_Key is not in it.
 WHARF_EXPORT int ibv_get_pkey_index(ibv_context*, uint8_t port_num, __be16 pkey) {
-  if (port_num != 1) return -EINVAL;
-  return be16toh(pkey) == device::kDefaultPkey ? 0 : -ENOENT;
+  if (port_num != 1 || be16toh(pkey) != device::kDefaultPkey) {
+    errno = ENOENT;
+    return -1;
+  }
+  return 0;
 }
 
 namespace {

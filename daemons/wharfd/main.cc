@@ -113,7 +113,7 @@ int run_wharfd(int argc, char** argv) {
                                 static_cast<uint16_t>(running.lid_base + running.lid_count - 1)};
     if (const wharf::router::RemotePath* remote = router.remote()) {
       const auto& dir = remote->directory();
-      const wharf::transport::ClusterHost& self = dir.hosts()[static_cast<size_t>(dir.self())];
+      const wharf::links::ClusterHost& self = dir.hosts()[static_cast<size_t>(dir.self())];
       me.address = self.address;
       me.subnet = {self.subnet, self.prefix};
     }

@@ -84,6 +84,32 @@ constexpr uint8_t opcode_of(Transport t, Operation op) {
   return static_cast<uint8_t>(static_cast<uint8_t>(t) | static_cast<uint8_t>(op));
 }
 
+// What an operation (opcode & 0x1f) is part of, as IBTA 9.8.3 sequences them.
+constexpr bool has_invalidate(uint8_t op) {
+  return op == kSendLastInvalidate || op == kSendOnlyInvalidate;
+}
+constexpr bool is_send(uint8_t op) { return op <= kSendOnlyImm || has_invalidate(op); }
+constexpr bool is_write(uint8_t op) { return op >= kWriteFirst && op <= kWriteOnlyImm; }
+constexpr bool starts_message(uint8_t op) {
+  return op == kSendFirst || op == kSendOnly || op == kSendOnlyImm || op == kSendOnlyInvalidate ||
+         op == kWriteFirst || op == kWriteOnly || op == kWriteOnlyImm;
+}
+constexpr bool ends_message(uint8_t op) {
+  return op == kSendLast || op == kSendLastImm || op == kSendOnly || op == kSendOnlyImm ||
+         has_invalidate(op) || op == kWriteLast || op == kWriteLastImm || op == kWriteOnly ||
+         op == kWriteOnlyImm;
+}
+constexpr bool has_imm(uint8_t op) {
+  return op == kSendLastImm || op == kSendOnlyImm || op == kWriteLastImm || op == kWriteOnlyImm;
+}
+constexpr bool is_read_response(uint8_t op) {
+  return op >= kReadResponseFirst && op <= kReadResponseOnly;
+}
+// A responder's answer (ACK, atomic ACK, READ response) rather than a request.
+constexpr bool is_response(uint8_t op) {
+  return op == kAcknowledge || op == kAtomicAcknowledge || is_read_response(op);
+}
+
 enum PacketFlags : uint8_t {
   kSolicited = 1u << 0,   // BTH SE
   kAckRequest = 1u << 1,  // BTH A

@@ -13,6 +13,7 @@
 #include "proto/device.h"
 #include "proto/multicast.h"
 #include "proto/qp_rules.h"
+#include "rc/timers.h"
 #include "router/executor.h"
 #include "router/memory_window.h"
 #include "router/mr_access.h"
@@ -56,14 +57,17 @@ shm::Cqe make_cqe(uint64_t wr_id, ibv_wc_status status, ibv_wc_opcode opcode, ui
 bool Router::poll_datapath_st(bool with_links) {
   if (!held_cqs_.empty()) raise_due_cq_events_st(now_ns());
   bool did = with_links && remote_ != nullptr && remote_->poll_st();
-  if (active_.empty()) return did;
-  Executor ex(this, now_ns());
-  // Each pass starts one QP further on, so QPs competing for a full host link take turns.
-  // Executing may append QPs (peers entering ERR) but never removes any.
-  const size_t n = active_.size();
-  const size_t start = pass_++ % n;
-  for (size_t k = 0; k < n; ++k) did |= ex.process_qp_st(active_[(start + k) % n]);
-  for (size_t i = n; i < active_.size(); ++i) did |= ex.process_qp_st(active_[i]);
+  if (!active_.empty()) {
+    Executor ex(this, now_ns());
+    // Each pass starts one QP further on, so QPs competing for a full host link take turns.
+    // Executing may append QPs (peers entering ERR) but never removes any.
+    const size_t n = active_.size();
+    const size_t start = pass_++ % n;
+    for (size_t k = 0; k < n; ++k) did |= ex.process_qp_st(active_[(start + k) % n]);
+    for (size_t i = n; i < active_.size(); ++i) did |= ex.process_qp_st(active_[i]);
+  }
+  // What the pass queued for other hosts goes out now, one write per host link.
+  if (remote_ != nullptr) did |= remote_->flush_st();
   return did;
 }
 
@@ -192,7 +196,7 @@ Executor::Step Executor::no_peer_st(Qp* qp, ibv_wc_status* status) {
     return Step::kDone;
   }
   qp->retry_attempts++;
-  qp->wait_until_ns = now_ + ack_timeout_ns(qp->attr.timeout);
+  qp->wait_until_ns = now_ + rc::ack_timeout_ns(qp->attr.timeout);
   return Step::kWait;
 }
 
@@ -215,12 +219,12 @@ bool Executor::find_responder_st(Qp* qp, uint32_t srqn, Responder* out, bool* ba
 
 // C9-...: an RNR NAK from dst; rnr_retry 7 retries forever.
 Executor::Step Executor::receiver_not_ready_st(Qp* qp, const Qp* dst, ibv_wc_status* status) {
-  if (qp->attr.rnr_retry != 7 && qp->rnr_attempts >= qp->attr.rnr_retry) {
+  if (qp->attr.rnr_retry != rc::kRnrRetryInfinite && qp->rnr_attempts >= qp->attr.rnr_retry) {
     *status = IBV_WC_RNR_RETRY_EXC_ERR;
     return Step::kDone;
   }
   qp->rnr_attempts++;
-  qp->wait_until_ns = now_ + kRnrTimerUs[dst->attr.min_rnr_timer & 31] * 1000ull;
+  qp->wait_until_ns = now_ + rc::rnr_timer_ns(dst->attr.min_rnr_timer);
   return Step::kWait;
 }
 

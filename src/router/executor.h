@@ -48,18 +48,6 @@ struct RecvSource {
   uint32_t slot_size = 0;
 };
 
-// IBTA table 45: RNR NAK timer field -> microseconds (field 0 means 655.36 ms).
-inline constexpr uint32_t kRnrTimerUs[32] = {
-    655360, 10,    20,    30,    40,    60,     80,     120,    160,    240,   320,
-    480,    640,   960,   1280,  1920,  2560,   3840,   5120,   7680,   10240, 15360,
-    20480,  30720, 40960, 61440, 81920, 122880, 163840, 245760, 327680, 491520};
-
-// Local ACK timeout 4.096 us * 2^timeout; 0 = infinite, polled every 100 ms.
-inline uint64_t ack_timeout_ns(uint8_t timeout) {
-  if (timeout == 0) return 100000000ull;
-  return 4096ull << std::min<uint8_t>(timeout, 31);
-}
-
 // The sender of a received message, as its receive completion reports it.
 struct Origin {
   uint32_t qpn = 0;

@@ -22,38 +22,15 @@ using proto::host::Packet;
 namespace host = proto::host;
 
 constexpr int kBudgetPerQp = 32;
-constexpr uint32_t kPsnMask = 0xffffff;
 
-uint32_t psn_add(uint32_t psn, uint32_t n) { return (psn + n) & kPsnMask; }
-// a before b in 24-bit serial arithmetic.
-bool psn_lt(uint32_t a, uint32_t b) {
-  const uint32_t d = (b - a) & kPsnMask;
-  return d != 0 && d < 0x800000;
-}
-
-uint32_t packets_for(uint64_t len) {
-  return len == 0 ? 1 : static_cast<uint32_t>((len + host::kMaxSegment - 1) / host::kMaxSegment);
-}
-
-bool has_invalidate(uint8_t op) {
-  return op == host::kSendLastInvalidate || op == host::kSendOnlyInvalidate;
-}
-bool is_send(uint8_t op) { return op <= host::kSendOnlyImm || has_invalidate(op); }
-bool is_write(uint8_t op) { return op >= host::kWriteFirst && op <= host::kWriteOnlyImm; }
-bool starts_message(uint8_t op) {
-  return op == host::kSendFirst || op == host::kSendOnly || op == host::kSendOnlyImm ||
-         op == host::kSendOnlyInvalidate || op == host::kWriteFirst || op == host::kWriteOnly ||
-         op == host::kWriteOnlyImm;
-}
-bool ends_message(uint8_t op) {
-  return op == host::kSendLast || op == host::kSendLastImm || op == host::kSendOnly ||
-         op == host::kSendOnlyImm || has_invalidate(op) || op == host::kWriteLast ||
-         op == host::kWriteLastImm || op == host::kWriteOnly || op == host::kWriteOnlyImm;
-}
-bool has_imm(uint8_t op) {
-  return op == host::kSendLastImm || op == host::kSendOnlyImm || op == host::kWriteLastImm ||
-         op == host::kWriteOnlyImm;
-}
+using host::ends_message;
+using host::has_imm;
+using host::has_invalidate;
+using host::is_send;
+using host::is_write;
+using host::starts_message;
+using rc::packets_for;
+using rc::psn_add;
 
 // The transport a connected QP's packets travel in: XRC initiators and targets use XRC.
 host::Transport transport_of(const Qp* qp) {
@@ -84,17 +61,20 @@ bool is_read_or_atomic(uint8_t wr_opcode) {
          wr_opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
 }
 
-ibv_wc_status nak_status(uint8_t code) {
-  switch (code) {
-    case host::kNakInvalidRequest: return IBV_WC_REM_INV_REQ_ERR;
-    case host::kNakRemoteAccess: return IBV_WC_REM_ACCESS_ERR;
-    default: return IBV_WC_REM_OP_ERR;
-  }
+rc::RequestKind request_kind(uint8_t wr_opcode) {
+  if (wr_opcode == IBV_WR_RDMA_READ) return rc::RequestKind::kRead;
+  return is_read_or_atomic(wr_opcode) ? rc::RequestKind::kAtomic : rc::RequestKind::kMessage;
+}
+
+// The QP attributes its requester obeys.
+rc::RequesterLimits requester_limits(const Qp* qp, uint64_t watchdog_ns) {
+  return rc::RequesterLimits{qp->attr.timeout, qp->attr.retry_cnt, qp->attr.rnr_retry,
+                             qp->attr.max_rd_atomic, watchdog_ns};
 }
 
 }  // namespace
 
-RemotePath::RemotePath(Router* r, std::unique_ptr<transport::StaticCluster> dir, uint64_t node_guid)
+RemotePath::RemotePath(Router* r, std::unique_ptr<links::StaticCluster> dir, uint64_t node_guid)
     : r_(r),
       dir_(std::move(dir)),
       links_(dir_.get(), node_guid, this),
@@ -136,10 +116,9 @@ void RemotePath::set_placement_st(uint32_t network_id, uint32_t vip, const std::
 
 RemotePath::State& RemotePath::state(Qp* qp) {
   if (qp->remote == nullptr) {
-    State& st = states_[qp];  // stays where it is until erased (a node of the map)
-    st.next_psn = qp->attr.sq_psn & kPsnMask;
-    st.epsn = qp->attr.rq_psn & kPsnMask;
-    qp->remote = &st;
+    // Stays where it is until erased (a node of the map).
+    auto [it, made] = states_.try_emplace(qp, qp->attr.sq_psn, qp->attr.rq_psn);
+    qp->remote = &it->second;
   }
   return *qp->remote;
 }
@@ -153,10 +132,8 @@ void RemotePath::forget_st(Qp* qp) {
 uint64_t RemotePath::next_deadline() const {
   uint64_t next = links_.next_connect_ns();
   for (const auto& [qp, st] : states_) {
-    if (st.outstanding.empty()) continue;
-    uint64_t t = st.resend_at_ns != 0 ? st.resend_at_ns : st.ack_deadline_ns;
-    if (st.replay_at_ns != 0) t = std::min(t, st.replay_at_ns);
-    if (next == 0 || t < next) next = t;
+    const uint64_t t = st.requester.deadline();
+    if (t != 0 && (next == 0 || t < next)) next = t;
   }
   return next;
 }
@@ -166,7 +143,7 @@ bool RemotePath::poll_st() {
   // Responders whose answers waited for room on their link.
   for (size_t i = 0; i < responding_.size();) {
     did |= pump_responses_st(responding_[i]);
-    if (state(responding_[i]).responses.empty()) {
+    if (state(responding_[i]).responder.owed.empty()) {
       responding_[i] = responding_.back();
       responding_.pop_back();
     } else {
@@ -185,16 +162,16 @@ proto::host::PacketHeader RemotePath::request_header(const Qp* qp, const proto::
   h.sl = ah.sl;
   h.dlid = ah.dlid;
   h.slid = r_->config().link_layer == IBV_LINK_LAYER_ETHERNET ? 0 : qp->owner->container()->lid;
-  h.dest_qpn = dest_qpn & kPsnMask;
+  h.dest_qpn = dest_qpn & rc::kPsnMask;
   h.src_qpn = qp->qpn;
   return h;
 }
 
 // Sends every packet of one SEND or WRITE message. The caller checked the link's room.
-bool RemotePath::send_message_st(Executor* ex, Qp* qp, int dest, const Outstanding& o) {
+bool RemotePath::send_message_st(Executor* ex, Qp* qp, int dest, const Request& o) {
   SegmentList local;
-  if (!ex->gather_local_st(qp, o.w, false, &local)) return false;
-  const uint8_t op = o.w.hdr.opcode;
+  if (!ex->gather_local_st(qp, o.work.w, false, &local)) return false;
+  const uint8_t op = o.work.w.hdr.opcode;
   const uint64_t len = local.total;
   const uint32_t n = packets_for(len);
   for (uint32_t k = 0; k < n; ++k) {
@@ -204,14 +181,14 @@ bool RemotePath::send_message_st(Executor* ex, Qp* qp, int dest, const Outstandi
     p.hdr = request_header(qp, qp->attr.ah_attr, qp->attr.dest_qp_num, dest);
     p.hdr.opcode =
         host::opcode_of(transport_of(qp), static_cast<host::Operation>(packet_operation(op, k, n)));
-    p.xrc_srqn = o.w.hdr.remote_srqn;
+    p.xrc_srqn = o.work.w.hdr.remote_srqn;
     p.hdr.psn = psn_add(o.first_psn, k);
     if (k + 1 == n) {
       p.hdr.flags =
-          host::kAckRequest | ((o.w.hdr.flags & shm::kWqeSolicited) ? host::kSolicited : 0);
+          host::kAckRequest | ((o.work.w.hdr.flags & shm::kWqeSolicited) ? host::kSolicited : 0);
     }
-    p.reth = host::Reth{o.w.hdr.remote_addr, o.w.hdr.rkey, static_cast<uint32_t>(len)};
-    p.imm = op == IBV_WR_SEND_WITH_INV ? o.w.hdr.rkey : o.w.hdr.imm_data;
+    p.reth = host::Reth{o.work.w.hdr.remote_addr, o.work.w.hdr.rkey, static_cast<uint32_t>(len)};
+    p.imm = op == IBV_WR_SEND_WITH_INV ? o.work.w.hdr.rkey : o.work.w.hdr.imm_data;
     p.payload_len = chunk;
     // The payload goes from the registered memory straight into the link's queue.
     SegmentList piece = slice(local, off, chunk);
@@ -228,8 +205,8 @@ bool RemotePath::send_message_st(Executor* ex, Qp* qp, int dest, const Outstandi
 }
 
 // Sends the request of one work request: a SEND or WRITE message, or a READ or atomic request.
-bool RemotePath::send_request_st(Executor* ex, Qp* qp, int dest, const Outstanding& o) {
-  const uint8_t op = o.w.hdr.opcode;
+bool RemotePath::send_request_st(Executor* ex, Qp* qp, int dest, const Request& o) {
+  const uint8_t op = o.work.w.hdr.opcode;
   if (!is_read_or_atomic(op)) return send_message_st(ex, qp, dest, o);
   Packet p;
   p.hdr = request_header(qp, qp->attr.ah_attr, qp->attr.dest_qp_num, dest);
@@ -237,26 +214,19 @@ bool RemotePath::send_request_st(Executor* ex, Qp* qp, int dest, const Outstandi
       host::opcode_of(transport_of(qp), op == IBV_WR_RDMA_READ              ? host::kReadRequest
                                         : op == IBV_WR_ATOMIC_FETCH_AND_ADD ? host::kFetchAdd
                                                                             : host::kCompareSwap);
-  p.xrc_srqn = o.w.hdr.remote_srqn;
+  p.xrc_srqn = o.work.w.hdr.remote_srqn;
   p.hdr.psn = o.first_psn;
   p.hdr.flags = host::kAckRequest;
-  p.reth = host::Reth{o.w.hdr.remote_addr, o.w.hdr.rkey, o.byte_len};
-  p.atomic.va = o.w.hdr.remote_addr;
-  p.atomic.rkey = o.w.hdr.rkey;
-  p.atomic.swap_add = op == IBV_WR_ATOMIC_FETCH_AND_ADD ? o.w.hdr.compare_add : o.w.hdr.swap;
-  p.atomic.compare = o.w.hdr.compare_add;
+  p.reth = host::Reth{o.work.w.hdr.remote_addr, o.work.w.hdr.rkey, o.work.byte_len};
+  p.atomic.va = o.work.w.hdr.remote_addr;
+  p.atomic.rkey = o.work.w.hdr.rkey;
+  p.atomic.swap_add =
+      op == IBV_WR_ATOMIC_FETCH_AND_ADD ? o.work.w.hdr.compare_add : o.work.w.hdr.swap;
+  p.atomic.compare = o.work.w.hdr.compare_add;
   return host::finish_packet(&p) && links_.send(dest, link_class(qp, qp->attr.ah_attr), p);
 }
 
-void RemotePath::resend_all_st(Executor* ex, Qp* qp, int dest) {
-  State& st = state(qp);
-  for (Outstanding& o : st.outstanding) {
-    o.responses = 0;                               // a READ's responses all come again
-    if (!send_request_st(ex, qp, dest, o)) break;  // the next timeout tries again
-  }
-}
-
-void RemotePath::complete_send_st(Qp* qp, const Outstanding& o, ibv_wc_status status) {
+void RemotePath::complete_send_st(Qp* qp, const RemoteQpState::Work& o, ibv_wc_status status) {
   count_completion(qp, true, status, payload_bytes(o.w));
   if (!o.signaled && status == IBV_WC_SUCCESS) return;
   shm::Cqe c = make_cqe(o.w.hdr.wr_id, status, proto::send_wc_opcode(o.w.hdr.opcode), qp->qpn);
@@ -264,55 +234,78 @@ void RemotePath::complete_send_st(Qp* qp, const Outstanding& o, ibv_wc_status st
   post_cqe_st(qp->send_cq, c, false);
 }
 
+// What the requester of one QP asks of this router, for the length of one call into it.
+class RemotePath::RequesterCalls final : public rc::RequesterPort<RemoteQpState::Work> {
+ public:
+  RequesterCalls(RemotePath* path, Executor* ex, Qp* qp, int host)
+      : path_(path), ex_(ex), qp_(qp), host_(host) {}
+  // Whether the QP failed (moved to ERR) during the call.
+  bool failed() const { return failed_; }
+
+  bool transmit(const Request& r) override { return path_->send_request_st(ex_, qp_, host_, r); }
+  void complete(const Request& r, ibv_wc_status status) override {
+    path_->complete_send_st(qp_, r.work, status);
+  }
+  bool place_read(const Request& r, uint32_t index, const uint8_t* data, uint32_t len) override {
+    const uint64_t off = uint64_t{index} * host::kMaxSegment;
+    SegmentList local;
+    if (!ex_->gather_local_st(qp_, r.work.w, true, &local) || off + len > local.total) return false;
+    if (len == 0) return true;
+    SegmentList src;
+    src.push(Segment{const_cast<uint8_t*>(data), 0, 0, len});
+    return copy_segments(src, slice(local, off, len), len) == 0;
+  }
+  bool place_atomic(const Request& r, uint64_t original) override {
+    SegmentList local, result;
+    result.push(Segment{reinterpret_cast<uint8_t*>(&original), 0, 0, 8});
+    return ex_->gather_local_st(qp_, r.work.w, true, &local) &&
+           copy_segments(result, local, 8) == 0;
+  }
+  void fail() override {
+    ex_->to_error_st(qp_);
+    failed_ = true;
+  }
+  void rnr_refused(uint64_t stalled_ns, bool isolated) override {
+    Router* r = path_->r_;
+    r->counters().rnr_naks_received++;
+    if (!isolated) return;
+    r->counters().watchdog_isolations++;
+    spdlog::warn(
+        "watchdog: QP {:#x} of pid {} made no progress for {} ms: its peer QP {:#x} on {} "
+        "posts no receives; moved to error ({} QPs isolated so far)",
+        qp_->qpn, qp_->owner->pid(), stalled_ns / 1000000, qp_->attr.dest_qp_num,
+        path_->dir_->hosts()[static_cast<size_t>(host_)].name, r->counters().watchdog_isolations);
+  }
+
+ private:
+  RemotePath* path_;
+  Executor* ex_;
+  Qp* qp_;
+  int host_;
+  bool failed_ = false;
+};
+
 bool RemotePath::process_requester_st(Executor* ex, Qp* qp, int dest, uint64_t now) {
   State& st = state(qp);
-  bool did = false;
-  if (st.replay_at_ns != 0 && now >= st.replay_at_ns) {
-    st.replay_at_ns = 0;
-    if (st.resend_at_ns == 0) {  // else the RNR wait resends
-      resend_all_st(ex, qp, dest);
-      did = true;
-    }
-  }
-  if (!st.outstanding.empty()) {
-    if (st.resend_at_ns != 0 && now >= st.resend_at_ns) {
-      // The receiver had no buffer: only the request it refused goes again, so a receiver
-      // that posts nothing for long costs the shared link one message per RNR timer.
-      st.resend_at_ns = 0;
-      st.ack_deadline_ns = now + ack_timeout_ns(qp->attr.timeout);
-      Outstanding& oldest = st.outstanding.front();
-      oldest.responses = 0;
-      send_request_st(ex, qp, dest, oldest);
-      st.probing = st.outstanding.size() > 1;
-      did = true;
-    } else if (st.resend_at_ns == 0 && now >= st.ack_deadline_ns) {
-      if (qp->retry_attempts >= qp->attr.retry_cnt) {
-        complete_send_st(qp, st.outstanding.front(), IBV_WC_RETRY_EXC_ERR);
-        st.outstanding.pop_front();
-        ex->to_error_st(qp);
-        return true;
-      }
-      qp->retry_attempts++;
-      st.ack_deadline_ns = now + ack_timeout_ns(qp->attr.timeout);
-      st.probing = false;
-      resend_all_st(ex, qp, dest);
-      did = true;
-    }
-  }
-  if (st.resend_at_ns != 0 || st.probing) return did;  // an RNR wait holds everything behind it
+  auto& req = st.requester;
+  RequesterCalls calls(this, ex, qp, dest);
+  const rc::RequesterLimits limits = requester_limits(qp, r_->config().watchdog_ns);
+  bool did = req.tick(now, limits, calls);
+  if (calls.failed()) return true;
 
   for (int budget = kBudgetPerQp; budget > 0 && now >= qp->paced_until_ns; --budget) {
+    if (req.holding()) break;  // an RNR wait holds everything behind it
     shm::RingStatus rs;
     const uint8_t* slot = qp->sq.peek(&rs);
     if (slot == nullptr) break;
-    Outstanding o;
+    RemoteQpState::Work o;
     ibv_wc_status failure = IBV_WC_SUCCESS;
     SegmentList local;
     if (!copy_send_wqe(slot, qp->layout.sq_slot, qp->type, qp->caps.max_send_sge, &o.w)) {
       failure = IBV_WC_LOC_QP_OP_ERR;
     } else if (proto::is_window_op(o.w.hdr.opcode)) {
       // Acts on this host's windows only, once everything before it completed (in order).
-      if (!st.outstanding.empty()) break;
+      if (!req.idle()) break;
       qp->sq.pop();
       o.signaled = (o.w.hdr.flags & shm::kWqeSignaled) || qp->sq_sig_all;
       const ibv_wc_status status = execute_window_op(r_, qp, o.w.hdr);
@@ -333,56 +326,39 @@ bool RemotePath::process_requester_st(Executor* ex, Qp* qp, int dest, uint64_t n
     }
     if (failure != IBV_WC_SUCCESS) {
       // Completions stay in order: the failure waits until everything before it completed.
-      if (!st.outstanding.empty()) break;
+      if (!req.idle()) break;
       qp->sq.pop();
       o.byte_len = static_cast<uint32_t>(local.total);
       complete_send_st(qp, o, failure);
       ex->to_error_st(qp);
       return true;
     }
-    const bool read = o.w.hdr.opcode == IBV_WR_RDMA_READ;
-    const bool atomic = is_read_or_atomic(o.w.hdr.opcode) && !read;
-    const uint32_t n = atomic ? 1 : packets_for(local.total);  // a READ uses one PSN per response
+    const rc::RequestKind kind = request_kind(o.w.hdr.opcode);
+    // A READ uses one PSN per response packet, an atomic one.
+    const uint32_t n = kind == rc::RequestKind::kAtomic ? 1 : packets_for(local.total);
     const size_t need =
-        (is_read_or_atomic(o.w.hdr.opcode) ? 0 : local.total) + n * (host::kPacketHeaderSize + 64);
+        (kind == rc::RequestKind::kMessage ? local.total : 0) + n * (host::kPacketHeaderSize + 64);
     if (links_.room(dest, link_class(qp, qp->attr.ah_attr)) < need)
       break;  // the link is busy: this QP waits, others go on
-    // No more READs and atomics in flight than max_rd_atomic: the responder answers repeated
-    // ones from its cache of that many results (IBTA 9.4.4; our device allows 16).
-    if (read || atomic) {
-      const uint32_t in_flight = static_cast<uint32_t>(
-          std::count_if(st.outstanding.begin(), st.outstanding.end(),
-                        [](const Outstanding& x) { return is_read_or_atomic(x.w.hdr.opcode); }));
-      if (in_flight >= std::max<uint32_t>(1, qp->attr.max_rd_atomic)) break;
-    }
+    if (!req.may_issue(kind, limits)) break;
     if (!r_->admit_st(qp, rate_charge(o.w), now)) break;  // over its rate: waits, others go on
-    o.first_psn = st.next_psn;
-    o.last_psn = psn_add(st.next_psn, n - 1);
     o.byte_len = static_cast<uint32_t>(local.total);
     o.signaled = (o.w.hdr.flags & shm::kWqeSignaled) || qp->sq_sig_all;
-    st.next_psn = psn_add(st.next_psn, n);
     qp->sq.pop();
     did = true;
-    if (qp->type == IBV_QPT_UC) {  // unreliable: done once sent
-      send_request_st(ex, qp, dest, o);
-      complete_send_st(qp, o, IBV_WC_SUCCESS);
-      continue;
-    }
-    if (st.outstanding.empty()) st.ack_deadline_ns = now + ack_timeout_ns(qp->attr.timeout);
-    st.outstanding.push_back(o);
-    send_request_st(ex, qp, dest, st.outstanding.back());
+    if (qp->type == IBV_QPT_UC)  // unreliable: done once sent
+      req.issue_unreliable(o, n, calls);
+    else
+      req.issue(o, kind, n, now, limits, calls);
   }
   return did;
 }
 
 bool RemotePath::flush_st(Qp* qp) {
-  State* st = qp->remote;
-  if (st == nullptr || st->outstanding.empty()) return false;
-  for (const Outstanding& o : st->outstanding) complete_send_st(qp, o, IBV_WC_WR_FLUSH_ERR);
-  st->outstanding.clear();
-  st->resend_at_ns = st->replay_at_ns = 0;
-  st->probing = false;
-  return true;
+  if (qp->remote == nullptr) return false;
+  Executor ex(r_, now_ns());
+  RequesterCalls calls(this, &ex, qp, -1);
+  return qp->remote->requester.flush(calls);
 }
 
 // The local connected QP a packet from `src_host` is for: it must be connected to the sender.
@@ -581,126 +557,15 @@ void RemotePath::on_packet(int src_host, const Packet& p) {
 
 void RemotePath::on_response_st(int src_host, const Packet& p) {
   Qp* qp = local_qp_for(src_host, p, /*response=*/true);
-  if (qp == nullptr) return;
-  if (qp->remote == nullptr) return;
+  if (qp == nullptr || qp->remote == nullptr) return;
   State& st = *qp->remote;
   st.peer_incarnation = links_.incarnation(src_host);
   const uint64_t now = now_ns();
   Executor ex(r_, now);
-  const uint32_t psn = p.hdr.psn;
-  const uint8_t op = p.hdr.opcode & 0x1f;
-  // Whatever precedes the PSN a response names was received (IBA: responses are cumulative),
-  // except a READ or atomic still missing its data: that is retransmitted on the timeout.
-  const size_t before = st.outstanding.size();
-  while (!st.outstanding.empty() && psn_lt(st.outstanding.front().last_psn, psn) &&
-         !is_read_or_atomic(st.outstanding.front().w.hdr.opcode)) {
-    complete_send_st(qp, st.outstanding.front(), IBV_WC_SUCCESS);
-    st.outstanding.pop_front();
-  }
-  if (op >= host::kReadResponseFirst && op <= host::kReadResponseOnly) {
-    on_read_response_st(qp, st, p);
-    return;
-  }
-  if (!p.has_aeth) return;
-  const uint8_t syndrome = p.aeth.syndrome;
-  const auto kind = host::aeth_kind(syndrome);
-  if (kind == host::AethKind::kAck) {
-    if (!st.outstanding.empty()) {
-      Outstanding& o = st.outstanding.front();
-      const bool atomic = is_read_or_atomic(o.w.hdr.opcode) && o.w.hdr.opcode != IBV_WR_RDMA_READ;
-      if (atomic && op == host::kAtomicAcknowledge && o.first_psn == psn) {
-        SegmentList local, result;
-        uint64_t orig = p.atomic_orig;
-        result.push(Segment{reinterpret_cast<uint8_t*>(&orig), 0, 0, 8});
-        const bool placed =
-            ex.gather_local_st(qp, o.w, true, &local) && copy_segments(result, local, 8) == 0;
-        complete_send_st(qp, o, placed ? IBV_WC_SUCCESS : IBV_WC_LOC_PROT_ERR);
-        st.outstanding.pop_front();
-        if (!placed) {
-          ex.to_error_st(qp);
-          return;
-        }
-      } else if (!is_read_or_atomic(o.w.hdr.opcode) && o.last_psn == psn) {
-        complete_send_st(qp, o, IBV_WC_SUCCESS);
-        st.outstanding.pop_front();
-      }
-    }
-    // Only progress restarts the retry count: a repeated ACK for old work is not progress.
-    if (st.outstanding.size() != before) {
-      qp->retry_attempts = qp->rnr_attempts = 0;
-      st.stalled_since_ns = 0;
-      if (st.probing) {  // the receiver takes messages again: the rest of the window follows
-        st.probing = false;
-        resend_all_st(&ex, qp, src_host);
-      }
-    }
-  } else if (kind == host::AethKind::kRnr) {
-    if (st.outstanding.empty()) return;
-    r_->counters().rnr_naks_received++;
-    if (st.stalled_since_ns == 0) st.stalled_since_ns = now;
-    const uint64_t watchdog = r_->config().watchdog_ns;
-    const bool isolate = watchdog != 0 && now - st.stalled_since_ns >= watchdog;
-    if (isolate) {
-      r_->counters().watchdog_isolations++;
-      spdlog::warn(
-          "watchdog: QP {:#x} of pid {} made no progress for {} ms: its peer QP {:#x} on {} "
-          "posts no receives; moved to error ({} QPs isolated so far)",
-          qp->qpn, qp->owner->pid(), (now - st.stalled_since_ns) / 1000000, qp->attr.dest_qp_num,
-          dir_->hosts()[static_cast<size_t>(src_host)].name, r_->counters().watchdog_isolations);
-    }
-    if (isolate || (qp->attr.rnr_retry != 7 && qp->rnr_attempts >= qp->attr.rnr_retry)) {
-      complete_send_st(qp, st.outstanding.front(), IBV_WC_RNR_RETRY_EXC_ERR);
-      st.outstanding.pop_front();
-      ex.to_error_st(qp);
-      return;
-    }
-    qp->rnr_attempts++;
-    st.resend_at_ns = now + kRnrTimerUs[syndrome & 0x1f] * 1000ull;
-    return;
-  } else if (kind == host::AethKind::kNak) {
-    if (st.outstanding.empty()) return;
-    const uint8_t code = syndrome & 0x1f;
-    if (code == host::kNakPsnSequence) {
-      // A sequence NAK left over from before an RNR wait: the wait or its probe resends.
-      if (st.resend_at_ns == 0 && !st.probing) resend_all_st(&ex, qp, src_host);
-    } else {
-      complete_send_st(qp, st.outstanding.front(), nak_status(code));
-      st.outstanding.pop_front();
-      ex.to_error_st(qp);
-      return;
-    }
-  }
-  st.ack_deadline_ns = now + ack_timeout_ns(qp->attr.timeout);
-}
-
-// A READ response packet: placed at its offset in the READ's local buffers; the last one
-// completes it. Anything but the next expected response is a duplicate and ignored.
-void RemotePath::on_read_response_st(Qp* qp, State& st, const Packet& p) {
-  if (st.outstanding.empty()) return;
-  Outstanding& o = st.outstanding.front();
-  if (o.w.hdr.opcode != IBV_WR_RDMA_READ || p.hdr.psn != psn_add(o.first_psn, o.responses)) return;
-  Executor ex(r_, now_ns());
-  const uint64_t off = uint64_t{o.responses} * host::kMaxSegment;
-  SegmentList local;
-  bool ok = ex.gather_local_st(qp, o.w, true, &local) && off + p.payload_len <= local.total;
-  if (ok && p.payload_len != 0) {
-    SegmentList src;
-    src.push(Segment{const_cast<uint8_t*>(p.payload), 0, 0, p.payload_len});
-    ok = copy_segments(src, slice(local, off, p.payload_len), p.payload_len) == 0;
-  }
-  if (!ok) {
-    complete_send_st(qp, o, IBV_WC_LOC_PROT_ERR);
-    st.outstanding.pop_front();
-    ex.to_error_st(qp);
-    return;
-  }
-  o.responses++;
-  qp->retry_attempts = qp->rnr_attempts = 0;
-  st.ack_deadline_ns = now_ns() + ack_timeout_ns(qp->attr.timeout);
-  if (p.hdr.psn == o.last_psn) {
-    complete_send_st(qp, o, IBV_WC_SUCCESS);
-    st.outstanding.pop_front();
-  }
+  RequesterCalls calls(this, &ex, qp, src_host);
+  st.requester.on_response(p.hdr.opcode & 0x1f, p.hdr.psn, p.has_aeth, p.aeth.syndrome,
+                           p.atomic_orig, p.payload, p.payload_len, now,
+                           requester_limits(qp, r_->config().watchdog_ns), calls);
 }
 
 // ---- Responder ----
@@ -725,8 +590,7 @@ bool RemotePath::responder_for(Qp* dst, uint32_t srqn, Responder* out) const {
 }
 
 void RemotePath::queue_response_st(Qp* dst, const Response& r) {
-  State& st = state(dst);
-  st.responses.push_back(r);
+  state(dst).responder.owed.push_back(r);
   if (!pump_responses_st(dst) &&
       std::find(responding_.begin(), responding_.end(), dst) == responding_.end())
     responding_.push_back(dst);
@@ -737,13 +601,13 @@ bool RemotePath::pump_responses_st(Qp* dst) {
   State& st = state(dst);
   const int dest = st.requester_host;
   const uint8_t tclass = link_class(dst, dst->attr.ah_attr);
-  while (!st.responses.empty()) {
-    Response& r = st.responses.front();
+  while (!st.responder.owed.empty()) {
+    Response& r = st.responder.owed.front();
     Packet a;
     a.hdr.dest_qpn = dst->attr.dest_qp_num;
     a.hdr.src_qpn = dst->qpn;
     a.aeth.syndrome = r.syndrome;
-    a.aeth.msn = r.msn & kPsnMask;
+    a.aeth.msn = r.msn & rc::kPsnMask;
     if (r.kind != Response::kRead) {
       a.hdr.opcode = host::opcode_of(transport_of(dst), r.kind == Response::kAtomicAck
                                                             ? host::kAtomicAcknowledge
@@ -751,7 +615,7 @@ bool RemotePath::pump_responses_st(Qp* dst) {
       a.hdr.psn = r.psn;
       a.atomic_orig = r.orig;
       if (!host::finish_packet(&a) || !links_.send(dest, tclass, a)) return false;
-      st.responses.pop_front();
+      st.responder.owed.pop_front();
       continue;
     }
     const uint32_t n = packets_for(r.len);
@@ -790,25 +654,25 @@ bool RemotePath::pump_responses_st(Qp* dst) {
                    r.msn};
       continue;
     }
-    st.responses.pop_front();
+    st.responder.owed.pop_front();
   }
   return true;
 }
 
 void RemotePath::respond_st(Qp* dst, uint32_t psn, uint8_t syndrome) {
-  queue_response_st(dst, Response{Response::kAck, psn, syndrome, state(dst).msn});
+  queue_response_st(dst, Response{Response::kAck, psn, syndrome, state(dst).responder.msn()});
 }
 
 // Compare-and-swap or fetch-and-add; a duplicate is answered from the cache of results.
 void RemotePath::on_atomic_request_st(const Responder& rsp, State& st, const Packet& p,
                                       bool duplicate) {
   Qp* dst = rsp.qp;
+  rc::Responder& rs = st.responder;
   const uint32_t psn = p.hdr.psn;
+  uint64_t orig = 0;
   if (duplicate) {
-    for (const auto& a : st.atomics)
-      if (a.valid && a.psn == psn)
-        queue_response_st(dst,
-                          Response{Response::kAtomicAck, psn, host::aeth_ack(), st.msn, a.orig});
+    if (rs.recall_atomic(psn, &orig))
+      queue_response_st(dst, Response{Response::kAtomicAck, psn, host::aeth_ack(), rs.msn(), orig});
     return;
   }
   Executor ex(r_, now_ns());
@@ -820,20 +684,15 @@ void RemotePath::on_atomic_request_st(const Responder& rsp, State& st, const Pac
   Mr* mr = (dst->attr.qp_access_flags & IBV_ACCESS_REMOTE_ATOMIC)
                ? target_mr(rsp, p.atomic.rkey, p.atomic.va, 8, IBV_ACCESS_REMOTE_ATOMIC)
                : nullptr;
-  uint64_t orig = 0;
   const bool fetch_add = (p.hdr.opcode & 0x1f) == host::kFetchAdd;
   if (mr == nullptr ||
       atomic_on_mr(*mr, p.atomic.va, fetch_add, fetch_add ? p.atomic.swap_add : p.atomic.compare,
                    p.atomic.swap_add, &orig) != 0)
     return nak(host::kNakRemoteAccess);
-  auto& slot = st.atomics[st.next_atomic];
-  st.next_atomic = (st.next_atomic + 1) % State::kAtomicCache;
-  slot.psn = psn;
-  slot.orig = orig;
-  slot.valid = true;
-  st.epsn = psn_add(psn, 1);
-  st.msn = psn_add(st.msn, 1);
-  queue_response_st(dst, Response{Response::kAtomicAck, psn, host::aeth_ack(), st.msn, orig});
+  rs.remember_atomic(psn, orig);
+  rs.accept(psn);
+  rs.end_message();
+  queue_response_st(dst, Response{Response::kAtomicAck, psn, host::aeth_ack(), rs.msn(), orig});
 }
 
 void RemotePath::on_request_st(int src_host, const Packet& p) {
@@ -844,6 +703,7 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
       p.hdr.network != dst->owner->container()->network_id)
     return;
   State& st = state(dst);
+  rc::Responder& rs = st.responder;
   st.requester_host = src_host;
   st.peer_incarnation = links_.incarnation(src_host);
   // What serves the request: an XRC target's is the SRQ its XRCETH names, which must be in
@@ -858,68 +718,63 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
   // UC: nothing is acknowledged or retransmitted; a message the responder cannot take whole
   // is dropped, and so is one whose packets went missing.
   const bool reliable = (p.hdr.opcode & 0xe0) != host::kUc;
-  if (!reliable && (psn != st.epsn || st.dropping)) {
-    if (psn != st.epsn) st.in_send = st.in_write = false;
-    st.epsn = psn;
-    st.dropping = !starts_message(op);
-    if (st.dropping) {
-      st.epsn = psn_add(psn, 1);
+  switch (rs.arrive(psn, op, reliable)) {
+    case rc::Responder::Arrival::kNext: break;
+    case rc::Responder::Arrival::kIgnore: return;
+    case rc::Responder::Arrival::kGap:  // ask for a retransmission from epsn
+      respond_st(dst, rs.epsn(), host::aeth_nak(host::kNakPsnSequence));
       return;
-    }
-  }
-  if (psn != st.epsn) {
-    if (psn_lt(psn, st.epsn)) {  // a duplicate: answered again, never executed twice
+    case rc::Responder::Arrival::kDuplicate:  // answered again, never executed twice
       if (op == host::kReadRequest) {
         if (p.reth.dma_length == 0 || target_mr(rsp, p.reth.rkey, p.reth.va, p.reth.dma_length,
                                                 IBV_ACCESS_REMOTE_READ) != nullptr)
-          queue_response_st(dst,
-                            Response{Response::kRead, psn, host::aeth_ack(), st.msn, 0, p.reth.rkey,
-                                     p.reth.va, p.reth.dma_length, 0, p.xrc_srqn});
+          queue_response_st(
+              dst, Response{Response::kRead, psn, host::aeth_ack(), rs.msn(), 0, p.reth.rkey,
+                            p.reth.va, p.reth.dma_length, 0, p.xrc_srqn});
       } else if (op == host::kCompareSwap || op == host::kFetchAdd) {
         on_atomic_request_st(rsp, st, p, /*duplicate=*/true);
       } else if (p.hdr.flags & host::kAckRequest) {
-        respond_st(dst, psn_add(st.epsn, kPsnMask), host::aeth_ack());
+        respond_st(dst, rs.last_psn(), host::aeth_ack());
       }
-    } else if (!st.nak_sent) {  // a gap: ask once for a retransmission from epsn
-      st.nak_sent = true;
-      respond_st(dst, st.epsn, host::aeth_nak(host::kNakPsnSequence));
-    }
-    return;
+      return;
   }
-  st.nak_sent = false;
   Executor ex(r_, now_ns());
   auto fail = [&](uint8_t nak, ibv_wc_status recv_status) {
-    if (!reliable) {  // UC: the message is dropped silently
-      st.in_send = st.in_write = false;
-      st.dropping = true;
-      st.epsn = psn_add(psn, 1);
-      return;
-    }
-    if (st.in_send) {
+    if (!reliable) return rs.drop_message(psn);  // UC: the message is dropped silently
+    if (rs.in_send()) {
       ex.consume_recv_st(&st.rsrc);
       ex.complete_recv_st(rsp, st.rw, recv_status, IBV_WC_RECV, 0, Origin{p.hdr.src_qpn}, 0);
     }
-    st.in_send = st.in_write = false;
+    rs.abort_message();
     respond_st(dst, psn, host::aeth_nak(static_cast<host::NakCode>(nak)));
     ex.to_error_st(dst);
   };
+  // RNR (no receive posted): the requester sends the message again from its first packet.
+  // A corrupt queue gets nothing at all.
+  auto refuse = [&](uint32_t restart_psn) {
+    rs.refuse(restart_psn);
+    if (st.rsrc.ring != nullptr) respond_st(dst, psn, host::aeth_rnr(dst->attr.min_rnr_timer));
+  };
 
-  if (op == host::kCompareSwap || op == host::kFetchAdd || op == host::kReadRequest) {
-    if (st.in_send || st.in_write) return fail(host::kNakInvalidRequest, IBV_WC_REM_INV_REQ_ERR);
-    if (op != host::kReadRequest) return on_atomic_request_st(rsp, st, p, /*duplicate=*/false);
+  if (!rs.fits_sequence(op)) {
+    const bool interrupts = rs.in_message();  // a new request inside a message
+    return fail(host::kNakInvalidRequest, interrupts ? IBV_WC_REM_INV_REQ_ERR : IBV_WC_SUCCESS);
+  }
+  if (op == host::kCompareSwap || op == host::kFetchAdd)
+    return on_atomic_request_st(rsp, st, p, /*duplicate=*/false);
+  if (op == host::kReadRequest) {
     const uint64_t len = p.reth.dma_length;
     if (!(dst->attr.qp_access_flags & IBV_ACCESS_REMOTE_READ) ||
         (len != 0 &&
          target_mr(rsp, p.reth.rkey, p.reth.va, len, IBV_ACCESS_REMOTE_READ) == nullptr))
       return fail(host::kNakRemoteAccess, IBV_WC_SUCCESS);
-    st.epsn = psn_add(psn, packets_for(len));
-    st.msn = psn_add(st.msn, 1);
-    queue_response_st(dst, Response{Response::kRead, psn, host::aeth_ack(), st.msn, 0, p.reth.rkey,
-                                    p.reth.va, len, 0, p.xrc_srqn});
+    rs.accept(psn, packets_for(len));
+    rs.end_message();
+    queue_response_st(dst, Response{Response::kRead, psn, host::aeth_ack(), rs.msn(), 0,
+                                    p.reth.rkey, p.reth.va, len, 0, p.xrc_srqn});
     return;
   }
   if (op == host::kAtomicWrite) {  // one packet; a repeat stores the same bytes again
-    if (st.in_send || st.in_write) return fail(host::kNakInvalidRequest, IBV_WC_REM_INV_REQ_ERR);
     uint64_t value = 0;
     if (p.payload_len != proto::kAtomicWriteSize || p.reth.dma_length != proto::kAtomicWriteSize ||
         (p.reth.va & 7) != 0)
@@ -929,15 +784,12 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
     if (!(dst->attr.qp_access_flags & IBV_ACCESS_REMOTE_WRITE) || mr == nullptr ||
         atomic_store_on_mr(*mr, p.reth.va, value) != 0)
       return fail(host::kNakRemoteAccess, IBV_WC_SUCCESS);
-    st.epsn = psn_add(psn, 1);
-    st.msn = psn_add(st.msn, 1);
+    rs.accept(psn);
+    rs.end_message();
     if (p.hdr.flags & host::kAckRequest) respond_st(dst, psn, host::aeth_ack());
     return;
   }
   if (starts_message(op)) {
-    if (st.in_send || st.in_write) return fail(host::kNakInvalidRequest, IBV_WC_REM_INV_REQ_ERR);
-    st.offset = 0;
-    st.message_psn = psn;
     if (is_send(op)) {
       // Tag matching serves senders on this host only (a QP on a TM-SRQ cannot be connected
       // to another host; this refuses a peer that claims it is anyway).
@@ -945,13 +797,8 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
         return fail(host::kNakInvalidRequest, IBV_WC_SUCCESS);
       if (!ex.take_recv_st(rsp, &st.rsrc, &st.rw)) {
         if (!reliable) return fail(0, IBV_WC_SUCCESS);  // UC: no receive, no message
-        // No receive posted: RNR NAK, and the rest of the message is dropped quietly until
-        // the requester starts again from this PSN. A corrupt queue: nothing at all.
-        st.nak_sent = true;
-        if (st.rsrc.ring != nullptr) respond_st(dst, psn, host::aeth_rnr(dst->attr.min_rnr_timer));
-        return;
+        return refuse(psn);
       }
-      st.in_send = true;
     } else {
       // C9-... 9.7.4.1: the QP's access rights and the rkey, for the whole message.
       const uint64_t len = p.reth.dma_length;
@@ -959,52 +806,43 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
           (len != 0 &&
            target_mr(rsp, p.reth.rkey, p.reth.va, len, IBV_ACCESS_REMOTE_WRITE) == nullptr))
         return fail(host::kNakRemoteAccess, IBV_WC_SUCCESS);
-      st.rkey = p.reth.rkey;
-      st.va = p.reth.va;
-      st.dma_length = len;
-      st.in_write = true;
+      rs.rkey = p.reth.rkey;
+      rs.va = p.reth.va;
+      rs.dma_length = len;
     }
-  } else if ((is_send(op) && !st.in_send) || (is_write(op) && !st.in_write)) {
-    return fail(host::kNakInvalidRequest, IBV_WC_SUCCESS);
+    rs.begin_message(op, psn);
   }
 
   // Place the payload.
   SegmentList src;
   if (p.payload_len != 0) src.push(Segment{const_cast<uint8_t*>(p.payload), 0, 0, p.payload_len});
-  if (st.in_send) {
+  if (rs.in_send()) {
     SegmentList target;
     if (!ex.resolve_sges_st(st.rw.sge, st.rw.hdr.num_sge, rsp.owner, st.rsrc.pd, true, &target))
       return fail(host::kNakRemoteOperational, IBV_WC_LOC_PROT_ERR);
-    if (st.offset + p.payload_len > target.total)
+    if (rs.offset + p.payload_len > target.total)
       return fail(host::kNakInvalidRequest, IBV_WC_LOC_LEN_ERR);
     if (p.payload_len != 0 &&
-        copy_segments(src, slice(target, st.offset, p.payload_len), p.payload_len) != 0)
+        copy_segments(src, slice(target, rs.offset, p.payload_len), p.payload_len) != 0)
       return fail(host::kNakRemoteOperational, IBV_WC_LOC_PROT_ERR);
   } else {
-    if (st.offset + p.payload_len > st.dma_length)
+    if (rs.offset + p.payload_len > rs.dma_length)
       return fail(host::kNakInvalidRequest, IBV_WC_SUCCESS);
     if (p.payload_len != 0) {
       // Looked up again: the registration may have gone since the first packet.
-      Mr* mr = target_mr(rsp, st.rkey, st.va, st.dma_length, IBV_ACCESS_REMOTE_WRITE);
+      Mr* mr = target_mr(rsp, rs.rkey, rs.va, rs.dma_length, IBV_ACCESS_REMOTE_WRITE);
       SegmentList target;
-      if (mr == nullptr || !append_mr_range(&target, *mr, st.va + st.offset, p.payload_len) ||
+      if (mr == nullptr || !append_mr_range(&target, *mr, rs.va + rs.offset, p.payload_len) ||
           copy_segments(src, target, p.payload_len) != 0)
         return fail(host::kNakRemoteAccess, IBV_WC_SUCCESS);
     }
   }
-  st.offset += p.payload_len;
+  rs.offset += p.payload_len;
 
   if (ends_message(op)) {
-    if (is_write(op) && has_imm(op)) {
-      if (!ex.take_recv_st(rsp, &st.rsrc, &st.rw)) {
-        if (!reliable) return fail(0, IBV_WC_SUCCESS);
-        // RNR at the end of a WRITE: the requester sends the whole message again.
-        st.in_write = false;
-        st.epsn = st.message_psn;
-        st.nak_sent = true;
-        if (st.rsrc.ring != nullptr) respond_st(dst, psn, host::aeth_rnr(dst->attr.min_rnr_timer));
-        return;
-      }
+    if (is_write(op) && has_imm(op) && !ex.take_recv_st(rsp, &st.rsrc, &st.rw)) {
+      if (!reliable) return fail(0, IBV_WC_SUCCESS);
+      return refuse(rs.message_psn());  // the whole WRITE goes again
     }
     // The window a SEND with Invalidate names must be the responder's (IBTA 10.6.7.2.3).
     if (has_invalidate(op) && !invalidate_remotely(r_, dst, p.imm))
@@ -1019,12 +857,11 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
       // Counted in the responder's rx counters, as every receive completion is.
       ex.complete_recv_st(rsp, st.rw, IBV_WC_SUCCESS,
                           is_send(op) ? IBV_WC_RECV : IBV_WC_RECV_RDMA_WITH_IMM,
-                          static_cast<uint32_t>(st.offset), from, flags);
+                          static_cast<uint32_t>(rs.offset), from, flags);
     }
-    st.in_send = st.in_write = false;
-    st.msn = psn_add(st.msn, 1);
+    rs.end_message();
   }
-  st.epsn = psn_add(psn, 1);
+  rs.accept(psn);
   if (reliable && (p.hdr.flags & host::kAckRequest)) respond_st(dst, psn, host::aeth_ack());
 }
 
@@ -1035,9 +872,7 @@ void RemotePath::on_link_down(int host) {
   r_->cm().on_host_lost_st(host, true);  // its connection-management MADs in flight are lost
   const uint64_t at = std::max(links_.reconnect_at_ns(host), now_ns());
   for (auto& [qp, st] : states_) {
-    if (st.outstanding.empty() || peer_host(qp) != host) continue;
-    st.replay_at_ns = at;
-    r_->activate(qp);
+    if (peer_host(qp) == host && st.requester.link_lost(at)) r_->activate(qp);
   }
 }
 
@@ -1061,7 +896,7 @@ void RemotePath::on_peer_gone(int host) {
   told_[static_cast<size_t>(host)] = false;
   r_->cm().on_host_lost_st(host, false);
   fail_peer_qps_st(host, "is not running", [](const State* st) {
-    return st != nullptr && (st->peer_incarnation != 0 || !st->outstanding.empty());
+    return st != nullptr && (st->peer_incarnation != 0 || !st->requester.idle());
   });
 }
 
@@ -1081,13 +916,9 @@ void RemotePath::fail_peer_qps_st(int host, const char* why, Lost lost) {
   });
   Executor ex(r_, now_ns());
   for (Qp* qp : failed) {
-    std::deque<Outstanding>& outstanding = state(qp).outstanding;
-    if (!outstanding.empty()) {
-      complete_send_st(qp, outstanding.front(), IBV_WC_RETRY_EXC_ERR);
-      outstanding.pop_front();
-    } else {
+    RequesterCalls calls(this, &ex, qp, host);
+    if (!state(qp).requester.abandon_oldest(IBV_WC_RETRY_EXC_ERR, calls))
       qp->owner->post_async_event(IBV_EVENT_QP_FATAL, qp->handle);
-    }
     ex.to_error_st(qp);
   }
   if (failed.empty()) return;

@@ -1,16 +1,13 @@
 // The host-to-host engine (issue #3): RC between a QP on this host and one on another,
 // carried as IBA-style packets (proto/host_wire.h) over the shared host links
-// (transport/host_links.h).
+// (links/host_links.h).
 //
-// Requester: work requests leave the send ring as packets with PSNs and wait, in order, in
-// an outstanding list until acknowledged; ACKs complete them, RNR NAKs and ACK timeouts
-// retransmit from the oldest unacknowledged (go-back-N), NAKs complete with the error IBTA
-// names and move the QP to ERR.
-// Responder: checks each packet against its expected PSN, executes SENDs, WRITEs, READs and
-// atomics against the QP's receive queue and registered memory with the same checks as the
-// local path, and answers in PSN order through a per-QP response queue (READ responses are
-// paced by the link's room). Duplicates are acknowledged again, READs re-executed, atomics
-// answered from a cache of recent results, so nothing executes twice.
+// The transport's rules are rc/'s pure state machines, one pair per QP: rc::Requester (the
+// window of unacknowledged requests, go-back-N, RNR waits, READ and atomic responses) and
+// rc::Responder (expected PSN, duplicates, the atomic cache, the answers owed). This file
+// binds them to the router: it turns work requests into packets, executes requests against
+// receive queues and registered memory with the same checks as the local path, and sends
+// the answers in PSN order while the link has room (READ responses are paced by it).
 //
 // UC uses the same packets without acknowledgements: the requester completes at once, the
 // responder drops a message it cannot place or whose packets it misses. UD datagrams are one
@@ -27,93 +24,51 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <unordered_map>
 #include <vector>
 
+#include "links/cluster.h"
+#include "links/host_links.h"
 #include "proto/cm_messages.h"
 #include "proto/host_wire.h"
+#include "rc/requester.h"
+#include "rc/responder.h"
 #include "router/executor.h"
-#include "transport/cluster.h"
-#include "transport/host_links.h"
 
 namespace wharf::router {
 
 class Router;
 
 // What the host-to-host engine keeps per QP: owned by RemotePath, found through Qp::remote.
+// The transport's state machines are rc/'s; this adds what executing requests here needs.
 struct RemoteQpState {
-  struct Outstanding {
+  // A request in the requester's window: what sending it again and completing it takes.
+  struct Work {
     SendWork w;
-    uint32_t first_psn = 0;
-    uint32_t last_psn = 0;
     uint32_t byte_len = 0;
-    uint32_t responses = 0;  // READ response packets placed so far
     bool signaled = false;
   };
-  // What a responder owes its requester, sent strictly in PSN order.
-  struct Response {
-    enum Kind { kAck, kAtomicAck, kRead } kind = kAck;
-    uint32_t psn = 0;
-    uint8_t syndrome = 0;
-    uint32_t msn = 0;
-    uint64_t orig = 0;  // atomic ACK
-    uint32_t rkey = 0;  // READ: the source, and how many packets went out
-    uint64_t va = 0;
-    uint64_t len = 0;
-    uint32_t sent = 0;
-    uint32_t srqn = 0;  // READ at an XRC target: the SRQ whose PD protects the source
-  };
-  static constexpr int kAtomicCache = 16;
-  // Requester.
-  uint32_t next_psn = 0;
-  std::deque<Outstanding> outstanding;
-  uint64_t ack_deadline_ns = 0;  // the oldest outstanding is retransmitted after this
-  uint64_t resend_at_ns = 0;     // RNR: retransmit everything outstanding at this time
-  // After an RNR wait only the oldest request went again (a probe); the rest follow once
-  // it is acknowledged.
-  bool probing = false;
-  // When the peer started refusing this QP's work (its first RNR NAK since the last
-  // progress); 0 while it makes progress. The watchdog measures from here.
-  uint64_t stalled_since_ns = 0;
-  // The link broke: everything outstanding goes again when it may reconnect (the ACK
-  // deadline keeps running).
-  uint64_t replay_at_ns = 0;
-  // Responder.
-  uint32_t epsn = 0;
-  uint32_t msn = 0;
-  bool nak_sent = false;
-  bool in_send = false;  // between SEND first and last
-  bool in_write = false;
-  bool dropping = false;     // UC: ignoring the rest of a message
-  uint32_t message_psn = 0;  // first PSN of the message in progress
+  RemoteQpState(uint32_t sq_psn, uint32_t rq_psn) : requester(sq_psn), responder(rq_psn) {}
+
+  rc::Requester<Work> requester;
+  rc::Responder responder;
+  // The receive a SEND in progress lands in.
   RecvSource rsrc;
   RecvWork rw;
-  uint64_t offset = 0;  // bytes of the message placed so far
-  uint32_t rkey = 0;    // WRITE target (looked up again for every packet)
-  uint64_t va = 0;
-  uint64_t dma_length = 0;
   int requester_host = -1;
   // The incarnation of the peer's router this QP last heard from (0: none yet).
   uint32_t peer_incarnation = 0;
-  std::deque<Response> responses;
-  struct {
-    uint32_t psn = 0;
-    uint64_t orig = 0;
-    bool valid = false;
-  } atomics[kAtomicCache];
-  int next_atomic = 0;
 };
 
-class RemotePath final : public transport::HostLinks::Handler {
+class RemotePath final : public links::HostLinks::Handler {
  public:
-  RemotePath(Router* r, std::unique_ptr<transport::StaticCluster> dir, uint64_t node_guid);
+  RemotePath(Router* r, std::unique_ptr<links::StaticCluster> dir, uint64_t node_guid);
   ~RemotePath() override;
 
   int start() { return links_.start(); }
   int epoll_fd() const { return links_.epoll_fd(); }
-  const transport::AddressDirectory& directory() const { return *dir_; }
+  const links::AddressDirectory& directory() const { return *dir_; }
 
   // Index of the host serving address vector `ah`, as seen by a QP of container `from`, when
   // that is another host, else -1. A GID ::ffff:<vIP> goes where the orchestrator placed the
@@ -156,10 +111,12 @@ class RemotePath final : public transport::HostLinks::Handler {
   void forget_st(Qp* qp);
   // Moves packets on the host links. True if anything moved.
   bool poll_st();
+  // Writes what was queued for other hosts since the last poll or flush. True if anything was.
+  bool flush_st() { return links_.flush(); }
   // Earliest retransmission or reconnect deadline, 0 if none.
   uint64_t next_deadline() const;
 
-  // transport::HostLinks::Handler
+  // links::HostLinks::Handler
   void on_packet(int host, const proto::host::Packet& p) override;
   void on_link_down(int host) override;
   void on_peer_restarted(int host) override;
@@ -167,15 +124,16 @@ class RemotePath final : public transport::HostLinks::Handler {
 
  private:
   using State = RemoteQpState;
-  using Outstanding = RemoteQpState::Outstanding;
-  using Response = RemoteQpState::Response;
+  using Request = rc::Request<RemoteQpState::Work>;
+  using Response = rc::Response;
+  class RequesterCalls;  // the requester's port: remote.cc
 
   State& state(Qp* qp);
   // The addressing of a packet qp sends along address vector ah to QP dest_qpn.
   proto::host::PacketHeader request_header(const Qp* qp, const proto::AhAttr& ah, uint32_t dest_qpn,
                                            int host) const;
-  bool send_request_st(Executor* ex, Qp* qp, int host, const Outstanding& o);
-  bool send_message_st(Executor* ex, Qp* qp, int host, const Outstanding& o);
+  bool send_request_st(Executor* ex, Qp* qp, int host, const Request& o);
+  bool send_message_st(Executor* ex, Qp* qp, int host, const Request& o);
   bool pump_responses_st(Qp* dst);
   void queue_response_st(Qp* dst, const Response& r);
   // The registration rkey names if responder rsp may reach [va, va+len) with `need`.
@@ -184,12 +142,10 @@ class RemotePath final : public transport::HostLinks::Handler {
   // What serves a request to dst: its own queue, or for an XRC target the SRQ `srqn` of its
   // domain (false when there is none).
   bool responder_for(Qp* dst, uint32_t srqn, Responder* out) const;
-  void on_read_response_st(Qp* qp, State& st, const proto::host::Packet& p);
   // A compare-and-swap or fetch-and-add to rsp.qp, served by rsp.
   void on_atomic_request_st(const Responder& rsp, State& st, const proto::host::Packet& p,
                             bool duplicate);
-  void resend_all_st(Executor* ex, Qp* qp, int host);
-  void complete_send_st(Qp* qp, const Outstanding& o, ibv_wc_status status);
+  void complete_send_st(Qp* qp, const RemoteQpState::Work& o, ibv_wc_status status);
   void on_response_st(int host, const proto::host::Packet& p);
   void on_request_st(int host, const proto::host::Packet& p);
   void on_datagram_st(int src_host, const proto::host::Packet& p);
@@ -205,8 +161,8 @@ class RemotePath final : public transport::HostLinks::Handler {
   void fail_peer_qps_st(int host, const char* why, Lost lost);
 
   Router* r_;
-  std::unique_ptr<transport::StaticCluster> dir_;
-  transport::HostLinks links_;
+  std::unique_ptr<links::StaticCluster> dir_;
+  links::HostLinks links_;
   // Every QP's state, created by state() and erased by forget_st(); Qp::remote points at
   // its entry meanwhile.
   std::unordered_map<Qp*, State> states_;

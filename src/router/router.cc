@@ -120,13 +120,13 @@ int Router::start_remote() {
   std::ifstream in(cfg_.cluster_file);
   std::stringstream text;
   text << in.rdbuf();
-  auto dir = std::make_unique<transport::StaticCluster>();
+  auto dir = std::make_unique<links::StaticCluster>();
   std::string err = in ? dir->load(text.str(), cfg_.host_name) : "cannot read it";
   if (!err.empty()) {
     spdlog::error("cluster file {}: {}", cfg_.cluster_file, err);
     return EINVAL;
   }
-  const transport::ClusterHost& me = dir->hosts()[static_cast<size_t>(dir->self())];
+  const links::ClusterHost& me = dir->hosts()[static_cast<size_t>(dir->self())];
   if (cfg_.lid_base != me.lid_first || cfg_.lid_base + cfg_.lid_count - 1 != me.lid_last) {
     cfg_.lid_base = me.lid_first;  // the cluster file decides this router's LIDs
     cfg_.lid_count = static_cast<uint16_t>(me.lid_last - me.lid_first + 1);

@@ -36,7 +36,7 @@ struct RouterConfig {
   // 1..0xbfff. Routers of one cluster get disjoint ranges (wharf-lab: 1024 per host).
   uint16_t lid_base = 1;
   uint16_t lid_count = 0xbfff;
-  // Host-to-host: the cluster file (transport/cluster.h) and this host's name in it; empty:
+  // Host-to-host: the cluster file (links/cluster.h) and this host's name in it; empty:
   // this router serves only its own host.
   std::string cluster_file;
   std::string host_name;

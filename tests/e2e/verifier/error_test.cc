@@ -264,6 +264,24 @@ TEST_F(ErrorTest, AnEmptyGidEntryReadsAsZeroAndCannotBeASource) {
   EXPECT_EQ(ibv_destroy_ah(good), 0);
 }
 
+// As rdma-core's, which searches the table with ibv_query_pkey: the index of a P_Key in the
+// table, else -1 with errno set (it returned -errno).
+TEST_F(ErrorTest, PkeyQueriesReturnAsRdmaCoreDoes) {
+  __be16 pkey = 0;
+  ASSERT_EQ(ibv_query_pkey(a_.ctx, 1, 0, &pkey), 0);
+  EXPECT_EQ(ibv_get_pkey_index(a_.ctx, 1, pkey), 0);
+  errno = 0;
+  EXPECT_EQ(ibv_get_pkey_index(a_.ctx, 1, htobe16(0x1234)), -1);
+  EXPECT_EQ(errno, ENOENT);
+  errno = 0;
+  EXPECT_EQ(ibv_get_pkey_index(a_.ctx, 2, pkey), -1);
+  EXPECT_NE(errno, 0);
+  errno = 0;
+  EXPECT_EQ(ibv_query_pkey(a_.ctx, 1, -1, &pkey), -1);
+  EXPECT_EQ(errno, ENOENT);
+  EXPECT_EQ(ibv_query_pkey(a_.ctx, 2, 0, &pkey), -1);
+}
+
 TEST_F(ErrorTest, UnsupportedVerbsSayEopnotsupp) {
   // Resizing an SRQ is not implemented.
   ibv_srq_init_attr sa{};

@@ -10,7 +10,7 @@
 
 #include "proto/messages.h"
 
-namespace wharf::transport {
+namespace wharf::links {
 
 struct ClusterHost {
   std::string name;
@@ -49,4 +49,4 @@ class StaticCluster final : public AddressDirectory {
   int self_ = -1;
 };
 
-}  // namespace wharf::transport
+}  // namespace wharf::links

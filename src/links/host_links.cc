@@ -1,4 +1,4 @@
-#include "transport/host_links.h"
+#include "links/host_links.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -14,7 +14,7 @@
 
 #include "common/clock.h"
 
-namespace wharf::transport {
+namespace wharf::links {
 namespace {
 
 constexpr size_t kReadChunk = 256 * 1024;
@@ -45,6 +45,7 @@ struct HostLinks::Conn {
   bool connected = false;  // the TCP connection is established
   bool hello_done = false;
   bool watching_out = false;
+  bool dirty = false;          // in dirty_: has packets queued since the last flush()
   uint64_t connect_at_ns = 0;  // outgoing, not yet connected: when to try
   ByteQueue rx;
   ByteQueue tx;  // not yet written to the socket
@@ -150,8 +151,23 @@ bool HostLinks::send(int host, uint8_t tclass, const proto::host::Packet& p, Fil
     c->tx.unappend(total);
     return false;
   }
-  if (c->connected) write_conn(c);
+  // Written by flush(), once per connection however many packets were queued.
+  if (c->connected && !c->dirty) {
+    c->dirty = true;
+    dirty_.push_back(c);
+  }
   return true;
+}
+
+bool HostLinks::flush() {
+  const bool did = !dirty_.empty();
+  while (!dirty_.empty()) {
+    Conn* c = dirty_.back();
+    dirty_.pop_back();
+    c->dirty = false;
+    if (!write_conn(c)) close_conn(c, true);  // its handler may queue more: the loop takes it
+  }
+  return did;
 }
 
 size_t HostLinks::room(int host, uint8_t tclass) const {
@@ -163,6 +179,7 @@ size_t HostLinks::room(int host, uint8_t tclass) const {
 
 void HostLinks::close_conn(Conn* c, bool report) {
   const int host = c->host;
+  if (c->dirty) dirty_.erase(std::find(dirty_.begin(), dirty_.end(), c));
   if (c->fd.valid()) epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c->fd.get(), nullptr);
   if (c->outgoing) {
     uint64_t& retry = retry_ns_[static_cast<size_t>(host)];
@@ -329,7 +346,7 @@ bool HostLinks::poll() {
     }
     if (!c->tx.empty() && !write_conn(c)) close_conn(c, true);
   }
-  return did;
+  return flush() || did;
 }
 
-}  // namespace wharf::transport
+}  // namespace wharf::links

@@ -1,4 +1,4 @@
-// Host links (transport/host_links.h) between two routers' ends on loopback: packets arrive
+// Host links (links/host_links.h) between two routers' ends on loopback: packets arrive
 // whole and in order, queues are bounded, and a peer that dies or restarts is noticed.
 #include <gtest/gtest.h>
 
@@ -7,10 +7,10 @@
 #include <thread>
 #include <vector>
 
+#include "links/host_links.h"
 #include "support/free_ports.h"
-#include "transport/host_links.h"
 
-namespace wharf::transport {
+namespace wharf::links {
 namespace {
 
 namespace host = proto::host;
@@ -134,4 +134,4 @@ TEST(HostLinksTest, APeerThatRestartsIsNoticed) {
 }
 
 }  // namespace
-}  // namespace wharf::transport
+}  // namespace wharf::links

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <memory>
 
-namespace wharf::transport {
+namespace wharf::links {
 
 class ByteQueue {
  public:
@@ -56,4 +56,4 @@ class ByteQueue {
   size_t tail_ = 0;
 };
 
-}  // namespace wharf::transport
+}  // namespace wharf::links

@@ -1,13 +1,13 @@
-// ByteQueue (transport/byte_queue.h): bytes come out in the order they went in, across
+// ByteQueue (links/byte_queue.h): bytes come out in the order they went in, across
 // growth and compaction, and unappend/consume take back exactly what they say.
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <vector>
 
-#include "transport/byte_queue.h"
+#include "links/byte_queue.h"
 
-namespace wharf::transport {
+namespace wharf::links {
 namespace {
 
 TEST(ByteQueueTest, KeepsOrderAcrossGrowthAndCompaction) {
@@ -46,4 +46,4 @@ TEST(ByteQueueTest, UnappendAndConsumeTakeBackWhatTheySay) {
 }
 
 }  // namespace
-}  // namespace wharf::transport
+}  // namespace wharf::links

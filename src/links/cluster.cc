@@ -1,4 +1,4 @@
-#include "transport/cluster.h"
+#include "links/cluster.h"
 
 #include <arpa/inet.h>
 #include <infiniband/verbs.h>
@@ -8,7 +8,7 @@
 
 #include "proto/vip_gid.h"
 
-namespace wharf::transport {
+namespace wharf::links {
 namespace {
 
 bool parse_ipv4(const std::string& s, uint32_t* out) {
@@ -117,4 +117,4 @@ int StaticCluster::host_for(const proto::AhAttr& ah, uint8_t link_layer) const {
   return -1;
 }
 
-}  // namespace wharf::transport
+}  // namespace wharf::links

@@ -21,11 +21,11 @@
 #include <vector>
 
 #include "common/unique_fd.h"
+#include "links/byte_queue.h"
+#include "links/cluster.h"
 #include "proto/host_wire.h"
-#include "transport/byte_queue.h"
-#include "transport/cluster.h"
 
-namespace wharf::transport {
+namespace wharf::links {
 
 class HostLinks {
  public:
@@ -58,7 +58,8 @@ class HostLinks {
 
   // Queues a finished packet (proto::host::finish_packet) for `host` on the connection of
   // traffic class `tclass`, opening it if needed. False when that connection's queue is full:
-  // the caller retries later.
+  // the caller retries later. Nothing is written before flush() (or poll(), which ends with
+  // one): a pass of the router's loop costs one send() per connection, not one per packet.
   bool send(int host, uint8_t tclass, const proto::host::Packet& p);
   // The same, but the payload (p.payload_len bytes; p.payload is not read) is written into the
   // queue by fill(ctx, dst, len), so it is copied once; fill returns false to drop the packet.
@@ -67,7 +68,11 @@ class HostLinks {
   // Bytes that may still be queued for `host` and `tclass` before send() refuses.
   size_t room(int host, uint8_t tclass) const;
 
-  // Accepts, connects, reads, dispatches and writes whatever is ready. True if anything moved.
+  // Writes what send() queued since the last flush, one send() per connection. True if
+  // anything was queued.
+  bool flush();
+  // Accepts, connects, reads, dispatches and writes whatever is ready, then flushes. True if
+  // anything moved.
   bool poll();
   // When poll() must run next even without input: the earliest pending (re)connect attempt
   // (CLOCK_MONOTONIC ns), or 0 if none. epoll_fd() does not signal these.
@@ -97,9 +102,10 @@ class HostLinks {
   // By host index and DSCP: the connections we opened.
   std::vector<std::array<std::unique_ptr<Conn>, kClasses>> out_;
   std::vector<std::unique_ptr<Conn>> in_;  // connections peers opened
+  std::vector<Conn*> dirty_;               // connected, with packets queued since the last flush
   std::vector<uint32_t> incarnation_;      // last seen per host (0: never)
   std::vector<uint64_t> retry_ns_;         // per host: no connect attempt before this
   uint64_t backoff_ns_ = 0;                // grows while connects keep failing
 };
 
-}  // namespace wharf::transport
+}  // namespace wharf::links

@@ -1,13 +1,13 @@
-// The static cluster file (transport/cluster.h): parsing, rejection of bad or overlapping
+// The static cluster file (links/cluster.h): parsing, rejection of bad or overlapping
 // entries, and which host serves a LID or a GID.
 #include <gtest/gtest.h>
 #include <infiniband/verbs.h>
 
 #include <string>
 
-#include "transport/cluster.h"
+#include "links/cluster.h"
 
-namespace wharf::transport {
+namespace wharf::links {
 namespace {
 
 const char* kLab =
@@ -93,4 +93,4 @@ TEST(ClusterTest, RejectsBadFilesWithTheLine) {
 }
 
 }  // namespace
-}  // namespace wharf::transport
+}  // namespace wharf::links

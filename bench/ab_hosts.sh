@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# A/B of two builds of Wharf between lab hosts, in one run: the same perftest figures with
+# build A's routers and library, then build B's, alternating REPS times; medians and B/A.
+#
+#   sudo bash bench/ab_hosts.sh BUILD_A BUILD_B [REPS]    # e.g. build-main build
+#
+# Figures (client in a container on h2, server on h1; 64 B unless said):
+# - ib_send_lat typical (us), ib_write_bw 64 B (MB/s, i.e. message rate), ib_write_bw 64 KiB.
+# Each build dir needs bin/wharfd, bin/wharf-run and lib/libibverbs.so.1 (any build type;
+# say which in the results). Needs root (namespaces) and perftest.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+A=$(readlink -f "$1")
+B=$(readlink -f "$2")
+REPS=${3:-3}
+LAB=$PWD/tools/wharf-lab/wharf-lab
+((EUID == 0)) || { echo "ab_hosts.sh: needs root" >&2; exit 1; }
+for d in "$A" "$B"; do
+  [[ -x $d/bin/wharfd && -x $d/bin/wharf-run ]] || { echo "ab_hosts.sh: $d has no wharfd" >&2; exit 1; }
+done
+if ip netns list | grep -q '^wharf-lab-'; then
+  echo "ab_hosts.sh: a wharf-lab is up; take it down first (wharf-lab down)" >&2
+  exit 1
+fi
+WORK=$(mktemp -d /tmp/wharf-ab.XXXXXX)
+cleanup() {
+  "$LAB" down > /dev/null 2>&1 || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+
+. "$PWD/bench/lab_perftest.sh"
+perftest() { lab_perftest "$@"; }
+
+# One round with BUILD's routers: appends "lat bw64 bw64k" to WORK/BUILD-NAME.
+round() {
+  local build=$1 name=$2
+  "$LAB" up --hosts 2 --wharfd "$build/bin/wharfd" > "$WORK/up.log"
+  echo "$(perftest "$build" 5 ib_send_lat -d wharf0 -s 64 -n 5000)" \
+    "$(perftest "$build" 4 ib_write_bw -d wharf0 -s 64 -n 200000)" \
+    "$(perftest "$build" 4 ib_write_bw -d wharf0 -s 65536 -n 20000)" >> "$WORK/$name"
+  "$LAB" down > /dev/null
+}
+
+echo "Measuring ($REPS rounds of each build, alternating) ..." >&2
+for _ in $(seq "$REPS"); do
+  round "$A" a
+  round "$B" b
+done
+col() { awk -v c="$2" '{print $c}' "$WORK/$1" | median; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", b / a}'; }
+echo "| Figure (median of $REPS) | A: $A | B: $B | B/A |"
+echo "|---|---|---|---|"
+names=("ib_send_lat 64 B typical (us)" "ib_write_bw 64 B (MB/s)" "ib_write_bw 64 KiB (MB/s)")
+for i in 1 2 3; do
+  a=$(col a "$i")
+  b=$(col b "$i")
+  echo "| ${names[$((i - 1))]} | $a | $b | $(ratio "$a" "$b") |"
+done

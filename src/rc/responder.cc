@@ -1,0 +1,66 @@
+// The responder's sequencing: see responder.h.
+#include "rc/responder.h"
+
+#include "proto/host_wire.h"
+
+namespace wharf::rc {
+
+namespace host = proto::host;
+
+Responder::Arrival Responder::arrive(uint32_t psn, uint8_t op, bool reliable) {
+  if (!reliable && (psn != epsn_ || dropping_)) {
+    // UC resynchronises on the first packet of a message; a message missing its start, or
+    // one a packet went missing from, is dropped whole.
+    if (psn != epsn_) abort_message();
+    epsn_ = psn;
+    dropping_ = !host::starts_message(op);
+    if (dropping_) {
+      epsn_ = psn_add(psn, 1);
+      return Arrival::kIgnore;
+    }
+  }
+  if (psn == epsn_) {
+    nak_sent_ = false;
+    return Arrival::kNext;
+  }
+  if (psn_lt(psn, epsn_)) return Arrival::kDuplicate;
+  if (nak_sent_) return Arrival::kIgnore;
+  nak_sent_ = true;  // once: the requester goes back to epsn
+  return Arrival::kGap;
+}
+
+bool Responder::fits_sequence(uint8_t op) const {
+  if (op == host::kCompareSwap || op == host::kFetchAdd || op == host::kReadRequest ||
+      op == host::kAtomicWrite || host::starts_message(op))
+    return !in_message();
+  if (host::is_send(op)) return in_send_;
+  if (host::is_write(op)) return in_write_;
+  return false;
+}
+
+void Responder::begin_message(uint8_t op, uint32_t psn) {
+  offset = 0;
+  message_psn_ = psn;
+  in_send_ = host::is_send(op);
+  in_write_ = !in_send_;
+}
+
+void Responder::remember_atomic(uint32_t psn, uint64_t orig) {
+  auto& slot = atomics_[next_atomic_];
+  next_atomic_ = (next_atomic_ + 1) % kAtomicCache;
+  slot.psn = psn;
+  slot.orig = orig;
+  slot.valid = true;
+}
+
+bool Responder::recall_atomic(uint32_t psn, uint64_t* orig) const {
+  for (const auto& a : atomics_) {
+    if (a.valid && a.psn == psn) {
+      *orig = a.orig;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace wharf::rc

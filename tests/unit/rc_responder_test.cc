@@ -1,0 +1,96 @@
+// rc::Responder: where each request packet stands (next, duplicate, gap, ignored) for RC and
+// UC, the message sequence rules, RNR restarts and the atomic result cache.
+#include <gtest/gtest.h>
+
+#include "rc/responder.h"
+
+namespace wharf::rc {
+namespace {
+
+namespace host = proto::host;
+using Arrival = Responder::Arrival;
+
+TEST(ResponderTest, DuplicatesAndGapsAcrossTheWrap) {
+  Responder r(0xfffffe);
+  EXPECT_EQ(r.arrive(0xfffffe, host::kSendOnly, true), Arrival::kNext);
+  r.begin_message(host::kSendOnly, 0xfffffe);
+  r.end_message();
+  r.accept(0xfffffe);
+  EXPECT_EQ(r.epsn(), 0xffffffu);
+  EXPECT_EQ(r.last_psn(), 0xfffffeu);
+  EXPECT_EQ(r.arrive(0xfffffe, host::kSendOnly, true), Arrival::kDuplicate);
+  EXPECT_EQ(r.arrive(0xff0000, host::kSendOnly, true), Arrival::kDuplicate);
+  EXPECT_EQ(r.arrive(1, host::kSendOnly, true), Arrival::kGap);  // NAKed once
+  EXPECT_EQ(r.arrive(2, host::kSendOnly, true), Arrival::kIgnore);
+  EXPECT_EQ(r.arrive(0xffffff, host::kSendOnly, true), Arrival::kNext);
+  r.accept(0xffffff);
+  EXPECT_EQ(r.epsn(), 0u);
+  EXPECT_EQ(r.arrive(2, host::kSendOnly, true), Arrival::kGap);  // a new gap is NAKed again
+  EXPECT_EQ(r.msn(), 1u);
+}
+
+TEST(ResponderTest, UcTakesTheNextMessageStartAfterAGapAndDropsTheRestOfABrokenOne) {
+  Responder r(10);
+  EXPECT_EQ(r.arrive(10, host::kSendFirst, false), Arrival::kNext);
+  r.begin_message(host::kSendFirst, 10);
+  r.accept(10);
+  // Packet 11 is lost: 12, the last of that message, is dropped...
+  EXPECT_EQ(r.arrive(12, host::kSendLast, false), Arrival::kIgnore);
+  EXPECT_FALSE(r.in_send());
+  EXPECT_EQ(r.arrive(13, host::kSendMiddle, false), Arrival::kIgnore);
+  // ...and the next message start is taken.
+  EXPECT_EQ(r.arrive(20, host::kSendOnly, false), Arrival::kNext);
+  // A message dropped by the responder (no receive) loses its remaining packets.
+  r.drop_message(20);
+  EXPECT_EQ(r.arrive(21, host::kWriteMiddle, false), Arrival::kIgnore);
+  EXPECT_EQ(r.arrive(22, host::kWriteOnly, false), Arrival::kNext);
+}
+
+TEST(ResponderTest, SequenceRulesOfIbta9_8_3) {
+  Responder r(0);
+  EXPECT_TRUE(r.fits_sequence(host::kSendFirst));
+  EXPECT_TRUE(r.fits_sequence(host::kReadRequest));
+  EXPECT_FALSE(r.fits_sequence(host::kSendMiddle));
+  EXPECT_FALSE(r.fits_sequence(host::kWriteLast));
+  EXPECT_FALSE(r.fits_sequence(host::kAcknowledge));
+  r.begin_message(host::kSendFirst, 0);
+  EXPECT_TRUE(r.fits_sequence(host::kSendMiddle));
+  EXPECT_TRUE(r.fits_sequence(host::kSendLastInvalidate));
+  EXPECT_FALSE(r.fits_sequence(host::kWriteMiddle));
+  EXPECT_FALSE(r.fits_sequence(host::kSendFirst));
+  EXPECT_FALSE(r.fits_sequence(host::kFetchAdd));
+  EXPECT_FALSE(r.fits_sequence(host::kAtomicWrite));
+  r.abort_message();
+  r.begin_message(host::kWriteFirst, 1);
+  EXPECT_TRUE(r.in_write());
+  EXPECT_TRUE(r.fits_sequence(host::kWriteLastImm));
+  EXPECT_FALSE(r.fits_sequence(host::kSendLast));
+}
+
+TEST(ResponderTest, RefusingRestartsAtTheMessageStartAndIgnoresWhatFollows) {
+  Responder r(5);
+  ASSERT_EQ(r.arrive(5, host::kWriteFirst, true), Arrival::kNext);
+  r.begin_message(host::kWriteFirst, 5);
+  r.accept(5);
+  ASSERT_EQ(r.arrive(6, host::kWriteLastImm, true), Arrival::kNext);
+  r.refuse(r.message_psn());  // RNR at the end of a WRITE with immediate
+  EXPECT_FALSE(r.in_message());
+  EXPECT_EQ(r.epsn(), 5u);
+  EXPECT_EQ(r.arrive(7, host::kSendOnly, true), Arrival::kIgnore);  // already NAKed
+  EXPECT_EQ(r.arrive(5, host::kWriteFirst, true), Arrival::kNext);  // the retry
+}
+
+TEST(ResponderTest, TheAtomicCacheKeepsTheLastSixteenResults) {
+  Responder r(0);
+  for (uint32_t psn = 0; psn < 20; ++psn) r.remember_atomic(psn, 100 + psn);
+  uint64_t orig = 0;
+  EXPECT_FALSE(r.recall_atomic(3, &orig));
+  ASSERT_TRUE(r.recall_atomic(4, &orig));
+  EXPECT_EQ(orig, 104u);
+  ASSERT_TRUE(r.recall_atomic(19, &orig));
+  EXPECT_EQ(orig, 119u);
+  EXPECT_FALSE(r.recall_atomic(20, &orig));
+}
+
+}  // namespace
+}  // namespace wharf::rc
