@@ -20,8 +20,9 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # test harnesses: network namespaces and veth, ABI check (readelf, python3), e2e helpers
   iproute2 procps util-linux binutils python3 perl
-  # the host-to-host tests look at the DSCP of the routers' packets
-  tcpdump
+  # the host-to-host tests look at the DSCP of the routers' packets, and cut paths with
+  # nftables rules (a switch that drops everything, a loopback that drops a port)
+  tcpdump nftables
   # the orchestrator's cluster store (tests start a real etcd on loopback), and the HTTP
   # client its end-to-end test talks to the orchestrator with
   etcd-server curl

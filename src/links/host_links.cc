@@ -2,8 +2,8 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <linux/tcp.h>  // struct tcp_info with tcpi_notsent_bytes (glibc's lacks it)
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <spdlog/spdlog.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -35,6 +35,30 @@ void tune(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
+// What the kernel says of an outgoing connection's bytes in flight.
+struct Flight {
+  bool outstanding = false;  // bytes sent and not yet acknowledged, or not yet sent
+  bool stalled = false;      // unacknowledged bytes went again on a timeout, still unanswered
+};
+
+Flight flight_of(int fd) {
+  tcp_info ti{};
+  socklen_t len = sizeof(ti);
+  if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) return {};
+  Flight f;
+  f.outstanding = ti.tcpi_unacked > 0 || ti.tcpi_notsent_bytes > 0;
+  // tcpi_retransmits counts retransmission timeouts since data was last acknowledged; a
+  // full receive window (zero-window probes) is a slow peer, not a stall, and is not counted.
+  f.stalled = ti.tcpi_unacked > 0 && ti.tcpi_retransmits > 0;
+  return f;
+}
+
+// Closes with a reset: the kernel drops what it still holds instead of retransmitting it.
+void reset_on_close(int fd) {
+  linger l{1, 0};
+  setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+}
+
 }  // namespace
 
 struct HostLinks::Conn {
@@ -45,8 +69,12 @@ struct HostLinks::Conn {
   bool connected = false;  // the TCP connection is established
   bool hello_done = false;
   bool watching_out = false;
-  bool dirty = false;          // in dirty_: has packets queued since the last flush()
-  uint64_t connect_at_ns = 0;  // outgoing, not yet connected: when to try
+  bool dirty = false;           // in dirty_: has packets queued since the last flush()
+  bool in_flight = false;       // outgoing: wrote since the kernel last held nothing unacked
+  uint64_t connect_at_ns = 0;   // outgoing, not yet connected: when to try
+  uint64_t probe_at_ns = 0;     // outgoing, stalled: when the next probe may start
+  std::unique_ptr<Conn> probe;  // outgoing, stalled: the connection that may replace it
+  Conn* probe_for = nullptr;    // a probe: the stalled connection it would replace
   ByteQueue rx;
   ByteQueue tx;  // not yet written to the socket
 };
@@ -93,37 +121,48 @@ void HostLinks::watch(Conn* c) {
   c->watching_out = want_out;
 }
 
-void HostLinks::open(int host, int dscp) {
+std::unique_ptr<HostLinks::Conn> HostLinks::outgoing(int host, int dscp) const {
   auto c = std::make_unique<Conn>();
   c->host = host;
   c->dscp = dscp;
   c->outgoing = true;
-  c->connect_at_ns = retry_ns_[static_cast<size_t>(host)];
   proto::host::Hello hello = hello_;
   hello.traffic_class = static_cast<uint8_t>(dscp << 2);
   proto::encode(hello, c->tx.append(proto::host::kHelloSize), proto::host::kHelloSize);
+  return c;
+}
+
+void HostLinks::open(int host, int dscp) {
+  auto c = outgoing(host, dscp);
+  c->connect_at_ns = retry_ns_[static_cast<size_t>(host)];
   out_[static_cast<size_t>(host)][static_cast<size_t>(dscp)] = std::move(c);
 }
 
-// Starts the nonblocking connect of an outgoing connection whose time has come.
-bool HostLinks::connect_due(Conn* c, uint64_t now) {
-  if (c->fd.valid() || now < c->connect_at_ns) return false;
+// Starts c's nonblocking connect. Returns 0 or the errno of a connect that failed at once
+// (c->fd is then still open) or of a socket that could not be made (c->fd is not).
+int HostLinks::dial(Conn* c) {
   c->fd.reset(socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (!c->fd.valid()) return false;
+  if (!c->fd.valid()) return errno;
   tune(c->fd.get());
   int tos = c->dscp << 2;  // DSCP in the upper six bits of the TOS byte
   setsockopt(c->fd.get(), IPPROTO_IP, IP_TOS, &tos, sizeof(tos));
   sockaddr_in a = address_of(dir_->hosts()[static_cast<size_t>(c->host)]);
-  if (connect(c->fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 &&
-      errno != EINPROGRESS) {
-    connect_failed(c, errno);
-    return true;
-  }
+  if (connect(c->fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 && errno != EINPROGRESS)
+    return errno;
   epoll_event ev{};
   ev.events = EPOLLIN | EPOLLOUT;
   ev.data.ptr = c;
   epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, c->fd.get(), &ev);
   c->watching_out = true;
+  return 0;
+}
+
+// Starts the nonblocking connect of an outgoing connection whose time has come.
+bool HostLinks::connect_due(Conn* c, uint64_t now) {
+  if (c->fd.valid() || now < c->connect_at_ns) return false;
+  const int err = dial(c);
+  if (!c->fd.valid()) return false;  // no socket now: the next pass tries again
+  if (err != 0) connect_failed(c, err);
   return true;
 }
 
@@ -179,19 +218,32 @@ size_t HostLinks::room(int host, uint8_t tclass) const {
 
 void HostLinks::close_conn(Conn* c, bool report) {
   const int host = c->host;
-  if (c->dirty) dirty_.erase(std::find(dirty_.begin(), dirty_.end(), c));
-  if (c->fd.valid()) epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c->fd.get(), nullptr);
   if (c->outgoing) {
     uint64_t& retry = retry_ns_[static_cast<size_t>(host)];
     uint64_t backoff = c->hello_done ? kBackoffFirstNs : std::max(kBackoffFirstNs, backoff_ns_);
     backoff_ns_ = std::min(backoff * 2, kBackoffMaxNs);
     retry = now_ns() + backoff;
     spdlog::warn("link to {} down", dir_->hosts()[static_cast<size_t>(host)].name);
-    out_[static_cast<size_t>(host)][static_cast<size_t>(c->dscp)].reset();
-    if (report) handler_->on_link_down(host);
+    bury(std::move(out_[static_cast<size_t>(host)][static_cast<size_t>(c->dscp)]));
+    if (report) handler_->on_link_lost(host);
     return;
   }
-  in_.erase(std::find_if(in_.begin(), in_.end(), [c](const auto& p) { return p.get() == c; }));
+  // What the peer still had queued on it is lost (it reset a stalled connection, say).
+  const bool lost = report && c->hello_done;
+  auto it = std::find_if(in_.begin(), in_.end(), [c](const auto& p) { return p.get() == c; });
+  bury(std::move(*it));
+  in_.erase(it);
+  if (lost) handler_->on_link_lost(host);
+}
+
+void HostLinks::bury(std::unique_ptr<Conn> c) {
+  if (c == nullptr) return;
+  bury(std::move(c->probe));
+  if (c->dirty) dirty_.erase(std::find(dirty_.begin(), dirty_.end(), c.get()));
+  c->dirty = false;
+  if (c->fd.valid()) epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c->fd.get(), nullptr);
+  c->fd.reset();
+  buried_.push_back(std::move(c));
 }
 
 void HostLinks::connect_failed(Conn* c, int err) {
@@ -243,13 +295,111 @@ bool HostLinks::handle_hello(Conn* c) {
   c->hello_done = true;
   if (c->outgoing) backoff_ns_ = 0;
   uint32_t& known = incarnation_[static_cast<size_t>(host)];
+  const bool restarted = known != 0 && known != theirs.incarnation;
   if (known != theirs.incarnation) {
-    const bool restarted = known != 0;
     known = theirs.incarnation;
     spdlog::info("link with {} up", name);
     if (restarted) handler_->on_peer_restarted(host);
   }
+  if (c->outgoing) return true;
+  c->dscp = theirs.traffic_class >> 2;
+  hurry_towards(host);
+  if (supersede_incoming(c) && !restarted) handler_->on_link_lost(host);
   return true;
+}
+
+// A peer keeps one connection per class to us; a new one means it gave up the old one (it
+// stalled or broke on its side), and whatever the old one still carries is stale.
+bool HostLinks::supersede_incoming(const Conn* c) {
+  bool any = false;
+  for (size_t i = 0; i < in_.size();) {
+    Conn* old = in_[i].get();
+    if (old != c && old->hello_done && old->host == c->host && old->dscp == c->dscp) {
+      bury(std::move(in_[i]));
+      in_.erase(in_.begin() + static_cast<std::ptrdiff_t>(i));
+      any = true;
+    } else {
+      ++i;
+    }
+  }
+  return any;
+}
+
+// The path from `host` works now: connections to it that wait out a backoff, or that are
+// stalled, try at once instead of at their next turn.
+void HostLinks::hurry_towards(int host) {
+  const uint64_t now = now_ns();
+  retry_ns_[static_cast<size_t>(host)] = now;
+  backoff_ns_ = 0;
+  for (auto& c : out_[static_cast<size_t>(host)]) {
+    if (c == nullptr) continue;
+    if (!c->fd.valid()) c->connect_at_ns = now;
+    if (c->in_flight) {
+      c->probe_at_ns = now;
+      next_check_ns_ = now;
+    }
+  }
+}
+
+// Every kStallCheckNs, each outgoing connection that has written since the kernel last held
+// nothing unacknowledged is asked how its bytes fare (one getsockopt each); a stalled one
+// gets a probe, a recovered one loses its probe.
+void HostLinks::check_stalls(uint64_t now) {
+  next_check_ns_ = now + kStallCheckNs;
+  for (auto& classes : out_) {
+    for (auto& slot : classes) {
+      Conn* c = slot.get();
+      if (c == nullptr || !c->connected || !c->in_flight) continue;
+      const Flight f = flight_of(c->fd.get());
+      c->in_flight = f.outstanding;
+      if (!f.stalled) {
+        bury(std::move(c->probe));
+        continue;
+      }
+      if (c->probe == nullptr || now >= c->probe_at_ns) start_probe(c, now);
+    }
+  }
+}
+
+void HostLinks::start_probe(Conn* stalled, uint64_t now) {
+  bury(std::move(stalled->probe));
+  stalled->probe_at_ns = now + kProbeEveryNs;
+  auto p = outgoing(stalled->host, stalled->dscp);
+  p->probe_for = stalled;
+  if (dial(p.get()) != 0) {
+    bury(std::move(p));  // no route yet, say: the next probe is due in kProbeEveryNs
+    return;
+  }
+  stalled->probe = std::move(p);
+}
+
+// The probe's connect finished. Established while the old connection is still stalled: the
+// path is back and the old connection is only waiting out TCP's backed-off timer.
+void HostLinks::probe_answered(Conn* p) {
+  Conn* stalled = p->probe_for;
+  int err = 0;
+  socklen_t len = sizeof(err);
+  getsockopt(p->fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+  if (err != 0 || !flight_of(stalled->fd.get()).stalled) {
+    bury(std::move(stalled->probe));
+    return;
+  }
+  replace_stalled(stalled);
+}
+
+void HostLinks::replace_stalled(Conn* stalled) {
+  const int host = stalled->host;
+  std::unique_ptr<Conn> fresh = std::move(stalled->probe);
+  fresh->probe_for = nullptr;
+  fresh->connected = true;
+  watch(fresh.get());
+  auto& slot = out_[static_cast<size_t>(host)][static_cast<size_t>(stalled->dscp)];
+  reset_on_close(stalled->fd.get());
+  bury(std::move(slot));
+  slot = std::move(fresh);
+  spdlog::warn("link to {} stalled; replaced by a new connection",
+               dir_->hosts()[static_cast<size_t>(host)].name);
+  handler_->on_link_lost(host);
 }
 
 // Reads what is ready (bounded), decodes whole packets and hands them up; what arrived
@@ -295,6 +445,7 @@ bool HostLinks::write_conn(Conn* c) {
     ssize_t n = ::send(c->fd.get(), c->tx.data(), c->tx.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
     if (n > 0) {
       c->tx.consume(static_cast<size_t>(n));
+      c->in_flight = c->outgoing;
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
@@ -306,12 +457,19 @@ bool HostLinks::write_conn(Conn* c) {
   return true;
 }
 
-uint64_t HostLinks::next_connect_ns() const {
+uint64_t HostLinks::next_wakeup_ns() const {
   uint64_t next = 0;
-  for (const auto& classes : out_)
-    for (const auto& c : classes)
-      if (c != nullptr && !c->fd.valid() && (next == 0 || c->connect_at_ns < next))
-        next = std::max<uint64_t>(c->connect_at_ns, 1);
+  auto consider = [&next](uint64_t t) {
+    t = std::max<uint64_t>(t, 1);
+    if (next == 0 || t < next) next = t;
+  };
+  for (const auto& classes : out_) {
+    for (const auto& c : classes) {
+      if (c == nullptr) continue;
+      if (!c->fd.valid()) consider(c->connect_at_ns);
+      if (c->in_flight) consider(next_check_ns_);
+    }
+  }
   return next;
 }
 
@@ -321,6 +479,7 @@ bool HostLinks::poll() {
   for (auto& classes : out_)
     for (auto& c : classes)
       if (c != nullptr) did |= connect_due(c.get(), now);
+  if (now >= next_check_ns_) check_stalls(now);
   epoll_event events[64];
   int n = epoll_wait(epoll_.get(), events, 64, 0);
   for (int i = 0; i < n; ++i) {
@@ -328,6 +487,11 @@ bool HostLinks::poll() {
     did = true;
     if (c == nullptr) {
       accept_all();
+      continue;
+    }
+    if (!c->fd.valid()) continue;  // buried earlier in this pass
+    if (c->probe_for != nullptr) {
+      probe_answered(c);
       continue;
     }
     if (!c->connected) {
@@ -346,7 +510,9 @@ bool HostLinks::poll() {
     }
     if (!c->tx.empty() && !write_conn(c)) close_conn(c, true);
   }
-  return flush() || did;
+  did |= flush();
+  buried_.clear();
+  return did;
 }
 
 }  // namespace wharf::links

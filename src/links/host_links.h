@@ -10,6 +10,14 @@
 // A broken outgoing connection is reopened with exponential backoff; whatever was queued on
 // it is dropped (the QPs above retransmit what was not acknowledged).
 //
+// A connection can also stall without breaking: while the path is cut, TCP retransmits on a
+// timer that doubles (0.2, 0.4, 0.8, 1.6 s ...), so after a 2 s cut it may stay silent for
+// another second. So an outgoing connection whose kernel has unacknowledged bytes and has
+// already retransmitted them on a timeout is probed: a new connection is attempted every
+// kProbeEveryNs, and the first that is established replaces the stalled one, which is reset.
+// The peer, seeing a new connection of the same class from us, drops the old one. Either
+// way both ends report on_link_lost, and the QPs above resend at once.
+//
 // Single-threaded and nonblocking: the router's loop calls poll(); epoll_fd() becomes
 // readable when poll() has something to do, for the router's sleeping epoll_wait.
 #pragma once
@@ -34,8 +42,10 @@ class HostLinks {
     virtual ~Handler() = default;
     // A packet from host `host`; p.payload is valid only during the call.
     virtual void on_packet(int host, const proto::host::Packet& p) = 0;
-    // Our connection to `host` broke or could not be opened (queued packets are gone).
-    virtual void on_link_down(int host) = 0;
+    // Packets between us and `host` may have been lost: our connection to it broke, stalled
+    // or could not be opened (what was queued on it is gone), or `host` replaced its
+    // connection to us (what it had queued on the old one is gone).
+    virtual void on_link_lost(int host) = 0;
     // `host`'s router is a new incarnation (it restarted): nothing of its old state exists.
     virtual void on_peer_restarted(int host) = 0;
     // `host` refused our connection: no router listens there (it died or was stopped), so
@@ -74,17 +84,25 @@ class HostLinks {
   // Accepts, connects, reads, dispatches and writes whatever is ready, then flushes. True if
   // anything moved.
   bool poll();
-  // When poll() must run next even without input: the earliest pending (re)connect attempt
-  // (CLOCK_MONOTONIC ns), or 0 if none. epoll_fd() does not signal these.
-  uint64_t next_connect_ns() const;
+  // When poll() must run next even without input (CLOCK_MONOTONIC ns), or 0 if never: the
+  // earliest pending (re)connect attempt, or the next look for stalled connections while any
+  // has bytes in flight. epoll_fd() does not signal these.
+  uint64_t next_wakeup_ns() const;
 
   static constexpr size_t kQueueLimit = 4u << 20;
+  // How often connections with bytes in flight are looked at for a stall.
+  static constexpr uint64_t kStallCheckNs = 50'000'000;
+  // A probe not established by then is abandoned for a new one (its SYN was lost).
+  static constexpr uint64_t kProbeEveryNs = 100'000'000;
 
  private:
   struct Conn;
   void accept_all();
   static constexpr int kClasses = 64;  // one connection per DSCP value at most
+  // A new outgoing connection to `host` for class `dscp`, its Hello queued, not yet dialled.
+  std::unique_ptr<Conn> outgoing(int host, int dscp) const;
   void open(int host, int dscp);
+  int dial(Conn* c);
   bool connect_due(Conn* c, uint64_t now_ns);
   void close_conn(Conn* c, bool report);
   // An outgoing connection failed with `err` before it was established.
@@ -93,6 +111,18 @@ class HostLinks {
   bool write_conn(Conn* c);
   bool handle_hello(Conn* c);
   void watch(Conn* c);
+  // Stalled connections: probing them, and replacing one by its probe.
+  void check_stalls(uint64_t now_ns);
+  void start_probe(Conn* stalled, uint64_t now_ns);
+  void probe_answered(Conn* probe);
+  void replace_stalled(Conn* stalled);
+  // The peer's new connection of `c`'s class makes its older ones stale. True if any was.
+  bool supersede_incoming(const Conn* c);
+  // `host` reached us: whatever waits to reach it tries now.
+  void hurry_towards(int host);
+  // Takes a connection (and its probe) out of service. Its memory lives until the end of
+  // poll(), because events already fetched in this pass may still name it.
+  void bury(std::unique_ptr<Conn> c);
 
   const AddressDirectory* dir_;
   Handler* handler_;
@@ -106,6 +136,8 @@ class HostLinks {
   std::vector<uint32_t> incarnation_;      // last seen per host (0: never)
   std::vector<uint64_t> retry_ns_;         // per host: no connect attempt before this
   uint64_t backoff_ns_ = 0;                // grows while connects keep failing
+  uint64_t next_check_ns_ = 0;             // when check_stalls() runs next
+  std::vector<std::unique_ptr<Conn>> buried_;
 };
 
 }  // namespace wharf::links

@@ -63,4 +63,22 @@ bool Responder::recall_atomic(uint32_t psn, uint64_t* orig) const {
   return false;
 }
 
+bool Responder::owe(const Response& r) {
+  if (r.kind == Response::kAck && r.syndrome == host::aeth_ack()) {
+    held_ack_ = r;
+    ack_held_ = true;
+    return false;
+  }
+  release_ack();
+  owed.push_back(r);
+  return true;
+}
+
+bool Responder::release_ack() {
+  if (!ack_held_) return false;
+  ack_held_ = false;
+  owed.push_back(held_ack_);
+  return true;
+}
+
 }  // namespace wharf::rc

@@ -5,8 +5,10 @@
 // Pure and deterministic, like the requester (rc/requester.h). The owner asks arrive() where
 // each request packet stands, executes the ones that are next (placing data, taking receive
 // buffers: the router's business), and records the outcome here (accept, end_message,
-// refuse, drop_message). Answers queue in `owed` in PSN order; the owner sends them while
-// its link has room.
+// refuse, drop_message). Answers queue in `owed` in PSN order (owe()); the owner sends them
+// while its link has room. Plain ACKs are cumulative, so owe() holds one back until the
+// owner's release_ack() (at the end of its pass): many requests answered in one pass cost
+// one ACK.
 //
 //  - Reliable (RC, XRC): a packet before the expected PSN is a duplicate, answered again but
 //    never executed again (a READ is read again, an atomic answered from the cache of the
@@ -101,6 +103,13 @@ class Responder {
   uint32_t rkey = 0;
   uint64_t va = 0;
   uint64_t dma_length = 0;
+  // Queues an answer in `owed`, except a plain ACK, which is held back instead: a later one
+  // replaces it. Any other answer first releases the held ACK, so `owed` stays in PSN order.
+  // True if `owed` grew.
+  bool owe(const Response& r);
+  // Moves the held ACK, if any, to `owed`. True if there was one.
+  bool release_ack();
+  bool holding_ack() const { return ack_held_; }
   // Answers not yet sent, in PSN order.
   std::deque<Response> owed;
 
@@ -112,6 +121,8 @@ class Responder {
   bool in_write_ = false;
   bool dropping_ = false;     // UC: ignoring the rest of a message
   uint32_t message_psn_ = 0;  // first PSN of the message in progress
+  bool ack_held_ = false;
+  Response held_ack_;
   struct {
     uint32_t psn = 0;
     uint64_t orig = 0;

@@ -79,7 +79,10 @@ void apply_qp_attr(Qp* qp, uint32_t mask, const proto::QpAttr& a) {
   if (mask & IBV_QP_PKEY_INDEX) q.pkey_index = a.pkey_index;
   if (mask & IBV_QP_PORT) q.port_num = a.port_num;
   if (mask & IBV_QP_QKEY) q.qkey = a.qkey;
-  if (mask & IBV_QP_AV) q.ah_attr = a.ah_attr;
+  if (mask & IBV_QP_AV) {
+    q.ah_attr = a.ah_attr;
+    qp->peer_host_epoch = 0;  // its peer host is looked up again
+  }
   if (mask & IBV_QP_PATH_MTU) q.path_mtu = a.path_mtu;
   if (mask & IBV_QP_TIMEOUT) q.timeout = a.timeout;
   if (mask & IBV_QP_RETRY_CNT) q.retry_cnt = a.retry_cnt;

@@ -213,6 +213,10 @@ struct Qp {
   bool active = false;  // in the router's polled list
   // Its state in the host-to-host engine, once it has any (owned by RemotePath).
   RemoteQpState* remote = nullptr;
+  // RemotePath::peer_host's answer for the current AV, valid while peer_host_epoch equals
+  // RemotePath's placement epoch (0: never; a new AV resets it).
+  mutable int peer_host_cached = -1;
+  mutable uint32_t peer_host_epoch = 0;
   bool last_wqe_reported = false;
 
   // Direct path: the shared line (in shm), the router's own view of it, and whether the

@@ -96,13 +96,16 @@ int RemotePath::host_for(const proto::AhAttr& ah, const Container* from) const {
 }
 
 int RemotePath::peer_host(const Qp* qp) const {
-  if (qp->type != IBV_QPT_RC && qp->type != IBV_QPT_UC && qp->type != IBV_QPT_XRC_SEND &&
-      qp->type != IBV_QPT_XRC_RECV)
-    return -1;
-  return host_for(qp->attr.ah_attr, qp->owner->container());
+  if (qp->peer_host_epoch == placement_epoch_) return qp->peer_host_cached;
+  const bool connected = qp->type == IBV_QPT_RC || qp->type == IBV_QPT_UC ||
+                         qp->type == IBV_QPT_XRC_SEND || qp->type == IBV_QPT_XRC_RECV;
+  qp->peer_host_cached = connected ? host_for(qp->attr.ah_attr, qp->owner->container()) : -1;
+  qp->peer_host_epoch = placement_epoch_;
+  return qp->peer_host_cached;
 }
 
 void RemotePath::set_placement_st(uint32_t network_id, uint32_t vip, const std::string& host) {
+  if (++placement_epoch_ == 0) placement_epoch_ = 1;  // every cached peer host is stale
   const uint64_t key = uint64_t{network_id} << 32 | vip;
   const auto& hosts = dir_->hosts();
   for (size_t i = 0; i < hosts.size(); ++i) {
@@ -127,10 +130,11 @@ void RemotePath::forget_st(Qp* qp) {
   states_.erase(qp);
   qp->remote = nullptr;
   responding_.erase(std::remove(responding_.begin(), responding_.end(), qp), responding_.end());
+  acking_.erase(std::remove(acking_.begin(), acking_.end(), qp), acking_.end());
 }
 
 uint64_t RemotePath::next_deadline() const {
-  uint64_t next = links_.next_connect_ns();
+  uint64_t next = links_.next_wakeup_ns();
   for (const auto& [qp, st] : states_) {
     const uint64_t t = st.requester.deadline();
     if (t != 0 && (next == 0 || t < next)) next = t;
@@ -589,11 +593,29 @@ bool RemotePath::responder_for(Qp* dst, uint32_t srqn, Responder* out) const {
   return true;
 }
 
+// A plain ACK is held until flush_st(), at the end of the router's pass: ACKs are cumulative,
+// so a QP answered many requests in a pass sends one.
 void RemotePath::queue_response_st(Qp* dst, const Response& r) {
-  state(dst).responder.owed.push_back(r);
+  rc::Responder& rs = state(dst).responder;
+  const bool was_holding = rs.holding_ack();
+  if (!rs.owe(r)) {
+    if (!was_holding) acking_.push_back(dst);
+    return;
+  }
+  send_owed_st(dst);
+}
+
+void RemotePath::send_owed_st(Qp* dst) {
   if (!pump_responses_st(dst) &&
       std::find(responding_.begin(), responding_.end(), dst) == responding_.end())
     responding_.push_back(dst);
+}
+
+bool RemotePath::flush_st() {
+  for (Qp* qp : acking_)
+    if (state(qp).responder.release_ack()) send_owed_st(qp);
+  acking_.clear();
+  return links_.flush();
 }
 
 // Sends queued responses in order while the link has room. True when the queue emptied.
@@ -865,10 +887,11 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
   if (reliable && (p.hdr.flags & host::kAckRequest)) respond_st(dst, psn, host::aeth_ack());
 }
 
-// What was queued on the connection is gone: every QP waiting for answers from that host
-// resends as soon as the connection may be reopened, instead of at its ACK timeout. If
-// nobody listens there any more, reopening it is refused and on_peer_gone fails them.
-void RemotePath::on_link_down(int host) {
+// What was in flight between us and that host may be gone (our connection broke or stalled,
+// or the host replaced its connection to us): every QP waiting for answers from it resends
+// as soon as the connection may be (re)opened, instead of at its ACK timeout. If nobody
+// listens there any more, reopening it is refused and on_peer_gone fails them.
+void RemotePath::on_link_lost(int host) {
   r_->cm().on_host_lost_st(host, true);  // its connection-management MADs in flight are lost
   const uint64_t at = std::max(links_.reconnect_at_ns(host), now_ns());
   for (auto& [qp, st] : states_) {

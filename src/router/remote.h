@@ -75,7 +75,8 @@ class RemotePath final : public links::HostLinks::Handler {
   // container with that vIP in from's network (set_placement_st), else to the host whose
   // subnet holds it (the cluster file); a LID to the host whose range holds it.
   int host_for(const proto::AhAttr& ah, const Container* from) const;
-  // The same for the peer of a connected (RC or UC) QP.
+  // The same for the peer of a connected (RC or UC) QP; cached in the QP until its AV or a
+  // placement changes.
   int peer_host(const Qp* qp) const;
   // The orchestrator placed the container with vIP `vip` of this router's network
   // `network_id` on host `host` ("": it was deleted, or its host is not in the cluster file).
@@ -111,14 +112,15 @@ class RemotePath final : public links::HostLinks::Handler {
   void forget_st(Qp* qp);
   // Moves packets on the host links. True if anything moved.
   bool poll_st();
-  // Writes what was queued for other hosts since the last poll or flush. True if anything was.
-  bool flush_st() { return links_.flush(); }
+  // Sends the ACKs held back in this pass, then writes what was queued for other hosts since
+  // the last poll or flush. True if anything was written.
+  bool flush_st();
   // Earliest retransmission or reconnect deadline, 0 if none.
   uint64_t next_deadline() const;
 
   // links::HostLinks::Handler
   void on_packet(int host, const proto::host::Packet& p) override;
-  void on_link_down(int host) override;
+  void on_link_lost(int host) override;
   void on_peer_restarted(int host) override;
   void on_peer_gone(int host) override;
 
@@ -136,6 +138,8 @@ class RemotePath final : public links::HostLinks::Handler {
   bool send_message_st(Executor* ex, Qp* qp, int host, const Request& o);
   bool pump_responses_st(Qp* dst);
   void queue_response_st(Qp* dst, const Response& r);
+  // Sends dst's owed answers while its link has room; the rest wait in responding_.
+  void send_owed_st(Qp* dst);
   // The registration rkey names if responder rsp may reach [va, va+len) with `need`.
   Mr* target_mr(const Responder& rsp, uint32_t rkey, uint64_t va, uint64_t len,
                 uint32_t need) const;
@@ -167,6 +171,7 @@ class RemotePath final : public links::HostLinks::Handler {
   // its entry meanwhile.
   std::unordered_map<Qp*, State> states_;
   std::vector<Qp*> responding_;  // responders whose response queue is not empty
+  std::vector<Qp*> acking_;      // responders holding back an ACK until flush_st()
   std::vector<uint8_t> bounce_;  // one packet's payload
   // Per host: its numbers for our networks (by our number), and whether it has heard ours in
   // its current incarnation.
@@ -174,6 +179,7 @@ class RemotePath final : public links::HostLinks::Handler {
   std::vector<bool> told_;
   // The orchestrator's placements: host index by (network number << 32 | vIP).
   std::unordered_map<uint64_t, int> placements_;
+  uint32_t placement_epoch_ = 1;  // changes with placements_: cached peer hosts are stale
 };
 
 }  // namespace wharf::router

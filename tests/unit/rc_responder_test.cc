@@ -1,6 +1,9 @@
 // rc::Responder: where each request packet stands (next, duplicate, gap, ignored) for RC and
-// UC, the message sequence rules, RNR restarts and the atomic result cache.
+// UC, the message sequence rules, RNR restarts, the atomic result cache, and plain ACKs held
+// back and coalesced while answers stay in PSN order.
 #include <gtest/gtest.h>
+
+#include <vector>
 
 #include "rc/responder.h"
 
@@ -90,6 +93,38 @@ TEST(ResponderTest, TheAtomicCacheKeepsTheLastSixteenResults) {
   ASSERT_TRUE(r.recall_atomic(19, &orig));
   EXPECT_EQ(orig, 119u);
   EXPECT_FALSE(r.recall_atomic(20, &orig));
+}
+
+Response answer(Response::Kind kind, uint32_t psn, uint8_t syndrome) {
+  Response r;
+  r.kind = kind;
+  r.psn = psn;
+  r.syndrome = syndrome;
+  return r;
+}
+
+TEST(ResponderTest, PlainAcksAreHeldAndCoalescedAndNeverOvertaken) {
+  Responder r(0);
+  EXPECT_FALSE(r.owe(answer(Response::kAck, 1, host::aeth_ack())));
+  EXPECT_FALSE(r.owe(answer(Response::kAck, 2, host::aeth_ack())));
+  EXPECT_TRUE(r.holding_ack());
+  EXPECT_TRUE(r.owed.empty());
+  ASSERT_TRUE(r.release_ack());  // one ACK for both: the later one
+  ASSERT_EQ(r.owed.size(), 1u);
+  EXPECT_EQ(r.owed.front().psn, 2u);
+  EXPECT_FALSE(r.release_ack());
+  r.owed.clear();
+
+  // Anything else goes out behind the held ACK: an atomic ACK, a NAK, an RNR NAK.
+  r.owe(answer(Response::kAck, 3, host::aeth_ack()));
+  EXPECT_TRUE(r.owe(answer(Response::kAtomicAck, 4, host::aeth_ack())));
+  r.owe(answer(Response::kAck, 5, host::aeth_ack()));
+  EXPECT_TRUE(r.owe(answer(Response::kAck, 6, host::aeth_nak(host::kNakPsnSequence))));
+  EXPECT_TRUE(r.owe(answer(Response::kAck, 6, host::aeth_rnr(3))));
+  EXPECT_FALSE(r.holding_ack());
+  std::vector<uint32_t> psns;
+  for (const Response& a : r.owed) psns.push_back(a.psn);
+  EXPECT_EQ(psns, (std::vector<uint32_t>{3, 4, 5, 6, 6}));
 }
 
 }  // namespace

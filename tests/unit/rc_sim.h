@@ -104,6 +104,7 @@ class Connection final : public RequesterPort<Work> {
         const Packet p = in_flight_.begin()->second;
         in_flight_.erase(in_flight_.begin());
         p.response ? to_requester(p) : to_responder(p);
+        if (in_flight_.empty() || in_flight_.begin()->first > now) release_held_ack();
       } else {
         requester.tick(now, limits, *this);
       }
@@ -191,7 +192,32 @@ class Connection final : public RequesterPort<Work> {
 
   bool chance(double p) { return p > 0 && std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
 
+  // Answers go through the responder's queue as the router's do: a plain ACK is held until
+  // the batch of packets arriving at one instant is done (the router's pass), and any other
+  // answer sends the held one first.
   void answer(uint8_t op, uint32_t psn, uint8_t syndrome, uint64_t orig = 0) {
+    if (host::is_read_response(op)) {
+      release_held_ack();
+      return put_answer(op, psn, syndrome, orig);
+    }
+    Response r;
+    r.kind = op == host::kAtomicAcknowledge ? Response::kAtomicAck : Response::kAck;
+    r.psn = psn;
+    r.syndrome = syndrome;
+    r.orig = orig;
+    if (responder.owe(r)) drain_owed();
+  }
+  void release_held_ack() {
+    if (responder.release_ack()) drain_owed();
+  }
+  void drain_owed() {
+    for (; !responder.owed.empty(); responder.owed.pop_front()) {
+      const Response& r = responder.owed.front();
+      put_answer(r.kind == Response::kAtomicAck ? host::kAtomicAcknowledge : host::kAcknowledge,
+                 r.psn, r.syndrome, r.orig);
+    }
+  }
+  void put_answer(uint8_t op, uint32_t psn, uint8_t syndrome, uint64_t orig) {
     Packet a;
     a.response = true;
     a.op = op;
