@@ -33,6 +33,28 @@ class ByteQueue {
     head_ += std::min(n, size());
     if (head_ == tail_) head_ = tail_ = 0;
   }
+  // Drops everything.
+  void clear() { head_ = tail_ = 0; }
+  // Gives back memory a burst left behind: when the bytes fill at most a quarter of more than
+  // `keep`, the queue moves to twice their size (at least `keep`), or frees it all when empty.
+  // Called after each consume, a queue holds at most max(keep, 4 x its bytes) of memory.
+  void shrink(size_t keep) {
+    const size_t live = size();
+    if (cap_ <= keep || live * 4 > cap_) return;
+    if (live == 0) {
+      buf_.reset();
+      cap_ = head_ = tail_ = 0;
+      return;
+    }
+    const size_t cap = std::max(keep, 2 * live);
+    auto smaller = std::make_unique_for_overwrite<uint8_t[]>(cap);
+    std::memcpy(smaller.get(), buf_.get() + head_, live);
+    buf_ = std::move(smaller);
+    cap_ = cap;
+    head_ = 0;
+    tail_ = live;
+  }
+  size_t capacity() const { return cap_; }
 
  private:
   void make_room(size_t n) {

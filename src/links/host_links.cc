@@ -79,12 +79,14 @@ struct HostLinks::Conn {
   ByteQueue tx;  // not yet written to the socket
 };
 
-HostLinks::HostLinks(const AddressDirectory* dir, uint64_t node_guid, Handler* handler)
-    : dir_(dir), handler_(handler) {
+HostLinks::HostLinks(const AddressDirectory* dir, uint64_t node_guid, Handler* handler,
+                     size_t send_budget)
+    : dir_(dir), handler_(handler), send_budget_(send_budget) {
   const size_t n = dir->hosts().size();
   out_.resize(n);
   incarnation_.assign(n, 0);
   retry_ns_.assign(n, 0);
+  scratch_ = std::make_unique_for_overwrite<uint8_t[]>(proto::host::kMaxPacketSize + kReadChunk);
   hello_.node_guid = node_guid;
   hello_.incarnation = static_cast<uint32_t>(now_ns() ^ (now_ns() >> 32) ^ getpid()) | 1u;
   const std::string& me = dir->hosts()[static_cast<size_t>(dir->self())].name;
@@ -121,7 +123,7 @@ void HostLinks::watch(Conn* c) {
   c->watching_out = want_out;
 }
 
-std::unique_ptr<HostLinks::Conn> HostLinks::outgoing(int host, int dscp) const {
+std::unique_ptr<HostLinks::Conn> HostLinks::outgoing(int host, int dscp) {
   auto c = std::make_unique<Conn>();
   c->host = host;
   c->dscp = dscp;
@@ -129,6 +131,7 @@ std::unique_ptr<HostLinks::Conn> HostLinks::outgoing(int host, int dscp) const {
   proto::host::Hello hello = hello_;
   hello.traffic_class = static_cast<uint8_t>(dscp << 2);
   proto::encode(hello, c->tx.append(proto::host::kHelloSize), proto::host::kHelloSize);
+  queued_ += proto::host::kHelloSize;
   return c;
 }
 
@@ -181,7 +184,7 @@ bool HostLinks::send(int host, uint8_t tclass, const proto::host::Packet& p, Fil
   auto& slot = out_[static_cast<size_t>(host)][static_cast<size_t>(dscp)];
   if (slot == nullptr) open(host, dscp);
   Conn* c = slot.get();
-  if (c->tx.size() > kQueueLimit) return false;
+  if (c->tx.size() > kQueueLimit || queued_ > send_budget_) return false;
   const size_t total = proto::host::kPacketHeaderSize + p.hdr.length;
   uint8_t* at = c->tx.append(total);
   const size_t n = proto::host::encode_headers(p, at, total);
@@ -190,6 +193,7 @@ bool HostLinks::send(int host, uint8_t tclass, const proto::host::Packet& p, Fil
     c->tx.unappend(total);
     return false;
   }
+  queued_ += total;
   // Written by flush(), once per connection however many packets were queued.
   if (c->connected && !c->dirty) {
     c->dirty = true;
@@ -211,9 +215,10 @@ bool HostLinks::flush() {
 
 size_t HostLinks::room(int host, uint8_t tclass) const {
   const Conn* c = out_[static_cast<size_t>(host)][tclass >> 2].get();
-  if (c == nullptr) return kQueueLimit;
-  size_t queued = c->tx.size();
-  return queued >= kQueueLimit ? 0 : kQueueLimit - queued;
+  const size_t mine = c == nullptr ? 0 : c->tx.size();
+  const size_t link = mine >= kQueueLimit ? 0 : kQueueLimit - mine;
+  const size_t all = queued_ >= send_budget_ ? 0 : send_budget_ - queued_;
+  return std::min(link, all);
 }
 
 void HostLinks::close_conn(Conn* c, bool report) {
@@ -241,6 +246,8 @@ void HostLinks::bury(std::unique_ptr<Conn> c) {
   bury(std::move(c->probe));
   if (c->dirty) dirty_.erase(std::find(dirty_.begin(), dirty_.end(), c.get()));
   c->dirty = false;
+  if (c->outgoing) queued_ -= c->tx.size();
+  c->tx.clear();
   if (c->fd.valid()) epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c->fd.get(), nullptr);
   c->fd.reset();
   buried_.push_back(std::move(c));
@@ -273,10 +280,9 @@ void HostLinks::accept_all() {
 }
 
 // The peer's Hello: who it is (incoming), whether we share a version, whether it restarted.
-bool HostLinks::handle_hello(Conn* c) {
+bool HostLinks::handle_hello(Conn* c, const uint8_t* bytes) {
   proto::host::Hello theirs;
-  if (!proto::decode(c->rx.data(), proto::host::kHelloSize, &theirs)) return false;
-  c->rx.consume(proto::host::kHelloSize);
+  if (!proto::decode(bytes, proto::host::kHelloSize, &theirs)) return false;
   if (proto::host::negotiate(hello_, theirs) == 0) {
     spdlog::warn("host link: peer speaks no common version ({}-{})", theirs.version_min,
                  theirs.version_max);
@@ -402,42 +408,49 @@ void HostLinks::replace_stalled(Conn* stalled) {
   handler_->on_link_lost(host);
 }
 
-// Reads what is ready (bounded), decodes whole packets and hands them up; what arrived
-// before an end of stream is still handled. False: close the connection.
+// Reads what is ready, a chunk at a time up to kReadBudget, into the scratch buffer all
+// connections share, right behind the part of a packet the last read left over (c->rx);
+// decodes whole packets there and hands them up, and keeps what is left (less than a packet)
+// in c->rx. So a connection holds at most one packet between reads, however busy. False:
+// close the connection.
 bool HostLinks::read_conn(Conn* c) {
-  bool alive = true;
+  namespace host = proto::host;
+  uint8_t* const chunk = scratch_.get() + host::kMaxPacketSize;  // where recv writes
   for (size_t budget = 0; budget < kReadBudget;) {
-    uint8_t* at = c->rx.append(kReadChunk);
-    ssize_t n = recv(c->fd.get(), at, kReadChunk, MSG_DONTWAIT);
-    c->rx.unappend(kReadChunk - (n > 0 ? static_cast<size_t>(n) : 0));
+    ssize_t n = recv(c->fd.get(), chunk, kReadChunk, MSG_DONTWAIT);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-    if (n <= 0) {
-      alive = false;
-      break;
-    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    if (n <= 0) return false;  // what arrived before the end was handled by earlier rounds
     budget += static_cast<size_t>(n);
-  }
-  if (!c->hello_done) {
-    if (c->rx.size() < proto::host::kHelloSize) return alive;
-    if (!handle_hello(c)) return false;
-  }
-  size_t off = 0;
-  for (;;) {
-    proto::host::Packet p;
-    size_t used = 0;
-    auto st = proto::host::decode_packet(c->rx.data() + off, c->rx.size() - off, &p, &used);
-    if (st == proto::host::DecodeStatus::kNeedMore) break;
-    if (st == proto::host::DecodeStatus::kBad) {
-      spdlog::warn("host link from {}: malformed packet; closing",
-                   dir_->hosts()[static_cast<size_t>(c->host)].name);
-      return false;
+    const size_t carried = c->rx.size();
+    uint8_t* const bytes = chunk - carried;
+    std::memcpy(bytes, c->rx.data(), carried);
+    c->rx.consume(carried);
+    const size_t len = carried + static_cast<size_t>(n);
+    size_t off = 0;
+    if (!c->hello_done) {
+      if (len >= host::kHelloSize) {
+        if (!handle_hello(c, bytes)) return false;
+        off = host::kHelloSize;
+      }
     }
-    handler_->on_packet(c->host, p);
-    off += used;
+    while (c->hello_done) {
+      host::Packet p;
+      size_t used = 0;
+      auto st = host::decode_packet(bytes + off, len - off, &p, &used);
+      if (st == host::DecodeStatus::kNeedMore) break;
+      if (st == host::DecodeStatus::kBad) {
+        spdlog::warn("host link from {}: malformed packet; closing",
+                     dir_->hosts()[static_cast<size_t>(c->host)].name);
+        return false;
+      }
+      handler_->on_packet(c->host, p);
+      off += used;
+    }
+    // Less than one packet (decode_packet bounds a packet's length), or less than a Hello.
+    std::memcpy(c->rx.append(len - off), bytes + off, len - off);
   }
-  c->rx.consume(off);
-  return alive;
+  return true;
 }
 
 bool HostLinks::write_conn(Conn* c) {
@@ -445,6 +458,7 @@ bool HostLinks::write_conn(Conn* c) {
     ssize_t n = ::send(c->fd.get(), c->tx.data(), c->tx.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
     if (n > 0) {
       c->tx.consume(static_cast<size_t>(n));
+      if (c->outgoing) queued_ -= static_cast<size_t>(n);
       c->in_flight = c->outgoing;
       continue;
     }
@@ -452,6 +466,7 @@ bool HostLinks::write_conn(Conn* c) {
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
     return false;
   }
+  c->tx.shrink(kQueueKeep);  // a burst's memory goes back as the queue drains
   const bool want_out = !c->tx.empty();
   if (want_out != c->watching_out) watch(c);
   return true;

@@ -53,7 +53,9 @@ class HostLinks {
     virtual void on_peer_gone(int host) = 0;
   };
 
-  HostLinks(const AddressDirectory* dir, uint64_t node_guid, Handler* handler);
+  // `send_budget`: the bytes all outgoing queues together may hold (see kSendBudget).
+  HostLinks(const AddressDirectory* dir, uint64_t node_guid, Handler* handler,
+            size_t send_budget = kSendBudget);
   ~HostLinks();
   HostLinks(const HostLinks&) = delete;
   HostLinks& operator=(const HostLinks&) = delete;
@@ -67,9 +69,10 @@ class HostLinks {
   uint64_t reconnect_at_ns(int host) const { return retry_ns_[static_cast<size_t>(host)]; }
 
   // Queues a finished packet (proto::host::finish_packet) for `host` on the connection of
-  // traffic class `tclass`, opening it if needed. False when that connection's queue is full:
-  // the caller retries later. Nothing is written before flush() (or poll(), which ends with
-  // one): a pass of the router's loop costs one send() per connection, not one per packet.
+  // traffic class `tclass`, opening it if needed. False when that connection's queue is full,
+  // or all queues together hold the send budget: the caller retries later. Nothing is written
+  // before flush() (or poll(), which ends with one): a pass of the router's loop costs one send()
+  // per connection, not one per packet.
   bool send(int host, uint8_t tclass, const proto::host::Packet& p);
   // The same, but the payload (p.payload_len bytes; p.payload is not read) is written into the
   // queue by fill(ctx, dst, len), so it is copied once; fill returns false to drop the packet.
@@ -77,6 +80,8 @@ class HostLinks {
   bool send(int host, uint8_t tclass, const proto::host::Packet& p, FillPayload fill, void* ctx);
   // Bytes that may still be queued for `host` and `tclass` before send() refuses.
   size_t room(int host, uint8_t tclass) const;
+  // Bytes queued on all outgoing connections together.
+  size_t queued() const { return queued_; }
 
   // Writes what send() queued since the last flush, one send() per connection. True if
   // anything was queued.
@@ -89,7 +94,14 @@ class HostLinks {
   // has bytes in flight. epoll_fd() does not signal these.
   uint64_t next_wakeup_ns() const;
 
+  // Credits: one connection queues at most kQueueLimit bytes, and all of them together at
+  // most the send budget, so a router's send queues stay bounded however many peers are
+  // busy (512 peers took 2 GiB before; docs/PERFORMANCE.md has the bound). A full queue
+  // pushes back on the QPs above.
   static constexpr size_t kQueueLimit = 4u << 20;
+  static constexpr size_t kSendBudget = 32u << 20;
+  // A draining queue gives back memory beyond this much (ByteQueue::shrink).
+  static constexpr size_t kQueueKeep = 64u << 10;
   // How often connections with bytes in flight are looked at for a stall.
   static constexpr uint64_t kStallCheckNs = 50'000'000;
   // A probe not established by then is abandoned for a new one (its SYN was lost).
@@ -100,7 +112,7 @@ class HostLinks {
   void accept_all();
   static constexpr int kClasses = 64;  // one connection per DSCP value at most
   // A new outgoing connection to `host` for class `dscp`, its Hello queued, not yet dialled.
-  std::unique_ptr<Conn> outgoing(int host, int dscp) const;
+  std::unique_ptr<Conn> outgoing(int host, int dscp);
   void open(int host, int dscp);
   int dial(Conn* c);
   bool connect_due(Conn* c, uint64_t now_ns);
@@ -109,7 +121,8 @@ class HostLinks {
   void connect_failed(Conn* c, int err);
   bool read_conn(Conn* c);
   bool write_conn(Conn* c);
-  bool handle_hello(Conn* c);
+  // The peer's Hello, the kHelloSize bytes at `bytes`. False: close the connection.
+  bool handle_hello(Conn* c, const uint8_t* bytes);
   void watch(Conn* c);
   // Stalled connections: probing them, and replacing one by its probe.
   void check_stalls(uint64_t now_ns);
@@ -137,7 +150,12 @@ class HostLinks {
   std::vector<uint64_t> retry_ns_;         // per host: no connect attempt before this
   uint64_t backoff_ns_ = 0;                // grows while connects keep failing
   uint64_t next_check_ns_ = 0;             // when check_stalls() runs next
+  size_t send_budget_;
+  size_t queued_ = 0;  // bytes in the tx queues of outgoing connections
   std::vector<std::unique_ptr<Conn>> buried_;
+  // read_conn's buffer, shared by all connections: room for a carried-over packet, then a
+  // chunk read from the socket.
+  std::unique_ptr<uint8_t[]> scratch_;
 };
 
 }  // namespace wharf::links

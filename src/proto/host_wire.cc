@@ -8,8 +8,8 @@ namespace {
 constexpr uint32_t kMaxQpn = 0xffffff;  // QPNs and PSNs are 24-bit fields
 constexpr size_t kGrhSize = 40, kXrcethSize = 4, kRethSize = 16, kAtomicEthSize = 32, kImmSize = 4,
                  kAethSize = 8, kAtomicAckSize = 8, kDethSize = 8;
-constexpr size_t kMaxExtensions = kGrhSize + kXrcethSize + kRethSize + kAtomicEthSize + kImmSize +
-                                  kAethSize + kAtomicAckSize + kDethSize;
+static_assert(kMaxExtensionsSize == kGrhSize + kXrcethSize + kRethSize + kAtomicEthSize + kImmSize +
+                                        kAethSize + kAtomicAckSize + kDethSize);
 
 // Extension headers in IBA order after the BTH; the GRH (which IBA places before the BTH)
 // comes first. One list for encoding and decoding.
@@ -126,7 +126,7 @@ DecodeStatus decode_packet(const uint8_t* buf, size_t len, Packet* out, size_t* 
   Reader hr(buf, kPacketHeaderSize);
   hr(out->hdr);
   const PacketHeader& h = out->hdr;
-  if (h.length > kMaxExtensions + kMaxSegment) return DecodeStatus::kBad;
+  if (h.length > kMaxExtensionsSize + kMaxSegment) return DecodeStatus::kBad;
   if (len - kPacketHeaderSize < h.length) return DecodeStatus::kNeedMore;
   OpcodeShape s;
   if ((h.flags & ~kKnownFlags) != 0 || h.dest_qpn > kMaxQpn || h.src_qpn > kMaxQpn ||

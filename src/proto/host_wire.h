@@ -138,6 +138,10 @@ struct PacketHeader {
   }
 };
 constexpr size_t kPacketHeaderSize = 28;
+// The most a packet's extension headers take (every kind at once: a bound, not a shape).
+constexpr size_t kMaxExtensionsSize = 120;
+// The longest packet decode_packet accepts: header, extensions and a full segment.
+constexpr size_t kMaxPacketSize = kPacketHeaderSize + kMaxExtensionsSize + kMaxSegment;
 
 // Global route (UD with a GRH address vector): what the receiver's 40-byte GRH is made of.
 struct Grh {

@@ -45,5 +45,31 @@ TEST(ByteQueueTest, UnappendAndConsumeTakeBackWhatTheySay) {
   EXPECT_TRUE(q.empty());
 }
 
+TEST(ByteQueueTest, ADrainingQueueGivesBackWhatABurstTook) {
+  ByteQueue q;
+  uint8_t* at = q.append(1u << 20);
+  for (size_t i = 0; i < (1u << 20); ++i) at[i] = static_cast<uint8_t>(i);
+  const size_t burst = q.capacity();
+  EXPECT_GE(burst, 1u << 20);
+  q.consume(512u << 10);
+  q.shrink(64u << 10);  // half full: keeps its memory
+  EXPECT_EQ(q.capacity(), burst);
+  q.consume((512u << 10) - 1000);
+  q.shrink(64u << 10);  // 1000 bytes left: down to what it keeps at least, bytes intact
+  EXPECT_EQ(q.capacity(), 64u << 10);
+  ASSERT_EQ(q.size(), 1000u);
+  for (size_t i = 0; i < 1000; ++i)
+    ASSERT_EQ(q.data()[i], static_cast<uint8_t>((1u << 20) - 1000 + i)) << i;
+  q.consume(1000);
+  q.shrink(64u << 10);  // within what it may keep
+  EXPECT_EQ(q.capacity(), 64u << 10);
+  q.shrink(1024);
+  EXPECT_EQ(q.capacity(), 0u);
+  std::memcpy(q.append(3), "abc", 3);  // and grows again
+  EXPECT_EQ(std::memcmp(q.data(), "abc", 3), 0);
+  q.clear();
+  EXPECT_TRUE(q.empty());
+}
+
 }  // namespace
 }  // namespace wharf::links

@@ -43,9 +43,9 @@ struct End {
   StaticCluster dir;
   Recorder rec;
   std::unique_ptr<HostLinks> links;
-  End(const std::string& text, const char* name) {
+  End(const std::string& text, const char* name, size_t budget = HostLinks::kSendBudget) {
     EXPECT_EQ(dir.load(text, name), "");
-    links = std::make_unique<HostLinks>(&dir, 0x1234, &rec);
+    links = std::make_unique<HostLinks>(&dir, 0x1234, &rec, budget);
     EXPECT_EQ(links->start(), 0);
   }
 };
@@ -112,6 +112,31 @@ TEST(HostLinksTest, AFullQueueRefusesUntilItDrains) {
   ASSERT_TRUE(pump({&a, &b}, [&] { return b.rec.psns.size() == static_cast<size_t>(queued); }));
   EXPECT_EQ(a.links->room(1, 0), HostLinks::kQueueLimit);
   EXPECT_TRUE(a.links->send(1, 0, packet(0, big)));
+}
+
+// All queues together stay within the send budget: a second peer gets what the first left.
+TEST(HostLinksTest, AllQueuesTogetherHoldAtMostTheSendBudget) {
+  const int port = test_support::free_ports(3);
+  ASSERT_NE(port, 0);
+  const std::string text =
+      cluster_text(static_cast<uint16_t>(port), static_cast<uint16_t>(port + 1)) +
+      "c 127.0.0.1 198.18.3.0/24 2049-3072 " + std::to_string(port + 2) + "\n";
+  constexpr size_t kBudget = HostLinks::kQueueLimit + (1u << 20);
+  End a(text, "a", kBudget), b(text, "b"), c(text, "c");
+  std::vector<uint8_t> big(host::kMaxSegment, 1);
+  int to_b = 0, to_c = 0;
+  while (a.links->send(1, 0, packet(static_cast<uint32_t>(to_b), big))) ++to_b;  // never polled
+  while (a.links->send(2, 0, packet(static_cast<uint32_t>(to_c), big))) ++to_c;
+  EXPECT_GT(a.links->queued(), kBudget);  // the last packet that was let in may overshoot
+  EXPECT_LE(a.links->queued(), kBudget + host::kMaxPacketSize);
+  EXPECT_LT(static_cast<size_t>(to_c) * big.size(), 2u << 20) << "c got more than was left";
+  EXPECT_EQ(a.links->room(2, 0), 0u);
+  ASSERT_TRUE(pump({&a, &b, &c}, [&] {
+    return b.rec.psns.size() == static_cast<size_t>(to_b) &&
+           c.rec.psns.size() == static_cast<size_t>(to_c);
+  }));
+  EXPECT_EQ(a.links->queued(), 0u);
+  EXPECT_EQ(a.links->room(2, 0), HostLinks::kQueueLimit);
 }
 
 TEST(HostLinksTest, APeerThatRestartsIsNoticed) {
