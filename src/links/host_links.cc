@@ -73,6 +73,7 @@ struct HostLinks::Conn {
   bool in_flight = false;       // outgoing: wrote since the kernel last held nothing unacked
   uint64_t connect_at_ns = 0;   // outgoing, not yet connected: when to try
   uint64_t probe_at_ns = 0;     // outgoing, stalled: when the next probe may start
+  int stalled_checks = 0;       // outgoing: consecutive check_stalls() that found it stalled
   std::unique_ptr<Conn> probe;  // outgoing, stalled: the connection that may replace it
   Conn* probe_for = nullptr;    // a probe: the stalled connection it would replace
   ByteQueue rx;
@@ -340,8 +341,9 @@ void HostLinks::hurry_towards(int host) {
   for (auto& c : out_[static_cast<size_t>(host)]) {
     if (c == nullptr) continue;
     if (!c->fd.valid()) c->connect_at_ns = now;
-    if (c->in_flight) {
+    if (c->in_flight) {  // if it is stalled, its next check probes at once
       c->probe_at_ns = now;
+      c->stalled_checks = std::max(c->stalled_checks, 1);
       next_check_ns_ = now;
     }
   }
@@ -359,9 +361,13 @@ void HostLinks::check_stalls(uint64_t now) {
       const Flight f = flight_of(c->fd.get());
       c->in_flight = f.outstanding;
       if (!f.stalled) {
+        c->stalled_checks = 0;
         bury(std::move(c->probe));
         continue;
       }
+      // One retransmission timeout may be a single loss that its retransmission repairs in a
+      // round trip; still stalled a check later, the path is down (or the peer's host is).
+      if (++c->stalled_checks < 2) continue;
       if (c->probe == nullptr || now >= c->probe_at_ns) start_probe(c, now);
     }
   }
@@ -424,7 +430,7 @@ bool HostLinks::read_conn(Conn* c) {
     budget += static_cast<size_t>(n);
     const size_t carried = c->rx.size();
     uint8_t* const bytes = chunk - carried;
-    std::memcpy(bytes, c->rx.data(), carried);
+    if (carried != 0) std::memcpy(bytes, c->rx.data(), carried);
     c->rx.consume(carried);
     const size_t len = carried + static_cast<size_t>(n);
     size_t off = 0;
@@ -448,7 +454,7 @@ bool HostLinks::read_conn(Conn* c) {
       off += used;
     }
     // Less than one packet (decode_packet bounds a packet's length), or less than a Hello.
-    std::memcpy(c->rx.append(len - off), bytes + off, len - off);
+    if (off != len) std::memcpy(c->rx.append(len - off), bytes + off, len - off);
   }
   return true;
 }

@@ -12,9 +12,10 @@
 //
 // A connection can also stall without breaking: while the path is cut, TCP retransmits on a
 // timer that doubles (0.2, 0.4, 0.8, 1.6 s ...), so after a 2 s cut it may stay silent for
-// another second. So an outgoing connection whose kernel has unacknowledged bytes and has
-// already retransmitted them on a timeout is probed: a new connection is attempted every
-// kProbeEveryNs, and the first that is established replaces the stalled one, which is reset.
+// another second. So an outgoing connection whose kernel has unacknowledged bytes that went
+// again on a retransmission timeout, at two looks kStallCheckNs apart, is probed: a new
+// connection is attempted every kProbeEveryNs, and the first that is established while the
+// old one is still stalled replaces it; the old one is reset.
 // The peer, seeing a new connection of the same class from us, drops the old one. Either
 // way both ends report on_link_lost, and the QPs above resend at once.
 //
