@@ -53,6 +53,14 @@ Flight flight_of(int fd) {
   return f;
 }
 
+// The outcome of a nonblocking connect that epoll reported: 0 or its errno.
+int connect_error(int fd) {
+  int err = 0;
+  socklen_t len = sizeof(err);
+  getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+  return err;
+}
+
 // Closes with a reset: the kernel drops what it still holds instead of retransmitting it.
 void reset_on_close(int fd) {
   linger l{1, 0};
@@ -389,10 +397,7 @@ void HostLinks::start_probe(Conn* stalled, uint64_t now) {
 // path is back and the old connection is only waiting out TCP's backed-off timer.
 void HostLinks::probe_answered(Conn* p) {
   Conn* stalled = p->probe_for;
-  int err = 0;
-  socklen_t len = sizeof(err);
-  getsockopt(p->fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
-  if (err != 0 || !flight_of(stalled->fd.get()).stalled) {
+  if (connect_error(p->fd.get()) != 0 || !flight_of(stalled->fd.get()).stalled) {
     bury(std::move(stalled->probe));
     return;
   }
@@ -434,11 +439,9 @@ bool HostLinks::read_conn(Conn* c) {
     c->rx.consume(carried);
     const size_t len = carried + static_cast<size_t>(n);
     size_t off = 0;
-    if (!c->hello_done) {
-      if (len >= host::kHelloSize) {
-        if (!handle_hello(c, bytes)) return false;
-        off = host::kHelloSize;
-      }
+    if (!c->hello_done && len >= host::kHelloSize) {
+      if (!handle_hello(c, bytes)) return false;
+      off = host::kHelloSize;
     }
     while (c->hello_done) {
       host::Packet p;
@@ -516,10 +519,7 @@ bool HostLinks::poll() {
       continue;
     }
     if (!c->connected) {
-      int err = 0;
-      socklen_t len = sizeof(err);
-      getsockopt(c->fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
-      if (err != 0) {
+      if (const int err = connect_error(c->fd.get()); err != 0) {
         connect_failed(c, err);
         continue;
       }
