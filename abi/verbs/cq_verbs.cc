@@ -31,16 +31,18 @@ WHARF_EXPORT ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
     errno = err;
     return nullptr;
   }
+  Context* ctx = to_ctx(context);
   auto* ch = new (std::nothrow) CompChannel{};
-  if (ch == nullptr) {
-    errno = ENOMEM;
-    return nullptr;
-  }
+  if (ch == nullptr) return ctx->out_of_memory(proto::Op::kDestroyChannel, rep.handle);
   ch->channel.context = context;
   ch->channel.fd = mine.release();
   ch->channel.refcnt = 0;
   ch->handle = rep.handle;
-  to_ctx(context)->track(to_ctx(context)->channels, rep.handle, &ch->channel);
+  if (!ctx->track(ctx->channels, rep.handle, &ch->channel)) {
+    close(ch->channel.fd);
+    delete ch;
+    return ctx->out_of_memory(proto::Op::kDestroyChannel, rep.handle);
+  }
   return &ch->channel;
 }
 
@@ -88,17 +90,15 @@ Cq* create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel*
   proto::CreateCqRep rep;
   UniqueFd memfd;
   int err = ctx->client.call(proto::Op::kCreateCq, req, nullptr, 0, &rep, &memfd, 1);
+  const bool made = err == 0;
   if (err == 0 && !memfd.valid()) err = EPROTO;
   auto* cq = err == 0 ? new (std::nothrow) Cq{} : nullptr;
   shm::CqLayout layout = shm::cq_layout(rep.entries);
   if (err == 0 && cq == nullptr) err = ENOMEM;
   if (err == 0) err = cq->map.map(memfd.get(), layout.total);
   if (err != 0) {
-    if (cq != nullptr) {
-      proto::Empty none;
-      ctx->client.call(proto::Op::kDestroyCq, proto::Handle{rep.cq}, nullptr, 0, &none);
-      delete cq;
-    }
+    delete cq;
+    if (made) ctx->release_in_router(proto::Op::kDestroyCq, rep.cq);
     errno = err;
     return nullptr;
   }
@@ -111,14 +111,17 @@ Cq* create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel*
   c->handle = rep.cq;
   pthread_mutex_init(&c->mutex, nullptr);
   pthread_cond_init(&c->cond, nullptr);
+  if (!ctx->track(ctx->cqs, rep.cq, c)) {
+    delete cq;
+    return ctx->out_of_memory(proto::Op::kDestroyCq, rep.cq);
+  }
   if (channel != nullptr) {
     ++channel->refcnt;
     CompChannel* ch = to_channel(channel);
     std::lock_guard<SpinLock> g(ch->lock);
-    ch->cqs.push_back(cq);
+    cq->next_on_channel = ch->cqs;
+    ch->cqs = cq;
   }
-  std::lock_guard<std::mutex> g(ctx->objects_mu);
-  ctx->cqs[rep.cq] = c;
   return cq;
 }
 
@@ -192,7 +195,9 @@ WHARF_EXPORT int ibv_destroy_cq(ibv_cq* cq) {
     --cq->channel->refcnt;
     CompChannel* ch = to_channel(cq->channel);
     std::lock_guard<SpinLock> g(ch->lock);
-    std::erase(ch->cqs, to_cq(cq));
+    Cq** link = &ch->cqs;
+    while (*link != nullptr && *link != to_cq(cq)) link = &(*link)->next_on_channel;
+    if (*link != nullptr) *link = to_cq(cq)->next_on_channel;
   }
   pthread_mutex_destroy(&cq->mutex);
   pthread_cond_destroy(&cq->cond);
@@ -221,7 +226,7 @@ uint64_t event_spin_ns() {
 // is then in, or about to be in, the channel's socket).
 bool event_raised(CompChannel* ch) {
   std::lock_guard<SpinLock> g(ch->lock);
-  for (Cq* cq : ch->cqs)
+  for (const Cq* cq = ch->cqs; cq != nullptr; cq = cq->next_on_channel)
     if (cq->awaiting_event.load(std::memory_order_relaxed) &&
         cq->notify->arm.load(std::memory_order_acquire) == shm::kCqDisarmed)
       return true;

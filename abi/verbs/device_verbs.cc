@@ -199,7 +199,11 @@ WHARF_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
   ctx->owner_pid = getpid();
   init_ibv_context(ctx, device, std::move(async), std::move(cmd));
   install_fork_handlers();
-  track_context(ctx);
+  if (!track_context(ctx)) {
+    release_context(ctx);
+    errno = ENOMEM;
+    return nullptr;
+  }
   return &ctx->vctx.context;
 }
 

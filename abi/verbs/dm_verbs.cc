@@ -78,9 +78,12 @@ ibv_dm* alloc_dm(ibv_context* context, ibv_alloc_dm_attr* attr) {
   dm->dm.memcpy_from_dm = memcpy_from_dm;
   dm->dm.comp_mask = 0;
   Context* ctx = to_ctx(context);
-  std::lock_guard<std::mutex> g(ctx->objects_mu);
-  dm->dm.handle = ctx->next_local_id++;
-  ctx->dms[dm->dm.handle] = &dm->dm;
+  dm->dm.handle = ctx->track_local(ctx->dms, &dm->dm);
+  if (dm->dm.handle == 0) {
+    delete dm;
+    errno = ENOMEM;
+    return nullptr;
+  }
   return &dm->dm;
 }
 

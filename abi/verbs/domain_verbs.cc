@@ -25,8 +25,11 @@ ibv_td* alloc_td(ibv_context* context, ibv_td_init_attr* attr) {
   }
   td->context = context;
   Context* ctx = to_ctx(context);
-  std::lock_guard<std::mutex> g(ctx->objects_mu);
-  ctx->tds[ctx->next_local_id++] = td;
+  if (ctx->track_local(ctx->tds, td) == 0) {
+    delete td;
+    errno = ENOMEM;
+    return nullptr;
+  }
   return td;
 }
 
@@ -65,9 +68,12 @@ ibv_pd* alloc_parent_domain(ibv_context* context, ibv_parent_domain_init_attr* a
   p->protection = protection;
   p->td = attr->td;
   Context* ctx = to_ctx(context);
-  std::lock_guard<std::mutex> g(ctx->objects_mu);
-  p->local_id = ctx->next_local_id++;
-  ctx->parent_domains[p->local_id] = &p->pd;
+  p->local_id = ctx->track_local(ctx->parent_domains, &p->pd);
+  if (p->local_id == 0) {
+    delete p;
+    errno = ENOMEM;
+    return nullptr;
+  }
   return &p->pd;
 }
 

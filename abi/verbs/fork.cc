@@ -41,9 +41,14 @@ void install_fork_handlers() {
   std::call_once(once, [] { pthread_atfork(prepare, parent, child); });
 }
 
-void track_context(Context* ctx) {
-  std::lock_guard<std::mutex> g(contexts_mu);
-  contexts.push_back(ctx);
+bool track_context(Context* ctx) noexcept {
+  try {
+    std::lock_guard<std::mutex> g(contexts_mu);
+    contexts.push_back(ctx);
+    return true;
+  } catch (...) {
+    return false;
+  }
 }
 
 Context* context_with_cmd_file(dev_t dev, ino_t ino) {

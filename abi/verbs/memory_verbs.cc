@@ -21,15 +21,17 @@ WHARF_EXPORT ibv_pd* ibv_alloc_pd(ibv_context* context) {
     errno = err;
     return nullptr;
   }
+  Context* ctx = to_ctx(context);
   auto* pd = new (std::nothrow) Pd{};
-  if (pd == nullptr) {
-    errno = ENOMEM;
-    return nullptr;
+  if (pd != nullptr) {
+    pd->pd.context = context;
+    pd->pd.handle = rep.handle;
+    pd->handle = rep.handle;
   }
-  pd->pd.context = context;
-  pd->pd.handle = rep.handle;
-  pd->handle = rep.handle;
-  to_ctx(context)->track(to_ctx(context)->pds, rep.handle, &pd->pd);
+  if (pd == nullptr || !ctx->track(ctx->pds, rep.handle, &pd->pd)) {
+    delete pd;
+    return ctx->out_of_memory(proto::Op::kDeallocPd, rep.handle);
+  }
   return &pd->pd;
 }
 
@@ -75,11 +77,9 @@ Mr* register_mr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned i
     errno = err;
     return nullptr;
   }
+  Context* ctx = to_ctx(pd->context);
   auto* mr = new (std::nothrow) Mr{};
-  if (mr == nullptr) {
-    errno = ENOMEM;
-    return nullptr;
-  }
+  if (mr == nullptr) return ctx->out_of_memory(proto::Op::kDeregMr, rep.handle);
   mr->mr.context = pd->context;
   mr->mr.pd = pd;
   mr->mr.addr = addr;
@@ -90,7 +90,10 @@ Mr* register_mr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned i
   mr->handle = rep.handle;
   mr->iova = (access & IBV_ACCESS_ZERO_BASED) ? 0 : iova;
   mr->access = access;
-  to_ctx(pd->context)->track(to_ctx(pd->context)->mrs, rep.handle, &mr->mr);
+  if (!ctx->track(ctx->mrs, rep.handle, &mr->mr)) {
+    delete mr;
+    return ctx->out_of_memory(proto::Op::kDeregMr, rep.handle);
+  }
   return mr;
 }
 

@@ -98,6 +98,11 @@ Backing back_buffer(uint64_t addr, uint64_t length) {
   }
   if (!is_private_anonymous(v)) return b;
 
+  try {
+    registry.reserve(registry.size() + 1);  // push_back below cannot fail then
+  } catch (const std::bad_alloc&) {
+    return b;  // unbacked, as for memory that cannot be remapped
+  }
   uint64_t len = end - start;
   int fd = memfd_create(kMemfdName, MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return b;

@@ -25,20 +25,18 @@ ibv_mw* alloc_mw(ibv_pd* pd, ibv_mw_type type) {
     errno = err;
     return nullptr;
   }
+  Context* ctx = to_ctx(pd->context);
   auto* mw = new (std::nothrow) ibv_mw{};
-  if (mw == nullptr) {
-    proto::Empty none;
-    to_ctx(pd->context)
-        ->client.call(proto::Op::kDeallocMw, proto::Handle{rep.handle}, nullptr, 0, &none);
-    errno = ENOMEM;
-    return nullptr;
-  }
+  if (mw == nullptr) return ctx->out_of_memory(proto::Op::kDeallocMw, rep.handle);
   mw->context = pd->context;
   mw->pd = pd;
   mw->rkey = rep.rkey;
   mw->handle = rep.handle;
   mw->type = type;
-  to_ctx(pd->context)->track(to_ctx(pd->context)->mws, rep.handle, mw);
+  if (!ctx->track(ctx->mws, rep.handle, mw)) {
+    delete mw;
+    return ctx->out_of_memory(proto::Op::kDeallocMw, rep.handle);
+  }
   return mw;
 }
 

@@ -8,6 +8,7 @@
 #include <infiniband/verbs.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
@@ -60,15 +61,49 @@ struct Context {
   std::unordered_map<uint32_t, ibv_td*> tds;
   uint32_t next_local_id = 1;  // guarded by objects_mu
 
+  // Tracks obj under `handle`. False when memory ran out: the caller then undoes what it
+  // made (out_of_memory) and fails with ENOMEM, as rdma-core does.
   template <class T>
-  void track(std::unordered_map<uint32_t, T*>& map, uint32_t handle, T* obj) {
-    std::lock_guard<std::mutex> g(objects_mu);
-    map[handle] = obj;
+  [[nodiscard]] bool track(std::unordered_map<uint32_t, T*>& map, uint32_t handle,
+                           T* obj) noexcept {
+    try {
+      std::lock_guard<std::mutex> g(objects_mu);
+      map[handle] = obj;
+      return true;
+    } catch (...) {
+      return false;
+    }
+  }
+  // For a verb that fails after the router made its object `handle`: frees that object with
+  // `destroy` (its Destroy*/Dealloc* op). An error is ignored: the router frees what is left
+  // when the connection closes.
+  void release_in_router(proto::Op destroy, uint32_t handle) noexcept {
+    proto::Empty none;
+    client.call(destroy, proto::Handle{handle}, nullptr, 0, &none);
+  }
+  // The same for a verb that ran out of memory: also sets errno to ENOMEM and returns null.
+  std::nullptr_t out_of_memory(proto::Op destroy, uint32_t handle) noexcept {
+    release_in_router(destroy, handle);
+    errno = ENOMEM;
+    return nullptr;
   }
   template <class T>
   void untrack(std::unordered_map<uint32_t, T*>& map, uint32_t handle) {
     std::lock_guard<std::mutex> g(objects_mu);
     map.erase(handle);
+  }
+  // Tracks obj under a new id of the library's own (device memory, thread and parent
+  // domains). Returns the id, or 0 when memory ran out.
+  template <class T>
+  [[nodiscard]] uint32_t track_local(std::unordered_map<uint32_t, T*>& map, T* obj) noexcept {
+    try {
+      std::lock_guard<std::mutex> g(objects_mu);
+      const uint32_t id = next_local_id++;
+      map[id] = obj;
+      return id;
+    } catch (...) {
+      return 0;
+    }
   }
   // Stops tracking obj if it is what `handle` is tracked as (an original, not an import).
   template <class T>
@@ -146,8 +181,8 @@ struct Cq;
 struct CompChannel {
   ibv_comp_channel channel;
   uint32_t handle;
-  SpinLock lock;         // guards cqs
-  std::vector<Cq*> cqs;  // the CQs that report to this channel
+  SpinLock lock;      // guards the list of cqs
+  Cq* cqs = nullptr;  // the CQs that report to this channel, linked by Cq::next_on_channel
 };
 inline CompChannel* to_channel(ibv_comp_channel* c) { return reinterpret_cast<CompChannel*>(c); }
 
@@ -179,6 +214,7 @@ struct Cq {
   // While ibv_resize_cq moves the CQ to a new region: polls find nothing and the direct path
   // leaves completions for this CQ to the router (set and cleared under lock).
   std::atomic<bool> resizing;
+  Cq* next_on_channel = nullptr;  // the channel's next CQ, guarded by the channel's lock
 };
 constexpr uint32_t kEmptyPollsBeforeYield = 64;
 // When the calling thread began to find every CQ it polls empty (CLOCK_MONOTONIC ns); 0 while

@@ -60,7 +60,12 @@ ibv_send_wr* begin(ibv_qp_ex* ex, uint64_t op, ibv_wr_opcode opcode) {
     return nullptr;
   }
   WrBatch& b = qp->batch;
-  if (b.count == b.wrs.size()) b.wrs.emplace_back();
+  try {
+    if (b.count == b.wrs.size()) b.wrs.emplace_back();
+  } catch (const std::bad_alloc&) {
+    fail(qp, ENOMEM);
+    return nullptr;
+  }
   PendingWr& p = b.wrs[b.count++];
   p.sges.clear();
   p.inline_data.clear();
@@ -136,19 +141,30 @@ void wr_set_xrc_srqn(ibv_qp_ex* ex, uint32_t remote_srqn) {
 void wr_set_ud_addr(ibv_qp_ex* ex, ibv_ah* ah, uint32_t remote_qpn, uint32_t remote_qkey) {
   if (PendingWr* p = last(ex)) p->wr.wr.ud = {ah, remote_qpn, remote_qkey};
 }
-void wr_set_sge(ibv_qp_ex* ex, uint32_t lkey, uint64_t addr, uint32_t length) {
-  if (PendingWr* p = last(ex)) p->sges.assign(1, ibv_sge{addr, length, lkey});
-}
 void wr_set_sge_list(ibv_qp_ex* ex, size_t n, const ibv_sge* list) {
-  if (PendingWr* p = last(ex)) p->sges.assign(list, list + n);
+  PendingWr* p = last(ex);
+  if (p == nullptr) return;
+  try {
+    p->sges.assign(list, list + n);
+  } catch (const std::bad_alloc&) {
+    fail(of(ex), ENOMEM);
+  }
+}
+void wr_set_sge(ibv_qp_ex* ex, uint32_t lkey, uint64_t addr, uint32_t length) {
+  const ibv_sge sge{addr, length, lkey};
+  wr_set_sge_list(ex, 1, &sge);
 }
 void wr_set_inline_data_list(ibv_qp_ex* ex, size_t n, const ibv_data_buf* bufs) {
   PendingWr* p = last(ex);
   if (p == nullptr) return;
   p->inline_data.clear();
-  for (size_t i = 0; i < n; ++i) {
-    const auto* data = static_cast<const uint8_t*>(bufs[i].addr);
-    p->inline_data.insert(p->inline_data.end(), data, data + bufs[i].length);
+  try {
+    for (size_t i = 0; i < n; ++i) {
+      const auto* data = static_cast<const uint8_t*>(bufs[i].addr);
+      p->inline_data.insert(p->inline_data.end(), data, data + bufs[i].length);
+    }
+  } catch (const std::bad_alloc&) {
+    return fail(of(ex), ENOMEM);
   }
   p->sges.clear();
   p->wr.send_flags |= IBV_SEND_INLINE;

@@ -78,6 +78,7 @@ Qp* create_qp(ibv_context* context, ibv_pd* pd, ibv_xrcd* xrcd, ibv_qp_init_attr
   proto::CreateQpRep rep;
   UniqueFd memfd;
   int err = ctx->client.call(proto::Op::kCreateQp, req, nullptr, 0, &rep, &memfd, 1);
+  const bool made = err == 0;
   if (err == 0 && !memfd.valid()) err = EPROTO;
   Qp* qp = err == 0 ? new (std::nothrow) Qp{} : nullptr;
   if (err == 0 && qp == nullptr) err = ENOMEM;
@@ -86,11 +87,8 @@ Qp* create_qp(ibv_context* context, ibv_pd* pd, ibv_xrcd* xrcd, ibv_qp_init_attr
     err = qp->map.map(memfd.get(), qp->layout.total);
   }
   if (err != 0) {
-    if (qp != nullptr) {
-      proto::Empty none;
-      ctx->client.call(proto::Op::kDestroyQp, proto::Handle{rep.qp}, nullptr, 0, &none);
-      delete qp;
-    }
+    delete qp;
+    if (made) ctx->release_in_router(proto::Op::kDestroyQp, rep.qp);
     errno = err;
     return nullptr;
   }
@@ -113,9 +111,11 @@ Qp* create_qp(ibv_context* context, ibv_pd* pd, ibv_xrcd* xrcd, ibv_qp_init_attr
   q->qp_type = init->qp_type;
   pthread_mutex_init(&q->mutex, nullptr);
   pthread_cond_init(&q->cond, nullptr);
+  if (!ctx->track(ctx->qps, rep.qp, q)) {
+    delete qp;
+    return ctx->out_of_memory(proto::Op::kDestroyQp, rep.qp);
+  }
   caps_to_ibv(rep.caps, &init->cap);
-  std::lock_guard<std::mutex> g(ctx->objects_mu);
-  ctx->qps[rep.qp] = q;
   return qp;
 }
 

@@ -45,17 +45,15 @@ ibv_srq* create_srq_object(ibv_pd* pd, ibv_srq_attr* attr, void* srq_context, ui
   proto::CreateSrqRep rep;
   UniqueFd memfd;
   int err = ctx->client.call(proto::Op::kCreateSrq, req, nullptr, 0, &rep, &memfd, 1);
+  const bool made = err == 0;
   if (err == 0 && !memfd.valid()) err = EPROTO;
   Srq* srq = err == 0 ? new (std::nothrow) Srq{} : nullptr;
   if (err == 0 && srq == nullptr) err = ENOMEM;
   shm::SrqLayout layout = shm::srq_layout(rep.entries, rep.slot);
   if (err == 0) err = srq->map.map(memfd.get(), layout.total);
   if (err != 0) {
-    if (srq != nullptr) {
-      proto::Empty none;
-      ctx->client.call(proto::Op::kDestroySrq, proto::Handle{rep.srq}, nullptr, 0, &none);
-      delete srq;
-    }
+    delete srq;
+    if (made) ctx->release_in_router(proto::Op::kDestroySrq, rep.srq);
     errno = err;
     return nullptr;
   }
@@ -74,8 +72,10 @@ ibv_srq* create_srq_object(ibv_pd* pd, ibv_srq_attr* attr, void* srq_context, ui
   pthread_cond_init(&s->cond, nullptr);
   attr->max_wr = rep.max_wr;
   attr->max_sge = rep.max_sge;
-  std::lock_guard<std::mutex> g(ctx->objects_mu);
-  ctx->srqs[rep.srq] = s;
+  if (!ctx->track(ctx->srqs, rep.srq, s)) {
+    delete srq;
+    return ctx->out_of_memory(proto::Op::kDestroySrq, rep.srq);
+  }
   return s;
 }
 
@@ -193,16 +193,17 @@ WHARF_EXPORT ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
     errno = err;
     return nullptr;
   }
+  Context* ctx = to_ctx(pd->context);
   auto* ah = new (std::nothrow) Ah{};
-  if (ah == nullptr) {
-    errno = ENOMEM;
-    return nullptr;
-  }
+  if (ah == nullptr) return ctx->out_of_memory(proto::Op::kDestroyAh, rep.handle);
   ah->ah.context = pd->context;
   ah->ah.pd = pd;
   ah->ah.handle = rep.handle;
   ah->handle = rep.handle;
-  to_ctx(pd->context)->track(to_ctx(pd->context)->ahs, rep.handle, &ah->ah);
+  if (!ctx->track(ctx->ahs, rep.handle, &ah->ah)) {
+    delete ah;
+    return ctx->out_of_memory(proto::Op::kDestroyAh, rep.handle);
+  }
   return &ah->ah;
 }
 

@@ -120,6 +120,13 @@ ibv_rwq_ind_table* create_rwq_ind_table(ibv_context* context, ibv_rwq_ind_table_
     return nullptr;
   }
   const uint32_t n = 1u << attr->log_ind_tbl_size;
+  try {
+    t->wqs.reserve(n);
+  } catch (const std::bad_alloc&) {
+    delete t;
+    errno = ENOMEM;
+    return nullptr;
+  }
   for (uint32_t i = 0; i < n; ++i) {
     ibv_wq* wq = attr->ind_tbl[i];
     if (wq == nullptr || wq->context != context) {

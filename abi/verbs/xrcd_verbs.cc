@@ -44,7 +44,10 @@ ibv_xrcd* open_xrcd(ibv_context* context, ibv_xrcd_init_attr* attr) {
   }
   x->handle = rep.handle;
   x->xrcd.context = context;
-  ctx->track(ctx->xrcds, rep.handle, &x->xrcd);
+  if (!ctx->track(ctx->xrcds, rep.handle, &x->xrcd)) {
+    delete x;
+    return ctx->out_of_memory(proto::Op::kCloseXrcd, rep.handle);
+  }
   return &x->xrcd;
 }
 
@@ -94,7 +97,10 @@ ibv_qp* open_qp(ibv_context* context, ibv_qp_open_attr* attr) {
   q->state = IBV_QPS_UNKNOWN;
   pthread_mutex_init(&q->mutex, nullptr);
   pthread_cond_init(&q->cond, nullptr);
-  ctx->track(ctx->qps, rep.handle, q);
+  if (!ctx->track(ctx->qps, rep.handle, q)) {
+    delete qp;
+    return ctx->out_of_memory(proto::Op::kDestroyQp, rep.handle);
+  }
   return q;
 }
 
