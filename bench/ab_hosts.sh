@@ -29,7 +29,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+. "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib.sh"  # median
 
 . "$PWD/bench/lab_perftest.sh"
 perftest() { lab_perftest "$@"; }

@@ -115,7 +115,7 @@ measure() {
 # This machine's speed drifts by a third from one second to the next (other guests): every
 # figure is the median of REPEATS runs, the two modes taking turns.
 REPEATS=3
-median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {if (NR) print v[int((NR + 1) / 2)]}'; }
+. "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib.sh"  # median
 declare -A RATE RUNS
 for window in 1 16; do
   for ((r = 0; r < REPEATS; r++)); do
@@ -126,7 +126,7 @@ for window in 1 16; do
   done
   for mode in tcp cm; do
     # shellcheck disable=SC2086  # the runs are words
-    RATE[$mode.$window]=$(median ${RUNS[$mode.$window]:-})
+    RATE[$mode.$window]=$(printf '%s\n' ${RUNS[$mode.$window]:-} | median)
   done
 done
 

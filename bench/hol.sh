@@ -41,7 +41,7 @@ send_lat() {
   grep -E '^ *[0-9]+ +[0-9]+ ' "$WORK/cli.log" | tail -1 | awk '{print $5, $8, $4}'
 }
 
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+. "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib.sh"  # median
 
 echo "Measuring ($REPS rounds) ..." >&2
 port=19700

@@ -45,7 +45,7 @@ H2=/run/wharf-lab/h2/wharfd.sock
 H1_ADDR=198.19.0.1  # h1's address on the link the routers use (wharf-lab's underlay)
 LIB=$B/lib/libibverbs.so.1
 
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+. "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib.sh"  # median
 repeat() { for _ in $(seq "$REPS"); do "$@"; done | median; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
 

@@ -76,7 +76,7 @@ round() {
     END { if (!found) print "none" }' "$WORK/acked.txt"
 }
 
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+. "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib.sh"  # median
 
 echo "Measuring ($REPS rounds of each build) ..." >&2
 for _ in $(seq "$REPS"); do

@@ -42,7 +42,7 @@ ROUTER_PID=$!
 ROUTED_PID=$!
 for _ in $(seq 100); do [[ -S $DIRECT && -S $ROUTED ]] && break; sleep 0.05; done
 
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+. "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib.sh"  # median
 
 # perftest <column> <program and args>: runs server and client over the router, prints the
 # requested column of the client's result row (columns counted from 1).

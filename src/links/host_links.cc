@@ -244,9 +244,7 @@ void HostLinks::close_conn(Conn* c, bool report) {
   }
   // What the peer still had queued on it is lost (it reset a stalled connection, say).
   const bool lost = report && c->hello_done;
-  auto it = std::find_if(in_.begin(), in_.end(), [c](const auto& p) { return p.get() == c; });
-  bury(std::move(*it));
-  in_.erase(it);
+  bury_incoming(std::find_if(in_.begin(), in_.end(), [c](const auto& p) { return p.get() == c; }));
   if (lost) handler_->on_link_lost(host);
 }
 
@@ -260,6 +258,11 @@ void HostLinks::bury(std::unique_ptr<Conn> c) {
   if (c->fd.valid()) epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c->fd.get(), nullptr);
   c->fd.reset();
   buried_.push_back(std::move(c));
+}
+
+HostLinks::Incoming::iterator HostLinks::bury_incoming(Incoming::iterator it) {
+  bury(std::move(*it));
+  return in_.erase(it);
 }
 
 void HostLinks::connect_failed(Conn* c, int err) {
@@ -327,14 +330,13 @@ bool HostLinks::handle_hello(Conn* c, const uint8_t* bytes) {
 // stalled or broke on its side), and whatever the old one still carries is stale.
 bool HostLinks::supersede_incoming(const Conn* c) {
   bool any = false;
-  for (size_t i = 0; i < in_.size();) {
-    Conn* old = in_[i].get();
+  for (auto it = in_.begin(); it != in_.end();) {
+    const Conn* old = it->get();
     if (old != c && old->hello_done && old->host == c->host && old->dscp == c->dscp) {
-      bury(std::move(in_[i]));
-      in_.erase(in_.begin() + static_cast<std::ptrdiff_t>(i));
+      it = bury_incoming(it);
       any = true;
     } else {
-      ++i;
+      ++it;
     }
   }
   return any;

@@ -137,6 +137,9 @@ class HostLinks {
   // Takes a connection (and its probe) out of service. Its memory lives until the end of
   // poll(), because events already fetched in this pass may still name it.
   void bury(std::unique_ptr<Conn> c);
+  using Incoming = std::vector<std::unique_ptr<Conn>>;
+  // Buries the incoming connection at `it`; returns the one after it.
+  Incoming::iterator bury_incoming(Incoming::iterator it);
 
   const AddressDirectory* dir_;
   Handler* handler_;
@@ -145,12 +148,12 @@ class HostLinks {
   UniqueFd listen_;
   // By host index and DSCP: the connections we opened.
   std::vector<std::array<std::unique_ptr<Conn>, kClasses>> out_;
-  std::vector<std::unique_ptr<Conn>> in_;  // connections peers opened
-  std::vector<Conn*> dirty_;               // connected, with packets queued since the last flush
-  std::vector<uint32_t> incarnation_;      // last seen per host (0: never)
-  std::vector<uint64_t> retry_ns_;         // per host: no connect attempt before this
-  uint64_t backoff_ns_ = 0;                // grows while connects keep failing
-  uint64_t next_check_ns_ = 0;             // when check_stalls() runs next
+  Incoming in_;                        // connections peers opened
+  std::vector<Conn*> dirty_;           // connected, with packets queued since the last flush
+  std::vector<uint32_t> incarnation_;  // last seen per host (0: never)
+  std::vector<uint64_t> retry_ns_;     // per host: no connect attempt before this
+  uint64_t backoff_ns_ = 0;            // grows while connects keep failing
+  uint64_t next_check_ns_ = 0;         // when check_stalls() runs next
   size_t send_budget_;
   size_t queued_ = 0;  // bytes in the tx queues of outgoing connections
   std::vector<std::unique_ptr<Conn>> buried_;
