@@ -596,10 +596,10 @@ bool RemotePath::responder_for(Qp* dst, uint32_t srqn, Responder* out) const {
 // A plain ACK is held until flush_st(), at the end of the router's pass: ACKs are cumulative,
 // so a QP answered many requests in a pass sends one.
 void RemotePath::queue_response_st(Qp* dst, const Response& r) {
-  rc::Responder& rs = state(dst).responder;
-  const bool was_holding = rs.holding_ack();
-  if (!rs.owe(r)) {
-    if (!was_holding) acking_.push_back(dst);
+  State& st = state(dst);
+  if (!st.responder.owe(r)) {
+    if (!st.acking) acking_.push_back(dst);
+    st.acking = true;
     return;
   }
   send_owed_st(dst);
@@ -612,8 +612,11 @@ void RemotePath::send_owed_st(Qp* dst) {
 }
 
 bool RemotePath::flush_st() {
-  for (Qp* qp : acking_)
-    if (state(qp).responder.release_ack()) send_owed_st(qp);
+  for (Qp* qp : acking_) {
+    State& st = state(qp);
+    st.acking = false;
+    if (st.responder.release_ack()) send_owed_st(qp);
+  }
   acking_.clear();
   return links_.flush();
 }

@@ -59,6 +59,7 @@ struct RemoteQpState {
   int requester_host = -1;
   // The incarnation of the peer's router this QP last heard from (0: none yet).
   uint32_t peer_incarnation = 0;
+  bool acking = false;  // in RemotePath's acking_ list
 };
 
 class RemotePath final : public links::HostLinks::Handler {
