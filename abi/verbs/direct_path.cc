@@ -34,15 +34,20 @@ constexpr int kAttempts = 6;
 constexpr uint64_t kReceiveWaitNs = 50'000;
 constexpr int kSpinsBetweenYields = 64;
 
-struct SpanView {
-  uint8_t* p;
-  uint64_t len;
-};
+// Bytes copied between two looks at whether the router wants the line back (a new
+// generation) or retired a registration (a new MR epoch): the router, which waits out Busy
+// before it changes anything the fast path relies on, waits for at most one such copy
+// (tens of microseconds), however long the message.
+constexpr uint64_t kBytesBetweenLooks = 256 * 1024;
 
-// Copies `len` bytes from the spans src to the spans dst (both hold at least len bytes).
-void scatter_copy(const SpanView* src, int nsrc, const SpanView* dst, int ndst, uint64_t len) {
+// Copies `len` bytes from the spans src to the spans dst (both hold at least offset + len
+// bytes), starting `offset` bytes into both.
+void scatter_copy(const SpanView* src, int nsrc, const SpanView* dst, int ndst, uint64_t len,
+                  uint64_t offset = 0) {
   int si = 0, di = 0;
-  uint64_t so = 0, dof = 0;
+  uint64_t so = offset, dof = offset;
+  while (si < nsrc && so >= src[si].len) so -= src[si++].len;
+  while (di < ndst && dof >= dst[di].len) dof -= dst[di++].len;
   while (len != 0 && si < nsrc && di < ndst) {
     uint64_t n = std::min({len, src[si].len - so, dst[di].len - dof});
     std::memcpy(dst[di].p + dof, src[si].p + so, n);
@@ -191,6 +196,7 @@ DirectPath::Outcome DirectPath::execute(Qp* qp, const ibv_send_wr* wr) {
       case Step::kToRouter: return Outcome::kToRouter;
       case Step::kNeedPeerKey: fetch_peer_key(qp, missing); break;
       case Step::kDescribe: described_ = false; break;
+      case Step::kStartOver: break;
       case Step::kNoReceive:
         if (!wait_for_receive()) return Outcome::kToRouter;
         --attempt;  // a receive arrived: not a round spent on descriptions
@@ -301,19 +307,22 @@ DirectPath::Step DirectPath::run(Qp* qp, const ibv_send_wr* wr, uint32_t* missin
       (needs_recv && !peer_cq_.has_room(1)))
     return Step::kToRouter;  // the router reports the overrun
 
-  // Execute: nothing below can fail.
+  // Execute. Only a long copy can stop (the router wants the line, or retired a key): then
+  // nothing was consumed or completed, and the work request starts over.
   switch (op) {
     case IBV_WR_SEND:
-    case IBV_WR_SEND_WITH_IMM: scatter_copy(local, nlocal, target, ntarget, len); break;
+    case IBV_WR_SEND_WITH_IMM:
+      if (!copy(qp, local, nlocal, target, ntarget, len)) return Step::kStartOver;
+      break;
     case IBV_WR_RDMA_WRITE:
     case IBV_WR_RDMA_WRITE_WITH_IMM: {
-      SpanView dst{remote, len};
-      scatter_copy(local, nlocal, &dst, 1, len);
+      const SpanView dst{remote, len};
+      if (!copy(qp, local, nlocal, &dst, 1, len)) return Step::kStartOver;
       break;
     }
     case IBV_WR_RDMA_READ: {
-      SpanView src{remote, len};
-      scatter_copy(&src, 1, local, nlocal, len);
+      const SpanView src{remote, len};
+      if (!copy(qp, &src, 1, local, nlocal, len)) return Step::kStartOver;
       break;
     }
     default: {  // atomics: same-host atomicity with the router's (IBV_ATOMIC_HCA)
@@ -369,6 +378,22 @@ DirectPath::Step DirectPath::run(Qp* qp, const ibv_send_wr* wr, uint32_t* missin
     ev->own = true;
   }
   return Step::kDone;
+}
+
+bool DirectPath::copy(const Qp* qp, const SpanView* src, int nsrc, const SpanView* dst, int ndst,
+                      uint64_t len) const {
+  for (uint64_t done = 0; done < len;) {
+    const uint64_t n = std::min(len - done, kBytesBetweenLooks);
+    scatter_copy(src, nsrc, dst, ndst, n, done);
+    done += n;
+    if (done < len && line_wanted(qp)) return false;
+  }
+  return true;
+}
+
+bool DirectPath::line_wanted(const Qp* qp) const {
+  return qp->direct_line->generation.load(std::memory_order_seq_cst) != peer_.generation ||
+         to_ctx(qp->qp.context)->page->mr_epoch.load(std::memory_order_seq_cst) != keys_epoch_;
 }
 
 // Outside Busy: the peer's receive queue may gain an entry while we look.

@@ -44,6 +44,12 @@ struct ReachableKey {
   }
 };
 
+// Bytes of a message in this process's memory.
+struct SpanView {
+  uint8_t* p;
+  uint64_t len;
+};
+
 // A few keys, replaced round robin. Cleared whenever the router's MR epoch moves.
 class KeyCache {
  public:
@@ -66,7 +72,7 @@ class DirectPath {
   Outcome execute(Qp* qp, const ibv_send_wr* wr);
 
  private:
-  enum class Step { kDone, kToRouter, kNeedPeerKey, kDescribe, kNoReceive };
+  enum class Step { kDone, kToRouter, kNeedPeerKey, kDescribe, kNoReceive, kStartOver };
   struct Events {
     bool peer = false;  // a receive completion went to the peer's CQ
     bool solicited = false;
@@ -77,6 +83,12 @@ class DirectPath {
   void fetch_peer_key(Qp* qp, uint32_t key);
   ReachableKey* own_key(Qp* qp, uint32_t lkey);
   Step run(Qp* qp, const ibv_send_wr* wr, uint32_t* missing_key, Events* ev);
+  // Copies len bytes of a message from src to dst while Busy, looking between parts of a long
+  // one whether the router wants the line. False: it does, and the copy stopped.
+  bool copy(const Qp* qp, const SpanView* src, int nsrc, const SpanView* dst, int ndst,
+            uint64_t len) const;
+  // The router wants the line back (a new generation) or retired a registration.
+  bool line_wanted(const Qp* qp) const;
   void send_events(Qp* qp, const Events& ev);
   bool wait_for_receive() const;
 

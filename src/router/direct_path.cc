@@ -72,12 +72,18 @@ void Router::disable_direct_st(Qp* qp, bool wait_for_library) {
   uint32_t expected = shm::kDirectOn;
   while (!qp->direct->state.compare_exchange_strong(expected, shm::kDirectOff,
                                                     std::memory_order_seq_cst)) {
-    // Off already, a value only a hostile library writes, or a library we cannot wait for.
-    if (expected != shm::kDirectBusy || !wait_for_library || !wait_direct_idle_st(qp)) {
-      qp->direct->state.store(shm::kDirectOff, std::memory_order_seq_cst);
-      return;
+    if (expected == shm::kDirectBusy && wait_for_library) {
+      // A new generation stops the library's long copy at its next look (within one part,
+      // abi/verbs/direct_path.cc); the work request then goes to the send ring.
+      qp->direct->generation.store(++qp->direct_generation, std::memory_order_seq_cst);
+      if (wait_direct_idle_st(qp)) {
+        expected = shm::kDirectOn;
+        continue;
+      }
     }
-    expected = shm::kDirectOn;
+    // Off already, a value only a hostile library writes, or a library we cannot wait for.
+    qp->direct->state.store(shm::kDirectOff, std::memory_order_seq_cst);
+    return;
   }
 }
 

@@ -3,9 +3,12 @@
 // keys stop working the moment they are deregistered. Also run with the direct path off
 // (verify.router_only), where the same results must hold.
 #include <sys/mman.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "verbs_fixture.h"
 
@@ -193,6 +196,64 @@ TEST_F(PathTest, WritesAndSendsToAPeerOnAnSrqCompleteInOrder) {
   EXPECT_EQ(ibv_destroy_qp(qb), 0);
   EXPECT_EQ(ibv_destroy_qp(qa), 0);
   EXPECT_EQ(ibv_destroy_srq(srq), 0);
+}
+
+// A registration going away makes the router wait out every library busy on the direct
+// path (for at most 100 ms; a library busy longer loses the direct path). A long copy looks
+// between its parts whether the router is waiting, so ibv_dereg_mr returns while another
+// thread's 512 MiB WRITE is still being copied; that WRITE then starts over (its keys may
+// have changed), completes with every byte, and the QP keeps its direct path.
+TEST_F(PathTest, DeregisteringDoesNotWaitForAnotherThreadsLongDirectCopy) {
+  const char* mode = getenv("WHARF_VERIFY_DIRECT_PATH");
+  if (mode != nullptr && strcmp(mode, "off") == 0) GTEST_SKIP() << "needs the direct path";
+  constexpr size_t kLen = size_t{512} << 20;
+  ibv_qp *qa, *qb;
+  rc_pair(&qa, &qb);
+  Buffer src = make_buffer(a_, kLen, kFullAccess);
+  Buffer dst = make_buffer(b_, kLen, kFullAccess);
+  Buffer other = make_buffer(a_, 4096, kFullAccess);
+  for (size_t i = 0; i < kLen; i += 4096) src.data[i] = static_cast<uint8_t>(i >> 12);
+  std::atomic<bool> posting{false}, posted{false};
+  std::thread writer([&] {
+    posting = true;
+    EXPECT_EQ(post_send(qa, IBV_WR_RDMA_WRITE,
+                        {{reinterpret_cast<uint64_t>(src.data), static_cast<uint32_t>(kLen),
+                          src.mr->lkey}},
+                        1, IBV_SEND_SIGNALED, reinterpret_cast<uint64_t>(dst.data), dst.mr->rkey),
+              0);
+    posted = true;
+  });
+  while (!posting) std::this_thread::yield();
+  usleep(2000);  // into the copy, which takes far longer (about 0.1 s here)
+  ASSERT_EQ(ibv_dereg_mr(other.mr), 0);
+  other.mr = nullptr;
+  EXPECT_FALSE(posted) << "ibv_dereg_mr waited for the whole copy";
+  writer.join();
+  ibv_wc wc = wait_one(a_.cq);
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  size_t wrong = 0;
+  for (size_t i = 0; i < kLen; i += 4096) wrong += dst.data[i] != static_cast<uint8_t>(i >> 12);
+  EXPECT_EQ(wrong, 0u);
+  // Had the router waited past its bound, the QP would have lost the direct path for good:
+  // small writes would no longer be done when ibv_post_send returns.
+  int done_in_post = 0;
+  for (uint32_t i = 0; i < 32; ++i) {
+    ASSERT_EQ(post_send(qa, IBV_WR_RDMA_WRITE,
+                        {{reinterpret_cast<uint64_t>(src.data), 64, src.mr->lkey}}, 100 + i,
+                        IBV_SEND_SIGNALED, reinterpret_cast<uint64_t>(dst.data), dst.mr->rkey),
+              0);
+    ibv_wc small;
+    if (ibv_poll_cq(a_.cq, 1, &small) == 1)
+      ++done_in_post;
+    else
+      wait_wc(a_.cq, 1);
+  }
+  EXPECT_EQ(done_in_post, 32);
+  free_buffer(&other);
+  free_buffer(&src);
+  free_buffer(&dst);
+  munmap(src.data, kLen);
+  munmap(dst.data, kLen);
 }
 
 }  // namespace
