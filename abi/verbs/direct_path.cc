@@ -32,7 +32,6 @@ constexpr int kAttempts = 6;
 // (and applies RNR NAK timing): the time a message would spend on a wire, and enough for a
 // receiver on another core to repost its buffers.
 constexpr uint64_t kReceiveWaitNs = 50'000;
-constexpr int kSpinsBetweenYields = 64;
 
 // Bytes copied between two looks at whether the router wants the line back (a new
 // generation) or retired a registration (a new MR epoch): the router, which waits out Busy
@@ -59,6 +58,13 @@ void scatter_copy(const SpanView* src, int nsrc, const SpanView* dst, int ndst, 
   }
 }
 
+// Work the fast path never does (so it needs no description either). Memory windows are the
+// router's: binds, invalidations and sends that invalidate. So are atomic writes: 8 bytes
+// stored at once, which a memcpy does not promise.
+bool routers_alone(uint32_t op) {
+  return proto::is_window_op(op) || op == IBV_WR_SEND_WITH_INV || op == IBV_WR_ATOMIC_WRITE;
+}
+
 }  // namespace
 
 ReachableKey* KeyCache::find(uint32_t key) {
@@ -67,10 +73,10 @@ ReachableKey* KeyCache::find(uint32_t key) {
   return nullptr;
 }
 
-ReachableKey* KeyCache::replace() {
+ReachableKey* KeyCache::replace(Mapping* old) {
   ReachableKey& e = entries_[next_];
   next_ = (next_ + 1) % kSize;
-  e.map.reset();
+  e.map.swap(*old);  // *old is empty: the slot is unmapped when the caller drops *old
   e.used = true;
   e.key = e.access = e.pd = 0;
   e.iova = e.len = 0;
@@ -79,129 +85,214 @@ ReachableKey* KeyCache::replace() {
 }
 
 void KeyCache::clear() {
-  for (ReachableKey& e : entries_) {
-    e.map.reset();
-    e.used = false;
+  for (ReachableKey& e : entries_) e.used = false;
+}
+
+void DirectSetUp::clear(Kind k, uint32_t what) {
+  kind = k;
+  key = what;
+  err = 0;
+  mr_epoch = 0;
+  peer = proto::DirectPeerRep{};
+  peer_qp_map.reset();
+  peer_cq_map.reset();
+  peer_channel.reset();
+  send_channel.reset();
+  found.map.reset();
+  found.used = false;
+  found.key = found.access = found.pd = 0;
+  found.iova = found.len = 0;
+  found.base = nullptr;
+  retired.reset();
+}
+
+bool execute_directly(Qp* qp, const ibv_send_wr* wr, std::optional<DirectSetUp>* set_up) {
+  uint64_t receive_deadline = 0;
+  for (int round = 0; round < kAttempts;) {
+    if (qp->direct_line->state.load(std::memory_order_relaxed) != shm::kDirectOn ||
+        qp->sq.in_flight() != 0)
+      return false;
+    DirectSetUp::Kind kind = DirectSetUp::Kind::kNone;
+    uint32_t key = 0;
+    switch (qp->direct.execute(qp, wr, &kind, &key)) {
+      case DirectPath::Outcome::kDone: return true;
+      case DirectPath::Outcome::kToRouter: return false;
+      case DirectPath::Outcome::kStartOver: ++round; break;
+      case DirectPath::Outcome::kSetUp:
+        ++round;
+        qp->sq_lock.unlock();
+        if (set_up->has_value())
+          (*set_up)->clear(kind, key);  // unmaps what the last set-up replaced
+        else
+          set_up->emplace().clear(kind, key);
+        DirectPath::fetch(qp, &**set_up);
+        qp->sq_lock.lock();
+        if (!qp->direct.install(&**set_up)) return false;
+        break;
+      case DirectPath::Outcome::kNoReceive: {
+        // Not a round spent: the receiver gets a while to post, without the lock held.
+        const uint64_t now = now_ns();
+        if (receive_deadline == 0)
+          receive_deadline = now + kReceiveWaitNs;
+        else if (now > receive_deadline)
+          return false;
+        qp->sq_lock.unlock();
+        sched_yield();
+        qp->sq_lock.lock();
+        break;
+      }
+    }
   }
+  return false;
 }
 
-int DirectPath::describe(Qp* qp) {
-  described_ = false;
-  peer_keys_.clear();
-  proto::DirectPeerRep rep;
-  UniqueFd fds[4];
-  int err = to_ctx(qp->qp.context)
-                ->client.call(proto::Op::kGetDirectPeer, proto::Handle{qp->handle}, nullptr, 0,
-                              &rep, fds, 4);
-  if (err != 0) return err;
-  const shm::QpLayout ql =
-      shm::qp_layout(rep.peer_sq_entries, rep.peer_sq_slot, rep.peer_rq_entries, rep.peer_rq_slot);
-  const shm::CqLayout cl = shm::cq_layout(rep.peer_cq_entries);
-  // A peer on an SRQ has no receive ring of its own (rq_entries 0, never read here).
-  const bool srq = (rep.flags & proto::kPeerUsesSrq) != 0;
-  if (!fds[0].valid() || !fds[1].valid() || !is_pow2(rep.peer_cq_entries) ||
-      (srq ? rep.peer_rq_entries != 0
-           : !is_pow2(rep.peer_rq_entries) ||
-                 rep.peer_rq_slot <
-                     shm::recv_slot_size(std::min(rep.peer_max_recv_sge, shm::kMaxRecvSge))))
-    return EPROTO;
-  if ((err = peer_qp_map_.map(fds[0].get(), ql.total)) != 0) return err;
-  if ((err = peer_cq_map_.map(fds[1].get(), cl.total)) != 0) return err;
-  int next = 2;
-  peer_channel_.reset();
-  send_channel_.reset();
-  if (rep.flags & proto::kPeerCqChannel) peer_channel_ = std::move(fds[next++]);
-  if (rep.flags & proto::kSendCqChannel) send_channel_ = std::move(fds[next++]);
-  peer_rq_hdr_ = reinterpret_cast<shm::RingHeader*>(peer_qp_map_.data + ql.rq_ring_off);
-  peer_rq_slots_ = peer_qp_map_.data + ql.rq_slots_off;
-  peer_counters_ = reinterpret_cast<shm::QpCounters*>(peer_qp_map_.data + ql.counters_off);
-  peer_cq_ =
-      shm::CqProducer(reinterpret_cast<shm::RingHeader*>(peer_cq_map_.data + cl.ring_off),
-                      reinterpret_cast<shm::Cqe*>(peer_cq_map_.data + cl.slots_off), cl.entries);
-  peer_notify_ = reinterpret_cast<shm::CqNotify*>(peer_cq_map_.data + cl.notify_off);
-  peer_ = rep;
-  described_ = true;
-  return 0;
-}
-
-// Own registrations are looked up in the context (the router checks the same facts).
-ReachableKey* DirectPath::own_key(Qp* qp, uint32_t lkey) {
-  if (ReachableKey* k = own_keys_.find(lkey)) return k;
+void DirectPath::fetch(Qp* qp, DirectSetUp* need) {
   Context* ctx = to_ctx(qp->qp.context);
-  std::lock_guard<std::mutex> g(ctx->objects_mu);
-  for (auto& [handle, m] : ctx->mrs) {
-    if (m->lkey != lkey) continue;
-    ReachableKey* k = own_keys_.replace();
-    k->key = lkey;
-    k->access = to_mr(m)->access;
-    k->pd = to_pd(m->pd)->handle;
-    k->iova = to_mr(m)->iova;
-    // On-demand memory may be unmapped (an implicit MR names the whole address space): only
-    // the router reaches it, with process_vm_*, which reports a fault instead of taking one.
-    k->len = (to_mr(m)->access & IBV_ACCESS_ON_DEMAND) != 0 ? 0 : m->length;
-    k->base = static_cast<uint8_t*>(m->addr);
-    return k;
+  need->mr_epoch = ctx->page->mr_epoch.load(std::memory_order_seq_cst);
+  ReachableKey& k = need->found;
+  k.key = need->key;
+  switch (need->kind) {
+    case DirectSetUp::Kind::kNone: break;
+    case DirectSetUp::Kind::kDescription: {
+      proto::DirectPeerRep& rep = need->peer;
+      UniqueFd fds[4];
+      need->err = ctx->client.call(proto::Op::kGetDirectPeer, proto::Handle{qp->handle}, nullptr, 0,
+                                   &rep, fds, 4);
+      if (need->err != 0) return;
+      const shm::QpLayout ql = shm::qp_layout(rep.peer_sq_entries, rep.peer_sq_slot,
+                                              rep.peer_rq_entries, rep.peer_rq_slot);
+      const shm::CqLayout cl = shm::cq_layout(rep.peer_cq_entries);
+      // A peer on an SRQ has no receive ring of its own (rq_entries 0, never read here).
+      const bool srq = (rep.flags & proto::kPeerUsesSrq) != 0;
+      if (!fds[0].valid() || !fds[1].valid() || !is_pow2(rep.peer_cq_entries) ||
+          (srq ? rep.peer_rq_entries != 0
+               : !is_pow2(rep.peer_rq_entries) ||
+                     rep.peer_rq_slot <
+                         shm::recv_slot_size(std::min(rep.peer_max_recv_sge, shm::kMaxRecvSge)))) {
+        need->err = EPROTO;
+        return;
+      }
+      if ((need->err = need->peer_qp_map.map(fds[0].get(), ql.total)) != 0 ||
+          (need->err = need->peer_cq_map.map(fds[1].get(), cl.total)) != 0)
+        return;
+      int next = 2;
+      if (rep.flags & proto::kPeerCqChannel) need->peer_channel = std::move(fds[next++]);
+      if (rep.flags & proto::kSendCqChannel) need->send_channel = std::move(fds[next++]);
+      return;
+    }
+    // A key the router refuses, or whose memory it alone can reach, is cached with len == 0:
+    // work that names it goes to the router without asking again.
+    case DirectSetUp::Kind::kPeerKey: {
+      proto::PeerMrRep rep;
+      UniqueFd fd;
+      if (ctx->client.call(proto::Op::kGetPeerMr, proto::PeerMrReq{qp->handle, need->key}, nullptr,
+                           0, &rep, &fd, 1) != 0)
+        return;
+      k.access = rep.access;
+      if (rep.mapped_len == 0 || !fd.valid() ||
+          k.map.map(fd.get(), rep.mapped_len, static_cast<off_t>(rep.memfd_offset)) != 0)
+        return;
+      k.iova = rep.mapped_iova;
+      k.len = rep.mapped_len;
+      k.base = k.map.data;
+      return;
+    }
+    // Own registrations are looked up in the context (the router checks the same facts).
+    case DirectSetUp::Kind::kOwnKey: {
+      std::lock_guard<std::mutex> g(ctx->objects_mu);
+      for (auto& [handle, m] : ctx->mrs) {
+        if (m->lkey != need->key) continue;
+        k.access = to_mr(m)->access;
+        k.pd = to_pd(m->pd)->handle;
+        k.iova = to_mr(m)->iova;
+        // On-demand memory may be unmapped (an implicit MR names the whole address space):
+        // only the router reaches it, with process_vm_*, which reports a fault instead.
+        k.len = (to_mr(m)->access & IBV_ACCESS_ON_DEMAND) != 0 ? 0 : m->length;
+        k.base = static_cast<uint8_t*>(m->addr);
+        return;
+      }
+      return;  // no such key: cached as unreachable
+    }
   }
-  return nullptr;
 }
 
-// A key the router refuses, or whose memory it alone can reach, is cached with len == 0:
-// work that names it goes to the router without asking again.
-void DirectPath::fetch_peer_key(Qp* qp, uint32_t key) {
-  proto::PeerMrRep rep;
-  UniqueFd fd;
-  int err = to_ctx(qp->qp.context)
-                ->client.call(proto::Op::kGetPeerMr, proto::PeerMrReq{qp->handle, key}, nullptr, 0,
-                              &rep, &fd, 1);
-  ReachableKey* k = peer_keys_.replace();
-  k->key = key;
-  if (err != 0) return;
-  k->access = rep.access;
-  if (rep.mapped_len == 0 || !fd.valid() ||
-      k->map.map(fd.get(), rep.mapped_len, static_cast<off_t>(rep.memfd_offset)) != 0)
-    return;
-  k->iova = rep.mapped_iova;
-  k->len = rep.mapped_len;
-  k->base = k->map.data;
+bool DirectPath::install(DirectSetUp* need) {
+  if (need->kind == DirectSetUp::Kind::kDescription) {
+    described_ = false;
+    peer_keys_.clear();
+    if (need->err != 0) return false;
+    const proto::DirectPeerRep& rep = need->peer;
+    const shm::QpLayout ql = shm::qp_layout(rep.peer_sq_entries, rep.peer_sq_slot,
+                                            rep.peer_rq_entries, rep.peer_rq_slot);
+    const shm::CqLayout cl = shm::cq_layout(rep.peer_cq_entries);
+    peer_qp_map_.swap(need->peer_qp_map);
+    peer_cq_map_.swap(need->peer_cq_map);
+    std::swap(peer_channel_, need->peer_channel);
+    std::swap(send_channel_, need->send_channel);
+    peer_rq_hdr_ = reinterpret_cast<shm::RingHeader*>(peer_qp_map_.data + ql.rq_ring_off);
+    peer_rq_slots_ = peer_qp_map_.data + ql.rq_slots_off;
+    peer_counters_ = reinterpret_cast<shm::QpCounters*>(peer_qp_map_.data + ql.counters_off);
+    peer_cq_ =
+        shm::CqProducer(reinterpret_cast<shm::RingHeader*>(peer_cq_map_.data + cl.ring_off),
+                        reinterpret_cast<shm::Cqe*>(peer_cq_map_.data + cl.slots_off), cl.entries);
+    peer_notify_ = reinterpret_cast<shm::CqNotify*>(peer_cq_map_.data + cl.notify_off);
+    peer_ = rep;
+    described_ = true;
+    return true;
+  }
+  // A key fetched in an epoch the fast path has left may name a retired registration.
+  if (need->mr_epoch != keys_epoch_) return true;
+  KeyCache& cache = need->kind == DirectSetUp::Kind::kPeerKey ? peer_keys_ : own_keys_;
+  ReachableKey* k = cache.replace(&need->retired);
+  ReachableKey& f = need->found;
+  k->key = f.key;
+  k->access = f.access;
+  k->pd = f.pd;
+  k->iova = f.iova;
+  k->len = f.len;
+  k->base = f.base;
+  k->map.swap(f.map);
+  return true;
 }
 
-DirectPath::Outcome DirectPath::execute(Qp* qp, const ibv_send_wr* wr) {
+DirectPath::Outcome DirectPath::execute(Qp* qp, const ibv_send_wr* wr, DirectSetUp::Kind* need,
+                                        uint32_t* key) {
   shm::QpDirect* line = qp->direct_line;
   Context* ctx = to_ctx(qp->qp.context);
-  for (int attempt = 0; attempt < kAttempts; ++attempt) {
-    if (line->state.load(std::memory_order_relaxed) != shm::kDirectOn) return Outcome::kToRouter;
-    if ((!described_ || line->generation.load(std::memory_order_relaxed) != peer_.generation) &&
-        describe(qp) != 0)
-      return Outcome::kToRouter;
-    uint32_t on = shm::kDirectOn;
-    if (!line->state.compare_exchange_strong(on, shm::kDirectBusy, std::memory_order_seq_cst))
-      return Outcome::kToRouter;
-    Step step = Step::kDescribe;
-    uint32_t missing = 0;
-    Events ev;
-    if (line->generation.load(std::memory_order_relaxed) == peer_.generation) {
-      // Pairs with the router's epoch bump before it waits out Busy lines.
-      uint32_t epoch = ctx->page->mr_epoch.load(std::memory_order_seq_cst);
-      if (epoch != keys_epoch_) {
-        own_keys_.clear();
-        peer_keys_.clear();
-        keys_epoch_ = epoch;
-      }
-      step = run(qp, wr, &missing, &ev);
+  if (line->state.load(std::memory_order_relaxed) != shm::kDirectOn || routers_alone(wr->opcode))
+    return Outcome::kToRouter;
+  if (!described_ || line->generation.load(std::memory_order_relaxed) != peer_.generation) {
+    *need = DirectSetUp::Kind::kDescription;
+    return Outcome::kSetUp;
+  }
+  uint32_t on = shm::kDirectOn;
+  if (!line->state.compare_exchange_strong(on, shm::kDirectBusy, std::memory_order_seq_cst))
+    return Outcome::kToRouter;
+  Step step = Step::kStartOver;  // the line moved to a new generation since the description
+  uint32_t missing = 0;
+  Events ev;
+  if (line->generation.load(std::memory_order_relaxed) == peer_.generation) {
+    // Pairs with the router's epoch bump before it waits out Busy lines.
+    uint32_t epoch = ctx->page->mr_epoch.load(std::memory_order_seq_cst);
+    if (epoch != keys_epoch_) {
+      own_keys_.clear();
+      peer_keys_.clear();
+      keys_epoch_ = epoch;
     }
-    uint32_t busy = shm::kDirectBusy;
-    line->state.compare_exchange_strong(busy, shm::kDirectOn, std::memory_order_release);
-    switch (step) {
-      case Step::kDone: send_events(qp, ev); return Outcome::kDone;
-      case Step::kToRouter: return Outcome::kToRouter;
-      case Step::kNeedPeerKey: fetch_peer_key(qp, missing); break;
-      case Step::kDescribe: described_ = false; break;
-      case Step::kStartOver: break;
-      case Step::kNoReceive:
-        if (!wait_for_receive()) return Outcome::kToRouter;
-        --attempt;  // a receive arrived: not a round spent on descriptions
-        break;
-    }
+    step = run(qp, wr, &missing, &ev);
+  }
+  uint32_t busy = shm::kDirectBusy;
+  line->state.compare_exchange_strong(busy, shm::kDirectOn, std::memory_order_release);
+  switch (step) {
+    case Step::kDone: send_events(qp, ev); return Outcome::kDone;
+    case Step::kToRouter: return Outcome::kToRouter;
+    case Step::kNeedPeerKey:
+    case Step::kNeedOwnKey:
+      *need = step == Step::kNeedPeerKey ? DirectSetUp::Kind::kPeerKey : DirectSetUp::Kind::kOwnKey;
+      *key = missing;
+      return Outcome::kSetUp;
+    case Step::kNoReceive: return Outcome::kNoReceive;
+    case Step::kStartOver: return Outcome::kStartOver;
   }
   return Outcome::kToRouter;
 }
@@ -211,10 +302,6 @@ DirectPath::Outcome DirectPath::execute(Qp* qp, const ibv_send_wr* wr) {
 // plain success.
 DirectPath::Step DirectPath::run(Qp* qp, const ibv_send_wr* wr, uint32_t* missing_key, Events* ev) {
   const uint32_t op = wr->opcode;
-  // Memory windows are the router's: binds, invalidations and sends that invalidate.
-  // So are atomic writes: 8 bytes stored at once, which a memcpy does not promise.
-  if (proto::is_window_op(op) || op == IBV_WR_SEND_WITH_INV || op == IBV_WR_ATOMIC_WRITE)
-    return Step::kToRouter;
   const bool atomic = op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD;
   const bool writes_local = atomic || op == IBV_WR_RDMA_READ;
   const bool needs_recv =
@@ -234,8 +321,12 @@ DirectPath::Step DirectPath::run(Qp* qp, const ibv_send_wr* wr, uint32_t* missin
     if (s.length == 0) continue;
     uint8_t* p = reinterpret_cast<uint8_t*>(s.addr);
     if (!inline_data) {
-      ReachableKey* k = own_key(qp, s.lkey);
-      if (k == nullptr || k->pd != pd || (writes_local && !(k->access & IBV_ACCESS_LOCAL_WRITE)) ||
+      ReachableKey* k = own_keys_.find(s.lkey);
+      if (k == nullptr) {
+        *missing_key = s.lkey;
+        return Step::kNeedOwnKey;
+      }
+      if (k->pd != pd || (writes_local && !(k->access & IBV_ACCESS_LOCAL_WRITE)) ||
           (p = k->reach(s.addr, s.length)) == nullptr)
         return Step::kToRouter;
     }
@@ -394,19 +485,6 @@ bool DirectPath::copy(const Qp* qp, const SpanView* src, int nsrc, const SpanVie
 bool DirectPath::line_wanted(const Qp* qp) const {
   return qp->direct_line->generation.load(std::memory_order_seq_cst) != peer_.generation ||
          to_ctx(qp->qp.context)->page->mr_epoch.load(std::memory_order_seq_cst) != keys_epoch_;
-}
-
-// Outside Busy: the peer's receive queue may gain an entry while we look.
-bool DirectPath::wait_for_receive() const {
-  const uint64_t deadline = now_ns() + kReceiveWaitNs;
-  for (int spins = 1;; ++spins) {
-    uint32_t prod = peer_rq_hdr_->producer.value.load(std::memory_order_acquire);
-    if (prod != peer_rq_hdr_->consumer.value.load(std::memory_order_acquire)) return true;
-    if (spins % kSpinsBetweenYields == 0) {
-      if (now_ns() > deadline) return false;
-      sched_yield();
-    }
-  }
 }
 
 void DirectPath::send_events(Qp* qp, const Events& ev) {

@@ -13,6 +13,7 @@
 #include <infiniband/verbs.h>
 
 #include <cstdint>
+#include <optional>
 
 #include "abi/verbs/mapping.h"
 #include "common/unique_fd.h"
@@ -50,38 +51,76 @@ struct SpanView {
   uint64_t len;
 };
 
-// A few keys, replaced round robin. Cleared whenever the router's MR epoch moves.
+// A few keys, replaced round robin. A dropped key keeps its mapping until its slot is reused
+// (install() hands the old mapping to be unmapped without the QP's lock).
 class KeyCache {
  public:
+  static constexpr int kSize = 8;
   ReachableKey* find(uint32_t key);
-  ReachableKey* replace();  // a cleared entry, marked used, for the caller to fill
+  // The next slot, cleared and marked used, for the caller to fill; its old mapping is moved
+  // to `old`.
+  ReachableKey* replace(Mapping* old);
   void clear();
 
  private:
-  static constexpr int kSize = 8;
   ReachableKey entries_[kSize];
   int next_ = 0;
 };
 
+// What a work request needs before the fast path can go on. fetch() gets it from the router
+// (a control request, mmap) without the QP's lock held; install() puts it in place under the
+// lock and leaves here what it replaced, which is unmapped and closed when this goes, again
+// without the lock.
+struct DirectSetUp {
+  enum class Kind { kNone, kDescription, kPeerKey, kOwnKey };
+  Kind kind = Kind::kNone;
+  uint32_t key = 0;  // kPeerKey, kOwnKey
+  // Fetched.
+  int err = 0;
+  uint32_t mr_epoch = 0;  // the context's MR epoch before the fetch: the keys of that epoch
+  proto::DirectPeerRep peer;
+  Mapping peer_qp_map;
+  Mapping peer_cq_map;
+  UniqueFd peer_channel;
+  UniqueFd send_channel;
+  ReachableKey found;
+  Mapping retired;  // a key slot's old mapping
+
+  // Empties this (unmapping and closing what it holds) for a new need.
+  void clear(Kind k, uint32_t what);
+};
+
+// Executes wr on the fast path if it can (true); false: the caller posts it to the send ring.
+// Called with qp's sq_lock held and the send ring seen empty. It drops the lock around the
+// control requests a set-up makes and while the peer has a while to post a receive (then
+// re-checks the ring). What set-ups replaced stays in *set_up, to be freed (unmapped) after
+// the caller unlocks.
+bool execute_directly(Qp* qp, const ibv_send_wr* wr, std::optional<DirectSetUp>* set_up);
+
 class DirectPath {
  public:
-  enum class Outcome { kDone, kToRouter };
+  enum class Outcome { kDone, kToRouter, kSetUp, kNoReceive, kStartOver };
 
-  // Executes wr on the fast path, or tells the caller to post it to the send ring. The
-  // caller holds qp's sq_lock and has seen the send ring empty.
-  Outcome execute(Qp* qp, const ibv_send_wr* wr);
+  // One try at executing wr on the fast path. The caller holds qp's sq_lock and has seen the
+  // send ring empty. kSetUp: fetch and install what *need (and *key) names, then try again;
+  // kNoReceive: the peer has no receive posted yet; kStartOver: the router took the line or
+  // retired keys during the copy, nothing was consumed or completed; kToRouter: post wr to
+  // the send ring.
+  Outcome execute(Qp* qp, const ibv_send_wr* wr, DirectSetUp::Kind* need, uint32_t* key);
+  // Without the QP's lock: asks the router for what `need` names.
+  static void fetch(Qp* qp, DirectSetUp* need);
+  // With the lock: puts what fetch() got in place. False: the peer cannot be described, the
+  // work request goes to the router.
+  bool install(DirectSetUp* need);
 
  private:
-  enum class Step { kDone, kToRouter, kNeedPeerKey, kDescribe, kNoReceive, kStartOver };
+  enum class Step { kDone, kToRouter, kNeedPeerKey, kNeedOwnKey, kNoReceive, kStartOver };
   struct Events {
     bool peer = false;  // a receive completion went to the peer's CQ
     bool solicited = false;
     bool own = false;  // a send completion went to our send CQ
   };
 
-  int describe(Qp* qp);  // fetches the peer's description (GetDirectPeer)
-  void fetch_peer_key(Qp* qp, uint32_t key);
-  ReachableKey* own_key(Qp* qp, uint32_t lkey);
   Step run(Qp* qp, const ibv_send_wr* wr, uint32_t* missing_key, Events* ev);
   // Copies len bytes of a message from src to dst while Busy, looking between parts of a long
   // one whether the router wants the line. False: it does, and the copy stopped.
@@ -90,7 +129,6 @@ class DirectPath {
   // The router wants the line back (a new generation) or retired a registration.
   bool line_wanted(const Qp* qp) const;
   void send_events(Qp* qp, const Events& ev);
-  bool wait_for_receive() const;
 
   bool described_ = false;
   proto::DirectPeerRep peer_;

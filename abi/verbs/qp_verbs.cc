@@ -317,6 +317,7 @@ int post_send_wrs(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad, ibv_mw_type 
   Qp* qp = to_qp(ibqp);
   int err = 0;
   bool to_router = false;
+  std::optional<DirectSetUp> set_up;  // made only by a set-up; freed after the unlock below
   qp->sq_lock.lock();
   for (; wr != nullptr; wr = wr->next) {
     if (ibqp->state == IBV_QPS_RESET || ibqp->state == IBV_QPS_INIT || ibqp->state == IBV_QPS_RTR ||
@@ -328,7 +329,7 @@ int post_send_wrs(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad, ibv_mw_type 
     }
     // The fast path only behind a drained send ring: work requests complete in order.
     if (qp->direct_line->state.load(std::memory_order_relaxed) == shm::kDirectOn &&
-        qp->sq.in_flight() == 0 && qp->direct.execute(qp, wr) == DirectPath::Outcome::kDone)
+        qp->sq.in_flight() == 0 && execute_directly(qp, wr, &set_up))
       continue;
     to_router = true;
     shm::RingStatus st;

@@ -238,10 +238,10 @@ TEST_F(PathTest, DeregisteringDoesNotWaitForAnotherThreadsLongDirectCopy) {
   // small writes would no longer be done when ibv_post_send returns.
   int done_in_post = 0;
   for (uint32_t i = 0; i < 32; ++i) {
-    ASSERT_EQ(post_send(qa, IBV_WR_RDMA_WRITE,
-                        {{reinterpret_cast<uint64_t>(src.data), 64, src.mr->lkey}}, 100 + i,
-                        IBV_SEND_SIGNALED, reinterpret_cast<uint64_t>(dst.data), dst.mr->rkey),
-              0);
+    ASSERT_EQ(
+        post_send(qa, IBV_WR_RDMA_WRITE, {{reinterpret_cast<uint64_t>(src.data), 64, src.mr->lkey}},
+                  100 + i, IBV_SEND_SIGNALED, reinterpret_cast<uint64_t>(dst.data), dst.mr->rkey),
+        0);
     ibv_wc small;
     if (ibv_poll_cq(a_.cq, 1, &small) == 1)
       ++done_in_post;
@@ -254,6 +254,59 @@ TEST_F(PathTest, DeregisteringDoesNotWaitForAnotherThreadsLongDirectCopy) {
   free_buffer(&dst);
   munmap(src.data, kLen);
   munmap(dst.data, kLen);
+}
+
+// The first direct-path work request of a QP asks the router for the peer's description. It
+// does so without the QP's lock: while that request waits (the router is stopped here),
+// another thread's post to the same QP, which goes to the send ring, returns at once; the
+// first one then follows it there, behind it.
+TEST_F(PathTest, ASetUpRequestToTheRouterDoesNotHoldTheQueuePairsLock) {
+  const char* mode = getenv("WHARF_VERIFY_DIRECT_PATH");
+  if (mode != nullptr && strcmp(mode, "off") == 0) GTEST_SKIP() << "needs the direct path";
+  ibv_qp *qa, *qb;
+  rc_pair(&qa, &qb);
+  Buffer src = make_buffer(a_, 4096, kFullAccess);
+  Buffer dst = make_buffer(b_, 4096, kFullAccess);
+  std::atomic<bool> posting{false}, other_posted{false};
+  router_->pause();
+  std::thread first([&] {
+    posting = true;
+    EXPECT_EQ(
+        post_send(qa, IBV_WR_RDMA_WRITE, {{reinterpret_cast<uint64_t>(src.data), 64, src.mr->lkey}},
+                  1, IBV_SEND_SIGNALED, reinterpret_cast<uint64_t>(dst.data), dst.mr->rkey),
+        0);
+  });
+  while (!posting) std::this_thread::yield();
+  usleep(20000);  // into its request to the stopped router
+  std::thread other([&] {
+    // ATOMIC WRITE is the router's alone (8 bytes stored at once).
+    uint64_t value = 0x1122334455667788;
+    ibv_sge sge{reinterpret_cast<uint64_t>(&value), 8, 0};
+    ibv_send_wr wr{};
+    ibv_send_wr* bad = nullptr;
+    wr.wr_id = 2;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_ATOMIC_WRITE;
+    wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+    wr.wr.rdma.remote_addr = reinterpret_cast<uint64_t>(dst.data) + 64;
+    wr.wr.rdma.rkey = dst.mr->rkey;
+    EXPECT_EQ(ibv_post_send(qa, &wr, &bad), 0);
+    other_posted = true;
+  });
+  for (int i = 0; i < 200 && !other_posted; ++i) usleep(10000);
+  EXPECT_TRUE(other_posted) << "a post waited for another thread's request to the router";
+  router_->resume();
+  first.join();
+  other.join();
+  auto wcs = wait_wc(a_.cq, 2);
+  ASSERT_EQ(wcs.size(), 2u);
+  EXPECT_EQ(wcs[0].wr_id, 2u);  // the ring's first, as the first post followed it there
+  EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wcs[1].wr_id, 1u);
+  EXPECT_EQ(wcs[1].status, IBV_WC_SUCCESS);
+  free_buffer(&src);
+  free_buffer(&dst);
 }
 
 }  // namespace

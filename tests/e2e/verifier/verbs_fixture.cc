@@ -60,6 +60,9 @@ void RouterProcess::kill_hard() {
   }
 }
 
+void RouterProcess::pause() { ::kill(pid_, SIGSTOP); }
+void RouterProcess::resume() { ::kill(pid_, SIGCONT); }
+
 RouterProcess::~RouterProcess() {
   if (pid_ > 0) {
     ::kill(pid_, SIGTERM);

@@ -18,6 +18,8 @@ class RouterProcess {
   explicit RouterProcess(const std::vector<std::string>& extra_args = {});
   ~RouterProcess();
   void kill_hard();  // SIGKILL, for crash tests
+  void pause();      // SIGSTOP: control requests wait for resume()
+  void resume();     // SIGCONT
   std::string socket() const { return dir_ + "/wharfd.sock"; }
 
  private:
