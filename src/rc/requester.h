@@ -25,9 +25,9 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <deque>
 #include <utility>
 
+#include "common/ring_queue.h"
 #include "proto/host_wire.h"
 #include "rc/psn.h"
 #include "rc/timers.h"
@@ -317,7 +317,7 @@ class Requester {
   }
 
   uint32_t next_psn_;
-  std::deque<Request<Work>> window_;
+  RingQueue<Request<Work>> window_;
   uint64_t ack_deadline_ns_ = 0;   // the window is retransmitted after this
   uint64_t resend_at_ns_ = 0;      // RNR: the oldest request goes again at this time
   bool probing_ = false;           // after an RNR wait only the oldest went again

@@ -20,8 +20,8 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 
+#include "common/ring_queue.h"
 #include "rc/psn.h"
 
 namespace wharf::rc {
@@ -111,7 +111,7 @@ class Responder {
   bool release_ack();
   bool holding_ack() const { return ack_held_; }
   // Answers not yet sent, in PSN order.
-  std::deque<Response> owed;
+  RingQueue<Response> owed;
 
  private:
   uint32_t epsn_;

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Instructions the routers execute per cross-host 64 B SEND (issue #18: halved against main),
+# counted by callgrind, for builds A and B in one run.
+#
+#   sudo bash bench/instructions.sh BUILD_A BUILD_B [N]    # e.g. /tmp/build-main build
+#
+# Both lab routers run under callgrind with --spin-us 0 (a router that polls while idle would
+# count its polling). ib_send_lat -s 64 runs between a container on h2 and one on h1 three
+# times: 500 iterations, N (default 2500), 500 again; each router's counters are dumped after
+# each run. Each iteration is two SENDs (one each way), so
+#   instructions per SEND = (Ir of the N run - Ir of the second 500 run) / (2 (N - 500)),
+# both routers summed: what connecting, perftest's set-up and the first run's warm-up cost
+# cancels. Needs root, perftest and valgrind; each build dir needs bin/wharfd, bin/wharf-run
+# and lib/libibverbs.so.1 (say which build type in the results).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+A=$(readlink -f "$1")
+B=$(readlink -f "$2")
+N=${3:-2500}
+LAB=$PWD/tools/wharf-lab/wharf-lab
+((EUID == 0)) || { echo "instructions.sh: needs root" >&2; exit 1; }
+command -v valgrind > /dev/null || { echo "instructions.sh: needs valgrind" >&2; exit 1; }
+((N > 500)) || { echo "instructions.sh: N must be above 500" >&2; exit 1; }
+for d in "$A" "$B"; do
+  [[ -x $d/bin/wharfd && -x $d/bin/wharf-run ]] || { echo "instructions.sh: $d has no wharfd" >&2; exit 1; }
+done
+if ip netns list | grep -q '^wharf-lab-'; then
+  echo "instructions.sh: a wharf-lab is up; take it down first (wharf-lab down)" >&2
+  exit 1
+fi
+WORK=$(mktemp -d /tmp/wharf-instr.XXXXXX)
+cleanup() {
+  "$LAB" down > /dev/null 2>&1 || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+. "$PWD/bench/lab_perftest.sh"
+
+# dump_all: dumps both routers' counters (and zeroes them): callgrind.PID.1, .2, ... in turn.
+dump_all() {
+  local k
+  for k in 1 2; do callgrind_control -d "$(cat "/run/wharf-lab/h$k/wharfd.pid")" > /dev/null; done
+}
+
+# instructions DUMP: both routers' instructions in dump number DUMP.
+instructions() {
+  local total=0 f
+  for f in "$WORK"/callgrind.*."$1"; do
+    total=$((total + $(awk '/^(summary|totals):/ {print $2; exit}' "$f")))
+  done
+  echo "$total"
+}
+
+# measure BUILD: prints the instructions per SEND of BUILD's routers.
+measure() {
+  local build=$1
+  rm -f "$WORK"/callgrind.*
+  cat > "$WORK/wharfd" << EOF
+#!/bin/sh
+exec valgrind --tool=callgrind --callgrind-out-file=$WORK/callgrind.%p "$build/bin/wharfd" "\$@"
+EOF
+  chmod +x "$WORK/wharfd"
+  "$LAB" up --hosts 2 --wharfd "$WORK/wharfd" -- --spin-us 0 > "$WORK/up.log"
+  local iters
+  for iters in 500 "$N" 500; do
+    lab_perftest "$build" 1 ib_send_lat -s 64 -n "$iters" -u 19 > /dev/null
+    dump_all
+  done
+  "$LAB" down > /dev/null
+  # Dump 1: start-up and the first 500; 2: the N run; 3: the second 500.
+  awk -v b="$(instructions 2)" -v s="$(instructions 3)" -v n="$N" \
+    'BEGIN {printf "%.0f", (b - s) / (2 * (n - 500))}'
+}
+
+echo "Measuring (callgrind, N = $N) ..." >&2
+ia=$(measure "$A")
+ib=$(measure "$B")
+echo "| build | router instructions per cross-host 64 B SEND (both routers) |"
+echo "|---|---|"
+echo "| A $A | $ia |"
+echo "| B $B | $ib |"
+awk -v a="$ia" -v b="$ib" 'BEGIN {printf "B/A = %.2f\n", b / a}'
