@@ -302,10 +302,11 @@ DirectPath::Outcome DirectPath::execute(Qp* qp, const ibv_send_wr* wr, DirectSet
 // plain success.
 DirectPath::Step DirectPath::run(Qp* qp, const ibv_send_wr* wr, uint32_t* missing_key, Events* ev) {
   const uint32_t op = wr->opcode;
-  const bool atomic = op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD;
+  const bool atomic = proto::is_atomic(op);
   const bool writes_local = atomic || op == IBV_WR_RDMA_READ;
-  const bool needs_recv =
-      op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_RDMA_WRITE_WITH_IMM;
+  // SEND_WITH_INV is the router's alone (routers_alone), so this is SEND, SEND_WITH_IMM and
+  // WRITE_WITH_IMM.
+  const bool needs_recv = proto::consumes_receive(op);
   // A shared receive queue may have other consumers (the router, other senders): only the
   // router takes its WQEs.
   if (needs_recv && (peer_.flags & proto::kPeerUsesSrq) != 0) return Step::kToRouter;
@@ -338,10 +339,7 @@ DirectPath::Step DirectPath::run(Qp* qp, const ibv_send_wr* wr, uint32_t* missin
 
   // The peer's memory named by remote_addr/rkey (RDMA and atomics).
   uint8_t* remote = nullptr;
-  if (op != IBV_WR_SEND && op != IBV_WR_SEND_WITH_IMM) {
-    uint32_t need = IBV_ACCESS_REMOTE_WRITE;
-    if (op == IBV_WR_RDMA_READ) need = IBV_ACCESS_REMOTE_READ;
-    if (atomic) need = IBV_ACCESS_REMOTE_ATOMIC;
+  if (const uint32_t need = proto::remote_access_needed(op); need != 0) {
     const uint64_t raddr = atomic ? wr->wr.atomic.remote_addr : wr->wr.rdma.remote_addr;
     const uint32_t rkey = atomic ? wr->wr.atomic.rkey : wr->wr.rdma.rkey;
     if (!(peer_.peer_access & need) || (atomic && (len != 8 || (raddr & 7) != 0)))
@@ -446,7 +444,7 @@ DirectPath::Step DirectPath::run(Qp* qp, const ibv_send_wr* wr, uint32_t* missin
     c.byte_len = static_cast<uint32_t>(len);
     c.qp_num = peer_.peer_qpn;
     c.src_qp = qp->qp.qp_num;
-    if (op != IBV_WR_SEND) {
+    if (proto::carries_immediate(op)) {
       c.wc_flags = IBV_WC_WITH_IMM;
       c.imm_data = wr->imm_data;
     }

@@ -36,6 +36,33 @@ inline bool opcode_allowed(ibv_qp_type type, uint32_t op) {
 // in send-queue order by the router (never the direct path), each fencing what came before.
 inline bool is_window_op(uint32_t op) { return op == IBV_WR_BIND_MW || op == IBV_WR_LOCAL_INV; }
 
+// What a send opcode does at the responder, which the router's paths and the library's
+// direct path all consult: whether it consumes a receive WQE (sends, and RDMA WRITE with
+// immediate, IBTA 9.7.x), whether it carries immediate data, whether it is an 8-byte atomic
+// (CMP_AND_SWP, FETCH_AND_ADD), and which access the responder QP and the rkey must grant (0: it
+// names no remote memory).
+inline bool consumes_receive(uint32_t op) {
+  return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_SEND_WITH_INV ||
+         op == IBV_WR_RDMA_WRITE_WITH_IMM;
+}
+inline bool carries_immediate(uint32_t op) {
+  return op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_RDMA_WRITE_WITH_IMM;
+}
+inline bool is_atomic(uint32_t op) {
+  return op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+inline uint32_t remote_access_needed(uint32_t op) {
+  switch (op) {
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
+    case IBV_WR_ATOMIC_WRITE: return IBV_ACCESS_REMOTE_WRITE;
+    case IBV_WR_RDMA_READ: return IBV_ACCESS_REMOTE_READ;
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+    case IBV_WR_ATOMIC_FETCH_AND_ADD: return IBV_ACCESS_REMOTE_ATOMIC;
+    default: return 0;
+  }
+}
+
 // ATOMIC WRITE (IBTA 1.5): 8 bytes, from the WR's data, stored at once into 8-byte aligned
 // remote memory the responder allows writes to.
 constexpr uint32_t kAtomicWriteSize = 8;

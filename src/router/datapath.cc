@@ -246,7 +246,7 @@ Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w, const S
     return execute_tm_send_st(qp, w, local, rsp, status);
 
   const bool send = op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_SEND_WITH_INV;
-  const bool needs_recv = send || op == IBV_WR_RDMA_WRITE_WITH_IMM;
+  const bool needs_recv = proto::consumes_receive(op);
   RecvSource rsrc;
   RecvWork rw;
   if (needs_recv && !take_recv_st(rsp, &rsrc, &rw)) {
@@ -281,14 +281,9 @@ Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w, const S
   }
 
   // RDMA and atomics: check the responder QP's access rights and the rkey (C9-... 9.7.4.1).
-  uint32_t need = 0;
+  const uint32_t need = proto::remote_access_needed(op);
   const bool atomic_write = op == IBV_WR_ATOMIC_WRITE;
-  if (op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_WRITE_WITH_IMM || atomic_write)
-    need = IBV_ACCESS_REMOTE_WRITE;
-  if (op == IBV_WR_RDMA_READ) need = IBV_ACCESS_REMOTE_READ;
-  if (op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD)
-    need = IBV_ACCESS_REMOTE_ATOMIC;
-  const bool atomic = need == IBV_ACCESS_REMOTE_ATOMIC;
+  const bool atomic = proto::is_atomic(op);
   const uint64_t rlen = atomic ? 8 : len;
   if ((atomic || atomic_write) && len != 8) {
     *status = IBV_WC_LOC_LEN_ERR;
@@ -556,7 +551,7 @@ Origin Executor::origin_of(const SendWork& w, const Qp* src) const {
   o.slid = r_->config().link_layer == IBV_LINK_LAYER_ETHERNET ? 0 : src->owner->container()->lid;
   o.sl = src->type == IBV_QPT_UD ? 0 : src->attr.ah_attr.sl;
   o.solicited = (w.hdr.flags & shm::kWqeSolicited) != 0;
-  o.has_imm = w.hdr.opcode == IBV_WR_SEND_WITH_IMM || w.hdr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+  o.has_imm = proto::carries_immediate(w.hdr.opcode);
   o.imm = w.hdr.opcode == IBV_WR_SEND_WITH_INV ? w.hdr.rkey : w.hdr.imm_data;
   return o;
 }

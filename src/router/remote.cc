@@ -42,7 +42,7 @@ host::Transport transport_of(const Qp* qp) {
 // The operation of packet k of n of a SEND or WRITE message.
 uint8_t packet_operation(uint8_t wr_opcode, uint32_t k, uint32_t n) {
   const bool write = wr_opcode == IBV_WR_RDMA_WRITE || wr_opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
-  const bool imm = wr_opcode == IBV_WR_SEND_WITH_IMM || wr_opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+  const bool imm = proto::carries_immediate(wr_opcode);
   const uint8_t base = write ? host::kWriteFirst : host::kSendFirst;
   if (wr_opcode == IBV_WR_ATOMIC_WRITE) return host::kAtomicWrite;  // always one packet
   if (k + 1 < n) return static_cast<uint8_t>(k == 0 ? base : base + 1);
