@@ -40,7 +40,7 @@ trap cleanup EXIT
 # dump_all: dumps both routers' counters (and zeroes them): callgrind.PID.1, .2, ... in turn.
 dump_all() {
   local k
-  for k in 1 2; do callgrind_control -d "$(cat "/run/wharf-lab/h$k/wharfd.pid")" > /dev/null; done
+  for k in 1 2; do callgrind_control -d "$(cat "/run/wharf-lab/h$k/wharfd.pid")" > /dev/null 2>&1; done
 }
 
 # instructions DUMP: both routers' instructions in dump number DUMP.

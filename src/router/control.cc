@@ -121,6 +121,7 @@ void reset_qp_rings(Qp* qp) {
     qp->rq = shm::RingConsumer(rq_hdr, qp->shm.data() + qp->layout.rq_slots_off,
                                qp->layout.rq_entries, qp->layout.rq_slot);
   qp->wait_until_ns = 0;
+  qp->copied_bytes = 0;
   qp->rnr_attempts = qp->retry_attempts = 0;
   qp->last_wqe_reported = false;
 }

@@ -27,6 +27,10 @@ namespace wharf::router {
 namespace {
 
 constexpr int kBudgetPerQp = 32;
+// The most an RDMA WRITE or READ between QPs of this host copies in one pass (tens of
+// microseconds): a 1 GiB message then delays the other QPs by one such part a pass, not by
+// the whole copy (issue #18 item 4).
+constexpr uint64_t kCopyPerPass = 256 * 1024;
 
 }  // namespace
 
@@ -94,13 +98,15 @@ bool Executor::process_qp_st(Qp* qp) {
     SendWork w;
     ibv_wc_status status = IBV_WC_SUCCESS;
     uint32_t byte_len = 0;
+    Step step = Step::kDone;
     if (!copy_send_wqe(slot, qp->layout.sq_slot, qp->type, qp->caps.max_send_sge, &w)) {
       status = IBV_WC_LOC_QP_OP_ERR;
-    } else if (!r_->admit_st(qp, rate_charge(w), now_)) {
+    } else if (qp->copied_bytes == 0 && !r_->admit_st(qp, rate_charge(w), now_)) {
       break;  // over its rate: the WQE stays queued until paced_until_ns
-    } else if (execute_st(qp, w, &status, &byte_len) == Step::kWait) {
-      return true;  // head WQE stays queued until wait_until_ns
+    } else if ((step = execute_st(qp, w, &status, &byte_len)) != Step::kDone) {
+      return true;  // head WQE stays queued: until wait_until_ns, or for its next part
     }
+    qp->copied_bytes = 0;
     // Once the failed WQE leaves the ring the library would see an idle send queue: it must
     // not execute anything directly before the QP is in ERR.
     if (status != IBV_WC_SUCCESS) r_->disable_direct_st(qp);
@@ -325,19 +331,30 @@ Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w, const S
     if (copy_segments(result, local, 8) != 0) *status = IBV_WC_LOC_PROT_ERR;
     return Step::kDone;
   }
+  // An RDMA WRITE or READ: at most kCopyPerPass bytes a pass, from where the last pass
+  // stopped (the WQE was checked again in full). A library that rewrote its WQE meanwhile
+  // gets a message made of both, within what each allowed.
+  const uint64_t from = std::min(qp->copied_bytes, len);
+  const uint64_t part = std::min(len - from, kCopyPerPass);
   if (op == IBV_WR_RDMA_READ) {
-    if (copy_segments(remote, local, len) != 0) *status = IBV_WC_LOC_PROT_ERR;
-    return Step::kDone;
-  }
-  if (len != 0) {
+    if (copy_segments(slice(remote, from, part), slice(local, from, part), part) != 0) {
+      *status = IBV_WC_LOC_PROT_ERR;
+      return Step::kDone;
+    }
+  } else if (part != 0) {
     // The requester's own memory failing (an on-demand MR's unmapped page) is a local error.
-    const int err = copy_segments(local, remote, len);
+    const int err = copy_segments(slice(local, from, part), slice(remote, from, part), part);
     if (err == kSourceFault) {
       *status = IBV_WC_LOC_PROT_ERR;
       return Step::kDone;
     }
     if (err != 0) return responder_error(IBV_WC_REM_ACCESS_ERR);
   }
+  if (from + part < len) {
+    qp->copied_bytes = from + part;
+    return Step::kPartial;
+  }
+  if (op == IBV_WR_RDMA_READ) return Step::kDone;
   if (op == IBV_WR_RDMA_WRITE_WITH_IMM) {
     consume_recv_st(&rsrc);
     complete_recv_st(rsp, rw, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, static_cast<uint32_t>(len),
@@ -575,6 +592,7 @@ void Executor::to_error_st(Qp* qp) {
   if (qp->state() == IBV_QPS_ERR) return;
   qp->attr.qp_state = qp->attr.cur_qp_state = IBV_QPS_ERR;
   qp->wait_until_ns = 0;
+  qp->copied_bytes = 0;
   r_->refresh_direct_st(qp);  // before anything flushes its queues
   r_->activate(qp);
 }
@@ -587,6 +605,7 @@ void Executor::qp_fatal_st(Qp* qp, const char* why) {
 
 bool Executor::flush_st(Qp* qp) {
   bool did = r_->remote() != nullptr && r_->remote()->flush_st(qp);
+  qp->copied_bytes = 0;  // a copy under way ends with its WQE's flush
   shm::RingStatus st;
   for (int budget = kBudgetPerQp; budget > 0; --budget) {
     const uint8_t* slot = qp->sq.peek(&st);

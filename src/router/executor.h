@@ -112,7 +112,9 @@ class Executor {
   void deliver_frame_st(uint32_t network_id, const Qp* src, const SegmentList& frame);
 
  private:
-  enum class Step { kDone, kWait };
+  // kDone: the WQE is finished (its status says how); kWait: it stays at the head until
+  // qp->wait_until_ns; kPartial: it stays at the head and goes on in the next pass.
+  enum class Step { kDone, kWait, kPartial };
 
   // A datagram into dst's next receive: after 40 bytes of room for a GRH (UD; `grh` is written
   // there unless null), or at the buffer's start (a RAW_PACKET frame, grh_room false).

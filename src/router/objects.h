@@ -201,6 +201,9 @@ struct Qp {
 
   // Requester retry state: the head WQE waits until `wait_until_ns` (RNR or missing peer).
   uint64_t wait_until_ns = 0;
+  // Bytes of the head WQE's RDMA WRITE or READ that earlier passes copied: a long copy takes
+  // at most kCopyPerPass bytes a pass (router/datapath.cc). 0 when no copy is under way.
+  uint64_t copied_bytes = 0;
   uint8_t rnr_attempts = 0;
   uint8_t retry_attempts = 0;
   // Rate limits: this QP's own bucket (the tighter of its container's qp_rate and the

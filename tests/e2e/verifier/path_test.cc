@@ -309,5 +309,56 @@ TEST_F(PathTest, ASetUpRequestToTheRouterDoesNotHoldTheQueuePairsLock) {
   free_buffer(&dst);
 }
 
+// Through the router (the direct path off), a long RDMA WRITE is copied a part per pass, so
+// another QP's small WRITE posted while it runs completes long before it (the router copied
+// a 512 MiB message whole before serving anyone else).
+TEST_F(PathTest, ALongWriteThroughTheRouterDoesNotHoldUpAnotherQueuePair) {
+  const char* mode = getenv("WHARF_VERIFY_DIRECT_PATH");
+  if (mode == nullptr || strcmp(mode, "off") != 0) GTEST_SKIP() << "needs --direct-path off";
+  constexpr size_t kLen = size_t{512} << 20;
+  ibv_cq* big_cq = ibv_create_cq(a_.ctx, 16, nullptr, nullptr, 0);
+  ASSERT_NE(big_cq, nullptr);
+  ibv_qp* big = create_rc_qp_on(a_, big_cq, 16);
+  ibv_qp* big_peer = create_qp(b_, IBV_QPT_RC);
+  ASSERT_NE(big, nullptr);
+  ASSERT_NE(big_peer, nullptr);
+  connect(big, a_, big_peer, b_, kFullAccess);
+  connect(big_peer, b_, big, a_, kFullAccess);
+  ibv_qp *small, *small_peer;
+  rc_pair(&small, &small_peer);
+  Buffer src = make_buffer(a_, kLen, kFullAccess);
+  Buffer dst = make_buffer(b_, kLen, kFullAccess);
+  for (size_t i = 0; i < kLen; i += 4096) src.data[i] = static_cast<uint8_t>(i >> 12);
+  ASSERT_EQ(post_send(big, IBV_WR_RDMA_WRITE,
+                      {{reinterpret_cast<uint64_t>(src.data), static_cast<uint32_t>(kLen),
+                        src.mr->lkey}},
+                      1, IBV_SEND_SIGNALED, reinterpret_cast<uint64_t>(dst.data), dst.mr->rkey),
+            0);
+  usleep(5000);  // the router is into the copy, which takes far longer (about 0.1 s here)
+  ASSERT_EQ(post_send(small, IBV_WR_RDMA_WRITE,
+                      {{reinterpret_cast<uint64_t>(src.data), 64, src.mr->lkey}}, 2,
+                      IBV_SEND_SIGNALED, reinterpret_cast<uint64_t>(dst.data) + kLen - 64,
+                      dst.mr->rkey),
+            0);
+  ibv_wc wc = wait_one(a_.cq);
+  EXPECT_EQ(wc.wr_id, 2u);
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  ibv_wc none;
+  EXPECT_EQ(ibv_poll_cq(big_cq, 1, &none), 0) << "the long WRITE finished first";
+  wc = wait_one(big_cq);
+  EXPECT_EQ(wc.wr_id, 1u);
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  size_t wrong = 0;
+  for (size_t i = 0; i < kLen; i += 4096) wrong += dst.data[i] != static_cast<uint8_t>(i >> 12);
+  EXPECT_EQ(wrong, 0u);
+  free_buffer(&src);
+  free_buffer(&dst);
+  munmap(src.data, kLen);
+  munmap(dst.data, kLen);
+  EXPECT_EQ(ibv_destroy_qp(big), 0);
+  EXPECT_EQ(ibv_destroy_qp(big_peer), 0);
+  EXPECT_EQ(ibv_destroy_cq(big_cq), 0);
+}
+
 }  // namespace
 }  // namespace wharf::verify
