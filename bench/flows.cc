@@ -184,6 +184,9 @@ int main(int argc, char** argv) {
     for (int k = 0; k < depth; ++k) post(f, a, b, o.size, send, static_cast<uint64_t>(i));
   }
 
+  // For scripts that measure something else while the flows run (bench/hol.sh): registering
+  // large buffers takes seconds.
+  fprintf(stderr, "wharf-flows: running\n");
   const auto start = Clock::now();
   const auto counting = start + std::chrono::seconds(1);
   const auto end = counting + std::chrono::duration<double>(o.seconds);

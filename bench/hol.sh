@@ -48,12 +48,14 @@ port=19700
 for _ in $(seq "$REPS"); do
   port=$((port + 2))
   send_lat "$port" >> "$WORK/idle"
-  # The bulk pair: 1 GiB WRITEs, counted for 5 s after a second of warm-up; the latency run
-  # starts 3 s in and takes well under a second.
+  # The bulk pair: 1 GiB WRITEs, counted for 5 s after a second of warm-up. Registering its
+  # buffers takes several seconds; the latency run starts 2 s after the flow says it runs and
+  # takes well under a second.
   LD_PRELOAD=$LIB timeout 60 "$FLOWS" --from "$WHARF_ROUTER" --to "$WHARF_ROUTER" --qps 1 \
     --size 1073741824 --seconds 5 --op write > "$WORK/bulk.log" 2>&1 &
   bulk=$!
-  sleep 3  # registration and the first messages
+  for _ in $(seq 300); do grep -q running "$WORK/bulk.log" && break; sleep 0.1; done
+  sleep 2
   send_lat $((port + 1)) >> "$WORK/loaded"
   wait "$bulk" || true
   sed -n 's/.*aggregate_gbps=\([0-9.]*\).*/\1/p' "$WORK/bulk.log" >> "$WORK/bulk_gbps"

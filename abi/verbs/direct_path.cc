@@ -17,6 +17,7 @@
 
 #include "abi/verbs/provider.h"
 #include "common/clock.h"
+#include "common/stream_copy.h"
 #include "proto/datagram.h"
 #include "proto/device.h"
 #include "proto/qp_rules.h"
@@ -40,16 +41,20 @@ constexpr uint64_t kReceiveWaitNs = 50'000;
 constexpr uint64_t kBytesBetweenLooks = 256 * 1024;
 
 // Copies `len` bytes from the spans src to the spans dst (both hold at least offset + len
-// bytes), starting `offset` bytes into both.
+// bytes), starting `offset` bytes into both; with stream_copy when `streaming` (a part of a
+// long message).
 void scatter_copy(const SpanView* src, int nsrc, const SpanView* dst, int ndst, uint64_t len,
-                  uint64_t offset = 0) {
+                  uint64_t offset = 0, bool streaming = false) {
   int si = 0, di = 0;
   uint64_t so = offset, dof = offset;
   while (si < nsrc && so >= src[si].len) so -= src[si++].len;
   while (di < ndst && dof >= dst[di].len) dof -= dst[di++].len;
   while (len != 0 && si < nsrc && di < ndst) {
     uint64_t n = std::min({len, src[si].len - so, dst[di].len - dof});
-    std::memcpy(dst[di].p + dof, src[si].p + so, n);
+    if (streaming)
+      stream_copy(dst[di].p + dof, src[si].p + so, n);
+    else
+      std::memcpy(dst[di].p + dof, src[si].p + so, n);
     len -= n;
     so += n;
     dof += n;
@@ -473,7 +478,7 @@ bool DirectPath::copy(const Qp* qp, const SpanView* src, int nsrc, const SpanVie
                       uint64_t len) const {
   for (uint64_t done = 0; done < len;) {
     const uint64_t n = std::min(len - done, kBytesBetweenLooks);
-    scatter_copy(src, nsrc, dst, ndst, n, done);
+    scatter_copy(src, nsrc, dst, ndst, n, done, len >= kStreamingMessageBytes);
     done += n;
     if (done < len && line_wanted(qp)) return false;
   }

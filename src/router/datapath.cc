@@ -30,7 +30,7 @@ constexpr int kBudgetPerQp = 32;
 // The most an RDMA WRITE or READ between QPs of this host copies in one pass (tens of
 // microseconds): a 1 GiB message then delays the other QPs by one such part a pass, not by
 // the whole copy (issue #18 item 4).
-constexpr uint64_t kCopyPerPass = 256 * 1024;
+constexpr uint64_t kCopyPerPass = 64 * 1024;
 
 }  // namespace
 
@@ -336,14 +336,15 @@ Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w, const S
   // gets a message made of both, within what each allowed.
   const uint64_t from = std::min(qp->copied_bytes, len);
   const uint64_t part = std::min(len - from, kCopyPerPass);
+  const CopyHint hint = len >= kStreamingMessageBytes ? CopyHint::kStreaming : CopyHint::kCached;
   if (op == IBV_WR_RDMA_READ) {
-    if (copy_segments(slice(remote, from, part), slice(local, from, part), part) != 0) {
+    if (copy_segments(slice(remote, from, part), slice(local, from, part), part, hint) != 0) {
       *status = IBV_WC_LOC_PROT_ERR;
       return Step::kDone;
     }
   } else if (part != 0) {
     // The requester's own memory failing (an on-demand MR's unmapped page) is a local error.
-    const int err = copy_segments(slice(local, from, part), slice(remote, from, part), part);
+    const int err = copy_segments(slice(local, from, part), slice(remote, from, part), part, hint);
     if (err == kSourceFault) {
       *status = IBV_WC_LOC_PROT_ERR;
       return Step::kDone;

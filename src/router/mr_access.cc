@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/stream_copy.h"
+
 namespace wharf::router {
 namespace {
 
@@ -24,9 +26,13 @@ int cma_write(pid_t pid, uint64_t remote, const void* local, uint64_t len) {
 }
 
 // Copies len bytes between two single segments at the given offsets.
-int copy_piece(const Segment& s, uint64_t soff, const Segment& d, uint64_t doff, uint64_t len) {
+int copy_piece(const Segment& s, uint64_t soff, const Segment& d, uint64_t doff, uint64_t len,
+               CopyHint hint) {
   if (s.local != nullptr && d.local != nullptr) {
-    std::memcpy(d.local + doff, s.local + soff, len);
+    if (hint == CopyHint::kStreaming)
+      stream_copy(d.local + doff, s.local + soff, len);
+    else
+      std::memcpy(d.local + doff, s.local + soff, len);
     return 0;
   }
   if (s.local != nullptr) return cma_write(d.pid, d.remote + doff, s.local + soff, len);
@@ -65,14 +71,14 @@ bool append_mr_range(SegmentList* list, const Mr& mr, uint64_t va, uint64_t len)
   return ok;
 }
 
-int copy_segments(const SegmentList& src, const SegmentList& dst, uint64_t len) {
+int copy_segments(const SegmentList& src, const SegmentList& dst, uint64_t len, CopyHint hint) {
   uint32_t si = 0, di = 0;
   uint64_t soff = 0, doff = 0;
   while (len > 0 && si < src.count && di < dst.count) {
     const Segment& s = src.seg[si];
     const Segment& d = dst.seg[di];
     uint64_t n = std::min({len, s.len - soff, d.len - doff});
-    if (int err = copy_piece(s, soff, d, doff, n)) return err;
+    if (int err = copy_piece(s, soff, d, doff, n, hint)) return err;
     len -= n;
     soff += n;
     doff += n;

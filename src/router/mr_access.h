@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdint>
 
+#include "common/stream_copy.h"
 #include "router/objects.h"
 
 namespace wharf::router {
@@ -58,8 +59,13 @@ SegmentList slice(const SegmentList& list, uint64_t off, uint64_t len);
 // process unmapped the memory (an on-demand MR names any address) or died.
 constexpr int kSourceFault = EIO;
 
+// kStreaming: the copy is a part of a long message (kStreamingMessageBytes or more), which
+// outgrows the caches: memory the router maps is written with stream_copy, past them.
+enum class CopyHint { kCached, kStreaming };
+
 // Copies the first `len` bytes described by src into dst. Returns 0, kSourceFault or EFAULT.
-int copy_segments(const SegmentList& src, const SegmentList& dst, uint64_t len);
+int copy_segments(const SegmentList& src, const SegmentList& dst, uint64_t len,
+                  CopyHint hint = CopyHint::kCached);
 
 // Direct pointer to 8 bytes at va when they lie in the mapped part, else nullptr.
 uint64_t* mapped_u64(const Mr& mr, uint64_t va);
