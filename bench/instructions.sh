@@ -2,7 +2,7 @@
 # Instructions the routers execute per cross-host 64 B SEND (issue #18: halved against main),
 # counted by callgrind, for builds A and B in one run.
 #
-#   sudo bash bench/instructions.sh BUILD_A BUILD_B [N]    # e.g. /tmp/build-main build
+#   sudo bash bench/instructions.sh BUILD_A BUILD_B [N] [REPS]    # e.g. /tmp/build-main build
 #
 # Both lab routers run under callgrind with --spin-us 0 (a router that polls while idle would
 # count its polling). ib_send_lat -s 64 runs between a container on h2 and one on h1 three
@@ -10,13 +10,15 @@
 # each run. Each iteration is two SENDs (one each way), so
 #   instructions per SEND = (Ir of the N run - Ir of the second 500 run) / (2 (N - 500)),
 # both routers summed: what connecting, perftest's set-up and the first run's warm-up cost
-# cancels. Needs root, perftest and valgrind; each build dir needs bin/wharfd, bin/wharf-run
+# cancels. How many passes (and wake-ups) a message takes varies from run to run, so the
+# builds take turns REPS times (default 5) and the medians are compared. Needs root, perftest and valgrind; each build dir needs bin/wharfd, bin/wharf-run
 # and lib/libibverbs.so.1 (say which build type in the results).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 A=$(readlink -f "$1")
 B=$(readlink -f "$2")
 N=${3:-2500}
+REPS=${4:-5}
 LAB=$PWD/tools/wharf-lab/wharf-lab
 ((EUID == 0)) || { echo "instructions.sh: needs root" >&2; exit 1; }
 command -v valgrind > /dev/null || { echo "instructions.sh: needs valgrind" >&2; exit 1; }
@@ -36,6 +38,7 @@ cleanup() {
 trap cleanup EXIT
 
 . "$PWD/bench/lab_perftest.sh"
+. "$PWD/bench/lib.sh"  # median
 
 # dump_all: dumps both routers' counters (and zeroes them): callgrind.PID.1, .2, ... in turn.
 dump_all() {
@@ -73,11 +76,17 @@ EOF
     'BEGIN {printf "%.0f", (b - s) / (2 * (n - 500))}'
 }
 
-echo "Measuring (callgrind, N = $N) ..." >&2
-ia=$(measure "$A")
-ib=$(measure "$B")
-echo "| build | router instructions per cross-host 64 B SEND (both routers) |"
-echo "|---|---|"
-echo "| A $A | $ia |"
-echo "| B $B | $ib |"
+echo "Measuring (callgrind, N = $N, $REPS rounds) ..." >&2
+for _ in $(seq "$REPS"); do
+  measure "$A" >> "$WORK/a"
+  echo >> "$WORK/a"
+  measure "$B" >> "$WORK/b"
+  echo >> "$WORK/b"
+done
+ia=$(median < "$WORK/a")
+ib=$(median < "$WORK/b")
+echo "| build | router instructions per cross-host 64 B SEND (both routers): each round | median |"
+echo "|---|---|---|"
+echo "| A $A | $(paste -sd, "$WORK/a" | sed 's/,/, /g') | $ia |"
+echo "| B $B | $(paste -sd, "$WORK/b" | sed 's/,/, /g') | $ib |"
 awk -v a="$ia" -v b="$ib" 'BEGIN {printf "B/A = %.2f\n", b / a}'

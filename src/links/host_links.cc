@@ -147,7 +147,17 @@ std::unique_ptr<HostLinks::Conn> HostLinks::outgoing(int host, int dscp) {
 void HostLinks::open(int host, int dscp) {
   auto c = outgoing(host, dscp);
   c->connect_at_ns = retry_ns_[static_cast<size_t>(host)];
-  out_[static_cast<size_t>(host)][static_cast<size_t>(dscp)] = std::move(c);
+  place(host, dscp, std::move(c));
+}
+
+void HostLinks::place(int host, int dscp, std::unique_ptr<Conn> c) {
+  auto& slot = out_[static_cast<size_t>(host)][static_cast<size_t>(dscp)];
+  if (slot != nullptr) {
+    outgoing_.erase(std::find(outgoing_.begin(), outgoing_.end(), slot.get()));
+    bury(std::move(slot));
+  }
+  if (c != nullptr) outgoing_.push_back(c.get());
+  slot = std::move(c);
 }
 
 // Starts c's nonblocking connect. Returns 0 or the errno of a connect that failed at once
@@ -238,7 +248,7 @@ void HostLinks::close_conn(Conn* c, bool report) {
     backoff_ns_ = std::min(backoff * 2, kBackoffMaxNs);
     retry = now_ns() + backoff;
     spdlog::warn("link to {} down", dir_->hosts()[static_cast<size_t>(host)].name);
-    bury(std::move(out_[static_cast<size_t>(host)][static_cast<size_t>(c->dscp)]));
+    place(host, c->dscp, nullptr);
     if (report) handler_->on_link_lost(host);
     return;
   }
@@ -364,22 +374,19 @@ void HostLinks::hurry_towards(int host) {
 // gets a probe, a recovered one loses its probe.
 void HostLinks::check_stalls(uint64_t now) {
   next_check_ns_ = now + kStallCheckNs;
-  for (auto& classes : out_) {
-    for (auto& slot : classes) {
-      Conn* c = slot.get();
-      if (c == nullptr || !c->connected || !c->in_flight) continue;
-      const Flight f = flight_of(c->fd.get());
-      c->in_flight = f.outstanding;
-      if (!f.stalled) {
-        c->stalled_checks = 0;
-        bury(std::move(c->probe));
-        continue;
-      }
-      // One retransmission timeout may be a single loss that its retransmission repairs in a
-      // round trip; still stalled a check later, the path is down (or the peer's host is).
-      if (++c->stalled_checks < 2) continue;
-      if (c->probe == nullptr || now >= c->probe_at_ns) start_probe(c, now);
+  for (Conn* c : outgoing_) {
+    if (!c->connected || !c->in_flight) continue;
+    const Flight f = flight_of(c->fd.get());
+    c->in_flight = f.outstanding;
+    if (!f.stalled) {
+      c->stalled_checks = 0;
+      bury(std::move(c->probe));
+      continue;
     }
+    // One retransmission timeout may be a single loss that its retransmission repairs in a
+    // round trip; still stalled a check later, the path is down (or the peer's host is).
+    if (++c->stalled_checks < 2) continue;
+    if (c->probe == nullptr || now >= c->probe_at_ns) start_probe(c, now);
   }
 }
 
@@ -412,10 +419,8 @@ void HostLinks::replace_stalled(Conn* stalled) {
   fresh->probe_for = nullptr;
   fresh->connected = true;
   watch(fresh.get());
-  auto& slot = out_[static_cast<size_t>(host)][static_cast<size_t>(stalled->dscp)];
   reset_on_close(stalled->fd.get());
-  bury(std::move(slot));
-  slot = std::move(fresh);
+  place(host, stalled->dscp, std::move(fresh));
   spdlog::warn("link to {} stalled; replaced by a new connection",
                dir_->hosts()[static_cast<size_t>(host)].name);
   handler_->on_link_lost(host);
@@ -489,12 +494,9 @@ uint64_t HostLinks::next_wakeup_ns() const {
     t = std::max<uint64_t>(t, 1);
     if (next == 0 || t < next) next = t;
   };
-  for (const auto& classes : out_) {
-    for (const auto& c : classes) {
-      if (c == nullptr) continue;
-      if (!c->fd.valid()) consider(c->connect_at_ns);
-      if (c->in_flight) consider(next_check_ns_);
-    }
+  for (const Conn* c : outgoing_) {
+    if (!c->fd.valid()) consider(c->connect_at_ns);
+    if (c->in_flight) consider(next_check_ns_);
   }
   return next;
 }
@@ -502,9 +504,12 @@ uint64_t HostLinks::next_wakeup_ns() const {
 bool HostLinks::poll() {
   bool did = false;
   const uint64_t now = now_ns();
-  for (auto& classes : out_)
-    for (auto& c : classes)
-      if (c != nullptr) did |= connect_due(c.get(), now);
+  // connect_due may bury a connection (a refused connect) and so shrink outgoing_.
+  for (size_t i = 0; i < outgoing_.size();) {
+    Conn* c = outgoing_[i];
+    did |= connect_due(c, now);
+    if (i < outgoing_.size() && outgoing_[i] == c) ++i;
+  }
   if (now >= next_check_ns_) check_stalls(now);
   epoll_event events[64];
   int n = epoll_wait(epoll_.get(), events, 64, 0);

@@ -137,6 +137,8 @@ class HostLinks {
   // Takes a connection (and its probe) out of service. Its memory lives until the end of
   // poll(), because events already fetched in this pass may still name it.
   void bury(std::unique_ptr<Conn> c);
+  // Makes c (may be null) the connection to `host` for `dscp`, burying the one it replaces.
+  void place(int host, int dscp, std::unique_ptr<Conn> c);
   using Incoming = std::vector<std::unique_ptr<Conn>>;
   // Buries the incoming connection at `it`; returns the one after it.
   Incoming::iterator bury_incoming(Incoming::iterator it);
@@ -146,8 +148,10 @@ class HostLinks {
   proto::host::Hello hello_;
   UniqueFd epoll_;
   UniqueFd listen_;
-  // By host index and DSCP: the connections we opened.
+  // By host index and DSCP: the connections we opened; outgoing_ lists them, so passes look
+  // at the connections there are, not at every host and class (place() keeps both).
   std::vector<std::array<std::unique_ptr<Conn>, kClasses>> out_;
+  std::vector<Conn*> outgoing_;
   Incoming in_;                        // connections peers opened
   std::vector<Conn*> dirty_;           // connected, with packets queued since the last flush
   std::vector<uint32_t> incarnation_;  // last seen per host (0: never)

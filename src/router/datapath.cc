@@ -338,13 +338,14 @@ Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w, const S
   const uint64_t part = std::min(len - from, kCopyPerPass);
   const CopyHint hint = len >= kStreamingMessageBytes ? CopyHint::kStreaming : CopyHint::kCached;
   if (op == IBV_WR_RDMA_READ) {
-    if (copy_segments(slice(remote, from, part), slice(local, from, part), part, hint) != 0) {
+    if (copy_spans(remote.seg, remote.count, from, local.seg, local.count, from, part, hint) != 0) {
       *status = IBV_WC_LOC_PROT_ERR;
       return Step::kDone;
     }
   } else if (part != 0) {
     // The requester's own memory failing (an on-demand MR's unmapped page) is a local error.
-    const int err = copy_segments(slice(local, from, part), slice(remote, from, part), part, hint);
+    const int err =
+        copy_spans(local.seg, local.count, from, remote.seg, remote.count, from, part, hint);
     if (err == kSourceFault) {
       *status = IBV_WC_LOC_PROT_ERR;
       return Step::kDone;

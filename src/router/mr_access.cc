@@ -71,12 +71,14 @@ bool append_mr_range(SegmentList* list, const Mr& mr, uint64_t va, uint64_t len)
   return ok;
 }
 
-int copy_segments(const SegmentList& src, const SegmentList& dst, uint64_t len, CopyHint hint) {
+int copy_spans(const Segment* src, uint32_t nsrc, uint64_t soff, const Segment* dst, uint32_t ndst,
+               uint64_t doff, uint64_t len, CopyHint hint) {
   uint32_t si = 0, di = 0;
-  uint64_t soff = 0, doff = 0;
-  while (len > 0 && si < src.count && di < dst.count) {
-    const Segment& s = src.seg[si];
-    const Segment& d = dst.seg[di];
+  while (si < nsrc && soff >= src[si].len) soff -= src[si++].len;
+  while (di < ndst && doff >= dst[di].len) doff -= dst[di++].len;
+  while (len > 0 && si < nsrc && di < ndst) {
+    const Segment& s = src[si];
+    const Segment& d = dst[di];
     uint64_t n = std::min({len, s.len - soff, d.len - doff});
     if (int err = copy_piece(s, soff, d, doff, n, hint)) return err;
     len -= n;
@@ -86,6 +88,10 @@ int copy_segments(const SegmentList& src, const SegmentList& dst, uint64_t len, 
     if (doff == d.len) ++di, doff = 0;
   }
   return len == 0 ? 0 : EFAULT;
+}
+
+int copy_segments(const SegmentList& src, const SegmentList& dst, uint64_t len, CopyHint hint) {
+  return copy_spans(src.seg, src.count, 0, dst.seg, dst.count, 0, len, hint);
 }
 
 uint64_t* mapped_u64(const Mr& mr, uint64_t va) {

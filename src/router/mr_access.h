@@ -66,6 +66,10 @@ enum class CopyHint { kCached, kStreaming };
 // Copies the first `len` bytes described by src into dst. Returns 0, kSourceFault or EFAULT.
 int copy_segments(const SegmentList& src, const SegmentList& dst, uint64_t len,
                   CopyHint hint = CopyHint::kCached);
+// The same between arrays of segments, from `soff` bytes into src to `doff` bytes into dst
+// (no SegmentList, of 3 KiB, is made or sliced for a part of a message).
+int copy_spans(const Segment* src, uint32_t nsrc, uint64_t soff, const Segment* dst, uint32_t ndst,
+               uint64_t doff, uint64_t len, CopyHint hint = CopyHint::kCached);
 
 // Direct pointer to 8 bytes at va when they lie in the mapped part, else nullptr.
 uint64_t* mapped_u64(const Mr& mr, uint64_t va);

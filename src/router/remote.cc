@@ -195,11 +195,14 @@ bool RemotePath::send_message_st(Executor* ex, Qp* qp, int dest, const Request& 
     p.imm = op == IBV_WR_SEND_WITH_INV ? o.work.w.hdr.rkey : o.work.w.hdr.imm_data;
     p.payload_len = chunk;
     // The payload goes from the registered memory straight into the link's queue.
-    SegmentList piece = slice(local, off, chunk);
-    auto gather = [](void* src, uint8_t* dst, uint32_t count) {
-      SegmentList to;
-      to.push(Segment{dst, 0, 0, count});
-      return copy_segments(*static_cast<const SegmentList*>(src), to, count) == 0;
+    struct Piece {
+      const SegmentList* list;
+      uint64_t off;
+    } piece{&local, off};
+    auto gather = [](void* ctx, uint8_t* dst, uint32_t count) {
+      const auto* from = static_cast<const Piece*>(ctx);
+      const Segment to{dst, 0, 0, count};
+      return copy_spans(from->list->seg, from->list->count, from->off, &to, 1, 0, count) == 0;
     };
     if (!host::finish_packet(&p) ||
         !links_.send(dest, link_class(qp, qp->attr.ah_attr), p, gather, &piece))
@@ -255,9 +258,8 @@ class RemotePath::RequesterCalls final : public rc::RequesterPort<RemoteQpState:
     SegmentList local;
     if (!ex_->gather_local_st(qp_, r.work.w, true, &local) || off + len > local.total) return false;
     if (len == 0) return true;
-    SegmentList src;
-    src.push(Segment{const_cast<uint8_t*>(data), 0, 0, len});
-    return copy_segments(src, slice(local, off, len), len) == 0;
+    const Segment src{const_cast<uint8_t*>(data), 0, 0, len};
+    return copy_spans(&src, 1, 0, local.seg, local.count, off, len) == 0;
   }
   bool place_atomic(const Request& r, uint64_t original) override {
     SegmentList local, result;
@@ -839,8 +841,7 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
   }
 
   // Place the payload.
-  SegmentList src;
-  if (p.payload_len != 0) src.push(Segment{const_cast<uint8_t*>(p.payload), 0, 0, p.payload_len});
+  const Segment src{const_cast<uint8_t*>(p.payload), 0, 0, p.payload_len};
   if (rs.in_send()) {
     SegmentList target;
     if (!ex.resolve_sges_st(st.rw.sge, st.rw.hdr.num_sge, rsp.owner, st.rsrc.pd, true, &target))
@@ -848,7 +849,7 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
     if (rs.offset + p.payload_len > target.total)
       return fail(host::kNakInvalidRequest, IBV_WC_LOC_LEN_ERR);
     if (p.payload_len != 0 &&
-        copy_segments(src, slice(target, rs.offset, p.payload_len), p.payload_len) != 0)
+        copy_spans(&src, 1, 0, target.seg, target.count, rs.offset, p.payload_len) != 0)
       return fail(host::kNakRemoteOperational, IBV_WC_LOC_PROT_ERR);
   } else {
     if (rs.offset + p.payload_len > rs.dma_length)
@@ -858,7 +859,7 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
       Mr* mr = target_mr(rsp, rs.rkey, rs.va, rs.dma_length, IBV_ACCESS_REMOTE_WRITE);
       SegmentList target;
       if (mr == nullptr || !append_mr_range(&target, *mr, rs.va + rs.offset, p.payload_len) ||
-          copy_segments(src, target, p.payload_len) != 0)
+          copy_spans(&src, 1, 0, target.seg, target.count, 0, p.payload_len) != 0)
         return fail(host::kNakRemoteAccess, IBV_WC_SUCCESS);
     }
   }

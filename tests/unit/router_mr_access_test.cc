@@ -121,6 +121,27 @@ TEST(MrAccessTest, CopyCrossesSegmentBoundariesOnBothSides) {
   EXPECT_EQ(seen[300 + 3 * 4096 - 400], 0);
 }
 
+// A part of a message: copy_spans starts its offsets inside later segments of each side,
+// and a streaming copy lands the same bytes.
+TEST(MrAccessTest, APartCopiedAtOffsetsLandsWhereTheWholeCopyWould) {
+  Fixture src, dst;
+  std::memset(dst.app.data(), 0, dst.app.size());
+  std::memset(dst.view.data(), 0, dst.view.size());
+  SegmentList s, d;
+  ASSERT_TRUE(append_mr_range(&s, src.mr, src.mr.iova + 10, 3 * 4096 - 20));
+  ASSERT_TRUE(append_mr_range(&d, dst.mr, dst.mr.iova + 300, 3 * 4096 - 300));
+  constexpr uint64_t kFrom = 5000, kPart = 4000;  // from the second segments into the third
+  ASSERT_EQ(copy_spans(s.seg, s.count, kFrom, d.seg, d.count, kFrom, kPart, CopyHint::kStreaming),
+            0);
+  std::vector<uint8_t> seen(dst.app);
+  std::memcpy(seen.data() + 4096, dst.view.data(), 4096);
+  for (uint64_t i = 0; i < kPart; ++i)
+    ASSERT_EQ(seen[300 + kFrom + i], src.app[10 + kFrom + i]) << i;
+  EXPECT_EQ(seen[300 + kFrom - 1], 0);
+  EXPECT_EQ(seen[300 + kFrom + kPart], 0);
+  EXPECT_EQ(copy_spans(s.seg, s.count, 3 * 4096, d.seg, d.count, 0, 1), EFAULT);  // past src
+}
+
 TEST(MrAccessTest, CopyIntoAnUnmappedAddressFails) {
   Fixture f;
   Mr gone;
