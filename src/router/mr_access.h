@@ -14,18 +14,20 @@
 
 namespace wharf::router {
 
+// Plain data without default values, so that a SegmentList (made per work request and per
+// packet) does not clear its 3 KiB of slots: make one with all four fields.
 struct Segment {
-  uint8_t* local = nullptr;  // non-null: directly addressable
-  pid_t pid = 0;             // otherwise: address `remote` in process `pid`
-  uint64_t remote = 0;
-  uint64_t len = 0;
+  uint8_t* local;  // non-null: directly addressable
+  pid_t pid;       // otherwise: address `remote` in process `pid`
+  uint64_t remote;
+  uint64_t len;
 };
 
 // Enough for kMaxSendSge SGEs each split into head, mapped body and tail, plus a GRH.
 constexpr uint32_t kMaxSegments = 3 * 32 + 2;
 
 struct SegmentList {
-  Segment seg[kMaxSegments];
+  Segment seg[kMaxSegments];  // seg[0, count) hold segments; the rest is not initialized
   uint32_t count = 0;
   uint64_t total = 0;
   bool push(const Segment& s);
