@@ -14,14 +14,8 @@ A=$(readlink -f "$1")
 B=$(readlink -f "$2")
 REPS=${3:-3}
 LAB=$PWD/tools/wharf-lab/wharf-lab
-((EUID == 0)) || { echo "ab_hosts.sh: needs root" >&2; exit 1; }
-for d in "$A" "$B"; do
-  [[ -x $d/bin/wharfd && -x $d/bin/wharf-run ]] || { echo "ab_hosts.sh: $d has no wharfd" >&2; exit 1; }
-done
-if ip netns list | grep -q '^wharf-lab-'; then
-  echo "ab_hosts.sh: a wharf-lab is up; take it down first (wharf-lab down)" >&2
-  exit 1
-fi
+. bench/lib.sh  # median, lab_bench_checks
+lab_bench_checks ab_hosts.sh "$A" "$B"
 WORK=$(mktemp -d /tmp/wharf-ab.XXXXXX)
 cleanup() {
   "$LAB" down > /dev/null 2>&1 || true
@@ -29,7 +23,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-. "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib.sh"  # median
 
 . "$PWD/bench/lab_perftest.sh"
 perftest() { lab_perftest "$@"; }

@@ -20,11 +20,8 @@ ROOT=$PWD
 REPS=${1:-3}
 B=$ROOT/build-bench
 LAB=$ROOT/tools/wharf-lab/wharf-lab
-((EUID == 0)) || { echo "hosts.sh: needs root" >&2; exit 1; }
-if ip netns list | grep -q '^wharf-lab-'; then
-  echo "hosts.sh: a wharf-lab is up; take it down first (wharf-lab down)" >&2
-  exit 1
-fi
+. bench/lib.sh  # median, lab_bench_checks
+lab_bench_checks hosts.sh
 command -v iperf3 > /dev/null || apt-get install -y -qq iperf3 > /dev/null
 cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DWHARF_TESTS=OFF > /dev/null
 cmake --build "$B" -j"$(nproc)" --target wharfd wharf_verbs wharf-run wharf-flows \
@@ -45,7 +42,6 @@ H2=/run/wharf-lab/h2/wharfd.sock
 H1_ADDR=198.19.0.1  # h1's address on the link the routers use (wharf-lab's underlay)
 LIB=$B/lib/libibverbs.so.1
 
-. "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib.sh"  # median
 repeat() { for _ in $(seq "$REPS"); do "$@"; done | median; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
 

@@ -20,16 +20,10 @@ B=$(readlink -f "$2")
 N=${3:-2500}
 REPS=${4:-5}
 LAB=$PWD/tools/wharf-lab/wharf-lab
-((EUID == 0)) || { echo "instructions.sh: needs root" >&2; exit 1; }
+. bench/lib.sh  # median, lab_bench_checks
+lab_bench_checks instructions.sh "$A" "$B"
 command -v valgrind > /dev/null || { echo "instructions.sh: needs valgrind" >&2; exit 1; }
 ((N > 500)) || { echo "instructions.sh: N must be above 500" >&2; exit 1; }
-for d in "$A" "$B"; do
-  [[ -x $d/bin/wharfd && -x $d/bin/wharf-run ]] || { echo "instructions.sh: $d has no wharfd" >&2; exit 1; }
-done
-if ip netns list | grep -q '^wharf-lab-'; then
-  echo "instructions.sh: a wharf-lab is up; take it down first (wharf-lab down)" >&2
-  exit 1
-fi
 WORK=$(mktemp -d /tmp/wharf-instr.XXXXXX)
 cleanup() {
   "$LAB" down > /dev/null 2>&1 || true
@@ -38,7 +32,6 @@ cleanup() {
 trap cleanup EXIT
 
 . "$PWD/bench/lab_perftest.sh"
-. "$PWD/bench/lib.sh"  # median
 
 # dump_all: dumps both routers' counters (and zeroes them): callgrind.PID.1, .2, ... in turn.
 dump_all() {

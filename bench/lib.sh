@@ -1,5 +1,22 @@
+# shellcheck shell=bash
 # Helpers the bench scripts share; sourced, never run.
 
 # median: the median of the numbers on stdin, one per line (the mean of the middle two for
 # an even count; nothing for none).
 median() { sort -g | awk '{a[NR] = $1} END {if (NR) print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2)}'; }
+
+# lab_bench_checks NAME [BUILD...]: what a bench on wharf-lab needs before it starts: root,
+# each BUILD directory with bin/wharfd and bin/wharf-run, and no lab already up. Exits with
+# NAME's message otherwise.
+lab_bench_checks() {
+  local name=$1 d
+  shift
+  ((EUID == 0)) || { echo "$name: needs root" >&2; exit 1; }
+  for d in "$@"; do
+    [[ -x $d/bin/wharfd && -x $d/bin/wharf-run ]] || { echo "$name: $d has no wharfd" >&2; exit 1; }
+  done
+  if ip netns list | grep -q '^wharf-lab-'; then
+    echo "$name: a wharf-lab is up; take it down first (wharf-lab down)" >&2
+    exit 1
+  fi
+}

@@ -17,15 +17,9 @@ BUILDS=("$(readlink -f "$1")")
 REPS=${2:-3}
 LAB=$PWD/tools/wharf-lab/wharf-lab
 readonly CUT_S=2
-((EUID == 0)) || { echo "link_cut.sh: needs root" >&2; exit 1; }
+. bench/lib.sh  # median, lab_bench_checks
+lab_bench_checks link_cut.sh "${BUILDS[@]}"
 command -v nft > /dev/null || { echo "link_cut.sh: needs nftables" >&2; exit 1; }
-for b in "${BUILDS[@]}"; do
-  [[ -x $b/bin/wharfd && -x $b/bin/wharf-run ]] || { echo "link_cut.sh: $b has no wharfd" >&2; exit 1; }
-done
-if ip netns list | grep -q '^wharf-lab-'; then
-  echo "link_cut.sh: a wharf-lab is up; take it down first (wharf-lab down)" >&2
-  exit 1
-fi
 WORK=$(mktemp -d /tmp/wharf-link-cut.XXXXXX)
 build=
 cleanup() {
@@ -76,7 +70,6 @@ round() {
     END { if (!found) print "none" }' "$WORK/acked.txt"
 }
 
-. "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib.sh"  # median
 
 echo "Measuring ($REPS rounds of each build) ..." >&2
 for _ in $(seq "$REPS"); do

@@ -98,12 +98,11 @@ bool Executor::process_qp_st(Qp* qp) {
     SendWork w;
     ibv_wc_status status = IBV_WC_SUCCESS;
     uint32_t byte_len = 0;
-    Step step = Step::kDone;
     if (!copy_send_wqe(slot, qp->layout.sq_slot, qp->type, qp->caps.max_send_sge, &w)) {
       status = IBV_WC_LOC_QP_OP_ERR;
     } else if (qp->copied_bytes == 0 && !r_->admit_st(qp, rate_charge(w), now_)) {
       break;  // over its rate: the WQE stays queued until paced_until_ns
-    } else if ((step = execute_st(qp, w, &status, &byte_len)) != Step::kDone) {
+    } else if (execute_st(qp, w, &status, &byte_len) != Step::kDone) {
       return true;  // head WQE stays queued: until wait_until_ns, or for its next part
     }
     qp->copied_bytes = 0;
