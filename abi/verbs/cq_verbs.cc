@@ -63,6 +63,33 @@ namespace wharf::abi {
 
 namespace {
 
+// Adds cq to ch's list. The list grows in a copy made outside the spinlock, which is then
+// swapped in (and the old one freed) when nothing changed meanwhile. False: out of memory.
+bool join_channel(CompChannel* ch, Cq* cq) noexcept {
+  for (;;) {
+    size_t n;
+    {
+      std::lock_guard<SpinLock> g(ch->lock);
+      n = ch->cqs.size();
+    }
+    std::vector<Cq*> grown;
+    try {
+      grown.reserve(n + 1);
+    } catch (const std::bad_alloc&) {
+      return false;
+    }
+    {
+      std::lock_guard<SpinLock> g(ch->lock);
+      if (ch->cqs.size() == n) {
+        grown.assign(ch->cqs.begin(), ch->cqs.end());  // fits: no allocation
+        grown.push_back(cq);
+        ch->cqs.swap(grown);
+        return true;
+      }
+    }  // another thread changed the list: again
+  }
+}
+
 // Points cq's consumer, producer and notify line at the CQ region at `base`.
 void attach_region(Cq* cq, const uint8_t* base, uint32_t entries) {
   const shm::CqLayout layout = shm::cq_layout(entries);
@@ -115,13 +142,12 @@ Cq* create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel*
     delete cq;
     return ctx->out_of_memory(proto::Op::kDestroyCq, rep.cq);
   }
-  if (channel != nullptr) {
-    ++channel->refcnt;
-    CompChannel* ch = to_channel(channel);
-    std::lock_guard<SpinLock> g(ch->lock);
-    cq->next_on_channel = ch->cqs;
-    ch->cqs = cq;
+  if (channel != nullptr && !join_channel(to_channel(channel), cq)) {
+    ctx->untrack(ctx->cqs, rep.cq);
+    delete cq;
+    return ctx->out_of_memory(proto::Op::kDestroyCq, rep.cq);
   }
+  if (channel != nullptr) ++channel->refcnt;
   return cq;
 }
 
@@ -195,9 +221,7 @@ WHARF_EXPORT int ibv_destroy_cq(ibv_cq* cq) {
     --cq->channel->refcnt;
     CompChannel* ch = to_channel(cq->channel);
     std::lock_guard<SpinLock> g(ch->lock);
-    Cq** link = &ch->cqs;
-    while (*link != nullptr && *link != to_cq(cq)) link = &(*link)->next_on_channel;
-    if (*link != nullptr) *link = to_cq(cq)->next_on_channel;
+    std::erase(ch->cqs, to_cq(cq));  // moves pointers, frees nothing
   }
   pthread_mutex_destroy(&cq->mutex);
   pthread_cond_destroy(&cq->cond);
@@ -226,7 +250,7 @@ uint64_t event_spin_ns() {
 // is then in, or about to be in, the channel's socket).
 bool event_raised(CompChannel* ch) {
   std::lock_guard<SpinLock> g(ch->lock);
-  for (const Cq* cq = ch->cqs; cq != nullptr; cq = cq->next_on_channel)
+  for (const Cq* cq : ch->cqs)
     if (cq->awaiting_event.load(std::memory_order_relaxed) &&
         cq->notify->arm.load(std::memory_order_acquire) == shm::kCqDisarmed)
       return true;

@@ -181,8 +181,8 @@ struct Cq;
 struct CompChannel {
   ibv_comp_channel channel;
   uint32_t handle;
-  SpinLock lock;      // guards the list of cqs
-  Cq* cqs = nullptr;  // the CQs that report to this channel, linked by Cq::next_on_channel
+  SpinLock lock;         // guards cqs; nothing is allocated or freed while it is held
+  std::vector<Cq*> cqs;  // the CQs that report to this channel, in the order they were made
 };
 inline CompChannel* to_channel(ibv_comp_channel* c) { return reinterpret_cast<CompChannel*>(c); }
 
@@ -214,7 +214,6 @@ struct Cq {
   // While ibv_resize_cq moves the CQ to a new region: polls find nothing and the direct path
   // leaves completions for this CQ to the router (set and cleared under lock).
   std::atomic<bool> resizing;
-  Cq* next_on_channel = nullptr;  // the channel's next CQ, guarded by the channel's lock
 };
 constexpr uint32_t kEmptyPollsBeforeYield = 64;
 // When the calling thread began to find every CQ it polls empty (CLOCK_MONOTONIC ns); 0 while
