@@ -59,9 +59,18 @@ Channel* channel_create() {
   }
   ch->channel.fd = fds[0];
   ch->handle = rep.handle;
-  LiveChannels& l = live();
-  std::lock_guard<std::mutex> g(l.mu);
-  l.set.insert(ch);
+  try {
+    LiveChannels& l = live();
+    std::lock_guard<std::mutex> g(l.mu);
+    l.set.insert(ch);
+  } catch (...) {
+    proto::Empty none;
+    (void)link->call(proto::Op::kCmDestroyChannel, proto::Handle{ch->handle}, &none);
+    ::close(ch->channel.fd);
+    delete ch;
+    errno = ENOMEM;
+    return nullptr;
+  }
   return ch;
 }
 

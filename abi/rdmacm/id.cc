@@ -41,7 +41,11 @@ Id* id_alloc(rdma_event_channel* channel, bool sync, void* context, rdma_port_sp
   id->handle = handle;
   id->sync = sync;
   id->local_psn = random_psn();
-  registry::insert(id);
+  if (!registry::insert(id)) {
+    delete id;
+    errno = ENOMEM;
+    return nullptr;
+  }
   return id;
 }
 

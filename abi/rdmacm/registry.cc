@@ -19,10 +19,15 @@ Table& table() {
 
 }  // namespace
 
-void insert(Id* id) {
-  Table& t = table();
-  std::lock_guard<std::mutex> g(t.mu);
-  t.ids[id->handle] = id;
+bool insert(Id* id) noexcept {
+  try {
+    Table& t = table();
+    std::lock_guard<std::mutex> g(t.mu);
+    t.ids[id->handle] = id;
+    return true;
+  } catch (...) {
+    return false;
+  }
 }
 
 void erase(Id* id) {

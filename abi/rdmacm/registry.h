@@ -9,7 +9,8 @@
 
 namespace wharf::rdmacm::registry {
 
-void insert(Id* id);
+// Registers id under its handle; false when memory ran out.
+[[nodiscard]] bool insert(Id* id) noexcept;
 // After erase() no new event is handed out for the id.
 void erase(Id* id);
 

@@ -329,17 +329,17 @@ TEST_F(PathTest, ALongWriteThroughTheRouterDoesNotHoldUpAnotherQueuePair) {
   Buffer src = make_buffer(a_, kLen, kFullAccess);
   Buffer dst = make_buffer(b_, kLen, kFullAccess);
   for (size_t i = 0; i < kLen; i += 4096) src.data[i] = static_cast<uint8_t>(i >> 12);
-  ASSERT_EQ(post_send(big, IBV_WR_RDMA_WRITE,
-                      {{reinterpret_cast<uint64_t>(src.data), static_cast<uint32_t>(kLen),
-                        src.mr->lkey}},
-                      1, IBV_SEND_SIGNALED, reinterpret_cast<uint64_t>(dst.data), dst.mr->rkey),
-            0);
+  ASSERT_EQ(
+      post_send(big, IBV_WR_RDMA_WRITE,
+                {{reinterpret_cast<uint64_t>(src.data), static_cast<uint32_t>(kLen), src.mr->lkey}},
+                1, IBV_SEND_SIGNALED, reinterpret_cast<uint64_t>(dst.data), dst.mr->rkey),
+      0);
   usleep(5000);  // the router is into the copy, which takes far longer (about 0.1 s here)
-  ASSERT_EQ(post_send(small, IBV_WR_RDMA_WRITE,
-                      {{reinterpret_cast<uint64_t>(src.data), 64, src.mr->lkey}}, 2,
-                      IBV_SEND_SIGNALED, reinterpret_cast<uint64_t>(dst.data) + kLen - 64,
-                      dst.mr->rkey),
-            0);
+  ASSERT_EQ(
+      post_send(small, IBV_WR_RDMA_WRITE,
+                {{reinterpret_cast<uint64_t>(src.data), 64, src.mr->lkey}}, 2, IBV_SEND_SIGNALED,
+                reinterpret_cast<uint64_t>(dst.data) + kLen - 64, dst.mr->rkey),
+      0);
   ibv_wc wc = wait_one(a_.cq);
   EXPECT_EQ(wc.wr_id, 2u);
   EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
