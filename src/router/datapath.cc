@@ -593,7 +593,6 @@ void Executor::to_error_st(Qp* qp) {
   if (qp->state() == IBV_QPS_ERR) return;
   qp->attr.qp_state = qp->attr.cur_qp_state = IBV_QPS_ERR;
   qp->wait_until_ns = 0;
-  qp->copied_bytes = 0;
   r_->refresh_direct_st(qp);  // before anything flushes its queues
   r_->activate(qp);
 }
