@@ -2,6 +2,7 @@
 // consumed at the head. Space handed out by append() is not initialized (the caller writes
 // it at once), and consumed space is reclaimed by moving the live bytes to the front only
 // when at least as many bytes were consumed as are live, so every byte is moved O(1) times.
+// A queue may report its memory to a counter its owner keeps for many queues.
 #pragma once
 
 #include <algorithm>
@@ -14,6 +15,13 @@ namespace wharf::links {
 
 class ByteQueue {
  public:
+  ByteQueue() = default;
+  // `memory` (may be null) has the queue's capacity added to it while the queue lives.
+  explicit ByteQueue(size_t* memory) : memory_(memory) {}
+  ~ByteQueue() { resize_to(0); }
+  ByteQueue(const ByteQueue&) = delete;
+  ByteQueue& operator=(const ByteQueue&) = delete;
+
   uint8_t* data() { return buf_.get() + head_; }
   const uint8_t* data() const { return buf_.get() + head_; }
   size_t size() const { return tail_ - head_; }
@@ -37,22 +45,12 @@ class ByteQueue {
   void clear() { head_ = tail_ = 0; }
   // Gives back memory a burst left behind: when the bytes fill at most a quarter of more than
   // `keep`, the queue moves to twice their size (at least `keep`), or frees it all when empty.
-  // Called after each consume, a queue holds at most max(keep, 4 x its bytes) of memory.
+  // Called after every consume, a queue would hold at most max(keep, 4 x its bytes) of memory
+  // (but a queue that keeps draining empty and filling again would allocate all the time).
   void shrink(size_t keep) {
     const size_t live = size();
     if (cap_ <= keep || live * 4 > cap_) return;
-    if (live == 0) {
-      buf_.reset();
-      cap_ = head_ = tail_ = 0;
-      return;
-    }
-    const size_t cap = std::max(keep, 2 * live);
-    auto smaller = std::make_unique_for_overwrite<uint8_t[]>(cap);
-    std::memcpy(smaller.get(), buf_.get() + head_, live);
-    buf_ = std::move(smaller);
-    cap_ = cap;
-    head_ = 0;
-    tail_ = live;
+    resize_to(live == 0 ? 0 : std::max(keep, 2 * live));
   }
   size_t capacity() const { return cap_; }
 
@@ -61,13 +59,23 @@ class ByteQueue {
     const size_t live = size();
     if (head_ >= live && live + n <= cap_) {  // cheap: move the live bytes to the front
       std::memmove(buf_.get(), buf_.get() + head_, live);
+      head_ = 0;
+      tail_ = live;
     } else {
-      const size_t cap = std::max({cap_ * 2, live + n, size_t{64} << 10});
-      auto grown = std::make_unique_for_overwrite<uint8_t[]>(cap);
-      if (live != 0) std::memcpy(grown.get(), buf_.get() + head_, live);
-      buf_ = std::move(grown);
-      cap_ = cap;
+      resize_to(std::max({cap_ * 2, live + n, size_t{64} << 10}));
     }
+  }
+  // Moves the live bytes (at most cap) into a buffer of cap bytes (none for 0).
+  void resize_to(size_t cap) {
+    const size_t live = size();
+    std::unique_ptr<uint8_t[]> buf;
+    if (cap != 0) {
+      buf = std::make_unique_for_overwrite<uint8_t[]>(cap);
+      if (live != 0) std::memcpy(buf.get(), buf_.get() + head_, live);
+    }
+    if (memory_ != nullptr) *memory_ = *memory_ - cap_ + cap;
+    buf_ = std::move(buf);
+    cap_ = cap;
     head_ = 0;
     tail_ = live;
   }
@@ -76,6 +84,7 @@ class ByteQueue {
   size_t cap_ = 0;
   size_t head_ = 0;
   size_t tail_ = 0;
+  size_t* memory_ = nullptr;
 };
 
 }  // namespace wharf::links

@@ -70,6 +70,7 @@ void reset_on_close(int fd) {
 }  // namespace
 
 struct HostLinks::Conn {
+  explicit Conn(size_t* tx_memory) : tx(tx_memory) {}
   UniqueFd fd;
   int host = -1;  // outgoing: the peer; incoming: learned from its Hello
   int dscp = 0;   // outgoing: the class it carries
@@ -85,7 +86,8 @@ struct HostLinks::Conn {
   std::unique_ptr<Conn> probe;  // outgoing, stalled: the connection that may replace it
   Conn* probe_for = nullptr;    // a probe: the stalled connection it would replace
   ByteQueue rx;
-  ByteQueue tx;  // not yet written to the socket
+  ByteQueue tx;        // not yet written to the socket
+  size_t tx_peak = 0;  // outgoing: the most tx held since the last trim_queues()
 };
 
 HostLinks::HostLinks(const AddressDirectory* dir, uint64_t node_guid, Handler* handler,
@@ -133,7 +135,7 @@ void HostLinks::watch(Conn* c) {
 }
 
 std::unique_ptr<HostLinks::Conn> HostLinks::outgoing(int host, int dscp) {
-  auto c = std::make_unique<Conn>();
+  auto c = std::make_unique<Conn>(&tx_memory_);
   c->host = host;
   c->dscp = dscp;
   c->outgoing = true;
@@ -213,6 +215,7 @@ bool HostLinks::send(int host, uint8_t tclass, const proto::host::Packet& p, Fil
     return false;
   }
   queued_ += total;
+  c->tx_peak = std::max(c->tx_peak, c->tx.size());
   // Written by flush(), once per connection however many packets were queued.
   if (c->connected && !c->dirty) {
     c->dirty = true;
@@ -288,7 +291,7 @@ void HostLinks::accept_all() {
     UniqueFd fd(accept4(listen_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
     if (!fd.valid()) return;
     tune(fd.get());
-    auto c = std::make_unique<Conn>();
+    auto c = std::make_unique<Conn>(&tx_memory_);
     c->fd = std::move(fd);
     c->connected = true;
     proto::encode(hello_, c->tx.append(proto::host::kHelloSize), proto::host::kHelloSize);
@@ -482,10 +485,21 @@ bool HostLinks::write_conn(Conn* c) {
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
     return false;
   }
-  c->tx.shrink(kQueueKeep);  // a burst's memory goes back as the queue drains
+  if (!c->outgoing) {
+    c->tx.shrink(kQueueKeep);  // it carried just the Hello
+  } else if (tx_memory_ > queue_memory_limit()) {
+    trim_queues(true);
+  }
   const bool want_out = !c->tx.empty();
   if (want_out != c->watching_out) watch(c);
   return true;
+}
+
+void HostLinks::trim_queues(bool all) {
+  for (Conn* c : outgoing_) {
+    if (all || c->tx_peak * 4 <= c->tx.capacity()) c->tx.shrink(kQueueKeep);
+    c->tx_peak = c->tx.size();
+  }
 }
 
 uint64_t HostLinks::next_wakeup_ns() const {
@@ -511,6 +525,10 @@ bool HostLinks::poll() {
     if (i < outgoing_.size() && outgoing_[i] == c) ++i;
   }
   if (now >= next_check_ns_) check_stalls(now);
+  if (now >= next_trim_ns_) {
+    trim_queues(false);
+    next_trim_ns_ = now + kTrimEveryNs;
+  }
   epoll_event events[64];
   int n = epoll_wait(epoll_.get(), events, 64, 0);
   for (int i = 0; i < n; ++i) {

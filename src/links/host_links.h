@@ -83,6 +83,8 @@ class HostLinks {
   size_t room(int host, uint8_t tclass) const;
   // Bytes queued on all outgoing connections together.
   size_t queued() const { return queued_; }
+  // Memory the send queues hold (their capacity), queued bytes included.
+  size_t queue_memory() const { return tx_memory_; }
 
   // Writes what send() queued since the last flush, one send() per connection. True if
   // anything was queued.
@@ -101,8 +103,16 @@ class HostLinks {
   // pushes back on the QPs above.
   static constexpr size_t kQueueLimit = 4u << 20;
   static constexpr size_t kSendBudget = 32u << 20;
-  // A draining queue gives back memory beyond this much (ByteQueue::shrink).
+  // Memory of the send queues: a queue keeps what it grew to while its connection is busy
+  // (giving it back each time the queue drained made a steady stream allocate and fault in
+  // megabytes again and again); every kTrimEveryNs a queue that used at most a quarter of its
+  // memory since the last look gives the rest back, down to kQueueKeep (ByteQueue::shrink).
+  // If the queues together hold more than kMemoryPerBudget x the send budget (plus
+  // kQueueKeep each), every queue gives back what it does not use at once, so they hold at
+  // most that however many peers are busy.
   static constexpr size_t kQueueKeep = 64u << 10;
+  static constexpr uint64_t kTrimEveryNs = 250'000'000;
+  static constexpr size_t kMemoryPerBudget = 4;
   // How often connections with bytes in flight are looked at for a stall.
   static constexpr uint64_t kStallCheckNs = 50'000'000;
   // A probe not established by then is abandoned for a new one (its SYN was lost).
@@ -125,6 +135,12 @@ class HostLinks {
   // The peer's Hello, the kHelloSize bytes at `bytes`. False: close the connection.
   bool handle_hello(Conn* c, const uint8_t* bytes);
   void watch(Conn* c);
+  // Gives back send-queue memory: of every outgoing queue if `all`, else of those that used at
+  // most a quarter of it since the last trim.
+  void trim_queues(bool all);
+  size_t queue_memory_limit() const {
+    return kMemoryPerBudget * send_budget_ + kQueueKeep * outgoing_.size();
+  }
   // Stalled connections: probing them, and replacing one by its probe.
   void check_stalls(uint64_t now_ns);
   void start_probe(Conn* stalled, uint64_t now_ns);
@@ -145,6 +161,8 @@ class HostLinks {
 
   const AddressDirectory* dir_;
   Handler* handler_;
+  // The capacity of every connection's tx queue (declared before them: outlives them).
+  size_t tx_memory_ = 0;
   proto::host::Hello hello_;
   UniqueFd epoll_;
   UniqueFd listen_;
@@ -158,6 +176,7 @@ class HostLinks {
   std::vector<uint64_t> retry_ns_;     // per host: no connect attempt before this
   uint64_t backoff_ns_ = 0;            // grows while connects keep failing
   uint64_t next_check_ns_ = 0;         // when check_stalls() runs next
+  uint64_t next_trim_ns_ = 0;          // when trim_queues() runs next
   size_t send_budget_;
   size_t queued_ = 0;  // bytes in the tx queues of outgoing connections
   std::vector<std::unique_ptr<Conn>> buried_;

@@ -1,5 +1,6 @@
 // ByteQueue (links/byte_queue.h): bytes come out in the order they went in, across
-// growth and compaction, and unappend/consume take back exactly what they say.
+// growth and compaction, unappend/consume take back exactly what they say, and a queue's
+// memory is reported to its owner's counter.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -69,6 +70,21 @@ TEST(ByteQueueTest, ADrainingQueueGivesBackWhatABurstTook) {
   EXPECT_EQ(std::memcmp(q.data(), "abc", 3), 0);
   q.clear();
   EXPECT_TRUE(q.empty());
+}
+
+TEST(ByteQueueTest, ReportsItsMemoryToTheOwnersCounter) {
+  size_t memory = 0;
+  {
+    ByteQueue a(&memory), b(&memory);
+    a.append(100);
+    EXPECT_EQ(memory, a.capacity());
+    b.append(200u << 10);
+    EXPECT_EQ(memory, a.capacity() + b.capacity());
+    b.consume(200u << 10);
+    b.shrink(64u << 10);  // empty: frees it all
+    EXPECT_EQ(memory, a.capacity());
+  }
+  EXPECT_EQ(memory, 0u);  // and what a queue holds goes when it does
 }
 
 }  // namespace

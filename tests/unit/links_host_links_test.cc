@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <memory>
@@ -137,6 +138,58 @@ TEST(HostLinksTest, AllQueuesTogetherHoldAtMostTheSendBudget) {
   }));
   EXPECT_EQ(a.links->queued(), 0u);
   EXPECT_EQ(a.links->room(2, 0), HostLinks::kQueueLimit);
+}
+
+// A send queue keeps what it grew to while its connection stays busy (freeing it whenever
+// the queue drained cost a steady 1 MiB stream a quarter of its speed in page faults), and
+// gives it back once the connection has been quiet for a trim period.
+TEST(HostLinksTest, ABusyQueueKeepsItsMemoryAndAQuietOneGivesItBack) {
+  const std::string text = free_cluster_text();
+  End a(text, "a"), b(text, "b");
+  std::vector<uint8_t> big(host::kMaxSegment, 1);
+  size_t sent = 0;
+  auto burst = [&] {  // 1 MiB, then until it has all been written
+    for (int i = 0; i < 16; ++i) ASSERT_TRUE(a.links->send(1, 0, packet(0, big)));
+    sent += 16;
+    ASSERT_TRUE(pump({&a, &b}, [&] { return b.rec.psns.size() == sent; }));
+  };
+  burst();
+  const size_t grown = a.links->queue_memory();
+  EXPECT_GE(grown, 1u << 20);
+  EXPECT_EQ(a.links->queued(), 0u);
+  burst();
+  EXPECT_EQ(a.links->queue_memory(), grown) << "a drained queue gave its memory back at once";
+  // Quiet: the second trim after the bursts (the first still saw their peak) frees it all.
+  EXPECT_TRUE(pump({&a, &b}, [&] { return a.links->queue_memory() == 0; }));
+}
+
+// Queues that were busy one after another hold at most kMemoryPerBudget x the send budget
+// together, even before they are quiet for a trim period.
+TEST(HostLinksTest, QueuesTogetherHoldAtMostTheirMemoryLimit) {
+  const int port = test_support::free_ports(4);
+  ASSERT_NE(port, 0);
+  std::string text;
+  for (int i = 0; i < 4; ++i)
+    text += std::string(1, static_cast<char>('a' + i)) + " 127.0.0.1 198.18." +
+            std::to_string(i + 1) + ".0/24 " + std::to_string(i * 1024 + 1) + "-" +
+            std::to_string(i * 1024 + 1024) + " " + std::to_string(port + i) + "\n";
+  constexpr size_t kBudget = 2u << 20;
+  End a(text, "a", kBudget), b(text, "b"), c(text, "c"), d(text, "d");
+  std::vector<uint8_t> big(host::kMaxSegment, 1);
+  constexpr size_t kLimit = HostLinks::kMemoryPerBudget * kBudget + 3 * HostLinks::kQueueKeep;
+  size_t peak = 0;
+  for (int round = 0; round < 2; ++round) {
+    for (int peer = 1; peer <= 3; ++peer) {  // fill one peer's queue, then let it drain
+      End* to = peer == 1 ? &b : peer == 2 ? &c : &d;
+      const size_t before = to->rec.psns.size();
+      size_t n = 0;
+      while (a.links->send(peer, 0, packet(0, big))) ++n;
+      peak = std::max(peak, a.links->queue_memory());
+      ASSERT_TRUE(pump({&a, &b, &c, &d}, [&] { return to->rec.psns.size() == before + n; }));
+      EXPECT_LE(a.links->queue_memory(), kLimit) << "round " << round << " peer " << peer;
+    }
+  }
+  EXPECT_GT(peak, kBudget) << "the queues never held more than the budget: nothing was tested";
 }
 
 TEST(HostLinksTest, APeerThatRestartsIsNoticed) {
