@@ -27,10 +27,14 @@ namespace wharf::router {
 namespace {
 
 constexpr int kBudgetPerQp = 32;
-// The most an RDMA WRITE or READ between QPs of this host copies in one pass (tens of
-// microseconds): a 1 GiB message then delays the other QPs by one such part a pass, not by
-// the whole copy (issue #18 item 4).
+// The most a message between QPs of this host (an RDMA WRITE or READ, a SEND into a receive
+// queue) copies in one pass (tens of microseconds): a 1 GiB message then delays the other
+// QPs by one such part a pass, not by the whole copy (issue #18 item 4).
 constexpr uint64_t kCopyPerPass = 64 * 1024;
+
+CopyHint copy_hint(uint64_t message_len) {
+  return message_len >= kStreamingMessageBytes ? CopyHint::kStreaming : CopyHint::kCached;
+}
 
 }  // namespace
 
@@ -102,8 +106,11 @@ bool Executor::process_qp_st(Qp* qp) {
       status = IBV_WC_LOC_QP_OP_ERR;
     } else if (qp->copied_bytes == 0 && !r_->admit_st(qp, rate_charge(w), now_)) {
       break;  // over its rate: the WQE stays queued until paced_until_ns
-    } else if (execute_st(qp, w, &status, &byte_len) != Step::kDone) {
-      return true;  // head WQE stays queued: until wait_until_ns, or for its next part
+    } else if (const Step step = execute_st(qp, w, &status, &byte_len); step != Step::kDone) {
+      // The head WQE stays queued: for its next part, or until wait_until_ns; a message cut
+      // off (its receiver went away or ran dry) starts over when it is retried.
+      if (step == Step::kWait) qp->copied_bytes = 0;
+      return true;
     }
     qp->copied_bytes = 0;
     // Once the failed WQE leaves the ring the library would see an idle send queue: it must
@@ -272,16 +279,25 @@ Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w, const S
 
   const uint64_t len = local.total;
   if (send) {
+    const uint64_t from = std::min(qp->copied_bytes, len);
     // The window a SEND_WITH_INV names must be the responder's to invalidate (IBTA 10.6.7.2.3):
     // else an invalid request, and nothing is placed.
-    if (op == IBV_WR_SEND_WITH_INV && !invalidate_remotely(r_, dst, w.hdr.rkey)) {
+    if (from == 0 && op == IBV_WR_SEND_WITH_INV && !invalidate_remotely(r_, dst, w.hdr.rkey)) {
       complete_recv_st(rsp, rw, IBV_WC_REM_INV_REQ_ERR, IBV_WC_RECV, 0, origin_of(w, qp), 0);
       return responder_error(IBV_WC_REM_INV_REQ_ERR);
     }
     const uint32_t flags = op == IBV_WR_SEND_WITH_IMM   ? IBV_WC_WITH_IMM
                            : op == IBV_WR_SEND_WITH_INV ? IBV_WC_WITH_INV
                                                         : 0;
-    land_send_st(local, rsp, &rsrc, rw, IBV_WC_RECV, flags, origin_of(w, qp), rc, status);
+    // Into a QP's own receive queue a long SEND goes a part a pass, like a WRITE: its receive
+    // stays at the head of that queue (only this QP sends into it) until the last part. Into
+    // an SRQ, which other QPs take from too, it goes whole.
+    const uint64_t part = rsp.srq == nullptr ? std::min(len - from, kCopyPerPass) : len - from;
+    if (!land_send_st(local, {from, part}, rsp, &rsrc, rw, IBV_WC_RECV, flags, origin_of(w, qp), rc,
+                      status)) {
+      qp->copied_bytes = from + part;
+      return Step::kPartial;
+    }
     return Step::kDone;
   }
 
@@ -335,7 +351,7 @@ Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w, const S
   // gets a message made of both, within what each allowed.
   const uint64_t from = std::min(qp->copied_bytes, len);
   const uint64_t part = std::min(len - from, kCopyPerPass);
-  const CopyHint hint = len >= kStreamingMessageBytes ? CopyHint::kStreaming : CopyHint::kCached;
+  const CopyHint hint = copy_hint(len);
   if (op == IBV_WR_RDMA_READ) {
     if (copy_spans(remote.seg, remote.count, from, local.seg, local.count, from, part, hint) != 0) {
       *status = IBV_WC_LOC_PROT_ERR;
@@ -364,9 +380,9 @@ Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w, const S
   return Step::kDone;
 }
 
-ibv_wc_status Executor::place_send_st(const SegmentList& payload, const shm::Sge* sges, uint32_t n,
-                                      const Session* owner, const Pd* pd,
-                                      ibv_wc_status* requester_status) {
+ibv_wc_status Executor::place_send_st(const SegmentList& payload, MessagePart part,
+                                      const shm::Sge* sges, uint32_t n, const Session* owner,
+                                      const Pd* pd, ibv_wc_status* requester_status) {
   SegmentList target;
   if (!resolve_sges_st(sges, n, owner, pd, true, &target)) {
     *requester_status = IBV_WC_REM_OP_ERR;
@@ -376,7 +392,10 @@ ibv_wc_status Executor::place_send_st(const SegmentList& payload, const shm::Sge
     *requester_status = IBV_WC_REM_INV_REQ_ERR;
     return IBV_WC_LOC_LEN_ERR;
   }
-  if (const int err = copy_segments(payload, target, payload.total); err != 0) {
+  const uint64_t len = std::min(part.len, payload.total - std::min(part.from, payload.total));
+  if (const int err = copy_spans(payload.seg, payload.count, part.from, target.seg, target.count,
+                                 part.from, len, copy_hint(payload.total));
+      err != 0) {
     // The requester's own memory failing: nothing reached the responder.
     *requester_status = err == kSourceFault ? IBV_WC_LOC_PROT_ERR : IBV_WC_REM_OP_ERR;
     return err == kSourceFault ? IBV_WC_GENERAL_ERR : IBV_WC_LOC_PROT_ERR;
@@ -384,15 +403,16 @@ ibv_wc_status Executor::place_send_st(const SegmentList& payload, const shm::Sge
   return IBV_WC_SUCCESS;
 }
 
-void Executor::land_send_st(const SegmentList& payload, const Responder& rsp, RecvSource* rsrc,
-                            const RecvWork& rw, ibv_wc_opcode wc_op, uint32_t flags,
-                            const Origin& from, bool reliable, ibv_wc_status* status) {
+bool Executor::land_send_st(const SegmentList& payload, MessagePart part, const Responder& rsp,
+                            RecvSource* rsrc, const RecvWork& rw, ibv_wc_opcode wc_op,
+                            uint32_t flags, const Origin& from, bool reliable,
+                            ibv_wc_status* status) {
   ibv_wc_status requester_status = IBV_WC_SUCCESS;
   const ibv_wc_status recv_status =
-      place_send_st(payload, rw.sge, rw.hdr.num_sge, rsp.owner, rsrc->pd, &requester_status);
+      place_send_st(payload, part, rw.sge, rw.hdr.num_sge, rsp.owner, rsrc->pd, &requester_status);
   if (recv_status == IBV_WC_GENERAL_ERR) {
     *status = requester_status;
-    return;
+    return true;
   }
   if (recv_status != IBV_WC_SUCCESS) {
     consume_recv_st(rsrc);
@@ -401,11 +421,13 @@ void Executor::land_send_st(const SegmentList& payload, const Responder& rsp, Re
       *status = requester_status;
       to_error_st(rsp.qp);
     }
-    return;
+    return true;
   }
+  if (part.len < payload.total - std::min(part.from, payload.total)) return false;
   consume_recv_st(rsrc);
   complete_recv_st(rsp, rw, IBV_WC_SUCCESS, wc_op, static_cast<uint32_t>(payload.total), from,
                    flags);
+  return true;
 }
 
 // UD: datagrams that find no QP, a wrong Q_Key, no receive buffer or too small a buffer

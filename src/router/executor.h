@@ -128,20 +128,29 @@ class Executor {
   void execute_ud_st(Qp* qp, const SendWork& w, const SegmentList& local, ibv_wc_status* status);
   Step no_peer_st(Qp* qp, ibv_wc_status* status);
   Step receiver_not_ready_st(Qp* qp, const Qp* dst, ibv_wc_status* status);
-  // Copies a SEND's payload into the buffers sges[0, n) (of `owner`, protected by `pd`):
-  // IBV_WC_SUCCESS when it landed; else the status the receive completes with, and
-  // *requester_status what the requester sees (REM_OP for protection, REM_INV_REQ for
-  // length); or IBV_WC_GENERAL_ERR with *requester_status LOC_PROT_ERR when the requester's
-  // own memory failed, which leaves the responder untouched.
-  ibv_wc_status place_send_st(const SegmentList& payload, const shm::Sge* sges, uint32_t n,
-                              const Session* owner, const Pd* pd, ibv_wc_status* requester_status);
-  // Places a message into the receive `rw` taken (peeked) from *rsrc and completes it with
-  // wc_op and flags. When the responder fails (protection, length), the receive completes in
-  // error and, if reliable, rsp.qp enters ERR and *status becomes the requester's error; a
-  // fault reading `payload` (the requester's memory) is *status LOC_PROT_ERR, taking nothing.
-  void land_send_st(const SegmentList& payload, const Responder& rsp, RecvSource* rsrc,
-                    const RecvWork& rw, ibv_wc_opcode wc_op, uint32_t flags, const Origin& from,
-                    bool reliable, ibv_wc_status* status);
+  // The bytes [from, from + len) of a message, which one call places (len may run past the
+  // message's end: then to the end).
+  struct MessagePart {
+    uint64_t from = 0;
+    uint64_t len = UINT64_MAX;
+  };
+  // Copies `part` of a SEND's payload to the same offset in the buffers sges[0, n) (of
+  // `owner`, protected by `pd`), which must hold the whole payload: IBV_WC_SUCCESS when it
+  // landed; else the status the receive completes with, and *requester_status what the
+  // requester sees (REM_OP for protection, REM_INV_REQ for length); or IBV_WC_GENERAL_ERR
+  // with *requester_status LOC_PROT_ERR when the requester's own memory failed, which leaves
+  // the responder untouched.
+  ibv_wc_status place_send_st(const SegmentList& payload, MessagePart part, const shm::Sge* sges,
+                              uint32_t n, const Session* owner, const Pd* pd,
+                              ibv_wc_status* requester_status);
+  // Places `part` of a message into the receive `rw` taken (peeked) from *rsrc; after the last
+  // part it completes the receive with wc_op and flags. When the responder fails (protection,
+  // length), the receive completes in error and, if reliable, rsp.qp enters ERR and *status
+  // becomes the requester's error; a fault reading `payload` (the requester's memory) is
+  // *status LOC_PROT_ERR, taking nothing. False: a part was placed and more are to come.
+  bool land_send_st(const SegmentList& payload, MessagePart part, const Responder& rsp,
+                    RecvSource* rsrc, const RecvWork& rw, ibv_wc_opcode wc_op, uint32_t flags,
+                    const Origin& from, bool reliable, ibv_wc_status* status);
   // A SEND from RC QP qp to rsp, whose SRQ is a tag-matching one (router/tag_matching.cc).
   Step execute_tm_send_st(Qp* qp, const SendWork& w, const SegmentList& local, const Responder& rsp,
                           ibv_wc_status* status);

@@ -70,7 +70,7 @@ Executor::Step Executor::execute_tm_send_st(Qp* qp, const SendWork& w, const Seg
       const SegmentList payload = slice(local, kTmhSize, local.total - kTmhSize);
       ibv_wc_status requester_status = IBV_WC_SUCCESS;
       const ibv_wc_status recv_status =
-          place_send_st(payload, b.sges.data(), static_cast<uint32_t>(b.sges.size()),
+          place_send_st(payload, {}, b.sges.data(), static_cast<uint32_t>(b.sges.size()),
                         rsp.srq->owner, rsp.srq->pd, &requester_status);
       if (recv_status == IBV_WC_GENERAL_ERR) {  // the requester's own memory: nothing taken
         *status = requester_status;
@@ -96,7 +96,7 @@ Executor::Step Executor::execute_tm_send_st(Qp* qp, const SendWork& w, const Seg
     if (rsrc.ring == nullptr) return no_peer_st(qp, status);  // the SRQ is corrupt
     return receiver_not_ready_st(qp, rsp.qp, status);
   }
-  land_send_st(local, rsp, &rsrc, rw, wc_op, 0, origin_of(w, qp), /*reliable=*/true, status);
+  land_send_st(local, {}, rsp, &rsrc, rw, wc_op, 0, origin_of(w, qp), /*reliable=*/true, status);
   if (tagged && *status == IBV_WC_SUCCESS) tags.note_unexpected();
   return Step::kDone;
 }
@@ -170,7 +170,8 @@ void Executor::send_pending_fin_st() {
   SegmentList fin;
   fin.push(Segment{fin_.message, 0, 0, sizeof(fin_.message)});
   ibv_wc_status status = IBV_WC_SUCCESS;
-  land_send_st(fin, rsp, &src, rw, IBV_WC_RECV, 0, Origin{from->qpn}, /*reliable=*/true, &status);
+  land_send_st(fin, {}, rsp, &src, rw, IBV_WC_RECV, 0, Origin{from->qpn}, /*reliable=*/true,
+               &status);
   if (status != IBV_WC_SUCCESS) to_error_st(from);
 }
 

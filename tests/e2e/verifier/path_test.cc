@@ -15,7 +15,53 @@
 namespace wharf::verify {
 namespace {
 
-class PathTest : public VerbsTest {};
+class PathTest : public VerbsTest {
+ protected:
+  // A connected RC pair for one long message: `qp` on side a with a CQ of its own (so its
+  // completion can be told apart), `peer` on side b.
+  struct LongPair {
+    ibv_cq* cq = nullptr;
+    ibv_qp* qp = nullptr;
+    ibv_qp* peer = nullptr;
+  };
+  void make_long_pair(LongPair* p) {
+    p->cq = ibv_create_cq(a_.ctx, 16, nullptr, nullptr, 0);
+    ASSERT_NE(p->cq, nullptr);
+    p->qp = create_rc_qp_on(a_, p->cq, 16);
+    p->peer = create_qp(b_, IBV_QPT_RC);
+    ASSERT_NE(p->qp, nullptr);
+    ASSERT_NE(p->peer, nullptr);
+    connect(p->qp, a_, p->peer, b_, kFullAccess);
+    connect(p->peer, b_, p->qp, a_, kFullAccess);
+  }
+  void destroy(const LongPair& p) {
+    EXPECT_EQ(ibv_destroy_qp(p.qp), 0);
+    EXPECT_EQ(ibv_destroy_qp(p.peer), 0);
+    EXPECT_EQ(ibv_destroy_cq(p.cq), 0);
+  }
+  // With the long message (wr_id 1) of `big` under way, a 64-byte WRITE (wr_id 2) on
+  // `small` from `src` to raddr/rkey completes before it; then the long one completes.
+  void overtake(const LongPair& big, ibv_qp* small, const Buffer& src, uint64_t raddr,
+                uint32_t rkey) {
+    usleep(5000);  // the router is into the copy, which takes far longer (50-100 ms here)
+    ASSERT_EQ(post_send(small, IBV_WR_RDMA_WRITE,
+                        {{reinterpret_cast<uint64_t>(src.data), 64, src.mr->lkey}}, 2,
+                        IBV_SEND_SIGNALED, raddr, rkey),
+              0);
+    ibv_wc wc = wait_one(a_.cq);
+    EXPECT_EQ(wc.wr_id, 2u);
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+    ibv_wc none;
+    EXPECT_EQ(ibv_poll_cq(big.cq, 1, &none), 0) << "the long message finished first";
+    wc = wait_one(big.cq);
+    EXPECT_EQ(wc.wr_id, 1u);
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  }
+  static bool router_only() {
+    const char* mode = getenv("WHARF_VERIFY_DIRECT_PATH");
+    return mode != nullptr && strcmp(mode, "off") == 0;
+  }
+};
 
 // Sends posted before any receive wait (RNR) and then complete in order; later sends, once
 // the queue is drained, still do.
@@ -313,41 +359,21 @@ TEST_F(PathTest, ASetUpRequestToTheRouterDoesNotHoldTheQueuePairsLock) {
 // another QP's small WRITE posted while it runs completes long before it (the router copied
 // a 512 MiB message whole before serving anyone else).
 TEST_F(PathTest, ALongWriteThroughTheRouterDoesNotHoldUpAnotherQueuePair) {
-  const char* mode = getenv("WHARF_VERIFY_DIRECT_PATH");
-  if (mode == nullptr || strcmp(mode, "off") != 0) GTEST_SKIP() << "needs --direct-path off";
+  if (!router_only()) GTEST_SKIP() << "needs --direct-path off";
   constexpr size_t kLen = size_t{512} << 20;
-  ibv_cq* big_cq = ibv_create_cq(a_.ctx, 16, nullptr, nullptr, 0);
-  ASSERT_NE(big_cq, nullptr);
-  ibv_qp* big = create_rc_qp_on(a_, big_cq, 16);
-  ibv_qp* big_peer = create_qp(b_, IBV_QPT_RC);
-  ASSERT_NE(big, nullptr);
-  ASSERT_NE(big_peer, nullptr);
-  connect(big, a_, big_peer, b_, kFullAccess);
-  connect(big_peer, b_, big, a_, kFullAccess);
+  LongPair big;
+  ASSERT_NO_FATAL_FAILURE(make_long_pair(&big));
   ibv_qp *small, *small_peer;
   rc_pair(&small, &small_peer);
   Buffer src = make_buffer(a_, kLen, kFullAccess);
   Buffer dst = make_buffer(b_, kLen, kFullAccess);
   for (size_t i = 0; i < kLen; i += 4096) src.data[i] = static_cast<uint8_t>(i >> 12);
   ASSERT_EQ(
-      post_send(big, IBV_WR_RDMA_WRITE,
+      post_send(big.qp, IBV_WR_RDMA_WRITE,
                 {{reinterpret_cast<uint64_t>(src.data), static_cast<uint32_t>(kLen), src.mr->lkey}},
                 1, IBV_SEND_SIGNALED, reinterpret_cast<uint64_t>(dst.data), dst.mr->rkey),
       0);
-  usleep(5000);  // the router is into the copy, which takes far longer (about 0.1 s here)
-  ASSERT_EQ(
-      post_send(small, IBV_WR_RDMA_WRITE,
-                {{reinterpret_cast<uint64_t>(src.data), 64, src.mr->lkey}}, 2, IBV_SEND_SIGNALED,
-                reinterpret_cast<uint64_t>(dst.data) + kLen - 64, dst.mr->rkey),
-      0);
-  ibv_wc wc = wait_one(a_.cq);
-  EXPECT_EQ(wc.wr_id, 2u);
-  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
-  ibv_wc none;
-  EXPECT_EQ(ibv_poll_cq(big_cq, 1, &none), 0) << "the long WRITE finished first";
-  wc = wait_one(big_cq);
-  EXPECT_EQ(wc.wr_id, 1u);
-  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  overtake(big, small, src, reinterpret_cast<uint64_t>(dst.data) + kLen - 64, dst.mr->rkey);
   size_t wrong = 0;
   for (size_t i = 0; i < kLen; i += 4096) wrong += dst.data[i] != static_cast<uint8_t>(i >> 12);
   EXPECT_EQ(wrong, 0u);
@@ -355,9 +381,108 @@ TEST_F(PathTest, ALongWriteThroughTheRouterDoesNotHoldUpAnotherQueuePair) {
   free_buffer(&dst);
   munmap(src.data, kLen);
   munmap(dst.data, kLen);
-  EXPECT_EQ(ibv_destroy_qp(big), 0);
-  EXPECT_EQ(ibv_destroy_qp(big_peer), 0);
-  EXPECT_EQ(ibv_destroy_cq(big_cq), 0);
+  destroy(big);
+}
+
+// A long SEND into a receive queue goes a part per pass too, and lands at the right offset
+// of every buffer the receive scatters into: another QP's small WRITE posted while it runs
+// completes long before it (the router placed a SEND whole before serving anyone else).
+TEST_F(PathTest, ALongSendThroughTheRouterDoesNotHoldUpAnotherQueuePair) {
+  if (!router_only()) GTEST_SKIP() << "needs --direct-path off";
+  constexpr size_t kLen = size_t{256} << 20;
+  constexpr size_t kGap = 4096;  // between the receive's buffers
+  LongPair big;
+  ASSERT_NO_FATAL_FAILURE(make_long_pair(&big));
+  ibv_qp *small, *small_peer;
+  rc_pair(&small, &small_peer);
+  Buffer src = make_buffer(a_, kLen, kFullAccess);
+  Buffer dst = make_buffer(b_, kLen + 2 * kGap, kFullAccess);
+  auto pattern = [](size_t i) { return static_cast<uint8_t>((i >> 12) + i * 7); };
+  for (size_t i = 0; i < kLen; ++i) src.data[i] = pattern(i);
+  // Three buffers, the first two ending inside a part: message offset m lands at
+  // dst + m + kGap x (the buffers before it).
+  const size_t cut[2] = {(1u << 20) + 123, kLen / 2 + 777};
+  ibv_sge rsge[3] = {
+      {reinterpret_cast<uint64_t>(dst.data), static_cast<uint32_t>(cut[0]), dst.mr->lkey},
+      {reinterpret_cast<uint64_t>(dst.data + cut[0] + kGap), static_cast<uint32_t>(cut[1] - cut[0]),
+       dst.mr->lkey},
+      {reinterpret_cast<uint64_t>(dst.data + cut[1] + 2 * kGap),
+       static_cast<uint32_t>(kLen - cut[1]), dst.mr->lkey}};
+  ibv_recv_wr rwr{};
+  rwr.wr_id = 9;
+  rwr.sg_list = rsge;
+  rwr.num_sge = 3;
+  ibv_recv_wr* bad = nullptr;
+  ASSERT_EQ(ibv_post_recv(big.peer, &rwr, &bad), 0);
+  ASSERT_EQ(
+      post_send(big.qp, IBV_WR_SEND,
+                {{reinterpret_cast<uint64_t>(src.data), static_cast<uint32_t>(kLen), src.mr->lkey}},
+                1, IBV_SEND_SIGNALED),
+      0);
+  overtake(big, small, src, reinterpret_cast<uint64_t>(dst.data) + cut[0],  // in a gap
+           dst.mr->rkey);
+  ibv_wc wc = wait_one(b_.cq);
+  EXPECT_EQ(wc.wr_id, 9u);
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc.opcode, IBV_WC_RECV);
+  EXPECT_EQ(wc.byte_len, kLen);
+  size_t wrong = 0;
+  for (size_t m = 0; m < kLen; ++m) {
+    const size_t at = m + (m >= cut[0] ? kGap : 0) + (m >= cut[1] ? kGap : 0);
+    wrong += dst.data[at] != pattern(m);
+  }
+  EXPECT_EQ(wrong, 0u);
+  free_buffer(&src);
+  free_buffer(&dst);
+  munmap(src.data, kLen);
+  munmap(dst.data, kLen + 2 * kGap);
+  destroy(big);
+}
+
+// A long SEND whose receiver fails between two parts is retried from its first byte: the
+// receive the receiver posts after it reconnects gets the whole message, not its tail.
+TEST_F(PathTest, ASendCutOffByItsReceiverStartsOverInTheNextReceive) {
+  if (!router_only()) GTEST_SKIP() << "needs --direct-path off";
+  constexpr size_t kLen = size_t{256} << 20;
+  LongPair big;
+  ASSERT_NO_FATAL_FAILURE(make_long_pair(&big));
+  Buffer src = make_buffer(a_, kLen, kFullAccess);
+  Buffer first = make_buffer(b_, kLen, kFullAccess);
+  Buffer second = make_buffer(b_, kLen, kFullAccess);
+  auto pattern = [](size_t i) { return static_cast<uint8_t>((i >> 12) + i * 7 + 1); };
+  for (size_t i = 0; i < kLen; ++i) src.data[i] = pattern(i);
+  post_recv(big.peer, first, 0, static_cast<uint32_t>(kLen), 9);
+  ASSERT_EQ(
+      post_send(big.qp, IBV_WR_SEND,
+                {{reinterpret_cast<uint64_t>(src.data), static_cast<uint32_t>(kLen), src.mr->lkey}},
+                1, IBV_SEND_SIGNALED),
+      0);
+  usleep(5000);  // the router is into the copy, which takes far longer (about 50 ms here)
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_ERR;
+  ASSERT_EQ(ibv_modify_qp(big.peer, &attr, IBV_QP_STATE), 0);
+  ibv_wc wc = wait_one(b_.cq);
+  EXPECT_EQ(wc.wr_id, 9u);
+  ASSERT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR) << "the SEND finished before its receiver failed";
+  attr.qp_state = IBV_QPS_RESET;
+  ASSERT_EQ(ibv_modify_qp(big.peer, &attr, IBV_QP_STATE), 0);
+  connect(big.peer, b_, big.qp, a_, kFullAccess);
+  post_recv(big.peer, second, 0, static_cast<uint32_t>(kLen), 10);
+  wc = wait_one(big.cq);  // the requester retries within its retry count
+  EXPECT_EQ(wc.wr_id, 1u);
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  wc = wait_one(b_.cq);
+  EXPECT_EQ(wc.wr_id, 10u);
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc.byte_len, kLen);
+  size_t wrong = 0;
+  for (size_t i = 0; i < kLen; ++i) wrong += second.data[i] != pattern(i);
+  EXPECT_EQ(wrong, 0u);
+  for (Buffer* b : {&src, &first, &second}) {
+    free_buffer(b);
+    munmap(b->data, kLen);
+  }
+  destroy(big);
 }
 
 }  // namespace
