@@ -97,7 +97,7 @@ HostLinks::HostLinks(const AddressDirectory* dir, uint64_t node_guid, Handler* h
   out_.resize(n);
   incarnation_.assign(n, 0);
   retry_ns_.assign(n, 0);
-  scratch_ = std::make_unique_for_overwrite<uint8_t[]>(proto::host::kMaxPacketSize + kReadChunk);
+  scratch_ = std::make_unique_for_overwrite<uint8_t[]>(kReadChunk);
   hello_.node_guid = node_guid;
   hello_.incarnation = static_cast<uint32_t>(now_ns() ^ (now_ns() >> 32) ^ getpid()) | 1u;
   const std::string& me = dir->hosts()[static_cast<size_t>(dir->self())].name;
@@ -429,46 +429,66 @@ void HostLinks::replace_stalled(Conn* stalled) {
   handler_->on_link_lost(host);
 }
 
-// Reads what is ready, a chunk at a time up to kReadBudget, into the scratch buffer all
-// connections share, right behind the part of a packet the last read left over (c->rx);
-// decodes whole packets there and hands them up, and keeps what is left (less than a packet)
-// in c->rx. So a connection holds at most one packet between reads, however busy. False:
-// close the connection.
+// Reads what is ready, up to kReadBudget: a chunk at a time into the scratch buffer all
+// connections share, where whole packets are decoded and handed up. The part of a packet (or
+// of the Hello) that a chunk cut off goes to c->rx, and the rest of it is read straight
+// behind it there (its header tells how much), so those bytes are copied once, not carried
+// back into the scratch buffer. A connection holds at most one packet between reads,
+// however busy. False: close the connection.
 bool HostLinks::read_conn(Conn* c) {
-  namespace host = proto::host;
-  uint8_t* const chunk = scratch_.get() + host::kMaxPacketSize;  // where recv writes
   for (size_t budget = 0; budget < kReadBudget;) {
-    ssize_t n = recv(c->fd.get(), chunk, kReadChunk, MSG_DONTWAIT);
+    const bool finishing = !c->rx.empty();
+    const size_t want = finishing ? unit_size(c) - c->rx.size() : kReadChunk;
+    uint8_t* const at = finishing ? c->rx.append(want) : scratch_.get();
+    const ssize_t n = recv(c->fd.get(), at, want, MSG_DONTWAIT);
+    if (finishing) c->rx.unappend(want - static_cast<size_t>(std::max<ssize_t>(n, 0)));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
     if (n <= 0) return false;  // what arrived before the end was handled by earlier rounds
     budget += static_cast<size_t>(n);
-    const size_t carried = c->rx.size();
-    uint8_t* const bytes = chunk - carried;
-    if (carried != 0) std::memcpy(bytes, c->rx.data(), carried);
-    c->rx.consume(carried);
-    const size_t len = carried + static_cast<size_t>(n);
-    size_t off = 0;
-    if (!c->hello_done && len >= host::kHelloSize) {
-      if (!handle_hello(c, bytes)) return false;
-      off = host::kHelloSize;
-    }
-    while (c->hello_done) {
-      host::Packet p;
+    if (finishing) {
+      if (c->rx.size() < unit_size(c)) continue;  // the header came: now the rest
       size_t used = 0;
-      auto st = host::decode_packet(bytes + off, len - off, &p, &used);
-      if (st == host::DecodeStatus::kNeedMore) break;
-      if (st == host::DecodeStatus::kBad) {
-        spdlog::warn("host link from {}: malformed packet; closing",
-                     dir_->hosts()[static_cast<size_t>(c->host)].name);
-        return false;
-      }
-      handler_->on_packet(c->host, p);
-      off += used;
+      if (!dispatch(c, c->rx.data(), c->rx.size(), &used)) return false;
+      c->rx.consume(used);  // all of it: exactly one unit was read
+      continue;
     }
-    // Less than one packet (decode_packet bounds a packet's length), or less than a Hello.
-    if (off != len) std::memcpy(c->rx.append(len - off), bytes + off, len - off);
+    const size_t len = static_cast<size_t>(n);
+    size_t used = 0;
+    if (!dispatch(c, at, len, &used)) return false;
+    if (used != len) std::memcpy(c->rx.append(len - used), at + used, len - used);
   }
+  return true;
+}
+
+size_t HostLinks::unit_size(const Conn* c) const {
+  namespace host = proto::host;
+  if (!c->hello_done) return host::kHelloSize;
+  const size_t size = host::packet_size(c->rx.data(), c->rx.size());
+  return size != 0 ? size : host::kPacketHeaderSize;
+}
+
+bool HostLinks::dispatch(Conn* c, const uint8_t* bytes, size_t len, size_t* used) {
+  namespace host = proto::host;
+  size_t off = 0;
+  if (!c->hello_done && len >= host::kHelloSize) {
+    if (!handle_hello(c, bytes)) return false;
+    off = host::kHelloSize;
+  }
+  while (c->hello_done) {
+    host::Packet p;
+    size_t n = 0;
+    const auto st = host::decode_packet(bytes + off, len - off, &p, &n);
+    if (st == host::DecodeStatus::kNeedMore) break;
+    if (st == host::DecodeStatus::kBad) {
+      spdlog::warn("host link from {}: malformed packet; closing",
+                   dir_->hosts()[static_cast<size_t>(c->host)].name);
+      return false;
+    }
+    handler_->on_packet(c->host, p);
+    off += n;
+  }
+  *used = off;
   return true;
 }
 

@@ -131,6 +131,12 @@ class HostLinks {
   // An outgoing connection failed with `err` before it was established.
   void connect_failed(Conn* c, int err);
   bool read_conn(Conn* c);
+  // The bytes of the Hello, or of the packet that c->rx begins (its header, while that is
+  // incomplete), that read_conn completes in c->rx.
+  size_t unit_size(const Conn* c) const;
+  // Handles the Hello (if due) and the whole packets at the start of bytes[0, len); *used is
+  // how many bytes they took. False: close the connection.
+  bool dispatch(Conn* c, const uint8_t* bytes, size_t len, size_t* used);
   bool write_conn(Conn* c);
   // The peer's Hello, the kHelloSize bytes at `bytes`. False: close the connection.
   bool handle_hello(Conn* c, const uint8_t* bytes);
@@ -180,8 +186,7 @@ class HostLinks {
   size_t send_budget_;
   size_t queued_ = 0;  // bytes in the tx queues of outgoing connections
   std::vector<std::unique_ptr<Conn>> buried_;
-  // read_conn's buffer, shared by all connections: room for a carried-over packet, then a
-  // chunk read from the socket.
+  // read_conn's buffer for a chunk read from a socket, shared by all connections.
   std::unique_ptr<uint8_t[]> scratch_;
 };
 

@@ -120,6 +120,15 @@ size_t encode_headers(const Packet& p, uint8_t* out, size_t cap) {
   return w.ok() ? w.size() : 0;
 }
 
+size_t packet_size(const uint8_t* buf, size_t len) {
+  if (len < kPacketHeaderSize) return 0;
+  PacketHeader h;
+  Reader hr(buf, kPacketHeaderSize);
+  hr(h);
+  if (h.length > kMaxExtensionsSize + kMaxSegment) return kPacketHeaderSize;
+  return kPacketHeaderSize + h.length;
+}
+
 DecodeStatus decode_packet(const uint8_t* buf, size_t len, Packet* out, size_t* consumed) {
   if (len < kPacketHeaderSize) return DecodeStatus::kNeedMore;
   *out = Packet{};

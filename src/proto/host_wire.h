@@ -255,5 +255,9 @@ enum class DecodeStatus { kOk, kNeedMore, kBad };
 // for anything this version does not accept (the connection is then closed). On kOk,
 // *consumed is the packet's size.
 DecodeStatus decode_packet(const uint8_t* buf, size_t len, Packet* out, size_t* consumed);
+// The size of the packet whose first `len` bytes are at buf, as its header says, so that a
+// reader can fetch exactly the rest of it: 0 while the header is incomplete. A header that
+// decode_packet refuses for its length gives kPacketHeaderSize (decode it to see).
+size_t packet_size(const uint8_t* buf, size_t len);
 
 }  // namespace wharf::proto::host

@@ -3,8 +3,9 @@
 // Checked for every input: decoding never reads outside the input (the input is an
 // exactly-sized buffer under ASan); kOk consumes a whole packet whose payload lies inside it,
 // and encoding the decoded packet again gives back exactly the bytes consumed; every proper
-// prefix of an accepted packet asks for more; the Hello decoder accepts exactly kHelloSize
-// bytes and negotiation never picks a version outside both ranges.
+// prefix of an accepted packet asks for more, and packet_size tells its size once the header
+// is there; packet_size never says a packet ends before its header; the Hello decoder accepts
+// exactly kHelloSize bytes and negotiation never picks a version outside both ranges.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -36,8 +37,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       size_t u = 0;
       WHARF_FUZZ_CHECK(decode_packet(in.data(), cut, &q, &u) == DecodeStatus::kNeedMore,
                        "prefix not incomplete");
+      WHARF_FUZZ_CHECK(packet_size(in.data(), cut) == (cut < kPacketHeaderSize ? 0 : used),
+                       "packet_size of a prefix");
     }
   }
+  const size_t whole = packet_size(in.data(), in.size());
+  WHARF_FUZZ_CHECK(whole == 0 ? in.size() < kPacketHeaderSize
+                              : whole >= kPacketHeaderSize && whole <= kMaxPacketSize,
+                   "packet_size outside a packet's bounds");
   Hello theirs;
   if (decode(in.data(), in.size(), &theirs)) {
     WHARF_FUZZ_CHECK(in.size() == kHelloSize, "Hello size");

@@ -1,17 +1,22 @@
 // Host links (links/host_links.h) between two routers' ends on loopback: packets arrive
 // whole and in order, queues are bounded, a peer that dies or restarts is noticed, and a
 // connection stalled by a cut path is replaced as soon as the path returns.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <sched.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <thread>
 #include <vector>
 
+#include "common/unique_fd.h"
 #include "links/host_links.h"
 #include "support/free_ports.h"
 
@@ -100,6 +105,56 @@ TEST(HostLinksTest, PacketsArriveWholeAndInOrder) {
   ASSERT_TRUE(pump({&a, &b}, [&] { return a.rec.psns.size() == 1; }));
   EXPECT_EQ(a.rec.payloads[0], reply);
   EXPECT_EQ(a.rec.link_lost + b.rec.link_lost, 0);
+}
+
+// A peer's bytes may arrive cut anywhere: in the Hello, in a header, in a payload, or many
+// packets at once. Written by a plain socket playing router a, in pieces of every size from
+// one byte to several packets, each piece read by b before the next is written.
+TEST(HostLinksTest, PacketsCutAnywhereArriveWhole) {
+  const int port = test_support::free_ports(2);
+  ASSERT_NE(port, 0);
+  End b(cluster_text(static_cast<uint16_t>(port), static_cast<uint16_t>(port + 1)), "b");
+  std::vector<uint8_t> stream(host::kHelloSize);
+  host::Hello hello;
+  hello.incarnation = 7;
+  std::memcpy(hello.host.data(), "a", 2);
+  ASSERT_EQ(proto::encode(hello, stream.data(), stream.size()), host::kHelloSize);
+  std::vector<std::vector<uint8_t>> sent;
+  for (uint32_t i = 0; i < 40; ++i) {
+    const size_t len = i % 4 == 0 ? host::kMaxSegment : (i * 7919u) % 3000;
+    sent.emplace_back(len, static_cast<uint8_t>(i * 3 + 1));
+    host::Packet p = packet(i, sent.back());
+    const size_t at = stream.size();
+    stream.resize(at + host::kPacketHeaderSize + p.hdr.length);
+    const size_t n = host::encode_headers(p, stream.data() + at, stream.size() - at);
+    ASSERT_NE(n, 0u);
+    std::memcpy(stream.data() + at + n, sent.back().data(), sent.back().size());
+  }
+  UniqueFd fd(socket(AF_INET, SOCK_STREAM, 0));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port + 1));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  const size_t pieces[] = {1, 2, 27, 28, 29, 100, 4096, 65535, 65536 + 200, 300000};
+  size_t off = 0;
+  for (size_t k = 0; off < stream.size(); ++k) {
+    const size_t n = std::min(pieces[k % std::size(pieces)], stream.size() - off);
+    ASSERT_EQ(write(fd.get(), stream.data() + off, n), static_cast<ssize_t>(n));
+    off += n;
+    const size_t before = b.rec.psns.size();
+    // b reads all of it (a whole packet or not) before the next piece.
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    for (int idle = 0; idle < 3 && std::chrono::steady_clock::now() < deadline;)
+      idle = b.links->poll() ? 0 : idle + 1;
+    ASSERT_GE(b.rec.psns.size(), before);
+  }
+  ASSERT_TRUE(pump({&b}, [&] { return b.rec.psns.size() == sent.size(); }));
+  for (uint32_t i = 0; i < sent.size(); ++i) {
+    EXPECT_EQ(b.rec.psns[i], i);
+    EXPECT_EQ(b.rec.payloads[i], sent[i]) << i;
+  }
+  EXPECT_EQ(b.rec.link_lost, 0);
 }
 
 TEST(HostLinksTest, AFullQueueRefusesUntilItDrains) {

@@ -177,7 +177,13 @@ TEST(HostWireTest, PartialInputAsksForMore) {
     Packet d;
     size_t used = 0;
     ASSERT_EQ(decode_packet(b.data(), n, &d, &used), DecodeStatus::kNeedMore) << n;
+    // How much to fetch: known once the header is there.
+    EXPECT_EQ(packet_size(b.data(), n), n < kPacketHeaderSize ? 0 : b.size()) << n;
   }
+  // A length decode_packet refuses leaves the decision to it.
+  std::vector<uint8_t> absurd = b;
+  absurd[3] = 0x10;
+  EXPECT_EQ(packet_size(absurd.data(), absurd.size()), kPacketHeaderSize);
   // Two packets back to back: the first is decoded alone.
   std::vector<uint8_t> two = b;
   two.insert(two.end(), b.begin(), b.end());
