@@ -14,15 +14,9 @@ A=$(readlink -f "$1")
 B=$(readlink -f "$2")
 REPS=${3:-3}
 LAB=$PWD/tools/wharf-lab/wharf-lab
-. bench/lib.sh  # median, lab_bench_checks
+. bench/lib.sh  # median, lab_bench_checks, lab_bench_work
 lab_bench_checks ab_hosts.sh "$A" "$B"
-WORK=$(mktemp -d /tmp/wharf-ab.XXXXXX)
-cleanup() {
-  "$LAB" down > /dev/null 2>&1 || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
+lab_bench_work ab
 
 . "$PWD/bench/lab_perftest.sh"
 perftest() { lab_perftest "$@"; }

@@ -20,20 +20,17 @@ ROOT=$PWD
 REPS=${1:-3}
 B=$ROOT/build-bench
 LAB=$ROOT/tools/wharf-lab/wharf-lab
-. bench/lib.sh  # median, lab_bench_checks
+. bench/lib.sh  # median, lab_bench_checks, lab_bench_work
 lab_bench_checks hosts.sh
 command -v iperf3 > /dev/null || apt-get install -y -qq iperf3 > /dev/null
 cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DWHARF_TESTS=OFF > /dev/null
 cmake --build "$B" -j"$(nproc)" --target wharfd wharf_verbs wharf-run wharf-flows \
   wharf-tcp-pingpong wharf-idle-qps > /dev/null
 
-WORK=$(mktemp -d /tmp/wharf-hosts-bench.XXXXXX)
-cleanup() {
+bench_cleanup() {
   for n in lpA$$ lpB$$; do "$B/bin/wharf-run" --cleanup "$n" > /dev/null 2>&1 || true; done
-  "$LAB" down > /dev/null 2>&1 || true
-  rm -rf "$WORK"
 }
-trap cleanup EXIT
+lab_bench_work hosts-bench
 # Three hosts: h1 and h2 carry the traffic; h3 stays untouched until the per-peer memory
 # measurement.
 "$LAB" up --hosts 3 --wharfd "$B/bin/wharfd" > "$WORK/up.log"

@@ -20,16 +20,11 @@ B=$(readlink -f "$2")
 N=${3:-2500}
 REPS=${4:-5}
 LAB=$PWD/tools/wharf-lab/wharf-lab
-. bench/lib.sh  # median, lab_bench_checks
+. bench/lib.sh  # median, lab_bench_checks, lab_bench_work
 lab_bench_checks instructions.sh "$A" "$B"
 command -v valgrind > /dev/null || { echo "instructions.sh: needs valgrind" >&2; exit 1; }
 ((N > 500)) || { echo "instructions.sh: N must be above 500" >&2; exit 1; }
-WORK=$(mktemp -d /tmp/wharf-instr.XXXXXX)
-cleanup() {
-  "$LAB" down > /dev/null 2>&1 || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+lab_bench_work instr
 
 . "$PWD/bench/lab_perftest.sh"
 

@@ -20,3 +20,15 @@ lab_bench_checks() {
     exit 1
   fi
 }
+
+# lab_bench_work NAME: makes WORK, a directory for the bench's files, and at exit runs the
+# function bench_cleanup if the script has one, takes the lab ($LAB) down and removes WORK.
+lab_bench_work() {
+  WORK=$(mktemp -d "/tmp/wharf-$1.XXXXXX")
+  trap lab_bench_cleanup EXIT
+}
+lab_bench_cleanup() {
+  if declare -F bench_cleanup > /dev/null; then bench_cleanup || true; fi
+  "$LAB" down > /dev/null 2>&1 || true
+  rm -rf "$WORK"
+}

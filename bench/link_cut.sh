@@ -17,19 +17,16 @@ BUILDS=("$(readlink -f "$1")")
 REPS=${2:-3}
 LAB=$PWD/tools/wharf-lab/wharf-lab
 readonly CUT_S=2
-. bench/lib.sh  # median, lab_bench_checks
+. bench/lib.sh  # median, lab_bench_checks, lab_bench_work
 lab_bench_checks link_cut.sh "${BUILDS[@]}"
 command -v nft > /dev/null || { echo "link_cut.sh: needs nftables" >&2; exit 1; }
-WORK=$(mktemp -d /tmp/wharf-link-cut.XXXXXX)
 build=
-cleanup() {
+bench_cleanup() {
   if [[ -n $build ]]; then
     for n in lcA$$ lcB$$; do "$build/bin/wharf-run" --cleanup "$n" > /dev/null 2>&1 || true; done
   fi
-  "$LAB" down > /dev/null 2>&1 || true
-  rm -rf "$WORK"
 }
-trap cleanup EXIT
+lab_bench_work link-cut
 
 # Samples "time total-bytes-acked" of h1's host-link connections until $1 (epoch s).
 sample_acked() {

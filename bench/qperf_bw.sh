@@ -16,20 +16,15 @@ B=$(readlink -f "$2")
 ROUNDS=${3:-3}
 RUNS=${4:-2}
 LAB=$PWD/tools/wharf-lab/wharf-lab
-. bench/lib.sh  # median, lab_bench_checks
+. bench/lib.sh  # median, lab_bench_checks, lab_bench_work
 lab_bench_checks qperf_bw.sh "$A" "$B"
 command -v qperf > /dev/null || { echo "qperf_bw.sh: needs qperf" >&2; exit 1; }
-WORK=$(mktemp -d /tmp/wharf-qperf-bw.XXXXXX)
 stop_server() {
   # shellcheck disable=SC2046  # one pid per word
   kill $(ip netns pids "wharf-qbs$$" 2> /dev/null) 2> /dev/null || true
 }
-cleanup() {
-  stop_server
-  "$LAB" down > /dev/null 2>&1 || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+bench_cleanup() { stop_server; }
+lab_bench_work qperf-bw
 
 # qperf's "bw = V unit" lines in GB/s, one per line.
 gbs() { awk '/bw *=/ {v = $3; if ($4 == "MB/sec") v /= 1000; print v}'; }
