@@ -12,9 +12,12 @@ inline constexpr uint32_t kPsnMask = 0xffffff;
 
 constexpr uint32_t psn_add(uint32_t psn, uint32_t n) { return (psn + n) & kPsnMask; }
 
+// How many PSNs b is after a (b - a in 24-bit arithmetic).
+constexpr uint32_t psn_diff(uint32_t b, uint32_t a) { return (b - a) & kPsnMask; }
+
 // a comes before b.
 constexpr bool psn_lt(uint32_t a, uint32_t b) {
-  const uint32_t d = (b - a) & kPsnMask;
+  const uint32_t d = psn_diff(b, a);
   return d != 0 && d < 0x800000;
 }
 

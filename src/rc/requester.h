@@ -65,7 +65,9 @@ class RequesterPort {
  public:
   virtual ~RequesterPort() = default;
   // Sends every packet of r (again: a READ's responses all come again). False when the link
-  // has no room; the ACK timer sends it later.
+  // has no room; the ACK timer sends it later. An owner may instead send what fits, keep the
+  // rest (and whatever later requests it is asked to transmit meanwhile) and send it as the
+  // link drains, telling transmitted(): the ACK timer then waits for the last packet.
   virtual bool transmit(const Request<Work>& r) = 0;
   // r, the oldest request, completed with `status`; it leaves the window right after.
   virtual void complete(const Request<Work>& r, ibv_wc_status status) = 0;
@@ -94,6 +96,18 @@ class Requester {
   uint32_t next_psn() const { return next_psn_; }
   // An RNR wait, or its probe, holds every new request back.
   bool holding() const { return resend_at_ns_ != 0 || probing_; }
+  // After an RNR wait only the refused request went again; the rest follows its ACK.
+  bool probing() const { return probing_; }
+  // The window, oldest first, for an owner whose link takes a request in several goes: it
+  // sends the rest of what transmit() could not, in PSN order (see RequesterPort::transmit).
+  const RingQueue<Request<Work>>& window() const { return window_; }
+  // Packets of the window went to the link at `now`: the ACK timer runs from the last one
+  // sent, so a message that takes longer than the timeout to leave is not sent again before
+  // its last packet did.
+  void transmitted(uint64_t now, const RequesterLimits& l) {
+    if (!window_.empty())
+      ack_deadline_ns_ = std::max(ack_deadline_ns_, now + ack_timeout_ns(l.timeout));
+  }
   // Whether a request of `kind` may enter the window now (the max_rd_atomic limit).
   bool may_issue(RequestKind kind, const RequesterLimits& l) const {
     if (holding()) return false;

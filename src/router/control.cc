@@ -122,6 +122,7 @@ void reset_qp_rings(Qp* qp) {
                                qp->layout.rq_entries, qp->layout.rq_slot);
   qp->wait_until_ns = 0;
   qp->copied_bytes = 0;
+  if (qp->held_recv != nullptr) qp->held_recv->held = false;  // RESET completes nothing
   qp->rnr_attempts = qp->retry_attempts = 0;
   qp->last_wqe_reported = false;
 }

@@ -289,10 +289,11 @@ Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w, const S
     const uint32_t flags = op == IBV_WR_SEND_WITH_IMM   ? IBV_WC_WITH_IMM
                            : op == IBV_WR_SEND_WITH_INV ? IBV_WC_WITH_INV
                                                         : 0;
-    // Into a QP's own receive queue a long SEND goes a part a pass, like a WRITE: its receive
-    // stays at the head of that queue (only this QP sends into it) until the last part. Into
-    // an SRQ, which other QPs take from too, it goes whole.
-    const uint64_t part = rsp.srq == nullptr ? std::min(len - from, kCopyPerPass) : len - from;
+    // A long SEND goes a part a pass, like a WRITE. Its receive stays at the head of the QP's
+    // own receive queue (only this QP sends into it) until the last part; one from an SRQ,
+    // which other QPs take from too, is held by the receiving QP meanwhile.
+    const uint64_t part = std::min(len - from, kCopyPerPass);
+    if (part < len - from) hold_recv_st(rsp, &rsrc, rw);
     if (!land_send_st(local, {from, part}, rsp, &rsrc, rw, IBV_WC_RECV, flags, origin_of(w, qp), rc,
                       status)) {
       qp->copied_bytes = from + part;
@@ -544,16 +545,27 @@ void Executor::deliver_datagram_st(const Responder& dst, const SegmentList& payl
 // there is none; src->ring is then null if the queue is corrupt (the owner was told).
 bool Executor::take_recv_st(const Responder& dst, RecvSource* src, RecvWork* rw) {
   Srq* srq = dst.srq;
+  src->held = nullptr;
   if (srq != nullptr) {
-    if (srq->corrupt) return false;
     src->ring = &srq->ring;
     src->srq = srq;
     src->pd = srq->pd;
     src->max_sge = srq->max_sge;
     src->slot_size = srq->layout.slot;
+    HeldRecv* held = dst.qp->held_recv.get();
+    if (held != nullptr && held->held && held->srq == srq && held->srqn == srq->srqn) {
+      *rw = held->rw;
+      src->held = held;
+      return true;
+    }
+    if (srq->corrupt) {
+      src->ring = nullptr;
+      return false;
+    }
   } else {
     dst.qp->rq.resync();  // the direct path may have taken receive WQEs since we last did
     src->ring = &dst.qp->rq;
+    src->srq = nullptr;
     src->pd = dst.qp->pd;
     src->max_sge = dst.qp->caps.max_recv_sge;
     src->slot_size = dst.qp->layout.rq_slot;
@@ -576,7 +588,28 @@ bool Executor::take_recv_st(const Responder& dst, RecvSource* src, RecvWork* rw)
   return true;
 }
 
+void Executor::hold_recv_st(const Responder& dst, RecvSource* src, const RecvWork& rw) {
+  if (src->srq == nullptr || src->held != nullptr) return;
+  std::unique_ptr<HeldRecv>& held = dst.qp->held_recv;
+  if (held == nullptr) {
+    held = std::make_unique<HeldRecv>();
+  } else {
+    flush_held_recv_st(dst.qp);  // an XRC target's, from another SRQ, for a message abandoned
+  }
+  consume_recv_st(src);
+  held->rw = rw;
+  held->srq = src->srq;
+  held->srqn = src->srq->srqn;
+  held->held = true;
+  src->held = held.get();
+}
+
 void Executor::consume_recv_st(RecvSource* src) {
+  if (src->held != nullptr) {
+    src->held->held = false;
+    src->held = nullptr;
+    return;
+  }
   src->ring->pop();
   Srq* srq = src->srq;
   if (srq != nullptr && srq->limit != 0 && src->ring->available() < srq->limit) {
@@ -640,6 +673,7 @@ bool Executor::flush_st(Qp* qp) {
                 false);
     did = true;
   }
+  did = flush_held_recv_st(qp) || did;
   if (qp->layout.rq_entries != 0) {
     qp->rq.resync();
     for (int budget = kBudgetPerQp; budget > 0; --budget) {
@@ -656,6 +690,16 @@ bool Executor::flush_st(Qp* qp) {
     qp->owner->post_async_event(IBV_EVENT_QP_LAST_WQE_REACHED, qp->handle);
   }
   return did;
+}
+
+bool Executor::flush_held_recv_st(Qp* qp) {
+  HeldRecv* held = qp->held_recv.get();
+  if (held == nullptr || !held->held) return false;
+  held->held = false;
+  if (r_->srq_by_srqn(held->srqn) != held->srq) return false;  // gone with its SRQ
+  Cq* cq = held->srq->xrc != nullptr ? held->srq->cq : qp->recv_cq;
+  post_cqe_st(cq, make_cqe(held->rw.hdr.wr_id, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, qp->qpn), false);
+  return true;
 }
 
 }  // namespace wharf::router

@@ -39,13 +39,15 @@ inline Responder responder_of(Qp* qp) {
 // qp served by a queue that completes on its own CQ: an XRC SRQ, or a WQ of an RSS QP.
 inline Responder srq_responder(Qp* qp, Srq* srq) { return {qp, srq->owner, srq->pd, srq, srq->cq}; }
 
-// A receive WQE taken (peeked) from a QP's RQ or its SRQ.
+// A receive WQE taken (peeked) from a QP's RQ or its SRQ, or the one the QP holds for a
+// message under way (`held`: already off the SRQ).
 struct RecvSource {
   shm::RingConsumer* ring = nullptr;
   Srq* srq = nullptr;
   Pd* pd = nullptr;
   uint32_t max_sge = 0;
   uint32_t slot_size = 0;
+  HeldRecv* held = nullptr;
 };
 
 // The sender of a received message, as its receive completion reports it.
@@ -85,6 +87,13 @@ class Executor {
   bool take_recv_st(Qp* dst, RecvSource* src, RecvWork* rw) {
     return take_recv_st(responder_of(dst), src, rw);
   }
+  // The next receive of dst: the one it holds for a message under way, else the head of its
+  // SRQ or RQ (left there until consume_recv_st).
+  // hold_recv_st: a message that will arrive in parts takes the receive just peeked from an
+  // SRQ off it at once, so that no other sender gets it before the message ends; dst keeps
+  // it (Qp::held_recv). A QP's own RQ has no other sender: its receive stays at the head.
+  // consume_recv_st: the message is done with the receive (pops it, or lets go of the held).
+  void hold_recv_st(const Responder& dst, RecvSource* src, const RecvWork& rw);
   void consume_recv_st(RecvSource* src);
   void to_error_st(Qp* qp);
   // Delivers a UD datagram to dst (receiving, Q_Key checked by the caller): `grh` is its
@@ -122,6 +131,8 @@ class Executor {
                            const uint8_t* grh, const Origin& from);
 
   bool flush_st(Qp* qp);
+  // The receive qp holds, if any, completes with WR_FLUSH_ERR. True if there was one.
+  bool flush_held_recv_st(Qp* qp);
   Step execute_st(Qp* qp, const SendWork& w, ibv_wc_status* status, uint32_t* byte_len);
   Step execute_connected_st(Qp* qp, const SendWork& w, const SegmentList& local,
                             ibv_wc_status* status);

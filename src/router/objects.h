@@ -20,6 +20,7 @@
 #include "router/shm_region.h"
 #include "router/tag_list.h"
 #include "router/token_bucket.h"
+#include "router/wqe.h"
 #include "shm/cq_ring.h"
 #include "shm/layout.h"
 #include "shm/ring.h"
@@ -171,6 +172,16 @@ struct Srq {
   std::unique_ptr<TagList> tm;
 };
 
+// A receive a QP took off a shared receive queue for a message placed in parts (Qp::held_recv).
+struct HeldRecv {
+  RecvWork rw;
+  // The SRQ it came from, valid while the router's SRQ by `srqn` is still this one (an XRC
+  // SRQ may be destroyed under a target QP).
+  Srq* srq = nullptr;
+  uint32_t srqn = 0;
+  bool held = false;
+};
+
 struct Ah {
   uint32_t handle = 0;
   Pd* pd = nullptr;
@@ -204,6 +215,12 @@ struct Qp {
   // Bytes of the head WQE's RDMA WRITE or READ that earlier passes copied: a long copy takes
   // at most kCopyPerPass bytes a pass (router/datapath.cc). 0 when no copy is under way.
   uint64_t copied_bytes = 0;
+  // A receive taken off a shared receive queue for a message that is placed in parts (a long
+  // SEND through the router, or one of several packets from another host): it leaves the SRQ
+  // at the first part, so no other sender takes it meanwhile, and stays here until the
+  // message ends, fails, or the QP flushes it (router/datapath.cc). Made at the first such
+  // message and kept.
+  std::unique_ptr<HeldRecv> held_recv;
   uint8_t rnr_attempts = 0;
   uint8_t retry_attempts = 0;
   // Rate limits: this QP's own bucket (the tighter of its container's qp_rate and the

@@ -31,6 +31,8 @@ using host::is_write;
 using host::starts_message;
 using rc::packets_for;
 using rc::psn_add;
+using rc::psn_diff;
+using rc::psn_lt;
 
 // The transport a connected QP's packets travel in: XRC initiators and targets use XRC.
 host::Transport transport_of(const Qp* qp) {
@@ -171,14 +173,15 @@ proto::host::PacketHeader RemotePath::request_header(const Qp* qp, const proto::
   return h;
 }
 
-// Sends every packet of one SEND or WRITE message. The caller checked the link's room.
-bool RemotePath::send_message_st(Executor* ex, Qp* qp, int dest, const Request& o) {
+// Sends the packets of one SEND or WRITE message from PSN *psn on while the link takes them,
+// moving *psn past each one sent. False when its payload cannot be gathered any more.
+bool RemotePath::send_message_st(Executor* ex, Qp* qp, int dest, const Request& o, uint32_t* psn) {
   SegmentList local;
   if (!ex->gather_local_st(qp, o.work.w, false, &local)) return false;
   const uint8_t op = o.work.w.hdr.opcode;
   const uint64_t len = local.total;
   const uint32_t n = packets_for(len);
-  for (uint32_t k = 0; k < n; ++k) {
+  for (uint32_t k = psn_diff(*psn, o.first_psn); k < n; ++k) {
     const uint64_t off = uint64_t{k} * host::kMaxSegment;
     const uint32_t chunk = static_cast<uint32_t>(std::min<uint64_t>(host::kMaxSegment, len - off));
     Packet p;
@@ -204,17 +207,19 @@ bool RemotePath::send_message_st(Executor* ex, Qp* qp, int dest, const Request& 
       const Segment to{dst, 0, 0, count};
       return copy_spans(from->list->seg, from->list->count, from->off, &to, 1, 0, count) == 0;
     };
-    if (!host::finish_packet(&p) ||
-        !links_.send(dest, link_class(qp, qp->attr.ah_attr), p, gather, &piece))
-      return false;
+    if (!host::finish_packet(&p)) return false;
+    if (!links_.send(dest, link_class(qp, qp->attr.ah_attr), p, gather, &piece)) return true;
+    *psn = psn_add(p.hdr.psn, 1);
   }
   return true;
 }
 
-// Sends the request of one work request: a SEND or WRITE message, or a READ or atomic request.
-bool RemotePath::send_request_st(Executor* ex, Qp* qp, int dest, const Request& o) {
+// Sends what is left of request o from PSN *psn on (a SEND or WRITE message, or a READ or
+// atomic request, one packet) while the link takes it; *psn moves past what was sent: past
+// o.last_psn once all of it went. False when o cannot be sent any more.
+bool RemotePath::send_request_st(Executor* ex, Qp* qp, int dest, const Request& o, uint32_t* psn) {
   const uint8_t op = o.work.w.hdr.opcode;
-  if (!is_read_or_atomic(op)) return send_message_st(ex, qp, dest, o);
+  if (!is_read_or_atomic(op)) return send_message_st(ex, qp, dest, o, psn);
   Packet p;
   p.hdr = request_header(qp, qp->attr.ah_attr, qp->attr.dest_qp_num, dest);
   p.hdr.opcode =
@@ -230,7 +235,61 @@ bool RemotePath::send_request_st(Executor* ex, Qp* qp, int dest, const Request& 
   p.atomic.swap_add =
       op == IBV_WR_ATOMIC_FETCH_AND_ADD ? o.work.w.hdr.compare_add : o.work.w.hdr.swap;
   p.atomic.compare = o.work.w.hdr.compare_add;
-  return host::finish_packet(&p) && links_.send(dest, link_class(qp, qp->attr.ah_attr), p);
+  if (!host::finish_packet(&p)) return false;
+  // A READ takes one PSN per response packet: they all belong to this one request packet.
+  if (links_.send(dest, link_class(qp, qp->attr.ah_attr), p)) *psn = psn_add(o.last_psn, 1);
+  return true;
+}
+
+// The requester asks for request o to be sent (new, or again). It goes now from its first
+// packet, as far as the link takes it, unless packets before it still wait for room: then it
+// waits behind them. What the link did not take waits in the QP's state (unsent_psn) and goes
+// in later passes (send_unsent_st), so a message longer than a link's queue goes at all.
+bool RemotePath::transmit_st(Executor* ex, Qp* qp, int dest, const Request& o) {
+  State& st = state(qp);
+  if (st.unsent && psn_lt(st.unsent_psn, o.first_psn)) return true;
+  st.unsent = false;
+  uint32_t psn = o.first_psn;
+  if (!send_request_st(ex, qp, dest, o, &psn)) return false;
+  if (!psn_lt(o.last_psn, psn)) {
+    st.unsent = true;
+    st.unsent_psn = psn;
+  }
+  return true;
+}
+
+// Sends, in PSN order, the packets of the window the link had no room for, while it has.
+// An RNR wait sends nothing (the refused request goes again when it ends); its probe sends
+// only the refused request. True if anything was sent.
+bool RemotePath::send_unsent_st(Executor* ex, Qp* qp, int dest, uint64_t now,
+                                const rc::RequesterLimits& limits) {
+  State& st = state(qp);
+  if (!st.unsent) return false;
+  const auto& req = st.requester;
+  if (req.holding() && !req.probing()) {
+    st.unsent = false;
+    return false;
+  }
+  bool sent = false;
+  bool first = true;
+  for (const Request& o : req.window()) {
+    const bool front = first;
+    first = false;
+    if (psn_lt(o.last_psn, st.unsent_psn)) continue;  // went already
+    if (!front && req.probing()) break;               // only the probe goes
+    uint32_t psn = psn_lt(st.unsent_psn, o.first_psn) ? o.first_psn : st.unsent_psn;
+    const uint32_t before = psn;
+    if (!send_request_st(ex, qp, dest, o, &psn)) break;  // the ACK timer sends it again
+    sent = sent || psn != before;
+    st.unsent_psn = psn;
+    if (!psn_lt(o.last_psn, psn)) {  // the link is full again
+      if (sent) st.requester.transmitted(now, limits);
+      return sent;
+    }
+  }
+  st.unsent = false;  // all of it went (or cannot go: the ACK timer sends it again)
+  if (sent) st.requester.transmitted(now, limits);
+  return sent;
 }
 
 void RemotePath::complete_send_st(Qp* qp, const RemoteQpState::Work& o, ibv_wc_status status) {
@@ -249,7 +308,7 @@ class RemotePath::RequesterCalls final : public rc::RequesterPort<RemoteQpState:
   // Whether the QP failed (moved to ERR) during the call.
   bool failed() const { return failed_; }
 
-  bool transmit(const Request& r) override { return path_->send_request_st(ex_, qp_, host_, r); }
+  bool transmit(const Request& r) override { return path_->transmit_st(ex_, qp_, host_, r); }
   void complete(const Request& r, ibv_wc_status status) override {
     path_->complete_send_st(qp_, r.work, status);
   }
@@ -298,6 +357,7 @@ bool RemotePath::process_requester_st(Executor* ex, Qp* qp, int dest, uint64_t n
   const rc::RequesterLimits limits = requester_limits(qp, r_->config().watchdog_ns);
   bool did = req.tick(now, limits, calls);
   if (calls.failed()) return true;
+  did = send_unsent_st(ex, qp, dest, now, limits) || did;
 
   for (int budget = kBudgetPerQp; budget > 0 && now >= qp->paced_until_ns; --budget) {
     if (req.holding()) break;  // an RNR wait holds everything behind it
@@ -342,10 +402,13 @@ bool RemotePath::process_requester_st(Executor* ex, Qp* qp, int dest, uint64_t n
     const rc::RequestKind kind = request_kind(o.w.hdr.opcode);
     // A READ uses one PSN per response packet, an atomic one.
     const uint32_t n = kind == rc::RequestKind::kAtomic ? 1 : packets_for(local.total);
-    const size_t need =
-        (kind == rc::RequestKind::kMessage ? local.total : 0) + n * (host::kPacketHeaderSize + 64);
-    if (links_.room(dest, link_class(qp, qp->attr.ah_attr)) < need)
-      break;  // the link is busy: this QP waits, others go on
+    // New work waits while older packets wait for the link, and until the link takes at least
+    // its first packet: this QP waits, others go on. A message longer than the room goes on
+    // as the link drains (send_unsent_st).
+    const size_t need = std::min<size_t>(
+        (kind == rc::RequestKind::kMessage ? local.total : 0) + n * (host::kPacketHeaderSize + 64),
+        host::kMaxPacketSize);
+    if (st.unsent || links_.room(dest, link_class(qp, qp->attr.ah_attr)) < need) break;
     if (!req.may_issue(kind, limits)) break;
     if (!r_->admit_st(qp, rate_charge(o.w), now)) break;  // over its rate: waits, others go on
     o.byte_len = static_cast<uint32_t>(local.total);
@@ -826,6 +889,9 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
         if (!reliable) return fail(0, IBV_WC_SUCCESS);  // UC: no receive, no message
         return refuse(psn);
       }
+      // A message of several packets keeps its receive from an SRQ until its last packet:
+      // other senders, on this host or another, take the next one meanwhile.
+      if (!ends_message(op)) ex.hold_recv_st(rsp, &st.rsrc, st.rw);
     } else {
       // C9-... 9.7.4.1: the QP's access rights and the rkey, for the whole message.
       const uint64_t len = p.reth.dma_length;

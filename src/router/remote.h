@@ -56,6 +56,10 @@ struct RemoteQpState {
   // The receive a SEND in progress lands in.
   RecvSource rsrc;
   RecvWork rw;
+  // Packets of the window the link had no room for yet: from PSN unsent_psn to the end of the
+  // window (RemotePath::transmit_st, send_unsent_st).
+  bool unsent = false;
+  uint32_t unsent_psn = 0;
   int requester_host = -1;
   // The incarnation of the peer's router this QP last heard from (0: none yet).
   uint32_t peer_incarnation = 0;
@@ -135,8 +139,11 @@ class RemotePath final : public links::HostLinks::Handler {
   // The addressing of a packet qp sends along address vector ah to QP dest_qpn.
   proto::host::PacketHeader request_header(const Qp* qp, const proto::AhAttr& ah, uint32_t dest_qpn,
                                            int host) const;
-  bool send_request_st(Executor* ex, Qp* qp, int host, const Request& o);
-  bool send_message_st(Executor* ex, Qp* qp, int host, const Request& o);
+  bool transmit_st(Executor* ex, Qp* qp, int host, const Request& o);
+  bool send_unsent_st(Executor* ex, Qp* qp, int host, uint64_t now,
+                      const rc::RequesterLimits& limits);
+  bool send_request_st(Executor* ex, Qp* qp, int host, const Request& o, uint32_t* psn);
+  bool send_message_st(Executor* ex, Qp* qp, int host, const Request& o, uint32_t* psn);
   bool pump_responses_st(Qp* dst);
   void queue_response_st(Qp* dst, const Response& r);
   // Sends dst's owed answers while its link has room; the rest wait in responding_.

@@ -152,6 +152,23 @@ TEST_F(RequesterTest, RetryExceededOnlyAfterRetryCountTimeouts) {
   EXPECT_EQ(port.failures, 1);
 }
 
+// A message the link takes in several goes: the ACK timer counts from its last packet sent,
+// not from when it was issued, and an idle window ignores the call.
+TEST_F(RequesterTest, TheAckTimerRunsFromTheLastPacketTransmitted) {
+  req.transmitted(now + 5, limits);
+  EXPECT_EQ(req.deadline(), 0u);
+  req.issue(1, RequestKind::kMessage, 64, now, limits, port);
+  const uint64_t timeout = ack_timeout_ns(limits.timeout);
+  EXPECT_EQ(req.deadline(), now + timeout);
+  req.transmitted(now + timeout - 1, limits);  // more of it left just before the timeout
+  EXPECT_FALSE(req.tick(now + timeout, limits, port));
+  EXPECT_EQ(req.deadline(), now + 2 * timeout - 1);
+  req.transmitted(now + 1, limits);  // an earlier time never brings the deadline forward
+  EXPECT_EQ(req.deadline(), now + 2 * timeout - 1);
+  EXPECT_TRUE(req.tick(req.deadline(), limits, port));  // then it times out as ever
+  EXPECT_EQ(port.sent.size(), 2u);
+}
+
 TEST_F(RequesterTest, ProgressRestartsTheRetryCount) {
   req.issue(1, RequestKind::kMessage, 1, now, limits, port);
   req.issue(2, RequestKind::kMessage, 1, now, limits, port);

@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "cluster.h"
@@ -322,6 +323,116 @@ TEST_F(CrossHostTest, XrcInitiatorsReachTheSrqsOfATargetOnAnotherHost) {
   EXPECT_EQ(ibv_destroy_qp(tgt), 0);
   EXPECT_EQ(ibv_destroy_srq(srq), 0);
   EXPECT_EQ(ibv_close_xrcd(xrcd), 0);
+}
+
+// A message longer than a host link's queue (4 MiB) goes as the link drains: a 64 MiB WRITE,
+// READ and SEND complete with exact bytes (they used to wait for room the queue never has).
+TEST_F(CrossHostTest, AMessageLongerThanALinksQueueGoesAsTheLinkDrains) {
+  constexpr size_t kLen = size_t{64} << 20;
+  ibv_qp *qa, *qb;
+  rc_pair(&qa, &qb);
+  Buffer src = make_buffer(a_, kLen, kFullAccess);
+  Buffer dst = make_buffer(b_, kLen, kFullAccess);
+  fill_pattern(src.data, kLen, 51);
+  const auto raddr = reinterpret_cast<uint64_t>(dst.data);
+  const ibv_sge whole{reinterpret_cast<uint64_t>(src.data), static_cast<uint32_t>(kLen),
+                      src.mr->lkey};
+  ASSERT_EQ(post_send(qa, IBV_WR_RDMA_WRITE, {whole}, 1, IBV_SEND_SIGNALED, raddr, dst.mr->rkey),
+            0);
+  EXPECT_EQ(wait_one(a_.cq).status, IBV_WC_SUCCESS);
+  EXPECT_EQ(memcmp(dst.data, src.data, kLen), 0);
+
+  fill_pattern(dst.data, kLen, 52);
+  ASSERT_EQ(post_send(qa, IBV_WR_RDMA_READ, {whole}, 2, IBV_SEND_SIGNALED, raddr, dst.mr->rkey), 0);
+  EXPECT_EQ(wait_one(a_.cq).status, IBV_WC_SUCCESS);
+  EXPECT_EQ(memcmp(dst.data, src.data, kLen), 0);
+
+  fill_pattern(src.data, kLen, 53);
+  post_recv(qb, dst, 0, static_cast<uint32_t>(kLen), 7);
+  ASSERT_EQ(post_send(qa, IBV_WR_SEND, {whole}, 3), 0);
+  EXPECT_EQ(wait_one(a_.cq).status, IBV_WC_SUCCESS);
+  const ibv_wc got = wait_one(b_.cq);
+  EXPECT_EQ(got.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(got.byte_len, kLen);
+  EXPECT_EQ(memcmp(dst.data, src.data, kLen), 0);
+  for (Buffer* b : {&src, &dst}) {
+    free_buffer(b);
+    munmap(b->data, kLen);
+  }
+}
+
+// A SEND of many packets into an SRQ keeps the receive it started in until its last packet:
+// a SEND from a QP on the receiver's host into the same SRQ meanwhile takes the next one
+// (both used to land in the first receive, and the long SEND then completed the second with
+// the first one's wr_id).
+TEST_F(CrossHostTest, ASendOfManyPacketsIntoAnSrqKeepsItsReceive) {
+  constexpr size_t kBig = size_t{128} << 20;  // 2,048 packets
+  ibv_srq* srq = create_srq(b_);
+  ASSERT_NE(srq, nullptr);
+  ibv_qp* qa = create_qp(a_, IBV_QPT_RC);
+  ibv_qp* qb = create_qp(b_, IBV_QPT_RC, srq);
+  ibv_qp* local = create_qp(b_, IBV_QPT_RC);
+  ibv_qp* local_peer = create_qp(b_, IBV_QPT_RC, srq);
+  for (ibv_qp* q : {qa, qb, local, local_peer}) ASSERT_NE(q, nullptr);
+  connect(qa, a_, qb, b_, kFullAccess);
+  connect(qb, b_, qa, a_, kFullAccess);
+  connect(local, b_, local_peer, b_, kFullAccess);
+  connect(local_peer, b_, local, b_, kFullAccess);
+  Buffer src = make_buffer(a_, kBig, kFullAccess);
+  Buffer small = make_buffer(b_, 64, kFullAccess);
+  Buffer first = make_buffer(b_, kBig, kFullAccess);
+  Buffer second = make_buffer(b_, kBig, kFullAccess);
+  fill_pattern(src.data, kBig, 41);
+  fill_pattern(small.data, 64, 42);
+  post_srq_recv(srq, first, 0, static_cast<uint32_t>(kBig), 70);
+  post_srq_recv(srq, second, 0, static_cast<uint32_t>(kBig), 71);
+  ASSERT_EQ(
+      post_send(qa, IBV_WR_SEND, {{reinterpret_cast<uint64_t>(src.data), kBig, src.mr->lkey}}, 1),
+      0);
+  // The local SEND goes once the long one has begun to land (in whichever receive it took).
+  size_t mark = 0;
+  while (src.data[mark] == 0) ++mark;
+  const auto landed = [&](const Buffer& b) {
+    return reinterpret_cast<volatile const uint8_t*>(b.data)[mark] == src.data[mark];
+  };
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!landed(first) && !landed(second) && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::yield();
+  ASSERT_EQ(post_send(local, IBV_WR_SEND,
+                      {{reinterpret_cast<uint64_t>(small.data), 64, small.mr->lkey}}, 2),
+            0);
+  EXPECT_EQ(wait_one(a_.cq).status, IBV_WC_SUCCESS);
+  // b's CQ: the local SEND's completion, then the receives' (in either order).
+  std::vector<ibv_wc> got = wait_wc(b_.cq, 3);
+  ASSERT_EQ(got.size(), 3u);
+  int seen = 0;
+  for (const ibv_wc& wc : got) {
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+    if (wc.opcode != IBV_WC_RECV) continue;
+    ++seen;
+    if (wc.qp_num == qb->qp_num) {
+      EXPECT_EQ(wc.byte_len, kBig);
+      EXPECT_EQ(memcmp(wc.wr_id == 70 ? first.data : second.data, src.data, kBig), 0);
+    } else {
+      EXPECT_EQ(wc.qp_num, local_peer->qp_num);
+      EXPECT_EQ(wc.byte_len, 64u);
+      EXPECT_EQ(memcmp(wc.wr_id == 70 ? first.data : second.data, small.data, 64), 0);
+    }
+  }
+  EXPECT_EQ(seen, 2);
+  unsigned ids = 0;  // bit 0: wr_id 70, bit 1: 71
+  for (const ibv_wc& wc : got)
+    if (wc.opcode == IBV_WC_RECV && (wc.wr_id == 70 || wc.wr_id == 71))
+      ids |= 1u << (wc.wr_id - 70);
+  EXPECT_EQ(ids, 3u) << "both receives completed, each once";
+  for (ibv_qp* q : {qa, qb, local, local_peer}) EXPECT_EQ(ibv_destroy_qp(q), 0);
+  for (Buffer* b : {&src, &first, &second}) {
+    free_buffer(b);
+    munmap(b->data, kBig);
+  }
+  free_buffer(&small);
+  munmap(small.data, 4096);
+  EXPECT_EQ(ibv_destroy_srq(srq), 0);
 }
 
 TEST_F(CrossHostTest, ABadRkeyIsARemoteAccessErrorAndTheRestIsFlushed) {

@@ -24,11 +24,12 @@ class PathTest : public VerbsTest {
     ibv_qp* qp = nullptr;
     ibv_qp* peer = nullptr;
   };
-  void make_long_pair(LongPair* p) {
+  // The peer receives from `srq` when one is given.
+  void make_long_pair(LongPair* p, ibv_srq* srq = nullptr) {
     p->cq = ibv_create_cq(a_.ctx, 16, nullptr, nullptr, 0);
     ASSERT_NE(p->cq, nullptr);
     p->qp = create_rc_qp_on(a_, p->cq, 16);
-    p->peer = create_qp(b_, IBV_QPT_RC);
+    p->peer = create_qp(b_, IBV_QPT_RC, srq);
     ASSERT_NE(p->qp, nullptr);
     ASSERT_NE(p->peer, nullptr);
     connect(p->qp, a_, p->peer, b_, kFullAccess);
@@ -41,11 +42,11 @@ class PathTest : public VerbsTest {
   }
   // With the long message (wr_id 1) of `big` under way, a 64-byte WRITE (wr_id 2) on
   // `small` from `src` to raddr/rkey completes before it; then the long one completes.
+  // (A 64-byte SEND instead when op says so; raddr and rkey are then unused.)
   void overtake(const LongPair& big, ibv_qp* small, const Buffer& src, uint64_t raddr,
-                uint32_t rkey) {
+                uint32_t rkey, ibv_wr_opcode op = IBV_WR_RDMA_WRITE) {
     usleep(5000);  // the router is into the copy, which takes far longer (50-100 ms here)
-    ASSERT_EQ(post_send(small, IBV_WR_RDMA_WRITE,
-                        {{reinterpret_cast<uint64_t>(src.data), 64, src.mr->lkey}}, 2,
+    ASSERT_EQ(post_send(small, op, {{reinterpret_cast<uint64_t>(src.data), 64, src.mr->lkey}}, 2,
                         IBV_SEND_SIGNALED, raddr, rkey),
               0);
     ibv_wc wc = wait_one(a_.cq);
@@ -56,6 +57,23 @@ class PathTest : public VerbsTest {
     wc = wait_one(big.cq);
     EXPECT_EQ(wc.wr_id, 1u);
     EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  }
+  // Posts a long SEND (wr_id 1) of len bytes of src on big and moves big.peer to ERR while
+  // it is under way: the receive it was landing in (wr_id 9) is flushed.
+  void cut_off_long_send(const LongPair& big, const Buffer& src, size_t len) {
+    ASSERT_EQ(post_send(big.qp, IBV_WR_SEND,
+                        {{reinterpret_cast<uint64_t>(src.data), static_cast<uint32_t>(len),
+                          src.mr->lkey}},
+                        1, IBV_SEND_SIGNALED),
+              0);
+    usleep(5000);  // the router is into the copy, which takes far longer (about 50 ms here)
+    ibv_qp_attr attr{};
+    attr.qp_state = IBV_QPS_ERR;
+    ASSERT_EQ(ibv_modify_qp(big.peer, &attr, IBV_QP_STATE), 0);
+    const ibv_wc wc = wait_one(b_.cq);
+    EXPECT_EQ(wc.wr_id, 9u);
+    EXPECT_EQ(wc.qp_num, big.peer->qp_num);
+    ASSERT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR) << "the SEND finished before its receiver failed";
   }
   static bool router_only() {
     const char* mode = getenv("WHARF_VERIFY_DIRECT_PATH");
@@ -169,10 +187,7 @@ TEST_F(PathTest, WorkRequestsAcrossBothPathsCompleteInOrder) {
 // A peer that receives into an SRQ: its RDMA writes may run on the direct path (they take no
 // receive WQE) while its sends go through the router, and the mix completes in order.
 TEST_F(PathTest, WritesAndSendsToAPeerOnAnSrqCompleteInOrder) {
-  ibv_srq_init_attr sa{};
-  sa.attr.max_wr = 16;
-  sa.attr.max_sge = 1;
-  ibv_srq* srq = ibv_create_srq(b_.pd, &sa);
+  ibv_srq* srq = create_srq(b_);
   ASSERT_NE(srq, nullptr);
   ibv_qp* qa = create_qp(a_, IBV_QPT_RC);
   ibv_qp* qb = create_qp(b_, IBV_QPT_RC, srq);
@@ -439,6 +454,81 @@ TEST_F(PathTest, ALongSendThroughTheRouterDoesNotHoldUpAnotherQueuePair) {
   destroy(big);
 }
 
+// A long SEND into a shared receive queue goes a part per pass too, and keeps the receive it
+// started in: another QP's SEND into the same SRQ meanwhile completes long before it, in the
+// next receive (the router placed a SEND into an SRQ whole before serving anyone else).
+TEST_F(PathTest, ALongSendIntoASharedReceiveQueueKeepsItsReceiveAndHoldsUpNoOne) {
+  if (!router_only()) GTEST_SKIP() << "needs --direct-path off";
+  constexpr size_t kLen = size_t{256} << 20;
+  ibv_srq* srq = create_srq(b_);
+  ASSERT_NE(srq, nullptr);
+  LongPair big;
+  ASSERT_NO_FATAL_FAILURE(make_long_pair(&big, srq));
+  ibv_qp* small = create_qp(a_, IBV_QPT_RC);
+  ibv_qp* small_peer = create_qp(b_, IBV_QPT_RC, srq);
+  ASSERT_NE(small, nullptr);
+  ASSERT_NE(small_peer, nullptr);
+  connect(small, a_, small_peer, b_, kFullAccess);
+  connect(small_peer, b_, small, a_, kFullAccess);
+  Buffer src = make_buffer(a_, kLen, kFullAccess);
+  Buffer first = make_buffer(b_, kLen, kFullAccess);
+  Buffer second = make_buffer(b_, kLen, kFullAccess);
+  auto pattern = [](size_t i) { return static_cast<uint8_t>((i >> 12) + i * 5 + 3); };
+  for (size_t i = 0; i < kLen; ++i) src.data[i] = pattern(i);
+  post_srq_recv(srq, first, 0, static_cast<uint32_t>(kLen), 9);
+  post_srq_recv(srq, second, 0, static_cast<uint32_t>(kLen), 10);
+  ASSERT_EQ(
+      post_send(big.qp, IBV_WR_SEND,
+                {{reinterpret_cast<uint64_t>(src.data), static_cast<uint32_t>(kLen), src.mr->lkey}},
+                1, IBV_SEND_SIGNALED),
+      0);
+  overtake(big, small, src, 0, 0, IBV_WR_SEND);
+  for (ibv_wc got : wait_wc(b_.cq, 2)) {
+    EXPECT_EQ(got.status, IBV_WC_SUCCESS);
+    if (got.qp_num == small_peer->qp_num) {
+      EXPECT_EQ(got.wr_id, 10u) << "the short SEND took the receive the long one is filling";
+      EXPECT_EQ(got.byte_len, 64u);
+    } else {
+      EXPECT_EQ(got.qp_num, big.peer->qp_num);
+      EXPECT_EQ(got.wr_id, 9u);
+      EXPECT_EQ(got.byte_len, kLen);
+    }
+  }
+  size_t wrong = 0;
+  for (size_t i = 0; i < kLen; ++i) wrong += first.data[i] != pattern(i);
+  EXPECT_EQ(wrong, 0u);
+  EXPECT_EQ(memcmp(second.data, src.data, 64), 0);
+  for (Buffer* b : {&src, &first, &second}) {
+    free_buffer(b);
+    munmap(b->data, kLen);
+  }
+  EXPECT_EQ(ibv_destroy_qp(small), 0);
+  EXPECT_EQ(ibv_destroy_qp(small_peer), 0);
+  destroy(big);
+  EXPECT_EQ(ibv_destroy_srq(srq), 0);
+}
+
+// A receive taken off an SRQ by a long SEND under way is flushed with its QP: the receiver
+// failing between two parts completes it with WR_FLUSH_ERR, as a QP's own receives are.
+TEST_F(PathTest, AReceiveHeldFromAnSrqIsFlushedWhenItsQueuePairFails) {
+  if (!router_only()) GTEST_SKIP() << "needs --direct-path off";
+  constexpr size_t kLen = size_t{256} << 20;
+  ibv_srq* srq = create_srq(b_);
+  ASSERT_NE(srq, nullptr);
+  LongPair big;
+  ASSERT_NO_FATAL_FAILURE(make_long_pair(&big, srq));
+  Buffer src = make_buffer(a_, kLen, kFullAccess);
+  Buffer dst = make_buffer(b_, kLen, kFullAccess);
+  post_srq_recv(srq, dst, 0, static_cast<uint32_t>(kLen), 9);
+  ASSERT_NO_FATAL_FAILURE(cut_off_long_send(big, src, kLen));
+  for (Buffer* b : {&src, &dst}) {
+    free_buffer(b);
+    munmap(b->data, kLen);
+  }
+  destroy(big);
+  EXPECT_EQ(ibv_destroy_srq(srq), 0);
+}
+
 // A long SEND whose receiver fails between two parts is retried from its first byte: the
 // receive the receiver posts after it reconnects gets the whole message, not its tail.
 TEST_F(PathTest, ASendCutOffByItsReceiverStartsOverInTheNextReceive) {
@@ -452,23 +542,13 @@ TEST_F(PathTest, ASendCutOffByItsReceiverStartsOverInTheNextReceive) {
   auto pattern = [](size_t i) { return static_cast<uint8_t>((i >> 12) + i * 7 + 1); };
   for (size_t i = 0; i < kLen; ++i) src.data[i] = pattern(i);
   post_recv(big.peer, first, 0, static_cast<uint32_t>(kLen), 9);
-  ASSERT_EQ(
-      post_send(big.qp, IBV_WR_SEND,
-                {{reinterpret_cast<uint64_t>(src.data), static_cast<uint32_t>(kLen), src.mr->lkey}},
-                1, IBV_SEND_SIGNALED),
-      0);
-  usleep(5000);  // the router is into the copy, which takes far longer (about 50 ms here)
+  ASSERT_NO_FATAL_FAILURE(cut_off_long_send(big, src, kLen));
   ibv_qp_attr attr{};
-  attr.qp_state = IBV_QPS_ERR;
-  ASSERT_EQ(ibv_modify_qp(big.peer, &attr, IBV_QP_STATE), 0);
-  ibv_wc wc = wait_one(b_.cq);
-  EXPECT_EQ(wc.wr_id, 9u);
-  ASSERT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR) << "the SEND finished before its receiver failed";
   attr.qp_state = IBV_QPS_RESET;
   ASSERT_EQ(ibv_modify_qp(big.peer, &attr, IBV_QP_STATE), 0);
   connect(big.peer, b_, big.qp, a_, kFullAccess);
   post_recv(big.peer, second, 0, static_cast<uint32_t>(kLen), 10);
-  wc = wait_one(big.cq);  // the requester retries within its retry count
+  ibv_wc wc = wait_one(big.cq);  // the requester retries within its retry count
   EXPECT_EQ(wc.wr_id, 1u);
   EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
   wc = wait_one(b_.cq);

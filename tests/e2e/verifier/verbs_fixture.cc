@@ -397,14 +397,41 @@ ibv_wc VerbsTest::wait_one(ibv_cq* cq) {
   return none;
 }
 
-void VerbsTest::post_recv(ibv_qp* qp, Buffer& b, size_t off, uint32_t len, uint64_t wr_id) {
-  ibv_sge sge{reinterpret_cast<uint64_t>(b.data + off), len, b.mr->lkey};
+namespace {
+
+// A receive of b's bytes [off, off + len), its one SGE in *sge.
+ibv_recv_wr one_sge_recv(Buffer& b, size_t off, uint32_t len, uint64_t wr_id, ibv_sge* sge) {
+  *sge = ibv_sge{reinterpret_cast<uint64_t>(b.data + off), len, b.mr->lkey};
   ibv_recv_wr wr{};
   wr.wr_id = wr_id;
-  wr.sg_list = &sge;
+  wr.sg_list = sge;
   wr.num_sge = 1;
+  return wr;
+}
+
+}  // namespace
+
+void VerbsTest::post_recv(ibv_qp* qp, Buffer& b, size_t off, uint32_t len, uint64_t wr_id) {
+  ibv_sge sge;
+  ibv_recv_wr wr = one_sge_recv(b, off, len, wr_id, &sge);
   ibv_recv_wr* bad = nullptr;
   ASSERT_EQ(ibv_post_recv(qp, &wr, &bad), 0);
+}
+
+ibv_srq* VerbsTest::create_srq(Side& s, uint32_t max_wr) {
+  ibv_srq_init_attr sa{};
+  sa.attr.max_wr = max_wr;
+  sa.attr.max_sge = 1;
+  ibv_srq* srq = ibv_create_srq(s.pd, &sa);
+  EXPECT_NE(srq, nullptr) << strerror(errno);
+  return srq;
+}
+
+void VerbsTest::post_srq_recv(ibv_srq* srq, Buffer& b, size_t off, uint32_t len, uint64_t wr_id) {
+  ibv_sge sge;
+  ibv_recv_wr wr = one_sge_recv(b, off, len, wr_id, &sge);
+  ibv_recv_wr* bad = nullptr;
+  ASSERT_EQ(ibv_post_srq_recv(srq, &wr, &bad), 0);
 }
 
 int VerbsTest::post_send(ibv_qp* qp, ibv_wr_opcode op, std::vector<ibv_sge> sges, uint64_t wr_id,

@@ -94,6 +94,9 @@ class VerbsTest : public ::testing::Test {
   // The next completion of cq (a failure, and status IBV_WC_GENERAL_ERR, if none comes).
   ibv_wc wait_one(ibv_cq* cq);
   void post_recv(ibv_qp* qp, Buffer& b, size_t off, uint32_t len, uint64_t wr_id);
+  // A basic SRQ of s (max_wr receives of one SGE), and one receive posted to it.
+  static ibv_srq* create_srq(Side& s, uint32_t max_wr = 16);
+  static void post_srq_recv(ibv_srq* srq, Buffer& b, size_t off, uint32_t len, uint64_t wr_id);
   int post_send(ibv_qp* qp, ibv_wr_opcode op, std::vector<ibv_sge> sges, uint64_t wr_id,
                 int flags = IBV_SEND_SIGNALED, uint64_t raddr = 0, uint32_t rkey = 0);
   // Posts a signaled BIND_MW of type 2 window mw (new key rkey) over [addr, addr+len) of mr.
