@@ -125,11 +125,12 @@ class Requester {
     window_.push_back(next_request(std::move(work), kind, packets));
     port.transmit(window_.back());
   }
-  // An unreliable (UC) request: transmitted once and completed at once.
+  // An unreliable (UC) request: transmitted once, and completed as soon as all of it went:
+  // at once when transmit() returns true; else the owner sends the rest as its link drains
+  // and completes it then (its buffer is the application's until then).
   void issue_unreliable(Work work, uint32_t packets, Port& port) {
     const Request<Work> r = next_request(std::move(work), RequestKind::kMessage, packets);
-    port.transmit(r);
-    port.complete(r, IBV_WC_SUCCESS);
+    if (port.transmit(r)) port.complete(r, IBV_WC_SUCCESS);
   }
 
   // A response packet for this QP: operation (opcode & 0x1f), PSN, AETH syndrome if it has

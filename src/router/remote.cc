@@ -247,6 +247,13 @@ bool RemotePath::send_request_st(Executor* ex, Qp* qp, int dest, const Request& 
 // in later passes (send_unsent_st), so a message longer than a link's queue goes at all.
 bool RemotePath::transmit_st(Executor* ex, Qp* qp, int dest, const Request& o) {
   State& st = state(qp);
+  if (qp->type == IBV_QPT_UC) {
+    uint32_t psn = o.first_psn;
+    if (send_request_st(ex, qp, dest, o, &psn) && psn_lt(o.last_psn, psn)) return true;
+    if (st.uc_tail == nullptr) st.uc_tail = std::make_unique<State::UcTail>();
+    *st.uc_tail = State::UcTail{o, psn};
+    return false;  // completed by send_uc_tail_st
+  }
   if (st.unsent && psn_lt(st.unsent_psn, o.first_psn)) return true;
   st.unsent = false;
   uint32_t psn = o.first_psn;
@@ -255,6 +262,27 @@ bool RemotePath::transmit_st(Executor* ex, Qp* qp, int dest, const Request& o) {
     st.unsent = true;
     st.unsent_psn = psn;
   }
+  return true;
+}
+
+bool RemotePath::send_uc_tail_st(Executor* ex, Qp* qp, int dest, bool* did) {
+  State& st = state(qp);
+  State::UcTail* tail = st.uc_tail.get();
+  if (tail == nullptr || tail->psn == psn_add(tail->request.last_psn, 1)) return false;
+  const uint32_t before = tail->psn;
+  const bool sendable = send_request_st(ex, qp, dest, tail->request, &tail->psn);
+  *did = *did || tail->psn != before;
+  if (sendable && psn_lt(tail->request.last_psn, tail->psn)) {
+    complete_send_st(qp, tail->request.work, IBV_WC_SUCCESS);
+    *did = true;
+    return false;
+  }
+  if (sendable) return true;
+  // Its memory is gone (deregistered): what went is a message the responder drops.
+  tail->psn = psn_add(tail->request.last_psn, 1);
+  complete_send_st(qp, tail->request.work, IBV_WC_LOC_PROT_ERR);
+  ex->to_error_st(qp);
+  *did = true;
   return true;
 }
 
@@ -358,6 +386,7 @@ bool RemotePath::process_requester_st(Executor* ex, Qp* qp, int dest, uint64_t n
   bool did = req.tick(now, limits, calls);
   if (calls.failed()) return true;
   did = send_unsent_st(ex, qp, dest, now, limits) || did;
+  if (send_uc_tail_st(ex, qp, dest, &did)) return did;
 
   for (int budget = kBudgetPerQp; budget > 0 && now >= qp->paced_until_ns; --budget) {
     if (req.holding()) break;  // an RNR wait holds everything behind it
@@ -427,7 +456,14 @@ bool RemotePath::flush_st(Qp* qp) {
   if (qp->remote == nullptr) return false;
   Executor ex(r_, now_ns());
   RequesterCalls calls(this, &ex, qp, -1);
-  return qp->remote->requester.flush(calls);
+  bool did = qp->remote->requester.flush(calls);
+  State::UcTail* tail = qp->remote->uc_tail.get();
+  if (tail != nullptr && tail->psn != psn_add(tail->request.last_psn, 1)) {
+    tail->psn = psn_add(tail->request.last_psn, 1);
+    complete_send_st(qp, tail->request.work, IBV_WC_WR_FLUSH_ERR);
+    did = true;
+  }
+  return did;
 }
 
 // The local connected QP a packet from `src_host` is for: it must be connected to the sender.

@@ -60,6 +60,13 @@ struct RemoteQpState {
   // window (RemotePath::transmit_st, send_unsent_st).
   bool unsent = false;
   uint32_t unsent_psn = 0;
+  // UC: the message the link had no room for all of, from PSN `psn` on; it completes once it
+  // all went (UC keeps no window). Made when needed.
+  struct UcTail {
+    rc::Request<Work> request;
+    uint32_t psn = 0;
+  };
+  std::unique_ptr<UcTail> uc_tail;
   int requester_host = -1;
   // The incarnation of the peer's router this QP last heard from (0: none yet).
   uint32_t peer_incarnation = 0;
@@ -142,6 +149,9 @@ class RemotePath final : public links::HostLinks::Handler {
   bool transmit_st(Executor* ex, Qp* qp, int host, const Request& o);
   bool send_unsent_st(Executor* ex, Qp* qp, int host, uint64_t now,
                       const rc::RequesterLimits& limits);
+  // UC: sends what is left of the message the link had no room for; completes it once all
+  // went. True while some of it still waits, or when the QP just failed: nothing new goes.
+  bool send_uc_tail_st(Executor* ex, Qp* qp, int host, bool* did);
   bool send_request_st(Executor* ex, Qp* qp, int host, const Request& o, uint32_t* psn);
   bool send_message_st(Executor* ex, Qp* qp, int host, const Request& o, uint32_t* psn);
   bool pump_responses_st(Qp* dst);

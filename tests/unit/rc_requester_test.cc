@@ -21,9 +21,11 @@ struct Recorder final : RequesterPort<int> {
   int rnr = 0;
   bool isolated = false;
 
+  bool link_full = false;  // transmit() could not send all of a request
+
   bool transmit(const Request<int>& r) override {
     sent.emplace_back(r.work, r.first_psn);
-    return true;
+    return !link_full;
   }
   void complete(const Request<int>& r, ibv_wc_status s) override { done.emplace_back(r.work, s); }
   bool place_read(const Request<int>&, uint32_t index, const uint8_t*, uint32_t) override {
@@ -293,6 +295,17 @@ TEST_F(RequesterTest, UnreliableRequestsCompleteAtOnceWithTheirOwnPsns) {
   EXPECT_EQ(port.done.size(), 2u);
   EXPECT_EQ(port.sent[1].second, 1u);  // 0xfffffe + 3 wraps to 1
   EXPECT_EQ(req.deadline(), 0u);
+}
+
+// One the link took only part of is the owner's to complete once the rest went: its buffer
+// is the application's again only then.
+TEST_F(RequesterTest, AnUnreliableRequestTheLinkTookOnlyPartOfIsNotCompleted) {
+  port.link_full = true;
+  req.issue_unreliable(1, 3, port);
+  EXPECT_TRUE(port.done.empty());
+  EXPECT_EQ(port.sent.size(), 1u);
+  EXPECT_TRUE(req.idle());
+  EXPECT_EQ(req.next_psn(), 1u);  // its PSNs are taken all the same
 }
 
 TEST_F(RequesterTest, AbandoningTheOldestReportsWhetherAnythingWasOutstanding) {

@@ -361,6 +361,33 @@ TEST_F(CrossHostTest, AMessageLongerThanALinksQueueGoesAsTheLinkDrains) {
   }
 }
 
+// The same for UC, which keeps no window: the message completes once all of it went, and
+// arrives whole.
+TEST_F(CrossHostTest, AUcMessageLongerThanALinksQueueArrivesWhole) {
+  constexpr size_t kLen = size_t{64} << 20;
+  ibv_qp *qa, *qb;
+  rc_pair(&qa, &qb, IBV_QPT_UC);
+  Buffer src = make_buffer(a_, kLen, kFullAccess);
+  Buffer dst = make_buffer(b_, kLen, kFullAccess);
+  fill_pattern(src.data, kLen, 54);
+  post_recv(qb, dst, 0, static_cast<uint32_t>(kLen), 8);
+  ASSERT_EQ(
+      post_send(qa, IBV_WR_SEND,
+                {{reinterpret_cast<uint64_t>(src.data), static_cast<uint32_t>(kLen), src.mr->lkey}},
+                4),
+      0);
+  EXPECT_EQ(wait_one(a_.cq).status, IBV_WC_SUCCESS);
+  const ibv_wc got = wait_one(b_.cq);
+  EXPECT_EQ(got.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(got.wr_id, 8u);
+  EXPECT_EQ(got.byte_len, kLen);
+  EXPECT_EQ(memcmp(dst.data, src.data, kLen), 0);
+  for (Buffer* b : {&src, &dst}) {
+    free_buffer(b);
+    munmap(b->data, kLen);
+  }
+}
+
 // A SEND of many packets into an SRQ keeps the receive it started in until its last packet:
 // a SEND from a QP on the receiver's host into the same SRQ meanwhile takes the next one
 // (both used to land in the first receive, and the long SEND then completed the second with
