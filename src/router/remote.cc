@@ -251,7 +251,7 @@ bool RemotePath::transmit_st(Executor* ex, Qp* qp, int dest, const Request& o) {
     uint32_t psn = o.first_psn;
     if (send_request_st(ex, qp, dest, o, &psn) && psn_lt(o.last_psn, psn)) return true;
     if (st.uc_tail == nullptr) st.uc_tail = std::make_unique<State::UcTail>();
-    *st.uc_tail = State::UcTail{o, psn};
+    *st.uc_tail = State::UcTail{o, psn, true};
     return false;  // completed by send_uc_tail_st
   }
   if (st.unsent && psn_lt(st.unsent_psn, o.first_psn)) return true;
@@ -268,18 +268,19 @@ bool RemotePath::transmit_st(Executor* ex, Qp* qp, int dest, const Request& o) {
 bool RemotePath::send_uc_tail_st(Executor* ex, Qp* qp, int dest, bool* did) {
   State& st = state(qp);
   State::UcTail* tail = st.uc_tail.get();
-  if (tail == nullptr || tail->psn == psn_add(tail->request.last_psn, 1)) return false;
+  if (tail == nullptr || !tail->pending) return false;
   const uint32_t before = tail->psn;
   const bool sendable = send_request_st(ex, qp, dest, tail->request, &tail->psn);
   *did = *did || tail->psn != before;
   if (sendable && psn_lt(tail->request.last_psn, tail->psn)) {
+    tail->pending = false;
     complete_send_st(qp, tail->request.work, IBV_WC_SUCCESS);
     *did = true;
     return false;
   }
   if (sendable) return true;
   // Its memory is gone (deregistered): what went is a message the responder drops.
-  tail->psn = psn_add(tail->request.last_psn, 1);
+  tail->pending = false;
   complete_send_st(qp, tail->request.work, IBV_WC_LOC_PROT_ERR);
   ex->to_error_st(qp);
   *did = true;
@@ -458,8 +459,8 @@ bool RemotePath::flush_st(Qp* qp) {
   RequesterCalls calls(this, &ex, qp, -1);
   bool did = qp->remote->requester.flush(calls);
   State::UcTail* tail = qp->remote->uc_tail.get();
-  if (tail != nullptr && tail->psn != psn_add(tail->request.last_psn, 1)) {
-    tail->psn = psn_add(tail->request.last_psn, 1);
+  if (tail != nullptr && tail->pending) {
+    tail->pending = false;
     complete_send_st(qp, tail->request.work, IBV_WC_WR_FLUSH_ERR);
     did = true;
   }

@@ -61,10 +61,12 @@ struct RemoteQpState {
   bool unsent = false;
   uint32_t unsent_psn = 0;
   // UC: the message the link had no room for all of, from PSN `psn` on; it completes once it
-  // all went (UC keeps no window). Made when needed.
+  // all went (UC keeps no window). Made when first needed and kept (no allocation per message
+  // on a busy link); `pending` says whether it holds a message.
   struct UcTail {
     rc::Request<Work> request;
     uint32_t psn = 0;
+    bool pending = false;
   };
   std::unique_ptr<UcTail> uc_tail;
   int requester_host = -1;

@@ -18,18 +18,23 @@ namespace {
 class PathTest : public VerbsTest {
  protected:
   // A connected RC pair for one long message: `qp` on side a with a CQ of its own (so its
-  // completion can be told apart), `peer` on side b.
+  // completion can be told apart), `peer` on side b, receiving from `srq` if it has one.
   struct LongPair {
     ibv_cq* cq = nullptr;
     ibv_qp* qp = nullptr;
     ibv_qp* peer = nullptr;
+    ibv_srq* srq = nullptr;
   };
-  // The peer receives from `srq` when one is given.
-  void make_long_pair(LongPair* p, ibv_srq* srq = nullptr) {
+  enum class Receives { kOwnQueue, kSharedQueue };
+  void make_long_pair(LongPair* p, Receives receives = Receives::kOwnQueue) {
     p->cq = ibv_create_cq(a_.ctx, 16, nullptr, nullptr, 0);
     ASSERT_NE(p->cq, nullptr);
+    if (receives == Receives::kSharedQueue) {
+      p->srq = create_srq(b_);
+      ASSERT_NE(p->srq, nullptr);
+    }
     p->qp = create_rc_qp_on(a_, p->cq, 16);
-    p->peer = create_qp(b_, IBV_QPT_RC, srq);
+    p->peer = create_qp(b_, IBV_QPT_RC, p->srq);
     ASSERT_NE(p->qp, nullptr);
     ASSERT_NE(p->peer, nullptr);
     connect(p->qp, a_, p->peer, b_, kFullAccess);
@@ -39,6 +44,7 @@ class PathTest : public VerbsTest {
     EXPECT_EQ(ibv_destroy_qp(p.qp), 0);
     EXPECT_EQ(ibv_destroy_qp(p.peer), 0);
     EXPECT_EQ(ibv_destroy_cq(p.cq), 0);
+    if (p.srq != nullptr) EXPECT_EQ(ibv_destroy_srq(p.srq), 0);
   }
   // With the long message (wr_id 1) of `big` under way, a 64-byte WRITE (wr_id 2) on
   // `small` from `src` to raddr/rkey completes before it; then the long one completes.
@@ -460,10 +466,9 @@ TEST_F(PathTest, ALongSendThroughTheRouterDoesNotHoldUpAnotherQueuePair) {
 TEST_F(PathTest, ALongSendIntoASharedReceiveQueueKeepsItsReceiveAndHoldsUpNoOne) {
   if (!router_only()) GTEST_SKIP() << "needs --direct-path off";
   constexpr size_t kLen = size_t{256} << 20;
-  ibv_srq* srq = create_srq(b_);
-  ASSERT_NE(srq, nullptr);
   LongPair big;
-  ASSERT_NO_FATAL_FAILURE(make_long_pair(&big, srq));
+  ASSERT_NO_FATAL_FAILURE(make_long_pair(&big, Receives::kSharedQueue));
+  ibv_srq* srq = big.srq;
   ibv_qp* small = create_qp(a_, IBV_QPT_RC);
   ibv_qp* small_peer = create_qp(b_, IBV_QPT_RC, srq);
   ASSERT_NE(small, nullptr);
@@ -505,7 +510,6 @@ TEST_F(PathTest, ALongSendIntoASharedReceiveQueueKeepsItsReceiveAndHoldsUpNoOne)
   EXPECT_EQ(ibv_destroy_qp(small), 0);
   EXPECT_EQ(ibv_destroy_qp(small_peer), 0);
   destroy(big);
-  EXPECT_EQ(ibv_destroy_srq(srq), 0);
 }
 
 // A receive taken off an SRQ by a long SEND under way is flushed with its QP: the receiver
@@ -513,10 +517,9 @@ TEST_F(PathTest, ALongSendIntoASharedReceiveQueueKeepsItsReceiveAndHoldsUpNoOne)
 TEST_F(PathTest, AReceiveHeldFromAnSrqIsFlushedWhenItsQueuePairFails) {
   if (!router_only()) GTEST_SKIP() << "needs --direct-path off";
   constexpr size_t kLen = size_t{256} << 20;
-  ibv_srq* srq = create_srq(b_);
-  ASSERT_NE(srq, nullptr);
   LongPair big;
-  ASSERT_NO_FATAL_FAILURE(make_long_pair(&big, srq));
+  ASSERT_NO_FATAL_FAILURE(make_long_pair(&big, Receives::kSharedQueue));
+  ibv_srq* srq = big.srq;
   Buffer src = make_buffer(a_, kLen, kFullAccess);
   Buffer dst = make_buffer(b_, kLen, kFullAccess);
   post_srq_recv(srq, dst, 0, static_cast<uint32_t>(kLen), 9);
@@ -526,7 +529,6 @@ TEST_F(PathTest, AReceiveHeldFromAnSrqIsFlushedWhenItsQueuePairFails) {
     munmap(b->data, kLen);
   }
   destroy(big);
-  EXPECT_EQ(ibv_destroy_srq(srq), 0);
 }
 
 // A long SEND whose receiver fails between two parts is retried from its first byte: the
