@@ -230,6 +230,9 @@ struct Srq {
   Mapping map;
   shm::RingProducer ring;
   SpinLock lock;
+  // While ibv_modify_srq moves the SRQ to a new region (and after a move whose region could
+  // not be mapped): posts fail with ENOMEM. Under lock.
+  bool resizing;
 };
 inline Srq* to_srq(ibv_srq* s) { return reinterpret_cast<Srq*>(s); }
 

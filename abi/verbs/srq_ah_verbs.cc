@@ -132,14 +132,55 @@ int get_srq_num(ibv_srq* srq, uint32_t* srq_num) {
 
 }  // namespace wharf::abi
 
-WHARF_EXPORT int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask) {
+namespace {
+
+// Maps the region the router moved srq to (rep, memfd) and posts there from now on. Until that
+// succeeds, posts fail: the old region is no longer read.
+int attach_moved_srq(Srq* srq, const proto::CreateSrqRep& rep, const UniqueFd& memfd) {
+  const shm::SrqLayout layout = shm::srq_layout(rep.entries, rep.slot);
+  int err = 0;
+  if ((!memfd.valid() || rep.entries == 0 || rep.slot != srq->ring.slot_size())) err = EPROTO;
+  Mapping fresh;
+  if (err == 0) err = fresh.map(memfd.get(), layout.total);
+  std::lock_guard<SpinLock> g(srq->lock);
+  if (err == 0) {
+    srq->map.swap(fresh);
+    srq->ring =
+        shm::RingProducer(reinterpret_cast<shm::RingHeader*>(srq->map.data + layout.ring_off),
+                          srq->map.data + layout.slots_off, rep.entries, rep.slot);
+    srq->ring.resume();
+    srq->resizing = false;
+  }
+  return err;  // `fresh` now holds the old region: unmapped on return, outside the lock
+}
+
+}  // namespace
+
+// IBV_SRQ_MAX_WR: the router moves the SRQ to a region of the new size with the receives not
+// yet taken (rxe resizes; mlx5 refuses). Posting to the SRQ from another thread meanwhile fails
+// with ENOMEM: the application's race, as with providers.
+WHARF_EXPORT int ibv_modify_srq(ibv_srq* ibsrq, ibv_srq_attr* attr, int mask) {
+  if (ibsrq == nullptr || attr == nullptr) return EINVAL;
+  Srq* srq = to_srq(ibsrq);
+  const bool resize = (mask & IBV_SRQ_MAX_WR) != 0;
+  if (resize) {
+    std::lock_guard<SpinLock> g(srq->lock);
+    srq->resizing = true;
+  }
   proto::ModifySrqReq req;
-  req.srq = to_srq(srq)->handle;
+  req.srq = srq->handle;
   req.attr_mask = static_cast<uint32_t>(mask);
   req.max_wr = attr->max_wr;
   req.srq_limit = attr->srq_limit;
-  proto::Empty rep;
-  return to_ctx(srq->context)->client.call(proto::Op::kModifySrq, req, nullptr, 0, &rep);
+  proto::CreateSrqRep rep;
+  UniqueFd memfd;
+  const int err =
+      to_ctx(ibsrq->context)->client.call(proto::Op::kModifySrq, req, nullptr, 0, &rep, &memfd, 1);
+  if (resize && err != 0) {  // nothing moved
+    std::lock_guard<SpinLock> g(srq->lock);
+    srq->resizing = false;
+  }
+  return resize && err == 0 ? attach_moved_srq(srq, rep, memfd) : err;
 }
 
 WHARF_EXPORT int ibv_query_srq(ibv_srq* srq, ibv_srq_attr* attr) {
@@ -175,7 +216,8 @@ int post_srq_recv(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   Srq* srq = to_srq(ibsrq);
   int err = 0;
   srq->lock.lock();
-  for (; wr != nullptr; wr = wr->next)
+  if (srq->resizing) err = ENOMEM;
+  for (; err == 0 && wr != nullptr; wr = wr->next)
     if ((err = write_recv_wqe(&srq->ring, srq->max_sge, wr)) != 0) break;
   srq->lock.unlock();
   if (err != 0) *bad = wr;

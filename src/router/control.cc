@@ -983,16 +983,55 @@ int Session::on_set_qp_rss(const proto::SetQpRssReq& req, UniqueFd*, int, proto:
   return 0;
 }
 
-int Session::on_modify_srq(const proto::ModifySrqReq& req, UniqueFd*, int, proto::Empty*,
-                           ReplyFds*) {
+// IBV_SRQ_MAX_WR moves the SRQ to a new region with the receives not yet taken, oldest first
+// (EINVAL when more wait than the new size holds, or it is below the limit), as rxe resizes;
+// the library posts nothing to it meanwhile. Nothing points into the old region: a receive a
+// QP took for a message in parts was copied out (Qp::held_recv), a tag-matching SRQ's tagged
+// buffers are in its TagList, and this is the router thread.
+int Session::on_modify_srq(const proto::ModifySrqReq& req, UniqueFd*, int, proto::CreateSrqRep* rep,
+                           ReplyFds* out) {
   Srq* srq = srqs_.find(req.srq);
-  if (srq == nullptr) return EINVAL;
+  if (srq == nullptr || srq->wq) return EINVAL;
   if (req.attr_mask & ~static_cast<uint32_t>(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT)) return EINVAL;
-  if (req.attr_mask & IBV_SRQ_MAX_WR) return EOPNOTSUPP;  // resizing an SRQ: not implemented
-  if (req.attr_mask & IBV_SRQ_LIMIT) {
-    if (req.srq_limit > srq->max_wr) return EINVAL;
-    srq->limit = req.srq_limit;
+  const bool resize = (req.attr_mask & IBV_SRQ_MAX_WR) != 0;
+  const uint32_t max_wr = resize ? req.max_wr : srq->max_wr;
+  const uint32_t limit = (req.attr_mask & IBV_SRQ_LIMIT) ? req.srq_limit : srq->limit;
+  if (max_wr == 0 || max_wr > device::kMaxSrqWr || limit > max_wr) return EINVAL;
+  if (resize) {
+    if (srq->corrupt) return EINVAL;
+    if (int err = move_srq_st(srq, static_cast<uint32_t>(round_up_pow2(max_wr))); err != 0)
+      return err;
+    out->add(srq->shm.fd());
   }
+  srq->limit = limit;
+  rep->srq = srq->handle;
+  rep->srqn = srq->srqn;
+  rep->entries = srq->layout.entries;
+  rep->slot = srq->layout.slot;
+  rep->max_wr = srq->max_wr;
+  rep->max_sge = srq->max_sge;
+  return 0;
+}
+
+int Session::move_srq_st(Srq* srq, uint32_t entries) {
+  const uint32_t waiting = srq->ring.available();
+  if (waiting > srq->layout.entries) return EIO;  // the library broke the ring
+  if (waiting > entries) return EINVAL;
+  const shm::SrqLayout layout = shm::srq_layout(entries, srq->layout.slot);
+  ShmRegion fresh;
+  if (int err = fresh.create("wharf-srq", layout.total); err != 0) return err;
+  const uint8_t* old_slots = srq->shm.data() + srq->layout.slots_off;
+  uint8_t* slots = fresh.data() + layout.slots_off;
+  for (uint32_t i = 0; i < waiting; ++i) {
+    const uint32_t from = (srq->ring.tail() + i) & (srq->layout.entries - 1);
+    memcpy(slots + size_t{i} * layout.slot, old_slots + size_t{from} * layout.slot, layout.slot);
+  }
+  auto* hdr = reinterpret_cast<shm::RingHeader*>(fresh.data() + layout.ring_off);
+  hdr->producer.value.store(waiting, std::memory_order_relaxed);
+  srq->shm = std::move(fresh);
+  srq->layout = layout;
+  srq->ring = shm::RingConsumer(hdr, slots, entries, layout.slot);
+  srq->max_wr = entries;
   return 0;
 }
 

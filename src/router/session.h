@@ -164,7 +164,9 @@ class Session {
   int on_query_qp(const proto::Handle&, UniqueFd*, int, proto::QueryQpRep*, ReplyFds*);
   int on_destroy_qp(const proto::Handle&, UniqueFd*, int, proto::Empty*, ReplyFds*);
   int on_create_srq(const proto::CreateSrqReq&, UniqueFd*, int, proto::CreateSrqRep*, ReplyFds*);
-  int on_modify_srq(const proto::ModifySrqReq&, UniqueFd*, int, proto::Empty*, ReplyFds*);
+  int on_modify_srq(const proto::ModifySrqReq&, UniqueFd*, int, proto::CreateSrqRep*, ReplyFds*);
+  // Moves the SRQ to a region of `entries` slots, with its waiting receives.
+  int move_srq_st(Srq* srq, uint32_t entries);
   int on_query_srq(const proto::Handle&, UniqueFd*, int, proto::QuerySrqRep*, ReplyFds*);
   int on_destroy_srq(const proto::Handle&, UniqueFd*, int, proto::Empty*, ReplyFds*);
   int on_create_ah(const proto::CreateAhReq&, UniqueFd*, int, proto::Handle*, ReplyFds*);

@@ -63,8 +63,16 @@ class RingProducer {
     hdr_->producer.value.store(head_, std::memory_order_release);
   }
 
+  // Continues a ring whose region already holds entries (a queue moved to a new region by its
+  // consumer): the next entry goes where the header's producer index says.
+  void resume() {
+    head_ = hdr_->producer.value.load(std::memory_order_acquire);
+    cached_consumer_ = hdr_->consumer.value.load(std::memory_order_acquire);
+  }
+
   uint32_t head() const { return head_; }
   uint32_t capacity() const { return capacity_; }
+  uint32_t slot_size() const { return slot_size_; }
   // Entries the consumer has not yet released, as last observed (refreshes the cache).
   uint32_t in_flight() {
     cached_consumer_ = hdr_->consumer.value.load(std::memory_order_acquire);

@@ -160,6 +160,24 @@ TEST_P(RingGeometryTest, FullRingAcceptsOneEntryPerPop) {
   }
 }
 
+// A queue moved to a new region by its consumer (ibv_modify_srq): the region holds what
+// waited, its producer index their count; a producer that resumes it adds after them, and
+// the ring is full after capacity entries in all.
+TEST_P(RingGeometryTest, AResumedProducerAddsAfterTheEntriesTheRegionHolds) {
+  const uint32_t moved = cap() / 2 + 1;
+  for (uint32_t i = 0; i < moved; ++i)
+    std::memcpy(ring_->slots.data() + size_t{i} * ring_->slot_size, &i, 4);
+  ring_->hdr.producer.value.store(moved);
+  ring_->producer.resume();
+  for (uint32_t i = moved; i < cap(); ++i) ASSERT_EQ(ring_->push(i), RingStatus::kOk);
+  EXPECT_EQ(ring_->push(~0ull), RingStatus::kFull);
+  for (uint32_t i = 0; i < cap(); ++i) {
+    uint64_t v = 0;
+    ASSERT_EQ(ring_->pop(&v), RingStatus::kOk);
+    EXPECT_EQ(static_cast<uint32_t>(v), i);
+  }
+}
+
 TEST_P(RingGeometryTest, DeliversEntriesInOrderOverSeveralLaps) {
   // Uneven batches so that full, empty and partial states land on every slot position.
   uint64_t next_in = 0, next_out = 0;

@@ -283,16 +283,13 @@ TEST_F(ErrorTest, PkeyQueriesReturnAsRdmaCoreDoes) {
 }
 
 TEST_F(ErrorTest, UnsupportedVerbsSayEopnotsupp) {
-  // Resizing an SRQ is not implemented.
-  ibv_srq_init_attr sa{};
-  sa.attr.max_wr = 16;
-  sa.attr.max_sge = 1;
-  ibv_srq* srq = ibv_create_srq(a_.pd, &sa);
-  ASSERT_NE(srq, nullptr);
-  ibv_srq_attr attr{};
-  attr.max_wr = 64;
-  EXPECT_EQ(ibv_modify_srq(srq, &attr, IBV_SRQ_MAX_WR), EOPNOTSUPP);
-  EXPECT_EQ(ibv_destroy_srq(srq), 0);
+  // Enhanced connection establishment is not implemented.
+  ibv_qp* qp = create_qp(a_, IBV_QPT_RC);
+  ASSERT_NE(qp, nullptr);
+  ibv_ece ece{};
+  EXPECT_EQ(ibv_query_ece(qp, &ece), EOPNOTSUPP);
+  EXPECT_EQ(ibv_set_ece(qp, &ece), EOPNOTSUPP);
+  EXPECT_EQ(ibv_destroy_qp(qp), 0);
 }
 
 }  // namespace

@@ -252,6 +252,89 @@ TEST_F(LifecycleTest, SrqServesSeveralQpsAndRaisesLimitEvent) {
   EXPECT_EQ(ibv_destroy_srq(srq), EBUSY);
 }
 
+// ibv_modify_srq(IBV_SRQ_MAX_WR) resizes an SRQ as rxe does: the receives waiting in it stay,
+// in order, and the new size holds; it cannot shrink below what waits or below its limit.
+TEST_F(LifecycleTest, AnSrqResizedKeepsItsWaitingReceivesInOrder) {
+  constexpr int kGrown = 64;
+  ibv_srq* srq = create_srq(b_, 4);
+  ASSERT_NE(srq, nullptr);
+  ibv_qp* q = create_qp(a_, IBV_QPT_RC);
+  ibv_qp* r = create_qp(b_, IBV_QPT_RC, srq);
+  ASSERT_NE(q, nullptr);
+  ASSERT_NE(r, nullptr);
+  connect(q, a_, r, b_, 0);
+  connect(r, b_, q, a_, 0);
+  Buffer src = make_buffer(a_, kGrown, kFullAccess);
+  Buffer dst = make_buffer(b_, kGrown * kGrown, kFullAccess);
+  for (int i = 0; i < kGrown; ++i) src.data[i] = static_cast<uint8_t>(i + 1);
+  for (int i = 0; i < 4; ++i) post_srq_recv(srq, dst, size_t{kGrown} * i, kGrown, i);
+  ibv_sge sge;
+  ibv_recv_wr extra = one_sge_recv(dst, 0, kGrown, 99, &sge);
+  ibv_recv_wr* bad = nullptr;
+  EXPECT_EQ(ibv_post_srq_recv(srq, &extra, &bad), ENOMEM) << "4 receives fill it";
+
+  ibv_srq_attr attr{};
+  attr.max_wr = 0;
+  EXPECT_EQ(ibv_modify_srq(srq, &attr, IBV_SRQ_MAX_WR), EINVAL);
+  attr.max_wr = 2;
+  EXPECT_EQ(ibv_modify_srq(srq, &attr, IBV_SRQ_MAX_WR), EINVAL) << "4 receives wait";
+  attr.max_wr = kGrown;
+  ASSERT_EQ(ibv_modify_srq(srq, &attr, IBV_SRQ_MAX_WR), 0);
+  ibv_srq_attr q_attr{};
+  ASSERT_EQ(ibv_query_srq(srq, &q_attr), 0);
+  EXPECT_GE(q_attr.max_wr, static_cast<uint32_t>(kGrown));
+  for (int i = 4; i < kGrown; ++i) post_srq_recv(srq, dst, size_t{kGrown} * i, kGrown, i);
+
+  // Message i is i + 1 bytes long and lands in receive i: the four posted before the resize
+  // first.
+  for (int i = 0; i < kGrown; i += 8) {
+    for (int k = i; k < i + 8; ++k)
+      ASSERT_EQ(post_send(q, IBV_WR_SEND,
+                          {{reinterpret_cast<uint64_t>(src.data), static_cast<uint32_t>(k + 1),
+                            src.mr->lkey}},
+                          k),
+                0);
+    wait_wc(a_.cq, 8);
+    int k = i;
+    for (const ibv_wc& wc : wait_wc(b_.cq, 8)) {
+      EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+      EXPECT_EQ(wc.wr_id, static_cast<uint64_t>(k));
+      EXPECT_EQ(wc.byte_len, static_cast<uint32_t>(k + 1));
+      EXPECT_EQ(memcmp(dst.data + size_t{kGrown} * k, src.data, k + 1), 0);
+      ++k;
+    }
+  }
+
+  // Shrinking: not below the limit asked for with it, then down to what waits.
+  post_srq_recv(srq, dst, 0, kGrown, 100);
+  post_srq_recv(srq, dst, kGrown, kGrown, 101);
+  attr.max_wr = 4;
+  attr.srq_limit = 8;
+  EXPECT_EQ(ibv_modify_srq(srq, &attr, IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT), EINVAL);
+  ASSERT_EQ(ibv_query_srq(srq, &q_attr), 0);
+  EXPECT_EQ(q_attr.srq_limit, 0u) << "a failed modify changes nothing";
+  attr.max_wr = 2;
+  attr.srq_limit = 1;
+  ASSERT_EQ(ibv_modify_srq(srq, &attr, IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT), 0);
+  ASSERT_EQ(ibv_query_srq(srq, &q_attr), 0);
+  EXPECT_EQ(q_attr.max_wr, 2u);
+  EXPECT_EQ(q_attr.srq_limit, 1u);
+  EXPECT_EQ(ibv_post_srq_recv(srq, &extra, &bad), ENOMEM) << "the two that wait fill it";
+  for (int k = 0; k < 2; ++k)
+    ASSERT_EQ(post_send(q, IBV_WR_SEND, {{reinterpret_cast<uint64_t>(src.data), 8, src.mr->lkey}},
+                        100 + k),
+              0);
+  wait_wc(a_.cq, 2);
+  int k = 100;
+  for (const ibv_wc& wc : wait_wc(b_.cq, 2)) {
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+    EXPECT_EQ(wc.wr_id, static_cast<uint64_t>(k++));
+  }
+  EXPECT_EQ(ibv_destroy_qp(q), 0);
+  EXPECT_EQ(ibv_destroy_qp(r), 0);
+  EXPECT_EQ(ibv_destroy_srq(srq), 0);
+}
+
 // As the kernel drops an object's pending events when it is destroyed, an event for a QP the
 // application has destroyed is never delivered (UCX's async thread once got one with a NULL
 // QP at MPI_Finalize and crashed).

@@ -44,7 +44,9 @@ class PathTest : public VerbsTest {
     EXPECT_EQ(ibv_destroy_qp(p.qp), 0);
     EXPECT_EQ(ibv_destroy_qp(p.peer), 0);
     EXPECT_EQ(ibv_destroy_cq(p.cq), 0);
-    if (p.srq != nullptr) EXPECT_EQ(ibv_destroy_srq(p.srq), 0);
+    if (p.srq != nullptr) {
+      EXPECT_EQ(ibv_destroy_srq(p.srq), 0);
+    }
   }
   // With the long message (wr_id 1) of `big` under way, a 64-byte WRITE (wr_id 2) on
   // `small` from `src` to raddr/rkey completes before it; then the long one completes.

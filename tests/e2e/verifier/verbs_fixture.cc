@@ -397,9 +397,6 @@ ibv_wc VerbsTest::wait_one(ibv_cq* cq) {
   return none;
 }
 
-namespace {
-
-// A receive of b's bytes [off, off + len), its one SGE in *sge.
 ibv_recv_wr one_sge_recv(Buffer& b, size_t off, uint32_t len, uint64_t wr_id, ibv_sge* sge) {
   *sge = ibv_sge{reinterpret_cast<uint64_t>(b.data + off), len, b.mr->lkey};
   ibv_recv_wr wr{};
@@ -408,8 +405,6 @@ ibv_recv_wr one_sge_recv(Buffer& b, size_t off, uint32_t len, uint64_t wr_id, ib
   wr.num_sge = 1;
   return wr;
 }
-
-}  // namespace
 
 void VerbsTest::post_recv(ibv_qp* qp, Buffer& b, size_t off, uint32_t len, uint64_t wr_id) {
   ibv_sge sge;

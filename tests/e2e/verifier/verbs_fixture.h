@@ -42,6 +42,9 @@ struct Buffer {
   bool owned = true;
 };
 
+// A receive of b's bytes [off, off + len), its one SGE in *sge.
+ibv_recv_wr one_sge_recv(Buffer& b, size_t off, uint32_t len, uint64_t wr_id, ibv_sge* sge);
+
 class VerbsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite();
