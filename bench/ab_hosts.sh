@@ -14,7 +14,7 @@ A=$(readlink -f "$1")
 B=$(readlink -f "$2")
 REPS=${3:-3}
 LAB=$PWD/tools/wharf-lab/wharf-lab
-. bench/lib.sh  # median, lab_bench_checks, lab_bench_work
+. bench/lib.sh  # lab_bench_checks, lab_bench_work, ab_rounds, ab_table
 lab_bench_checks ab_hosts.sh "$A" "$B"
 lab_bench_work ab
 
@@ -31,18 +31,5 @@ round() {
   "$LAB" down > /dev/null
 }
 
-echo "Measuring ($REPS rounds of each build, alternating) ..." >&2
-for _ in $(seq "$REPS"); do
-  round "$A" a
-  round "$B" b
-done
-col() { awk -v c="$2" '{print $c}' "$WORK/$1" | median; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", b / a}'; }
-echo "| Figure (median of $REPS) | A: $A | B: $B | B/A |"
-echo "|---|---|---|---|"
-names=("ib_send_lat 64 B typical (us)" "ib_write_bw 64 B (MB/s)" "ib_write_bw 64 KiB (MB/s)")
-for i in 1 2 3; do
-  a=$(col a "$i")
-  b=$(col b "$i")
-  echo "| ${names[$((i - 1))]} | $a | $b | $(ratio "$a" "$b") |"
-done
+ab_rounds round "$REPS"
+ab_table "$A" "$B" "$REPS" "ib_send_lat 64 B typical (us)" "ib_write_bw 64 B (MB/s)" "ib_write_bw 64 KiB (MB/s)"

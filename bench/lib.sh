@@ -32,3 +32,28 @@ lab_bench_cleanup() {
   "$LAB" down > /dev/null 2>&1 || true
   rm -rf "$WORK"
 }
+
+# ab_rounds ROUND REPS and ab_table A B REPS NAME...: the A/B benches' loop and report.
+# ab_rounds calls `ROUND BUILD a|b` for $A and $B in turn, REPS times; each call appends one
+# line of figures to $WORK/a or $WORK/b. ab_table prints, per column (named by the NAMEs in
+# order), both builds' medians and B/A as a Markdown table.
+ab_rounds() {
+  local round=$1 reps=$2
+  echo "Measuring ($reps rounds of each build, alternating) ..." >&2
+  for _ in $(seq "$reps"); do
+    "$round" "$A" a
+    "$round" "$B" b
+  done
+}
+ab_table() {
+  local a=$1 b=$2 reps=$3 i=0 name va vb
+  shift 3
+  echo "| Figure (median of $reps) | A: $a | B: $b | B/A |"
+  echo "|---|---|---|---|"
+  for name in "$@"; do
+    i=$((i + 1))
+    va=$(awk -v c="$i" '{print $c}' "$WORK/a" | median)
+    vb=$(awk -v c="$i" '{print $c}' "$WORK/b" | median)
+    echo "| $name | $va | $vb | $(awk -v x="$va" -v y="$vb" 'BEGIN {printf "%.2f", y / x}') |"
+  done
+}

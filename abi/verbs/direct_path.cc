@@ -9,7 +9,6 @@
 #include "abi/verbs/direct_path.h"
 
 #include <infiniband/verbs.h>
-#include <sched.h>
 
 #include <algorithm>
 #include <cstring>
@@ -21,6 +20,7 @@
 #include "proto/datagram.h"
 #include "proto/device.h"
 #include "proto/qp_rules.h"
+#include "shm/receive_wait.h"
 
 namespace wharf::abi {
 namespace {
@@ -31,8 +31,11 @@ constexpr int kAttempts = 6;
 
 // How long a send waits for the peer to post a receive before the router takes it over
 // (and applies RNR NAK timing): the time a message would spend on a wire, and enough for a
-// receiver on another core to repost its buffers.
+// receiver on another core to repost its buffers. For the first kReceiveSpinNs it spins (a
+// receiver running on another core posts within that); then it sleeps until the receiver
+// posts (shm/receive_wait.h), leaving the CPU to it if they share one.
 constexpr uint64_t kReceiveWaitNs = 50'000;
+constexpr uint64_t kReceiveSpinNs = 4'000;
 
 // Bytes copied between two looks at whether the router wants the line back (a new
 // generation) or retired a registration (a new MR epoch): the router, which waits out Busy
@@ -113,6 +116,7 @@ void DirectSetUp::clear(Kind k, uint32_t what) {
 
 bool execute_directly(Qp* qp, const ibv_send_wr* wr, std::optional<DirectSetUp>* set_up) {
   uint64_t receive_deadline = 0;
+  uint64_t spin_until = 0;
   for (int round = 0; round < kAttempts;) {
     if (qp->direct_line->state.load(std::memory_order_relaxed) != shm::kDirectOn ||
         qp->sq.in_flight() != 0)
@@ -137,18 +141,35 @@ bool execute_directly(Qp* qp, const ibv_send_wr* wr, std::optional<DirectSetUp>*
       case DirectPath::Outcome::kNoReceive: {
         // Not a round spent: the receiver gets a while to post, without the lock held.
         const uint64_t now = now_ns();
-        if (receive_deadline == 0)
+        if (receive_deadline == 0) {
           receive_deadline = now + kReceiveWaitNs;
-        else if (now > receive_deadline)
+          spin_until = now + kReceiveSpinNs;
+        } else if (now > receive_deadline) {
           return false;
+        }
+        if (now < spin_until) {
+          qp->sq_lock.unlock();
+          __builtin_ia32_pause();
+          qp->sq_lock.lock();
+          break;
+        }
+        shm::QpDirect* line = qp->direct.peer_line();
+        const bool sleep = qp->direct.begin_receive_wait();
         qp->sq_lock.unlock();
-        sched_yield();
+        if (sleep) shm::receive_wait(line, receive_deadline - now);
         qp->sq_lock.lock();
         break;
       }
     }
   }
   return false;
+}
+
+bool DirectPath::begin_receive_wait() {
+  if (!described_) return false;
+  // We are the receive queue's only consumer while On: its consumer index is where we stand.
+  const uint32_t consumer = peer_rq_hdr_->consumer.value.load(std::memory_order_acquire);
+  return shm::begin_receive_wait(peer_line_, peer_rq_hdr_, consumer);
 }
 
 void DirectPath::fetch(Qp* qp, DirectSetUp* need) {
@@ -237,6 +258,7 @@ bool DirectPath::install(DirectSetUp* need) {
     peer_rq_hdr_ = reinterpret_cast<shm::RingHeader*>(peer_qp_map_.data + ql.rq_ring_off);
     peer_rq_slots_ = peer_qp_map_.data + ql.rq_slots_off;
     peer_counters_ = reinterpret_cast<shm::QpCounters*>(peer_qp_map_.data + ql.counters_off);
+    peer_line_ = reinterpret_cast<shm::QpDirect*>(peer_qp_map_.data + ql.direct_off);
     peer_cq_ =
         shm::CqProducer(reinterpret_cast<shm::RingHeader*>(peer_cq_map_.data + cl.ring_off),
                         reinterpret_cast<shm::Cqe*>(peer_cq_map_.data + cl.slots_off), cl.entries);

@@ -112,6 +112,11 @@ class DirectPath {
   // With the lock: puts what fetch() got in place. False: the peer cannot be described, the
   // work request goes to the router.
   bool install(DirectSetUp* need);
+  // With the lock, after kNoReceive: announces that we wait for the peer's next receive
+  // (shm/receive_wait.h); false when one was posted meanwhile. The wait itself is on
+  // peer_line(), without the lock.
+  bool begin_receive_wait();
+  shm::QpDirect* peer_line() const { return peer_line_; }
 
  private:
   enum class Step { kDone, kToRouter, kNeedPeerKey, kNeedOwnKey, kNoReceive, kStartOver };
@@ -137,6 +142,7 @@ class DirectPath {
   shm::RingHeader* peer_rq_hdr_ = nullptr;
   uint8_t* peer_rq_slots_ = nullptr;
   shm::QpCounters* peer_counters_ = nullptr;
+  shm::QpDirect* peer_line_ = nullptr;
   shm::CqProducer peer_cq_;
   shm::CqNotify* peer_notify_ = nullptr;
   UniqueFd peer_channel_;  // router's end of the peer CQ's completion channel

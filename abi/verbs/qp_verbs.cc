@@ -9,6 +9,7 @@
 #include "abi/verbs/provider.h"
 #include "proto/qp_rules.h"
 #include "proto/verbs_wire.h"
+#include "shm/receive_wait.h"
 
 using namespace wharf;
 using namespace wharf::abi;
@@ -383,8 +384,9 @@ int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   qp->rq_lock.unlock();
   if (err != 0) *bad = wr;
   // Only a QP in ERR needs the router to see new receives (it flushes them). Otherwise the
-  // peer's library takes them, or a send the router holds for one (RNR) is retried on a
-  // timer the sleeping router wakes for.
+  // peer's library takes them (waking it if it waits for one), or a send the router holds for
+  // one (RNR) is retried on a timer the sleeping router wakes for.
+  shm::wake_receive_waiter(qp->direct_line);
   if (qp->direct_line->in_error.load(std::memory_order_acquire) != 0)
     to_ctx(ibqp->context)->ring_doorbell();
   return err;

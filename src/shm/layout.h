@@ -155,6 +155,9 @@ struct QpDirect {
   // Written by the router: 1 while the QP is in ERR, when the router flushes every receive
   // posted, so posting one must wake it; otherwise receives need no doorbell.
   std::atomic<uint32_t> in_error;
+  // 1 while the direct-path sender of this QP's peer waits for a receive to be posted here (a
+  // futex word; shm/receive_wait.h).
+  std::atomic<uint32_t> receive_wanted;
 };
 
 // What a QP has moved, for `wharfctl statistic` (docs/shm-rings.md, "QP counters"): added to
