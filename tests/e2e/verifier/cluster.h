@@ -16,23 +16,26 @@
 namespace wharf::verify {
 
 // Routers "a", "b" (and "c") on 127.0.0.1, sharing a cluster file in a temporary directory;
-// host K serves 198.18.K.0/24 and LIDs (K-1)*1024+1 .. K*1024.
+// host K serves 198.18.K.0/24 and LIDs (K-1)*1024+1 .. K*1024. Routers are started for the
+// first `started` hosts (all by default); the others' ports are for a FakePeer.
 class Cluster {
  public:
-  explicit Cluster(int hosts, std::vector<std::string> router_args = {})
+  explicit Cluster(int hosts, std::vector<std::string> router_args = {}, int started = -1)
       : router_args_(std::move(router_args)) {
     char tmpl[] = "/tmp/wharf-verify-cluster.XXXXXX";
     dir_ = mkdtemp(tmpl);
     file_ = dir_ + "/cluster";
-    const int port = test_support::free_ports(hosts);
-    EXPECT_NE(port, 0) << "no free ports";
+    port_ = test_support::free_ports(hosts);
+    EXPECT_NE(port_, 0) << "no free ports";
     std::ofstream out(file_);
     for (int k = 1; k <= hosts; ++k)
       out << name(k - 1) << " 127.0.0.1 198.18." << k << ".0/24 " << (k - 1) * 1024 + 1 << "-"
-          << k * 1024 << " " << port + k - 1 << "\n";
+          << k * 1024 << " " << port_ + k - 1 << "\n";
     out.close();
-    for (int i = 0; i < hosts; ++i) routers_.push_back(start(i));
+    for (int i = 0; i < (started < 0 ? hosts : started); ++i) routers_.push_back(start(i));
   }
+  // The port host i's router listens on.
+  int port(int i) const { return port_ + i; }
   ~Cluster() {
     routers_.clear();
     unlink(file_.c_str());
@@ -56,6 +59,7 @@ class Cluster {
   }
   std::vector<std::string> router_args_;
   std::string dir_, file_;
+  int port_ = 0;
   std::vector<std::unique_ptr<RouterProcess>> routers_;
 };
 

@@ -1,0 +1,148 @@
+// What a router answers to requests no real requester sends, from a peer router the test
+// plays itself (fake_peer.h): the invalid-request NAKs of IBTA 9.7.5.2.5 and 9.9.3, and that
+// nothing is placed meanwhile.
+#include "fake_peer.h"
+
+#include <array>
+#include <cstdint>
+
+#include "cluster.h"
+#include "verbs_fixture.h"
+
+namespace wharf::verify {
+namespace {
+
+namespace host = proto::host;
+
+constexpr uint32_t kPeerQpn = 0x4242;
+constexpr uint16_t kPeerLid = 1025;  // host b's first LID
+constexpr std::array<uint8_t, 128> kPayload = [] {
+  std::array<uint8_t, 128> a{};
+  a.fill(0x5a);
+  return a;
+}();
+
+class FakePeerTest : public VerbsTest {
+ protected:
+  // Host a's router only: the test is host b.
+  static void SetUpTestSuite() { cluster_ = new Cluster(2, {}, 1); }
+  static void TearDownTestSuite() {
+    delete peer_;
+    peer_ = nullptr;
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+  void SetUp() override {
+    setenv("WHARF_ROUTER", cluster_->a().socket().c_str(), 1);
+    a_ = open_side();
+    // One peer for the suite: the router announces its networks to a host once.
+    if (peer_ == nullptr) {
+      peer_ = new FakePeer(cluster_->port(1), cluster_->port(0));
+      ASSERT_TRUE(peer_->connect()) << "the router did not take us as host b";
+    }
+  }
+
+  // An RC QP of a_ connected to the peer's QP kPeerQpn on host b, expecting PSN 0.
+  ibv_qp* connected_qp() {
+    ibv_qp* qp = create_qp(a_, IBV_QPT_RC);
+    EXPECT_NE(qp, nullptr);
+    ibv_qp remote{};
+    remote.qp_num = kPeerQpn;
+    Side b;
+    b.port.lid = kPeerLid;
+    connect(qp, a_, &remote, b, kFullAccess);
+    return qp;
+  }
+  // A request from the peer's QP to qp.
+  host::Packet request(const ibv_qp* qp, host::Operation op, uint32_t psn, const uint8_t* payload,
+                       uint32_t len) const {
+    host::Packet p;
+    p.hdr.opcode = host::opcode_of(host::kRc, op);
+    p.hdr.dlid = a_.port.lid;
+    p.hdr.slid = kPeerLid;
+    p.hdr.dest_qpn = qp->qp_num;
+    p.hdr.src_qpn = kPeerQpn;
+    p.hdr.psn = psn;
+    p.hdr.network = peer_->network();
+    p.payload = payload;
+    p.payload_len = len;
+    return p;
+  }
+  // The router's next answer from qp (an earlier test's QP may have left some) is a NAK with
+  // `code` for `psn`.
+  static void expect_nak(const ibv_qp* qp, host::NakCode code, uint32_t psn) {
+    host::Packet answer;
+    do {
+      ASSERT_TRUE(peer_->receive(&answer)) << "no answer";
+    } while (answer.hdr.src_qpn != qp->qp_num);
+    EXPECT_EQ(answer.hdr.opcode, host::opcode_of(host::kRc, host::kAcknowledge));
+    EXPECT_EQ(answer.hdr.dest_qpn, kPeerQpn);
+    EXPECT_EQ(answer.hdr.psn, psn);
+    EXPECT_EQ(answer.aeth.syndrome, host::aeth_nak(code));
+  }
+  static ibv_qp_state state(ibv_qp* qp) {
+    ibv_qp_attr attr{};
+    ibv_qp_init_attr init{};
+    EXPECT_EQ(ibv_query_qp(qp, &attr, IBV_QP_STATE, &init), 0);
+    return attr.qp_state;
+  }
+  static bool all_zero(const Buffer& b) {
+    for (size_t i = 0; i < b.len; ++i)
+      if (b.data[i] != 0) return false;
+    return true;
+  }
+
+  static Cluster* cluster_;
+  static FakePeer* peer_;
+};
+Cluster* FakePeerTest::cluster_ = nullptr;
+FakePeer* FakePeerTest::peer_ = nullptr;
+
+// A new message while a SEND's middle or last packet is due breaks the sequence (IBTA
+// 9.8.3): the responder NAKs it as an invalid request, completes the receive the SEND had
+// taken in error, and its QP goes to ERR.
+TEST_F(FakePeerTest, ANewMessageInsideASendIsAnInvalidRequest) {
+  ibv_qp* qp = connected_qp();
+  Buffer dst = make_buffer(a_, 4096, kFullAccess);
+  post_recv(qp, dst, 0, 4096, 7);
+  ASSERT_TRUE(peer_->send(request(qp, host::kSendFirst, 0, kPayload.data(), 64)));
+  ASSERT_TRUE(peer_->send(request(qp, host::kSendOnly, 1, kPayload.data(), 64)));
+  expect_nak(qp, host::kNakInvalidRequest, 1);
+  const ibv_wc wc = wait_one(a_.cq);
+  EXPECT_EQ(wc.wr_id, 7u);
+  EXPECT_EQ(wc.status, IBV_WC_REM_INV_REQ_ERR);
+  EXPECT_EQ(state(qp), IBV_QPS_ERR);
+  EXPECT_EQ(ibv_destroy_qp(qp), 0);
+}
+
+// A WRITE carrying more than its RETH's DMA length is an invalid request: nothing of it is
+// placed, not even the part the length covers, and the QP goes to ERR.
+TEST_F(FakePeerTest, AWriteLongerThanItsLengthIsAnInvalidRequestAndWritesNothing) {
+  ibv_qp* qp = connected_qp();
+  Buffer dst = make_buffer(a_, 4096, kFullAccess);  // fresh anonymous pages: all zero
+  host::Packet p = request(qp, host::kWriteOnly, 0, kPayload.data(), 128);
+  p.reth = host::Reth{reinterpret_cast<uint64_t>(dst.data), dst.mr->rkey, 64};
+  ASSERT_TRUE(peer_->send(p));
+  expect_nak(qp, host::kNakInvalidRequest, 0);
+  EXPECT_TRUE(all_zero(dst));
+  EXPECT_EQ(state(qp), IBV_QPS_ERR);
+  EXPECT_EQ(ibv_destroy_qp(qp), 0);
+}
+
+// An atomic at an address that is not 8-byte aligned is an invalid request (IBTA 9.4.5):
+// the memory is untouched.
+TEST_F(FakePeerTest, AMisalignedAtomicIsAnInvalidRequest) {
+  ibv_qp* qp = connected_qp();
+  Buffer dst = make_buffer(a_, 4096, kFullAccess);  // fresh anonymous pages: all zero
+  host::Packet p = request(qp, host::kFetchAdd, 0, nullptr, 0);
+  p.atomic.va = reinterpret_cast<uint64_t>(dst.data) + 4;
+  p.atomic.rkey = dst.mr->rkey;
+  p.atomic.swap_add = 1;
+  ASSERT_TRUE(peer_->send(p));
+  expect_nak(qp, host::kNakInvalidRequest, 0);
+  EXPECT_TRUE(all_zero(dst));
+  EXPECT_EQ(ibv_destroy_qp(qp), 0);
+}
+
+}  // namespace
+}  // namespace wharf::verify
