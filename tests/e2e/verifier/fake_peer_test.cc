@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <cstring>
 
 #include "cluster.h"
 #include "verbs_fixture.h"
@@ -80,6 +81,28 @@ class FakePeerTest : public VerbsTest {
     EXPECT_EQ(answer.hdr.psn, psn);
     EXPECT_EQ(answer.aeth.syndrome, host::aeth_nak(code));
   }
+  // The router's next answer from qp is an ACK of `psn` (an atomic ACK with the value the
+  // atomic found when `atomic_orig` is given).
+  static void expect_ack(const ibv_qp* qp, uint32_t psn, const uint64_t* atomic_orig = nullptr) {
+    host::Packet answer;
+    do {
+      ASSERT_TRUE(peer_->receive(&answer)) << "no answer";
+    } while (answer.hdr.src_qpn != qp->qp_num);
+    EXPECT_EQ(answer.hdr.opcode,
+              host::opcode_of(host::kRc, atomic_orig != nullptr ? host::kAtomicAcknowledge
+                                                                : host::kAcknowledge));
+    EXPECT_EQ(answer.hdr.psn, psn);
+    EXPECT_EQ(answer.aeth.syndrome, host::aeth_ack());
+    if (atomic_orig != nullptr) {
+      EXPECT_EQ(answer.atomic_orig, *atomic_orig);
+    }
+  }
+  // A SEND of the first `len` payload bytes that asks for an ACK.
+  host::Packet acked_send(const ibv_qp* qp, uint32_t psn, uint32_t len) const {
+    host::Packet p = request(qp, host::kSendOnly, psn, kPayload.data(), len);
+    p.hdr.flags = host::kAckRequest;
+    return p;
+  }
   static ibv_qp_state state(ibv_qp* qp) {
     ibv_qp_attr attr{};
     ibv_qp_init_attr init{};
@@ -141,6 +164,77 @@ TEST_F(FakePeerTest, AMisalignedAtomicIsAnInvalidRequest) {
   ASSERT_TRUE(peer_->send(p));
   expect_nak(qp, host::kNakInvalidRequest, 0);
   EXPECT_TRUE(all_zero(dst));
+  EXPECT_EQ(ibv_destroy_qp(qp), 0);
+}
+
+// A request that names the QP but comes from another QP, or carries another virtual
+// network's number, is dropped as if nobody were there (IBTA 9.6.1.5; docs/wire-protocol.md,
+// "Isolation"): it takes no receive and moves no PSN, so the real sender's SEND of the same
+// PSN lands in the one receive posted.
+TEST_F(FakePeerTest, ARequestFromAnotherQpOrNetworkIsDropped) {
+  ibv_qp* qp = connected_qp();
+  Buffer dst = make_buffer(a_, 4096, kFullAccess);
+  post_recv(qp, dst, 0, 4096, 7);
+  host::Packet stranger = acked_send(qp, 0, 16);
+  stranger.hdr.src_qpn = kPeerQpn + 1;
+  ASSERT_TRUE(peer_->send(stranger));
+  host::Packet other_network = acked_send(qp, 0, 32);
+  other_network.hdr.network = peer_->network() + 1000;
+  ASSERT_TRUE(peer_->send(other_network));
+  ASSERT_TRUE(peer_->send(acked_send(qp, 0, 64)));
+  expect_ack(qp, 0);
+  const ibv_wc wc = wait_one(a_.cq);
+  EXPECT_EQ(wc.wr_id, 7u);
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc.byte_len, 64u) << "a dropped request took the receive";
+  EXPECT_EQ(state(qp), IBV_QPS_RTS);
+  EXPECT_EQ(ibv_destroy_qp(qp), 0);
+}
+
+// A SEND and an atomic sent again (the requester missed their ACKs) are acknowledged again
+// and never executed twice: one receive is taken, the fetch-and-add adds once and its repeat
+// is answered with the value the first found.
+TEST_F(FakePeerTest, RepeatedRequestsAreAnsweredAgainNotExecutedTwice) {
+  ibv_qp* qp = connected_qp();
+  Buffer dst = make_buffer(a_, 4096, kFullAccess);  // fresh anonymous pages: all zero
+  post_recv(qp, dst, 64, 64, 7);
+  post_recv(qp, dst, 128, 64, 8);
+  ASSERT_TRUE(peer_->send(acked_send(qp, 0, 64)));
+  expect_ack(qp, 0);
+  ASSERT_TRUE(peer_->send(acked_send(qp, 0, 64)));
+  expect_ack(qp, 0);
+  host::Packet add = request(qp, host::kFetchAdd, 1, nullptr, 0);
+  add.atomic.va = reinterpret_cast<uint64_t>(dst.data);
+  add.atomic.rkey = dst.mr->rkey;
+  add.atomic.swap_add = 5;
+  const uint64_t before = 0;
+  ASSERT_TRUE(peer_->send(add));
+  expect_ack(qp, 1, &before);
+  ASSERT_TRUE(peer_->send(add));
+  expect_ack(qp, 1, &before);
+  uint64_t value = 0;
+  std::memcpy(&value, dst.data, sizeof(value));
+  EXPECT_EQ(value, 5u) << "the fetch-and-add ran twice";
+  const ibv_wc wc = wait_one(a_.cq);
+  EXPECT_EQ(wc.wr_id, 7u);
+  ibv_wc more;
+  EXPECT_EQ(ibv_poll_cq(a_.cq, 1, &more), 0) << "the repeated SEND took a second receive";
+  EXPECT_EQ(ibv_destroy_qp(qp), 0);
+}
+
+// A request past the expected PSN means packets went missing: the responder NAKs with a
+// sequence error for the PSN it expects (IBTA 9.7.5.2.4), executes nothing, and stays usable.
+TEST_F(FakePeerTest, APsnGapIsASequenceErrorForTheExpectedPsn) {
+  ibv_qp* qp = connected_qp();
+  Buffer dst = make_buffer(a_, 4096, kFullAccess);
+  post_recv(qp, dst, 0, 4096, 7);
+  ASSERT_TRUE(peer_->send(acked_send(qp, 3, 16)));
+  expect_nak(qp, host::kNakPsnSequence, 0);
+  ASSERT_TRUE(peer_->send(acked_send(qp, 0, 64)));
+  expect_ack(qp, 0);
+  const ibv_wc wc = wait_one(a_.cq);
+  EXPECT_EQ(wc.byte_len, 64u);
+  EXPECT_EQ(state(qp), IBV_QPS_RTS);
   EXPECT_EQ(ibv_destroy_qp(qp), 0);
 }
 
