@@ -134,11 +134,14 @@ class Requester {
   }
 
   // A response packet for this QP: operation (opcode & 0x1f), PSN, AETH syndrome if it has
-  // one, the atomic ACK's original value, a READ response's data.
+  // one, the atomic ACK's original value, a READ response's data. A response for a PSN not
+  // sent yet answers nothing this requester asked and is discarded, as hardware drops ghost
+  // ACKs: it must not complete, fail or resend anything.
   void on_response(uint8_t op, uint32_t psn, bool has_aeth, uint8_t syndrome, uint64_t atomic_orig,
                    const uint8_t* data, uint32_t len, uint64_t now, const RequesterLimits& l,
                    Port& port) {
     namespace host = proto::host;
+    if (!psn_lt(psn, next_psn_)) return;
     const size_t before = window_.size();
     while (!window_.empty() && window_.front().kind == RequestKind::kMessage &&
            psn_lt(window_.front().last_psn, psn))

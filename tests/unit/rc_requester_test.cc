@@ -74,6 +74,26 @@ TEST_F(RequesterTest, AnAckForALaterPsnCompletesEveryEarlierMessageInOrder) {
   EXPECT_EQ(req.next_psn(), 2u);
 }
 
+// A response for a PSN not sent yet (a ghost ACK from a confused or hostile peer) completes,
+// fails and resends nothing; the real ACK then completes the messages.
+TEST_F(RequesterTest, AResponseForAPsnNotSentYetIsDiscarded) {
+  req.issue(1, RequestKind::kMessage, 1, now, limits, port);  // 0xfffffe
+  req.issue(2, RequestKind::kMessage, 1, now, limits, port);  // 0xffffff
+  const size_t sent = port.sent.size();
+  ack(5);
+  ack(0);  // next_psn itself: not sent either
+  ack(3, host::aeth_nak(host::kNakRemoteAccess));
+  ack(3, host::aeth_nak(host::kNakPsnSequence));
+  ack(3, host::aeth_ack(), host::kAtomicAcknowledge, 42);
+  read_response(host::kReadResponseOnly, 4);
+  EXPECT_TRUE(port.done.empty());
+  EXPECT_EQ(port.failures, 0);
+  EXPECT_EQ(port.sent.size(), sent);
+  ack(0xffffff);
+  ASSERT_EQ(port.done.size(), 2u);
+  EXPECT_EQ(port.done[1], std::make_pair(2, IBV_WC_SUCCESS));
+}
+
 TEST_F(RequesterTest, AReadCompletesOnlyWithItsLastResponseAndIgnoresDuplicates) {
   req.issue(1, RequestKind::kRead, 3, now, limits, port);  // 0xfffffe .. 0
   req.issue(2, RequestKind::kMessage, 1, now, limits, port);

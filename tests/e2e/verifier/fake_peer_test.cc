@@ -54,7 +54,7 @@ class FakePeerTest : public VerbsTest {
     connect(qp, a_, &remote, b, kFullAccess);
     return qp;
   }
-  // A request from the peer's QP to qp.
+  // A request (or, for the requester tests, a response) from the peer's QP to qp.
   host::Packet request(const ibv_qp* qp, host::Operation op, uint32_t psn, const uint8_t* payload,
                        uint32_t len) const {
     host::Packet p;
@@ -235,6 +235,31 @@ TEST_F(FakePeerTest, APsnGapIsASequenceErrorForTheExpectedPsn) {
   const ibv_wc wc = wait_one(a_.cq);
   EXPECT_EQ(wc.byte_len, 64u);
   EXPECT_EQ(state(qp), IBV_QPS_RTS);
+  EXPECT_EQ(ibv_destroy_qp(qp), 0);
+}
+
+// An ACK for a PSN the QP never sent (a ghost) completes nothing: the NAK for the SEND that
+// follows it is what completes the SEND.
+TEST_F(FakePeerTest, AnAckForAPsnNeverSentCompletesNothing) {
+  ibv_qp* qp = connected_qp();
+  Buffer src = make_buffer(a_, 4096, kFullAccess);
+  ASSERT_EQ(
+      post_send(qp, IBV_WR_SEND, {{reinterpret_cast<uint64_t>(src.data), 64, src.mr->lkey}}, 9), 0);
+  host::Packet sent;
+  do {
+    ASSERT_TRUE(peer_->receive(&sent)) << "the SEND never came";
+  } while (sent.hdr.src_qpn != qp->qp_num);
+  EXPECT_EQ(sent.hdr.opcode, host::opcode_of(host::kRc, host::kSendOnly));
+  host::Packet answer =
+      request(qp, host::kAcknowledge, (sent.hdr.psn + 100) & 0xffffff, nullptr, 0);
+  answer.aeth.syndrome = host::aeth_ack();
+  ASSERT_TRUE(peer_->send(answer));
+  answer.hdr.psn = sent.hdr.psn;
+  answer.aeth.syndrome = host::aeth_nak(host::kNakRemoteAccess);
+  ASSERT_TRUE(peer_->send(answer));
+  const ibv_wc wc = wait_one(a_.cq);
+  EXPECT_EQ(wc.wr_id, 9u);
+  EXPECT_EQ(wc.status, IBV_WC_REM_ACCESS_ERR) << "the ghost ACK completed the SEND";
   EXPECT_EQ(ibv_destroy_qp(qp), 0);
 }
 
