@@ -263,5 +263,30 @@ TEST_F(FakePeerTest, AnAckForAPsnNeverSentCompletesNothing) {
   EXPECT_EQ(ibv_destroy_qp(qp), 0);
 }
 
+// A READ response carrying more than the READ asked for is not placed at all: nothing lands
+// past (or in) the READ's buffer, and the READ fails.
+TEST_F(FakePeerTest, AReadResponseLongerThanTheReadPlacesNothing) {
+  ibv_qp* qp = connected_qp();
+  Buffer dst = make_buffer(a_, 4096, kFullAccess);  // fresh anonymous pages: all zero
+  ASSERT_EQ(
+      post_send(qp, IBV_WR_RDMA_READ, {{reinterpret_cast<uint64_t>(dst.data), 64, dst.mr->lkey}}, 9,
+                IBV_SEND_SIGNALED, 0x10000, 0x1234),
+      0);
+  host::Packet sent;
+  do {
+    ASSERT_TRUE(peer_->receive(&sent)) << "the READ never came";
+  } while (sent.hdr.src_qpn != qp->qp_num);
+  EXPECT_EQ(sent.hdr.opcode, host::opcode_of(host::kRc, host::kReadRequest));
+  EXPECT_EQ(sent.reth.dma_length, 64u);
+  host::Packet answer = request(qp, host::kReadResponseOnly, sent.hdr.psn, kPayload.data(), 128);
+  answer.aeth.syndrome = host::aeth_ack();
+  ASSERT_TRUE(peer_->send(answer));
+  const ibv_wc wc = wait_one(a_.cq);
+  EXPECT_EQ(wc.wr_id, 9u);
+  EXPECT_NE(wc.status, IBV_WC_SUCCESS);
+  EXPECT_TRUE(all_zero(dst));
+  EXPECT_EQ(ibv_destroy_qp(qp), 0);
+}
+
 }  // namespace
 }  // namespace wharf::verify
