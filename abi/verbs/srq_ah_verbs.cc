@@ -15,6 +15,34 @@ using namespace wharf::abi;
 
 namespace wharf::abi {
 
+namespace {
+
+// Posts go to the ring in srq's mapping, laid out as `layout`.
+void attach_ring(Srq* srq, const shm::SrqLayout& layout) {
+  srq->ring = shm::RingProducer(reinterpret_cast<shm::RingHeader*>(srq->map.data + layout.ring_off),
+                                srq->map.data + layout.slots_off, layout.entries, layout.slot);
+}
+
+// Maps the region the router moved srq to (rep, memfd) and posts there from now on. Until that
+// succeeds, posts fail: the old region is no longer read.
+int attach_moved_srq(Srq* srq, const proto::CreateSrqRep& rep, const UniqueFd& memfd) {
+  const shm::SrqLayout layout = shm::srq_layout(rep.entries, rep.slot);
+  int err = 0;
+  if (!memfd.valid() || rep.entries == 0 || rep.slot != srq->ring.slot_size()) err = EPROTO;
+  Mapping fresh;
+  if (err == 0) err = fresh.map(memfd.get(), layout.total);
+  std::lock_guard<SpinLock> g(srq->lock);
+  if (err == 0) {
+    srq->map.swap(fresh);
+    attach_ring(srq, layout);
+    srq->ring.resume();
+    srq->resizing = false;
+  }
+  return err;  // `fresh` now holds the old region: unmapped on return, outside the lock
+}
+
+}  // namespace
+
 // The router checks that xrcd and cq are the context's, and tm's sizes.
 ibv_srq* create_srq_object(ibv_pd* pd, ibv_srq_attr* attr, void* srq_context, uint32_t type,
                            ibv_xrcd* xrcd, ibv_cq* cq, const ibv_tm_cap* tm) {
@@ -61,8 +89,7 @@ ibv_srq* create_srq_object(ibv_pd* pd, ibv_srq_attr* attr, void* srq_context, ui
   srq->srqn = rep.srqn;
   srq->max_sge = rep.max_sge;
   srq->tm = type == IBV_SRQT_TM;
-  srq->ring = shm::RingProducer(reinterpret_cast<shm::RingHeader*>(srq->map.data + layout.ring_off),
-                                srq->map.data + layout.slots_off, rep.entries, rep.slot);
+  attach_ring(srq, layout);
   ibv_srq* s = &srq->srq;
   s->context = pd->context;
   s->srq_context = srq_context;
@@ -131,30 +158,6 @@ int get_srq_num(ibv_srq* srq, uint32_t* srq_num) {
 }
 
 }  // namespace wharf::abi
-
-namespace {
-
-// Maps the region the router moved srq to (rep, memfd) and posts there from now on. Until that
-// succeeds, posts fail: the old region is no longer read.
-int attach_moved_srq(Srq* srq, const proto::CreateSrqRep& rep, const UniqueFd& memfd) {
-  const shm::SrqLayout layout = shm::srq_layout(rep.entries, rep.slot);
-  int err = 0;
-  if ((!memfd.valid() || rep.entries == 0 || rep.slot != srq->ring.slot_size())) err = EPROTO;
-  Mapping fresh;
-  if (err == 0) err = fresh.map(memfd.get(), layout.total);
-  std::lock_guard<SpinLock> g(srq->lock);
-  if (err == 0) {
-    srq->map.swap(fresh);
-    srq->ring =
-        shm::RingProducer(reinterpret_cast<shm::RingHeader*>(srq->map.data + layout.ring_off),
-                          srq->map.data + layout.slots_off, rep.entries, rep.slot);
-    srq->ring.resume();
-    srq->resizing = false;
-  }
-  return err;  // `fresh` now holds the old region: unmapped on return, outside the lock
-}
-
-}  // namespace
 
 // IBV_SRQ_MAX_WR: the router moves the SRQ to a region of the new size with the receives not
 // yet taken (rxe resizes; mlx5 refuses). Posting to the SRQ from another thread meanwhile fails

@@ -892,24 +892,33 @@ int Session::on_create_srq(const proto::CreateSrqReq& req, UniqueFd*, int, proto
   uint32_t entries = static_cast<uint32_t>(round_up_pow2(req.max_wr));
   srq->layout = shm::srq_layout(entries, shm::recv_slot_size(req.max_sge));
   if (int err = srq->shm.create("wharf-srq", srq->layout.total); err != 0) return err;
-  srq->ring =
-      shm::RingConsumer(reinterpret_cast<shm::RingHeader*>(srq->shm.data() + srq->layout.ring_off),
-                        srq->shm.data() + srq->layout.slots_off, entries, srq->layout.slot);
-  srq->max_wr = entries;
+  attach_srq_region(srq.get());
   srq->max_sge = req.max_sge;
   Srq* raw = srqs_.add(std::move(srq));
   raw->srqn = router_->allocate_srqn(raw);
   pd->users++;
   if (cq != nullptr) cq->users++;
   if (xrc != nullptr) xrc->users++;
-  rep->srq = raw->handle;
-  rep->srqn = raw->srqn;
-  rep->entries = entries;
-  rep->slot = raw->layout.slot;
-  rep->max_wr = entries;
-  rep->max_sge = req.max_sge;
+  describe_srq(*raw, rep);
   out->add(raw->shm.fd());
   return 0;
+}
+
+// The SRQ's ring and size from its region (srq->shm, laid out as srq->layout).
+void Session::attach_srq_region(Srq* srq) {
+  const shm::SrqLayout& l = srq->layout;
+  srq->ring = shm::RingConsumer(reinterpret_cast<shm::RingHeader*>(srq->shm.data() + l.ring_off),
+                                srq->shm.data() + l.slots_off, l.entries, l.slot);
+  srq->max_wr = l.entries;
+}
+
+void Session::describe_srq(const Srq& srq, proto::CreateSrqRep* rep) {
+  rep->srq = srq.handle;
+  rep->srqn = srq.srqn;
+  rep->entries = srq.layout.entries;
+  rep->slot = srq.layout.slot;
+  rep->max_wr = srq.max_wr;
+  rep->max_sge = srq.max_sge;
 }
 
 int Session::on_post_srq_ops(const proto::PostSrqOpsReq& req, UniqueFd*, int,
@@ -1004,12 +1013,7 @@ int Session::on_modify_srq(const proto::ModifySrqReq& req, UniqueFd*, int, proto
     out->add(srq->shm.fd());
   }
   srq->limit = limit;
-  rep->srq = srq->handle;
-  rep->srqn = srq->srqn;
-  rep->entries = srq->layout.entries;
-  rep->slot = srq->layout.slot;
-  rep->max_wr = srq->max_wr;
-  rep->max_sge = srq->max_sge;
+  describe_srq(*srq, rep);
   return 0;
 }
 
@@ -1030,8 +1034,7 @@ int Session::move_srq_st(Srq* srq, uint32_t entries) {
   hdr->producer.value.store(waiting, std::memory_order_relaxed);
   srq->shm = std::move(fresh);
   srq->layout = layout;
-  srq->ring = shm::RingConsumer(hdr, slots, entries, layout.slot);
-  srq->max_wr = entries;
+  attach_srq_region(srq);
   return 0;
 }
 

@@ -167,6 +167,8 @@ class Session {
   int on_modify_srq(const proto::ModifySrqReq&, UniqueFd*, int, proto::CreateSrqRep*, ReplyFds*);
   // Moves the SRQ to a region of `entries` slots, with its waiting receives.
   int move_srq_st(Srq* srq, uint32_t entries);
+  static void attach_srq_region(Srq* srq);
+  static void describe_srq(const Srq& srq, proto::CreateSrqRep* rep);
   int on_query_srq(const proto::Handle&, UniqueFd*, int, proto::QuerySrqRep*, ReplyFds*);
   int on_destroy_srq(const proto::Handle&, UniqueFd*, int, proto::Empty*, ReplyFds*);
   int on_create_ah(const proto::CreateAhReq&, UniqueFd*, int, proto::Handle*, ReplyFds*);
