@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <infiniband/verbs.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -310,12 +311,72 @@ bool spin_for_event(CompChannel* ch) {
   return interrupted && !raised;
 }
 
+// The channel's CQs that have express lines (at most kMaxCqs), and those lines' descriptors
+// after fds[0] (at most kMaxLines). Returns the number of lines.
+constexpr int kMaxCqs = 16, kMaxLines = 16;
+int express_lines(CompChannel* ch, Cq** cqs, int* ncq, pollfd* fds) {
+  int n = 0;
+  *ncq = 0;
+  std::lock_guard<SpinLock> g(ch->lock);
+  for (Cq* cq : ch->cqs) {
+    bool listed = false;
+    for (auto& slot : cq->express_qps) {
+      Qp* qp = slot.load(std::memory_order_acquire);
+      if (qp == nullptr || !qp->express.usable()) continue;
+      listed = true;
+      if (n < kMaxLines) fds[1 + n++] = pollfd{qp->express.fd(), POLLIN, 0};
+    }
+    if (listed && *ncq < kMaxCqs) cqs[(*ncq)++] = cq;
+  }
+  return n;
+}
+
+// While the channel's CQs have express lines, the Messages and acknowledgements that arrive
+// on them raise the events: until one is raised, sleep in poll() on the lines and the channel
+// together and service the lines that have input. An event the service raises on this very
+// channel is handed to this thread in *caught instead of through the channel's socket. 0, or
+// -1 with errno EINTR as the read() would have ended.
+int wait_with_express_lines(CompChannel* ch, Cq** caught) {
+  Cq* cqs[kMaxCqs];
+  pollfd fds[kMaxLines + 1];
+  *caught = nullptr;
+  for (bool first = true;; first = false) {
+    int ncq = 0;
+    const int n = express_lines(ch, cqs, &ncq, fds);
+    if (n == 0) return 0;
+    if (!first) {
+      catch_express_events(&ch->channel);
+      for (int i = 0; i < ncq; ++i) service_express(cqs[i]);
+      *caught = caught_express_event();
+      if (*caught != nullptr) return 0;
+    }
+    if (event_raised(ch)) return 0;
+    if (first) {
+      const int flags = fcntl(ch->channel.fd, F_GETFL);
+      if (flags < 0 || (flags & O_NONBLOCK)) return 0;  // the application asked not to wait
+    }
+    // About to sleep: what was executed is acknowledged now, not with a later frame.
+    for (int i = 0; i < ncq; ++i) acknowledge_express(cqs[i]);
+    fds[0] = pollfd{ch->channel.fd, POLLIN, 0};
+    if (poll(fds, static_cast<nfds_t>(n + 1), -1) < 0 && errno == EINTR) return -1;
+    if (fds[0].revents != 0) return 0;
+  }
+}
+
 }  // namespace
 
 // Waits for the channel's next event: spins (bounded, see event_spin_ns) for a sign in shared
 // memory that one was raised, then blocks in read() (a cancellation point; no lock is held
 // across it). As rdma-core's, a signal that interrupts the wait ends it: -1, EINTR.
 WHARF_EXPORT int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
+  Cq* caught = nullptr;
+  if (wait_with_express_lines(to_channel(channel), &caught) != 0) return -1;
+  if (caught != nullptr) {
+    caught->awaiting_event.store(false, std::memory_order_relaxed);
+    *cq = &caught->cq;
+    *cq_context = caught->cq.cq_context;
+    return 0;
+  }
   if (spin_for_event(to_channel(channel))) {
     errno = EINTR;
     return -1;
@@ -383,6 +444,8 @@ void idle_after_empty_poll(Cq* cq) {
 
 int poll_completions(ibv_cq* ibcq, int n, ibv_wc* wc, CompletionExtra* extra) {
   Cq* cq = to_cq(ibcq);
+  // Express lines deliver here when serviced; a CQ that has completions needs none yet.
+  if (!cq->ring.has_entry()) service_express(cq);
   cq->lock.lock();
   if (cq->resizing.load(std::memory_order_relaxed)) {
     cq->lock.unlock();

@@ -111,6 +111,9 @@ void release_context(Context* ctx) {
 }
 
 void Context::free_objects() {
+  // The express helper thread takes objects_mu while it services a line: this context's
+  // lines leave its list first, without the mutex.
+  forget_express_lines(this);
   std::lock_guard<std::mutex> g(objects_mu);
   for (auto& [h, qp] : qps) delete to_qp(qp);
   for (auto& [h, cq] : cqs) delete to_cq(cq);

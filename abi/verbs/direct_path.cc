@@ -114,6 +114,23 @@ void DirectSetUp::clear(Kind k, uint32_t what) {
   retired.reset();
 }
 
+// Own registrations are looked up in the context (the router checks the same facts).
+void find_own_key(Context* ctx, uint32_t key, ReachableKey* k) {
+  std::lock_guard<std::mutex> g(ctx->objects_mu);
+  for (auto& [handle, m] : ctx->mrs) {
+    if (m->lkey != key) continue;
+    k->access = to_mr(m)->access;
+    k->pd = to_pd(m->pd)->handle;
+    k->iova = to_mr(m)->iova;
+    // On-demand memory may be unmapped (an implicit MR names the whole address space): only
+    // the router reaches it, with process_vm_*, which reports a fault instead.
+    k->len = (to_mr(m)->access & IBV_ACCESS_ON_DEMAND) != 0 ? 0 : m->length;
+    k->base = static_cast<uint8_t*>(m->addr);
+    return;
+  }
+  // No such key: len stays 0, cached as unreachable.
+}
+
 bool execute_directly(Qp* qp, const ibv_send_wr* wr, std::optional<DirectSetUp>* set_up) {
   uint64_t receive_deadline = 0;
   uint64_t spin_until = 0;
@@ -223,22 +240,7 @@ void DirectPath::fetch(Qp* qp, DirectSetUp* need) {
       k.base = k.map.data;
       return;
     }
-    // Own registrations are looked up in the context (the router checks the same facts).
-    case DirectSetUp::Kind::kOwnKey: {
-      std::lock_guard<std::mutex> g(ctx->objects_mu);
-      for (auto& [handle, m] : ctx->mrs) {
-        if (m->lkey != need->key) continue;
-        k.access = to_mr(m)->access;
-        k.pd = to_pd(m->pd)->handle;
-        k.iova = to_mr(m)->iova;
-        // On-demand memory may be unmapped (an implicit MR names the whole address space):
-        // only the router reaches it, with process_vm_*, which reports a fault instead.
-        k.len = (to_mr(m)->access & IBV_ACCESS_ON_DEMAND) != 0 ? 0 : m->length;
-        k.base = static_cast<uint8_t*>(m->addr);
-        return;
-      }
-      return;  // no such key: cached as unreachable
-    }
+    case DirectSetUp::Kind::kOwnKey: find_own_key(ctx, need->key, &k); return;
   }
 }
 

@@ -90,6 +90,12 @@ struct DirectSetUp {
   void clear(Kind k, uint32_t what);
 };
 
+struct Context;
+// Fills *k (key, access, pd, iova, len, base) from this context's registration `key`; len
+// stays 0 when there is none or its memory may not be mapped (on-demand). Takes the
+// context's object mutex: never call it under a spinlock.
+void find_own_key(Context* ctx, uint32_t key, ReachableKey* k);
+
 // Executes wr on the fast path if it can (true); false: the caller posts it to the send ring.
 // Called with qp's sq_lock held and the send ring seen empty. It drops the lock around the
 // control requests a set-up makes and while the peer has a while to post a receive (then

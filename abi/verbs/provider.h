@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "abi/verbs/direct_path.h"
+#include "abi/verbs/express.h"
 #include "abi/verbs/mapping.h"
 #include "common/spinlock.h"
 #include "common/unique_fd.h"
@@ -214,6 +215,9 @@ struct Cq {
   // While ibv_resize_cq moves the CQ to a new region: polls find nothing and the direct path
   // leaves completions for this CQ to the router (set and cleared under lock).
   std::atomic<bool> resizing;
+  // QPs completing here whose express lines polls and event waits service (express.h).
+  static constexpr int kExpressSlots = 4;
+  std::atomic<Qp*> express_qps[kExpressSlots];
 };
 constexpr uint32_t kEmptyPollsBeforeYield = 64;
 // When the calling thread began to find every CQ it polls empty (CLOCK_MONOTONIC ns); 0 while
@@ -270,6 +274,7 @@ struct Qp {
   shm::QpDirect* direct_line;  // in `map`, written by the router
   shm::QpCounters* counters;   // in `map`: the direct path counts the work it executes
   DirectPath direct;           // guarded by sq_lock
+  ExpressLine express;         // its own locking (express.h)
   // An RSS QP's indirection table, which it keeps in use until it is destroyed.
   ibv_rwq_ind_table* rss_table = nullptr;
   void reset_rings();  // after a transition to RESET (the router zeroed the indices)
@@ -339,6 +344,8 @@ void discard_completions(ibv_cq* cq, uint32_t qp_num);
 // Extended entry installed in verbs_context (ibv_modify_qp_rate_limit is inline in verbs.h).
 int modify_qp_rate_limit(ibv_qp* qp, ibv_qp_rate_limit_attr* attr);
 
+// Fills one send slot of qp from wr. Returns 0 or the errno post_send reports for this WR.
+int write_send_wqe(Qp* qp, uint8_t* slot, const ibv_send_wr* wr);
 // Writes one receive WQE into a producer ring; shared by QP and SRQ receive posting.
 int write_recv_wqe(shm::RingProducer* ring, uint32_t max_sge, const ibv_recv_wr* wr);
 

@@ -1,6 +1,7 @@
 // Queue pairs: creation, the state machine (validated by the router), and posting work.
 #include <errno.h>
 #include <infiniband/verbs.h>
+#include <sched.h>
 
 #include <cstring>
 #include <new>
@@ -137,11 +138,20 @@ WHARF_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
   req.attr_mask = static_cast<uint32_t>(attr_mask);
   req.attr = proto::to_wire(*attr);
   proto::Empty rep;
+  Qp* q = to_qp(qp);
+  // A QP leaving RTS leaves its express line: the router takes what is outstanding on it
+  // (and flushes, drains or drops it as the new state says).
+  const bool leaves_rts = (attr_mask & IBV_QP_STATE) && attr->qp_state != IBV_QPS_RTS;
+  if (leaves_rts) q->express.stop(q);
   int err = to_ctx(qp->context)->client.call(proto::Op::kModifyQp, req, nullptr, 0, &rep);
-  if (err != 0) return err;
+  if (err != 0) {
+    if (leaves_rts) q->express.resume(q);  // still in RTS
+    return err;
+  }
   if (attr_mask & IBV_QP_STATE) {
-    Qp* q = to_qp(qp);
     if (attr->qp_state == IBV_QPS_RESET) {
+      forget_express(q);
+      q->express.close();
       q->sq_lock.lock();
       q->rq_lock.lock();
       q->reset_rings();
@@ -152,6 +162,7 @@ WHARF_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
         discard_completions(qp->recv_cq, qp->qp_num);
     }
     qp->state = attr->qp_state;
+    if (leaves_rts) q->express.resume(q);  // goes on the line again once back in RTS
   }
   return 0;
 }
@@ -202,6 +213,7 @@ WHARF_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
   int err =
       ctx->client.call(proto::Op::kDestroyQp, proto::Handle{to_qp(qp)->handle}, nullptr, 0, &rep);
   if (err != 0) return err;
+  forget_express(to_qp(qp));
   {
     std::lock_guard<std::mutex> g(ctx->objects_mu);
     ctx->qps.erase(to_qp(qp)->handle);
@@ -214,9 +226,7 @@ WHARF_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
 }
 
 namespace wharf::abi {
-namespace {
 
-// Fills one send slot from wr. Returns 0 or the errno post_send reports for this WR.
 int write_send_wqe(Qp* qp, uint8_t* slot, const ibv_send_wr* wr) {
   auto* h = reinterpret_cast<shm::SendWqe*>(slot);
   h->wr_id = wr->wr_id;
@@ -297,6 +307,8 @@ int write_send_wqe(Qp* qp, uint8_t* slot, const ibv_send_wr* wr) {
   return 0;
 }
 
+namespace {
+
 // A BIND_MW work request as providers check it before posting (mlx5): a window of this
 // context and the QP's PD, of the type the caller may bind (type 1 through ibv_bind_mw only,
 // type 2 through ibv_post_send), a key that keeps the window's index, a registration of the
@@ -311,6 +323,29 @@ int check_bind(const ibv_qp* qp, const ibv_send_wr* wr, ibv_mw_type type) {
   return b.mr->pd == mw->pd ? 0 : EINVAL;
 }
 
+// With qp's sq_lock held: sends wr on the QP's express line (true), or leaves it for the send
+// ring (false) once no express work it must follow is outstanding. Drops the lock while it
+// looks a key up or waits for acknowledgements (servicing the line).
+bool send_on_express_line(Qp* qp, const ibv_send_wr* wr) {
+  for (;;) {
+    uint32_t key = 0;
+    switch (qp->express.try_send(qp, wr, &key)) {
+      case ExpressLine::Send::kSent: return true;
+      case ExpressLine::Send::kToRing: return false;
+      case ExpressLine::Send::kNeedKey:
+        qp->sq_lock.unlock();
+        qp->express.learn_key(qp, key);
+        qp->sq_lock.lock();
+        break;
+      case ExpressLine::Send::kWait:
+        qp->sq_lock.unlock();
+        if (!qp->express.service(qp)) sched_yield();
+        qp->sq_lock.lock();
+        break;
+    }
+  }
+}
+
 }  // namespace
 
 int post_send_wrs(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad, ibv_mw_type bind_type) {
@@ -319,6 +354,7 @@ int post_send_wrs(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad, ibv_mw_type 
   int err = 0;
   bool to_router = false;
   std::optional<DirectSetUp> set_up;  // made only by a set-up; freed after the unlock below
+  take_express_if_offered(qp);
   qp->sq_lock.lock();
   for (; wr != nullptr; wr = wr->next) {
     if (ibqp->state == IBV_QPS_RESET || ibqp->state == IBV_QPS_INIT || ibqp->state == IBV_QPS_RTR ||
@@ -332,6 +368,7 @@ int post_send_wrs(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad, ibv_mw_type 
     if (qp->direct_line->state.load(std::memory_order_relaxed) == shm::kDirectOn &&
         qp->sq.in_flight() == 0 && execute_directly(qp, wr, &set_up))
       continue;
+    if (qp->express.usable() && send_on_express_line(qp, wr)) continue;
     to_router = true;
     shm::RingStatus st;
     uint8_t* slot = qp->sq.reserve(&st);
@@ -378,6 +415,7 @@ int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
     return EINVAL;
   }
   int err = 0;
+  take_express_if_offered(qp);
   qp->rq_lock.lock();
   for (; wr != nullptr; wr = wr->next)
     if ((err = write_recv_wqe(&qp->rq, qp->caps.max_recv_sge, wr)) != 0) break;

@@ -30,6 +30,7 @@ int run_wharfd(int argc, char** argv) {
   std::string link_layer = "ib";
   std::string log_level = "info";
   std::string direct_path = "on";
+  std::string express = "on";
   uint32_t lid_base = cfg.lid_base;
   uint32_t lid_count = cfg.lid_count;
   uint64_t spin_us = cfg.spin_ns / 1000;
@@ -46,6 +47,12 @@ int run_wharfd(int argc, char** argv) {
                  "on: RC QPs between containers of this host execute their sends in the sending "
                  "library, which maps the peer's queues and registrations (containers trust each "
                  "other); off: every operation goes through the router")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
+  app.add_option("--express", express,
+                 "on: RC QPs connected to QPs on other hosts move their small SENDs over a TCP "
+                 "connection per QP pair that the routers set up and the two libraries use "
+                 "(express lines); off: everything between hosts goes through the routers")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   app.add_option("--lid-base", lid_base, "First LID handed to containers")
@@ -100,6 +107,7 @@ int run_wharfd(int argc, char** argv) {
   cfg.watchdog_ns = watchdog_ms * 1000000;
   cfg.cm_timeout_ns = cm_timeout_ms * 1000000;
   cfg.direct_path = direct_path == "on";
+  cfg.express = express == "on";
   raise_fd_limit();
   wharf::router::Router router(cfg);
   if (router.start() != 0) return 1;

@@ -64,6 +64,8 @@ class HostLinks {
   // Listens on this host's address and port. Returns 0 or an errno.
   int start();
   int epoll_fd() const { return epoll_.get(); }
+  // This router's incarnation, as its Hellos name it.
+  uint32_t own_incarnation() const { return hello_.incarnation; }
   // The incarnation of `host`'s router as its last Hello named it (0: never heard from).
   uint32_t incarnation(int host) const { return incarnation_[static_cast<size_t>(host)]; }
   // When a connection to `host` may next be attempted (CLOCK_MONOTONIC ns; past: now).

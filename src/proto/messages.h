@@ -83,6 +83,7 @@ enum class Op : uint16_t {
   kSetQpRss = 56,
   kPostSrqOps = 57,
   kModifyCq = 58,
+  kTakeExpress = 59,
 };
 
 // Every datagram starts with this. `status` is 0 in requests; in replies it is 0 or a
@@ -657,6 +658,19 @@ struct UnregisterContainerReq {
 // if kPeerCqChannel, then that of this QP's send CQ if kSendCqChannel. kPeerUsesSrq: the peer
 // receives into a shared receive queue, which only the router consumes (its peer_rq_entries is 0).
 enum DirectPeerFlags : uint8_t { kPeerCqChannel = 1, kSendCqChannel = 2, kPeerUsesSrq = 4 };
+// TakeExpress (Handle: the QP): the QP's express line (router/express.h). Descriptors: the
+// connection, then the router's end of the receive CQ's completion channel if
+// kExpressRecvChannel, then that of the send CQ's if kExpressSendChannel. The library may
+// send on the line while the QP line's express_may_send says so.
+enum ExpressFlags : uint32_t { kExpressRecvChannel = 1, kExpressSendChannel = 2 };
+struct ExpressRep {
+  uint32_t peer_qpn = 0;
+  uint32_t flags = 0;
+  template <class V>
+  void visit(V&& v) {
+    v(peer_qpn), v(flags);
+  }
+};
 struct DirectPeerRep {
   uint32_t generation = 0;  // of the direct line this describes
   uint32_t peer_qpn = 0;

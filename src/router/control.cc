@@ -115,6 +115,8 @@ void reset_qp_rings(Qp* qp) {
     h->producer.value.store(0, std::memory_order_relaxed);
     h->consumer.value.store(0, std::memory_order_relaxed);
   }
+  qp->direct->sq_retired.store(0, std::memory_order_relaxed);
+  qp->direct->express_offer.store(0, std::memory_order_relaxed);
   qp->sq = shm::RingConsumer(sq_hdr, qp->shm.data() + qp->layout.sq_slots_off,
                              qp->layout.sq_entries, qp->layout.sq_slot);
   if (qp->layout.rq_entries != 0)
@@ -275,6 +277,7 @@ bool Session::handle_request(const uint8_t* buf, size_t len, UniqueFd* fds, int 
     case Op::kCreateAh: serve(h, body, blen, fds, nfds, &Session::on_create_ah); break;
     case Op::kDestroyAh: serve(h, body, blen, fds, nfds, &Session::on_destroy_ah); break;
     case Op::kGetDirectPeer: serve(h, body, blen, fds, nfds, &Session::on_get_direct_peer); break;
+    case Op::kTakeExpress: serve(h, body, blen, fds, nfds, &Session::on_take_express); break;
     case Op::kGetPeerMr: serve(h, body, blen, fds, nfds, &Session::on_get_peer_mr); break;
     case Op::kRouterInfo: serve(h, body, blen, fds, nfds, &Session::on_router_info); break;
     case Op::kDumpResources: serve(h, body, blen, fds, nfds, &Session::on_dump_resources); break;
@@ -716,8 +719,8 @@ int Session::on_create_qp(const proto::CreateQpReq& req, UniqueFd*, int, proto::
   qp->attr.qp_state = qp->attr.cur_qp_state = IBV_QPS_RESET;
   qp->attr.port_num = 1;
   qp->attr.path_mtu = IBV_MTU_4096;
-  reset_qp_rings(qp.get());
   qp->direct = reinterpret_cast<shm::QpDirect*>(qp->shm.data() + qp->layout.direct_off);
+  reset_qp_rings(qp.get());
   qp->counters = reinterpret_cast<shm::QpCounters*>(qp->shm.data() + qp->layout.counters_off);
 
   Qp* raw = qps_.add(std::move(qp));
@@ -780,6 +783,10 @@ int Session::modify_qp(Qp* qp, uint32_t attr_mask, const proto::QpAttr& attr) {
     case IBV_QPS_ERR:
       qp->wait_until_ns = 0;
       router_->activate(qp);
+      if (next == IBV_QPS_RTS && router_->remote() != nullptr) {
+        if (const int host = router_->remote()->peer_host(qp); host >= 0)
+          router_->remote()->express().qp_ready_st(qp, host);
+      }
       break;
     case IBV_QPS_SQD:
       // Work is executed as it is taken from the ring, so the send queue is drained now.

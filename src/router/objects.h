@@ -33,8 +33,9 @@ struct RemoteQpState;  // router/remote.h
 
 // What QPs moved (shm::QpCounters), summed: a container keeps its destroyed QPs' share.
 struct Traffic {
-  uint64_t tx_msgs = 0, tx_bytes = 0, rx_msgs = 0, rx_bytes = 0, errors = 0;
+  uint64_t tx_msgs = 0, tx_bytes = 0, rx_msgs = 0, rx_bytes = 0, errors = 0, express_msgs = 0;
   void add(const shm::QpCounters& c) {
+    express_msgs += c.express_msgs.load(std::memory_order_relaxed);
     tx_msgs += c.tx_msgs.load(std::memory_order_relaxed);
     tx_bytes += c.tx_bytes.load(std::memory_order_relaxed);
     rx_msgs += c.rx_msgs.load(std::memory_order_relaxed);
@@ -246,6 +247,9 @@ struct Qp {
   bool direct_on = false;
   bool direct_revoked = false;
   shm::QpCounters* counters = nullptr;  // in shm: the library's direct path adds to it too
+  // Express line (router/express.h): the connection offered to the library, kept until the
+  // QP is reset or destroyed.
+  UniqueFd express_fd;
 
   // An RSS QP (a RAW_PACKET QP made with no CQs and given a table by SetQpRss): the frames its
   // flow rules take go to one of `wqs`, by the Toeplitz hash of the fields named.

@@ -80,6 +80,10 @@ void Router::configure_qp_rate_st(Qp* qp, uint64_t now) {
       tighter(depth_of(p.qp_rate_bps, p.burst_bytes), depth_of(app_bps, qp->app_burst_bytes));
   qp->rate.retune(bps, depth, now);
   qp->paced_until_ns = 0;
+  // A limited QP's work goes through the router, which paces it: none on its express line.
+  const bool express = cfg_.express && qp->type == IBV_QPT_RC && !qp->rate.limited() &&
+                       !qp->owner->container()->rate.limited();
+  qp->direct->express_may_send.store(express ? 1 : 0, std::memory_order_relaxed);
 }
 
 int Router::check_quota_st(const Container* c, QuotaKind kind, uint64_t amount,

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "common/clock.h"
 #include "proto/device.h"
@@ -80,11 +81,24 @@ RemotePath::RemotePath(Router* r, std::unique_ptr<links::StaticCluster> dir, uin
     : r_(r),
       dir_(std::move(dir)),
       links_(dir_.get(), node_guid, this),
+      express_(r, dir_.get(), links_.own_incarnation()),
       bounce_(host::kMaxSegment),
       peer_networks_(dir_->hosts().size()),
       told_(dir_->hosts().size(), false) {}
 
 RemotePath::~RemotePath() = default;
+
+int RemotePath::start() {
+  if (int e = links_.start(); e != 0) return e;
+  if (!r_->config().express) return 0;
+  if (int e = express_.start(); e != 0) {
+    spdlog::warn(
+        "express lines: cannot listen on the host-link port + 1 ({}): all traffic "
+        "between hosts goes through the routers",
+        strerror(e));
+  }
+  return 0;
+}
 
 int RemotePath::host_for(const proto::AhAttr& ah, const Container* from) const {
   int h = -1;
@@ -129,6 +143,8 @@ RemotePath::State& RemotePath::state(Qp* qp) {
 }
 
 void RemotePath::forget_st(Qp* qp) {
+  qp->express_fd.reset();
+  qp->direct->express_offer.store(0, std::memory_order_relaxed);
   states_.erase(qp);
   qp->remote = nullptr;
   responding_.erase(std::remove(responding_.begin(), responding_.end(), qp), responding_.end());
@@ -146,6 +162,7 @@ uint64_t RemotePath::next_deadline() const {
 
 bool RemotePath::poll_st() {
   bool did = links_.poll();
+  did |= express_.poll_st();
   // Responders whose answers waited for room on their link.
   for (size_t i = 0; i < responding_.size();) {
     did |= pump_responses_st(responding_[i]);
@@ -322,6 +339,7 @@ bool RemotePath::send_unsent_st(Executor* ex, Qp* qp, int dest, uint64_t now,
 }
 
 void RemotePath::complete_send_st(Qp* qp, const RemoteQpState::Work& o, ibv_wc_status status) {
+  qp->direct->sq_retired.fetch_add(1, std::memory_order_release);
   count_completion(qp, true, status, payload_bytes(o.w));
   if (!o.signaled && status == IBV_WC_SUCCESS) return;
   shm::Cqe c = make_cqe(o.w.hdr.wr_id, status, proto::send_wc_opcode(o.w.hdr.opcode), qp->qpn);

@@ -35,6 +35,7 @@
 #include "rc/requester.h"
 #include "rc/responder.h"
 #include "router/executor.h"
+#include "router/express.h"
 
 namespace wharf::router {
 
@@ -80,8 +81,10 @@ class RemotePath final : public links::HostLinks::Handler {
   RemotePath(Router* r, std::unique_ptr<links::StaticCluster> dir, uint64_t node_guid);
   ~RemotePath() override;
 
-  int start() { return links_.start(); }
+  // Listens for host links and, with RouterConfig::express, for express lines. 0 or an errno.
+  int start();
   int epoll_fd() const { return links_.epoll_fd(); }
+  ExpressBroker& express() { return express_; }
   const links::AddressDirectory& directory() const { return *dir_; }
 
   // Index of the host serving address vector `ah`, as seen by a QP of container `from`, when
@@ -187,6 +190,7 @@ class RemotePath final : public links::HostLinks::Handler {
   Router* r_;
   std::unique_ptr<links::StaticCluster> dir_;
   links::HostLinks links_;
+  ExpressBroker express_;
   // Every QP's state, created by state() and erased by forget_st(); Qp::remote points at
   // its entry meanwhile.
   std::unordered_map<Qp*, State> states_;

@@ -67,11 +67,8 @@ std::string comm_of(pid_t pid) {
 }
 
 json traffic_json(const Traffic& t) {
-  return {{"tx_msgs", t.tx_msgs},
-          {"tx_bytes", t.tx_bytes},
-          {"rx_msgs", t.rx_msgs},
-          {"rx_bytes", t.rx_bytes},
-          {"errors", t.errors}};
+  return {{"tx_msgs", t.tx_msgs},   {"tx_bytes", t.tx_bytes}, {"rx_msgs", t.rx_msgs},
+          {"rx_bytes", t.rx_bytes}, {"errors", t.errors},     {"express_msgs", t.express_msgs}};
 }
 
 }  // namespace
@@ -101,7 +98,8 @@ std::string Router::describe_resources_st() const {
                            {"rqpn", qp->attr.dest_qp_num},
                            {"type", qp_type_name(qp->type)},
                            {"state", qp_state_name(qp->state())},
-                           {"direct", qp->direct_on}});
+                           {"direct", qp->direct_on},
+                           {"express", qp->express_fd.valid()}});
       j.update(traffic_json(t));
       qps.push_back(j);
     }

@@ -140,6 +140,8 @@ int Router::start_remote() {
   ev.events = EPOLLIN;
   ev.data.u64 = kTagLinks;
   epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, remote_->epoll_fd(), &ev);
+  if (const int fd = remote_->express().epoll_fd(); fd >= 0)
+    epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev);
   spdlog::info("host {} of the cluster: LIDs {}-{}, host-to-host port {}", me.name, me.lid_first,
                me.lid_last, me.port);
   return 0;

@@ -32,6 +32,9 @@ struct RouterConfig {
   uint64_t node_guid = 0;     // 0: derived from the socket path
   // RC QPs connected on this host execute their sends in the library (router/direct_path.cc).
   bool direct_path = true;
+  // RC QPs connected to QPs on other hosts move their small SENDs over express lines between
+  // the two libraries (router/express.h).
+  bool express = false;
   // LIDs this router hands out: [lid_base, lid_base + lid_count), within the unicast range
   // 1..0xbfff. Routers of one cluster get disjoint ranges (wharf-lab: 1024 per host).
   uint16_t lid_base = 1;

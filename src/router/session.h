@@ -174,6 +174,7 @@ class Session {
   int on_create_ah(const proto::CreateAhReq&, UniqueFd*, int, proto::Handle*, ReplyFds*);
   int on_destroy_ah(const proto::Handle&, UniqueFd*, int, proto::Empty*, ReplyFds*);
   int on_get_direct_peer(const proto::Handle&, UniqueFd*, int, proto::DirectPeerRep*, ReplyFds*);
+  int on_take_express(const proto::Handle&, UniqueFd*, int, proto::ExpressRep*, ReplyFds*);
   int on_get_peer_mr(const proto::PeerMrReq&, UniqueFd*, int, proto::PeerMrRep*, ReplyFds*);
   int on_register_container(const proto::RegisterContainerReq&, UniqueFd*, int,
                             proto::RegisterContainerRep*, ReplyFds*);

@@ -158,6 +158,17 @@ struct QpDirect {
   // 1 while the direct-path sender of this QP's peer waits for a receive to be posted here (a
   // futex word; shm/receive_wait.h).
   std::atomic<uint32_t> receive_wanted;
+  // Express lines (router/express.h): 1 when the router holds a connection for this QP's
+  // library to take (TakeExpress); the library stores 0 when it asks.
+  std::atomic<uint32_t> express_offer;
+  // 1 while the router lets the library send on the QP's express line (an RC QP without a
+  // rate limit, of its own or its container's); kept current as limits change.
+  std::atomic<uint32_t> express_may_send;
+  // Written by the router for a QP whose peer is on another host: how many send work requests
+  // it has retired (completed, with or without a completion entry, or flushed) since the QP
+  // was last reset. Equal to the send ring's producer index when the router holds nothing of
+  // the QP's: only then may its library send on the express line (order).
+  std::atomic<uint32_t> sq_retired;
 };
 
 // What a QP has moved, for `wharfctl statistic` (docs/shm-rings.md, "QP counters"): added to
@@ -172,6 +183,8 @@ struct QpCounters {
   std::atomic<uint64_t> rx_msgs;
   std::atomic<uint64_t> rx_bytes;
   std::atomic<uint64_t> errors;
+  // Of tx_msgs: the sends its library moved over the QP's express line (router/express.h).
+  std::atomic<uint64_t> express_msgs;
 };
 
 // ---- Queue pair: send ring, receive ring, direct-path line, counters, then the slots. ----

@@ -67,6 +67,7 @@ WHARF_MESSAGE_SPEC(UnregisterContainerReq, 32);  // 32
 WHARF_MESSAGE_SPEC(RouterInfoRep, 41);           // 32 + 8 + 1
 WHARF_MESSAGE_SPEC(DumpResourcesRep, 8);         // 8
 WHARF_MESSAGE_SPEC(DirectPeerRep, 44);           // 10 * 4 + 2 + 1 + 1
+WHARF_MESSAGE_SPEC(ExpressRep, 8);               // 2 * 4
 WHARF_MESSAGE_SPEC(PeerMrReq, 8);                // 2 * 4
 WHARF_MESSAGE_SPEC(PeerMrRep, 28);               // 3 * 8 + 4
 WHARF_MESSAGE_SPEC(AsyncEventMsg, 8);            // 2 * 4 (kAsyncEventSize)
@@ -98,10 +99,11 @@ using AllMessages =
              AllocMwRep, McastReq, OpenXrcdReq, OpenQpReq, FlowMatch, CreateFlowReq, ModifyWqReq,
              SetQpRssReq, QueryQpRep, CreateSrqReq, CreateSrqRep, SrqOp, PostSrqOpsReq,
              PostSrqOpsRep, ModifySrqReq, QuerySrqRep, RegisterContainerReq, RegisterContainerRep,
-             UnregisterContainerReq, RouterInfoRep, DumpResourcesRep, DirectPeerRep, PeerMrReq,
-             PeerMrRep, AsyncEventMsg, CqEventMsg, CmAddr, CmConnParam, CmOpenRep, CmCreateIdReq,
-             CmMigrateIdReq, CmBindReq, CmAddrRep, CmResolveAddrReq, CmListenReq, QpStep, CmQpSteps,
-             CmConnectReq, CmStepReq, CmRejectReq, CmSetOptionReq, CmEventMsg, CmMad>;
+             UnregisterContainerReq, RouterInfoRep, DumpResourcesRep, DirectPeerRep, ExpressRep,
+             PeerMrReq, PeerMrRep, AsyncEventMsg, CqEventMsg, CmAddr, CmConnParam, CmOpenRep,
+             CmCreateIdReq, CmMigrateIdReq, CmBindReq, CmAddrRep, CmResolveAddrReq, CmListenReq,
+             QpStep, CmQpSteps, CmConnectReq, CmStepReq, CmRejectReq, CmSetOptionReq, CmEventMsg,
+             CmMad>;
 
 // Calls f.template operator()<T>() for every T in the list, in order.
 template <class F, class... T>

@@ -25,17 +25,18 @@ class Cluster {
     char tmpl[] = "/tmp/wharf-verify-cluster.XXXXXX";
     dir_ = mkdtemp(tmpl);
     file_ = dir_ + "/cluster";
-    port_ = test_support::free_ports(hosts);
+    // Two ports a host: its router's host links, and the express lines' (the next one).
+    port_ = test_support::free_ports(2 * hosts);
     EXPECT_NE(port_, 0) << "no free ports";
     std::ofstream out(file_);
     for (int k = 1; k <= hosts; ++k)
       out << name(k - 1) << " 127.0.0.1 198.18." << k << ".0/24 " << (k - 1) * 1024 + 1 << "-"
-          << k * 1024 << " " << port_ + k - 1 << "\n";
+          << k * 1024 << " " << port(k - 1) << "\n";
     out.close();
     for (int i = 0; i < (started < 0 ? hosts : started); ++i) routers_.push_back(start(i));
   }
   // The port host i's router listens on.
-  int port(int i) const { return port_ + i; }
+  int port(int i) const { return port_ + 2 * i; }
   ~Cluster() {
     routers_.clear();
     unlink(file_.c_str());

@@ -1,0 +1,205 @@
+// Express lines, the routers' part: see express.h.
+#include "router/express.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "common/clock.h"
+#include "router/objects.h"
+#include "router/peer_rules.h"
+#include "router/remote.h"
+#include "router/router.h"
+#include "router/session.h"
+
+namespace wharf::router {
+namespace {
+
+sockaddr_in express_address(const links::ClusterHost& h) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(h.address);
+  a.sin_port = htons(static_cast<uint16_t>(h.port + 1));
+  return a;
+}
+
+void no_delay(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+}  // namespace
+
+ExpressBroker::ExpressBroker(Router* r, const links::AddressDirectory* dir, uint32_t incarnation)
+    : r_(r), dir_(dir), incarnation_(incarnation) {}
+
+int ExpressBroker::start() {
+  epoll_.reset(epoll_create1(EPOLL_CLOEXEC));
+  if (!epoll_.valid()) return errno;
+  listen_.reset(socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!listen_.valid()) return errno;
+  int one = 1;
+  setsockopt(listen_.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in a = express_address(dir_->hosts()[static_cast<size_t>(dir_->self())]);
+  if (bind(listen_.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+      listen(listen_.get(), 64) != 0)
+    return errno;
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, listen_.get(), &ev) != 0) return errno;
+  return 0;
+}
+
+void ExpressBroker::qp_ready_st(Qp* qp, int host) {
+  if (!r_->config().express || qp->type != IBV_QPT_RC || host <= dir_->self() ||
+      qp->express_fd.valid())
+    return;
+  Pending p;
+  p.outgoing = true;
+  p.host = host;
+  p.src_qpn = qp->qpn;
+  p.dst_qpn = qp->attr.dest_qp_num;
+  p.deadline_ns = now_ns() + kPendingNs;
+  p.fd.reset(socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!p.fd.valid()) return;
+  no_delay(p.fd.get());
+  sockaddr_in a = express_address(dir_->hosts()[static_cast<size_t>(host)]);
+  if (connect(p.fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 && errno != EINPROGRESS)
+    return;  // no express line: the QP's work goes through the routers
+  proto::express::Hello h;
+  h.src_host = static_cast<uint16_t>(dir_->self());
+  h.src_qpn = p.src_qpn;
+  h.dst_qpn = p.dst_qpn;
+  h.incarnation = incarnation_;
+  proto::encode(h, p.hello, sizeof(p.hello));
+  epoll_event ev{};
+  ev.events = EPOLLOUT;
+  epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, p.fd.get(), &ev);
+  pending_.push_back(std::move(p));
+}
+
+void ExpressBroker::accept_all(uint64_t now) {
+  for (;;) {
+    sockaddr_in from{};
+    socklen_t len = sizeof(from);
+    UniqueFd fd(accept4(listen_.get(), reinterpret_cast<sockaddr*>(&from), &len,
+                        SOCK_NONBLOCK | SOCK_CLOEXEC));
+    if (!fd.valid()) return;
+    // Only a router of the cluster may offer a line, from its own address (checked against
+    // the host its Hello names).
+    bool known = false;
+    for (const links::ClusterHost& h : dir_->hosts())
+      known |= h.address == ntohl(from.sin_addr.s_addr);
+    if (!known) continue;
+    no_delay(fd.get());
+    Pending p;
+    p.fd = std::move(fd);
+    p.connected = true;
+    p.from_address = ntohl(from.sin_addr.s_addr);
+    p.deadline_ns = now + kPendingNs;
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, p.fd.get(), &ev);
+    pending_.push_back(std::move(p));
+  }
+}
+
+bool ExpressBroker::poll_st() {
+  if (!listen_.valid()) return false;
+  epoll_event events[16];
+  const int n = epoll_wait(epoll_.get(), events, 16, 0);
+  if (n <= 0 && pending_.empty()) return false;
+  const uint64_t now = now_ns();
+  accept_all(now);
+  const size_t before = pending_.size();
+  bool did = false;
+  for (size_t i = 0; i < pending_.size();) {
+    if (step(&pending_[i], now)) {
+      ++i;
+      continue;
+    }
+    pending_[i] = std::move(pending_.back());
+    pending_.pop_back();
+    did = true;
+  }
+  return did || pending_.size() != before;
+}
+
+// Outgoing: connect, write the Hello, offer. Incoming: read exactly the Hello (what follows
+// it is the libraries'), then offer once the QP it names is ready.
+bool ExpressBroker::step(Pending* p, uint64_t now) {
+  constexpr size_t kHello = proto::express::kHelloSize;
+  if (now > p->deadline_ns) return false;
+  if (p->outgoing) {
+    int err = 0;
+    socklen_t len = sizeof(err);
+    if (getsockopt(p->fd.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0) return false;
+    const ssize_t n = send(p->fd.get(), p->hello + p->done, kHello - p->done, MSG_NOSIGNAL);
+    if (n < 0) return errno == EAGAIN || errno == ENOTCONN;
+    p->done += static_cast<size_t>(n);
+    if (p->done < kHello) return true;
+  } else if (p->done < kHello) {
+    const ssize_t n = recv(p->fd.get(), p->hello + p->done, kHello - p->done, 0);
+    if (n == 0 || (n < 0 && errno != EAGAIN)) return false;
+    if (n < 0) return true;
+    p->done += static_cast<size_t>(n);
+    if (p->done < kHello) return true;
+    proto::express::Hello h;
+    const auto& hosts = dir_->hosts();
+    if (!proto::express::decode_hello(p->hello, &h) || h.src_host >= hosts.size() ||
+        static_cast<int>(h.src_host) == dir_->self() ||
+        hosts[h.src_host].address != p->from_address)
+      return false;
+    p->host = h.src_host;
+    p->src_qpn = h.dst_qpn;  // from here on: ours, then the peer's
+    p->dst_qpn = h.src_qpn;
+  }
+  Qp* qp = match(*p);
+  if (qp == nullptr) return true;  // not ready yet: looked at again until the deadline
+  epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, p->fd.get(), nullptr);
+  offer(qp, std::move(p->fd));
+  return false;
+}
+
+Qp* ExpressBroker::match(const Pending& p) const {
+  Qp* qp = r_->qp_by_qpn(p.src_qpn);
+  if (qp == nullptr || qp->type != IBV_QPT_RC || qp->attr.dest_qp_num != p.dst_qpn ||
+      qp->express_fd.valid() || (qp->state() != IBV_QPS_RTR && qp->state() != IBV_QPS_RTS) ||
+      r_->remote()->peer_host(qp) != p.host)
+    return nullptr;
+  return qp;
+}
+
+void ExpressBroker::offer(Qp* qp, UniqueFd fd) {
+  // The QP's traffic class, as on its host link (DSCP in the upper six bits of the TOS byte).
+  int tos = link_class(qp->owner->container(), qp->attr.ah_attr) & 0xfc;
+  setsockopt(fd.get(), IPPROTO_IP, IP_TOS, &tos, sizeof(tos));
+  qp->express_fd = std::move(fd);
+  qp->direct->express_offer.store(1, std::memory_order_release);
+}
+
+int Session::on_take_express(const proto::Handle& req, UniqueFd*, int, proto::ExpressRep* rep,
+                             ReplyFds* out) {
+  Qp* qp = qps_.find(req.handle);
+  if (qp == nullptr) return EINVAL;
+  qp->direct->express_offer.store(0, std::memory_order_relaxed);
+  if (!qp->express_fd.valid()) return ENOENT;
+  rep->peer_qpn = qp->attr.dest_qp_num;
+  out->add(qp->express_fd.get());
+  if (qp->recv_cq != nullptr && qp->recv_cq->channel != nullptr) {
+    rep->flags |= proto::kExpressRecvChannel;
+    out->add(qp->recv_cq->channel->sock.get());
+  }
+  if (qp->send_cq != nullptr && qp->send_cq->channel != nullptr) {
+    rep->flags |= proto::kExpressSendChannel;
+    out->add(qp->send_cq->channel->sock.get());
+  }
+  return 0;
+}
+
+}  // namespace wharf::router

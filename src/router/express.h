@@ -1,0 +1,77 @@
+// The routers' part of express lines (issue #18 item 5; proto/express_wire.h): for an RC QP
+// connected to a QP on another host, the two routers set up one TCP connection between the
+// hosts and hand its ends to the two libraries, which then move the QPs' small SENDs
+// themselves (abi/verbs/express.h). The routers keep the policy: only they open the
+// connection, from the host's own network namespace, with the QP's DSCP; only a QP allowed
+// to (RC, no rate limit) gets the right to send on it; and the accepting router hands its end
+// only to the QP the Hello names, if that QP names the connecting one as its peer.
+//
+// Of the two routers, the one with the lower host index connects, when its QP reaches RTS,
+// to the other's express port (its host-link port + 1). The accepting router keeps a
+// connection whose QP is not ready yet (not in RTR or RTS, or not yet pointing back) for
+// kPendingNs and looks again on every pass. A connection ready for its QP is offered to the
+// library through the QP's line (shm::QpDirect::express_offer); the library takes it with
+// TakeExpress. The router keeps its copy of the descriptor until the QP is reset or goes.
+//
+// Single-threaded and nonblocking: the router's loop calls poll_st(); epoll_fd() becomes
+// readable when there is something to do.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "common/unique_fd.h"
+#include "links/cluster.h"
+#include "proto/express_wire.h"
+
+namespace wharf::router {
+
+class Router;
+struct Qp;
+
+class ExpressBroker {
+ public:
+  // How long an accepted connection waits for its QP to become ready.
+  static constexpr uint64_t kPendingNs = 5'000'000'000;
+
+  ExpressBroker(Router* r, const links::AddressDirectory* dir, uint32_t incarnation);
+  // Listens on this host's express port. Returns 0 or an errno.
+  int start();
+  int epoll_fd() const { return epoll_.get(); }
+
+  // `qp` (RC) reached RTS with its peer on `host`: the connecting side dials now.
+  void qp_ready_st(Qp* qp, int host);
+  // Finishes connects, accepts, reads Hellos and offers ready connections. True if anything
+  // moved.
+  bool poll_st();
+
+ private:
+  struct Pending {
+    UniqueFd fd;
+    bool outgoing = false;
+    bool connected = false;
+    int host = -1;              // outgoing: the peer; incoming: from the Hello
+    uint32_t from_address = 0;  // incoming: the peer's address (host order)
+    uint32_t src_qpn = 0;       // ours (incoming: once the Hello is read)
+    uint32_t dst_qpn = 0;       // the peer's
+    uint8_t hello[proto::express::kHelloSize] = {};
+    size_t done = 0;  // Hello bytes written (outgoing) or read (incoming)
+    uint64_t deadline_ns = 0;
+  };
+  void accept_all(uint64_t now);
+  // One step of p; false when p is finished (offered) or failed: remove it.
+  bool step(Pending* p, uint64_t now);
+  // The QP `p` is for, if it is ready for its express line now.
+  Qp* match(const Pending& p) const;
+  void offer(Qp* qp, UniqueFd fd);
+
+  Router* r_;
+  const links::AddressDirectory* dir_;
+  uint32_t incarnation_;
+  UniqueFd epoll_;
+  UniqueFd listen_;
+  std::vector<Pending> pending_;
+};
+
+}  // namespace wharf::router

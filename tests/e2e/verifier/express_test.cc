@@ -1,0 +1,294 @@
+// Express lines (router/express.h, abi/verbs/express.h): RC QPs on two hosts whose libraries
+// move small SENDs themselves over a connection the routers set up. What an application sees
+// must not change: data, order across the line and the routers, RNR waits, completions of a
+// receiver that never polls, policy (a rate-limited QP stays with its router).
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "cluster.h"
+#include "verbs_fixture.h"
+
+namespace wharf::verify {
+namespace {
+
+class ExpressTest : public VerbsTest {
+ protected:
+  static void SetUpTestSuite() { cluster_ = new Cluster(2, {"--express", "on"}); }
+  static void TearDownTestSuite() {
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+  void SetUp() override { open_sides_on(cluster_->a().socket(), cluster_->b().socket()); }
+
+  // A connected RC pair across the hosts whose QP regions are mapped here (their counters).
+  void express_pair(ibv_qp** qa, uint8_t** ra, ibv_qp** qb, uint8_t** rb) {
+    *qa = create_qp_mapped(a_, IBV_QPT_RC, ra);
+    *qb = create_qp_mapped(b_, IBV_QPT_RC, rb);
+    connect(*qa, a_, *qb, b_, kFullAccess);
+    connect(*qb, b_, *qa, a_, kFullAccess);
+  }
+  // Sends qp moved over its express line (shm::QpCounters::express_msgs).
+  static uint64_t express_msgs(const uint8_t* region) {
+    uint64_t v;
+    std::memcpy(&v, region + kQpCountersOffset + 5 * sizeof(uint64_t), sizeof(v));
+    return v;
+  }
+  // One round trip of 64-byte SENDs, a -> b -> a.
+  void ping(ibv_qp* qa, ibv_qp* qb, Buffer& abuf, Buffer& bbuf) {
+    post_recv(qb, bbuf, 0, 64, 1);
+    post_recv(qa, abuf, 0, 64, 2);
+    ASSERT_EQ(
+        post_send(qa, IBV_WR_SEND, {{reinterpret_cast<uint64_t>(abuf.data), 64, abuf.mr->lkey}}, 3),
+        0);
+    ASSERT_EQ(wait_wc(b_.cq, 1).size(), 1u);
+    ASSERT_EQ(
+        post_send(qb, IBV_WR_SEND, {{reinterpret_cast<uint64_t>(bbuf.data), 64, bbuf.mr->lkey}}, 4),
+        0);
+    ASSERT_EQ(wait_wc(a_.cq, 2).size(), 2u);  // a's send and its receive
+    ASSERT_EQ(wait_wc(b_.cq, 1).size(), 1u);  // b's send
+  }
+  // Pings until both QPs have sent over their lines (the routers connect them and the
+  // libraries say Ready in the background); at most 2 s.
+  void bring_up(ibv_qp* qa, const uint8_t* ra, ibv_qp* qb, const uint8_t* rb, Buffer& abuf,
+                Buffer& bbuf) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (express_msgs(ra) == 0 || express_msgs(rb) == 0) {
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the express lines never came up";
+      ping(qa, qb, abuf, bbuf);
+    }
+  }
+  // Pings until qa's sends go on its line again (it went through its router meanwhile).
+  void expect_back_on_the_line(ibv_qp* qa, const uint8_t* ra, ibv_qp* qb, Buffer& abuf,
+                               Buffer& bbuf) {
+    const uint64_t before = express_msgs(ra);
+    for (int i = 0; i < 200 && express_msgs(ra) == before; ++i) ping(qa, qb, abuf, bbuf);
+    EXPECT_GT(express_msgs(ra), before) << "the QP did not go back to its express line";
+  }
+
+  static Cluster* cluster_;
+};
+Cluster* ExpressTest::cluster_ = nullptr;
+
+TEST_F(ExpressTest, SmallSendsGoOnTheLineWithTheirBytesAndImmediates) {
+  ibv_qp *qa, *qb;
+  uint8_t *ra, *rb;
+  express_pair(&qa, &ra, &qb, &rb);
+  Buffer src = make_buffer(a_, 64 * 1024, kFullAccess);
+  Buffer dst = make_buffer(b_, 5 * 21 * 1024, kFullAccess);
+  bring_up(qa, ra, qb, rb, src, dst);
+  const uint64_t before = express_msgs(ra);
+  fill_pattern(src.data, src.len, 9);
+  // Sizes up to the line's largest message, scattered over two receive SGEs.
+  const uint32_t sizes[] = {0, 1, 63, 4096, 16 * 1024};
+  uint32_t at = 0;
+  for (uint32_t i = 0; i < 5; ++i) {
+    ibv_sge r[2] = {{reinterpret_cast<uint64_t>(dst.data) + at, 10, dst.mr->lkey},
+                    {reinterpret_cast<uint64_t>(dst.data) + at + 10, 20 * 1024, dst.mr->lkey}};
+    ibv_recv_wr wr{};
+    ibv_recv_wr* bad = nullptr;
+    wr.wr_id = 100 + i;
+    wr.sg_list = r;
+    wr.num_sge = 2;
+    ASSERT_EQ(ibv_post_recv(qb, &wr, &bad), 0);
+    at += 21 * 1024;
+  }
+  at = 0;
+  for (uint32_t i = 0; i < 5; ++i) {
+    ibv_sge s{reinterpret_cast<uint64_t>(src.data) + i * 100, sizes[i], src.mr->lkey};
+    ibv_send_wr wr{};
+    ibv_send_wr* bad = nullptr;
+    wr.wr_id = i;
+    wr.sg_list = &s;
+    wr.num_sge = 1;
+    wr.opcode = i % 2 ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
+    wr.imm_data = htonl(0x1000 + i);
+    wr.send_flags = IBV_SEND_SIGNALED;
+    ASSERT_EQ(ibv_post_send(qa, &wr, &bad), 0);
+  }
+  auto got = wait_wc(b_.cq, 5);
+  auto sent = wait_wc(a_.cq, 5);
+  ASSERT_EQ(got.size(), 5u);
+  ASSERT_EQ(sent.size(), 5u);
+  at = 0;
+  for (uint32_t i = 0; i < 5; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(sent[i].wr_id, i);
+    EXPECT_EQ(sent[i].status, IBV_WC_SUCCESS);
+    EXPECT_EQ(sent[i].opcode, IBV_WC_SEND);
+    EXPECT_EQ(got[i].wr_id, 100 + i);
+    EXPECT_EQ(got[i].status, IBV_WC_SUCCESS);
+    EXPECT_EQ(got[i].byte_len, sizes[i]);
+    EXPECT_EQ(got[i].src_qp, qa->qp_num);
+    EXPECT_EQ(got[i].qp_num, qb->qp_num);
+    EXPECT_EQ((got[i].wc_flags & IBV_WC_WITH_IMM) != 0, i % 2 == 1);
+    if (i % 2) {
+      EXPECT_EQ(got[i].imm_data, htonl(0x1000 + i));
+    }
+    EXPECT_EQ(std::memcmp(dst.data + at, src.data + i * 100, sizes[i]), 0);
+    at += 21 * 1024;
+  }
+  EXPECT_EQ(express_msgs(ra) - before, 5u);
+}
+
+// A SEND that finds no receive is refused on the line and goes through the routers, which
+// wait for one (RNR); the sends behind it follow it there and everything arrives in order.
+TEST_F(ExpressTest, ASendWithoutAReceiveWaitsThroughTheRoutersAndOrderHolds) {
+  ibv_qp *qa, *qb;
+  uint8_t *ra, *rb;
+  express_pair(&qa, &ra, &qb, &rb);
+  Buffer src = make_buffer(a_, 4096, kFullAccess);
+  Buffer dst = make_buffer(b_, 4096, kFullAccess);
+  bring_up(qa, ra, qb, rb, src, dst);
+  fill_pattern(src.data, src.len, 3);
+  for (uint64_t i = 0; i < 4; ++i)
+    ASSERT_EQ(post_send(qa, IBV_WR_SEND,
+                        {{reinterpret_cast<uint64_t>(src.data) + i * 64, 64, src.mr->lkey}}, i),
+              0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  ibv_wc none;
+  EXPECT_EQ(ibv_poll_cq(a_.cq, 1, &none), 0) << "a send completed without a receive";
+  for (uint32_t i = 0; i < 4; ++i) post_recv(qb, dst, i * 64, 64, 10 + i);
+  auto sent = wait_wc(a_.cq, 4);
+  auto got = wait_wc(b_.cq, 4);
+  ASSERT_EQ(sent.size(), 4u);
+  ASSERT_EQ(got.size(), 4u);
+  for (uint64_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(sent[i].wr_id, i);
+    EXPECT_EQ(sent[i].status, IBV_WC_SUCCESS);
+    EXPECT_EQ(got[i].wr_id, 10 + i);
+  }
+  EXPECT_EQ(std::memcmp(dst.data, src.data, 4 * 64), 0);
+  expect_back_on_the_line(qa, ra, qb, src, dst);
+}
+
+// A WRITE (the routers' work) between two express SENDs: the receiver sees the WRITE's bytes
+// before the second SEND, and the sender's completions come in posting order.
+TEST_F(ExpressTest, AWriteBetweenTwoSendsKeepsItsPlace) {
+  ibv_qp *qa, *qb;
+  uint8_t *ra, *rb;
+  express_pair(&qa, &ra, &qb, &rb);
+  Buffer src = make_buffer(a_, 8192, kFullAccess);
+  Buffer dst = make_buffer(b_, 8192, kFullAccess);
+  bring_up(qa, ra, qb, rb, src, dst);
+  for (int round = 0; round < 20; ++round) {
+    SCOPED_TRACE(round);
+    fill_pattern(src.data, src.len, static_cast<uint32_t>(round));
+    std::memset(dst.data, 0, dst.len);
+    post_recv(qb, dst, 0, 64, 1);
+    post_recv(qb, dst, 64, 64, 2);
+    ASSERT_EQ(
+        post_send(qa, IBV_WR_SEND, {{reinterpret_cast<uint64_t>(src.data), 64, src.mr->lkey}}, 1),
+        0);
+    ASSERT_EQ(
+        post_send(qa, IBV_WR_RDMA_WRITE,
+                  {{reinterpret_cast<uint64_t>(src.data) + 4096, 4096, src.mr->lkey}}, 2,
+                  IBV_SEND_SIGNALED, reinterpret_cast<uint64_t>(dst.data) + 4096, dst.mr->rkey),
+        0);
+    ASSERT_EQ(post_send(qa, IBV_WR_SEND,
+                        {{reinterpret_cast<uint64_t>(src.data) + 64, 64, src.mr->lkey}}, 3),
+              0);
+    auto got = wait_wc(b_.cq, 2);
+    ASSERT_EQ(got.size(), 2u);
+    EXPECT_EQ(got[1].wr_id, 2u);
+    EXPECT_EQ(std::memcmp(dst.data + 4096, src.data + 4096, 4096), 0)
+        << "the WRITE had not landed when the SEND behind it did";
+    auto sent = wait_wc(a_.cq, 3);
+    ASSERT_EQ(sent.size(), 3u);
+    for (uint64_t i = 0; i < 3; ++i) EXPECT_EQ(sent[i].wr_id, i + 1);
+  }
+}
+
+// The receiving application posts receives and then never calls a verb: its library's helper
+// thread still executes what arrives, and the sender's sends complete.
+TEST_F(ExpressTest, AReceiverThatNeverPollsStillCompletesTheSender) {
+  ibv_qp *qa, *qb;
+  uint8_t *ra, *rb;
+  express_pair(&qa, &ra, &qb, &rb);
+  Buffer src = make_buffer(a_, 4096, kFullAccess);
+  Buffer dst = make_buffer(b_, 4096, kFullAccess);
+  bring_up(qa, ra, qb, rb, src, dst);
+  const uint64_t before = express_msgs(ra);
+  for (uint32_t i = 0; i < 8; ++i) post_recv(qb, dst, i * 64, 64, i);
+  for (uint64_t i = 0; i < 8; ++i)
+    ASSERT_EQ(post_send(qa, IBV_WR_SEND,
+                        {{reinterpret_cast<uint64_t>(src.data) + i * 64, 64, src.mr->lkey}}, i),
+              0);
+  auto sent = wait_wc(a_.cq, 8);  // b's CQ is not polled meanwhile
+  ASSERT_EQ(sent.size(), 8u);
+  for (const ibv_wc& w : sent) EXPECT_EQ(w.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(express_msgs(ra) - before, 8u);
+  EXPECT_EQ(wait_wc(b_.cq, 8).size(), 8u);
+  EXPECT_EQ(std::memcmp(dst.data, src.data, 8 * 64), 0);
+}
+
+// The routers pace a rate-limited QP: its sends stop going on the line (and come back to it
+// when the limit is lifted).
+TEST_F(ExpressTest, ARateLimitedQpSendsThroughItsRouter) {
+  ibv_qp *qa, *qb;
+  uint8_t *ra, *rb;
+  express_pair(&qa, &ra, &qb, &rb);
+  Buffer src = make_buffer(a_, 4096, kFullAccess);
+  Buffer dst = make_buffer(b_, 4096, kFullAccess);
+  bring_up(qa, ra, qb, rb, src, dst);
+  ibv_qp_rate_limit_attr limit{};
+  limit.rate_limit = 100000;  // kbps
+  ASSERT_EQ(ibv_modify_qp_rate_limit(qa, &limit), 0);
+  const uint64_t before = express_msgs(ra);
+  for (uint32_t i = 0; i < 10; ++i) {
+    post_recv(qb, dst, 0, 64, i);
+    ASSERT_EQ(
+        post_send(qa, IBV_WR_SEND, {{reinterpret_cast<uint64_t>(src.data), 64, src.mr->lkey}}, i),
+        0);
+    ASSERT_EQ(wait_wc(a_.cq, 1).size(), 1u);
+    ASSERT_EQ(wait_wc(b_.cq, 1).size(), 1u);
+  }
+  EXPECT_EQ(express_msgs(ra), before);
+  limit.rate_limit = 0;
+  ASSERT_EQ(ibv_modify_qp_rate_limit(qa, &limit), 0);
+  expect_back_on_the_line(qa, ra, qb, src, dst);
+}
+
+// A receiver on a shared receive queue takes nothing on its line (other QPs share the queue
+// with the router): its peer's sends all go through the routers and arrive.
+TEST_F(ExpressTest, AReceiverOnAnSrqTakesEverythingThroughTheRouters) {
+  ibv_srq_init_attr sa{};
+  sa.attr.max_wr = 64;
+  sa.attr.max_sge = 1;
+  ibv_srq* srq = ibv_create_srq(b_.pd, &sa);
+  ASSERT_NE(srq, nullptr);
+  uint8_t* ra = nullptr;
+  ibv_qp* qa = create_qp_mapped(a_, IBV_QPT_RC, &ra);
+  ibv_qp* qb = create_qp(b_, IBV_QPT_RC, srq);
+  connect(qa, a_, qb, b_, kFullAccess);
+  connect(qb, b_, qa, a_, kFullAccess);
+  Buffer src = make_buffer(a_, 4096, kFullAccess);
+  Buffer dst = make_buffer(b_, 4096, kFullAccess);
+  fill_pattern(src.data, src.len, 4);
+  for (uint64_t i = 0; i < 32; ++i) {
+    ibv_sge r{reinterpret_cast<uint64_t>(dst.data) + (i % 16) * 64, 64, dst.mr->lkey};
+    ibv_recv_wr wr{};
+    ibv_recv_wr* bad = nullptr;
+    wr.wr_id = i;
+    wr.sg_list = &r;
+    wr.num_sge = 1;
+    ASSERT_EQ(ibv_post_srq_recv(srq, &wr, &bad), 0);
+    ASSERT_EQ(
+        post_send(qa, IBV_WR_SEND,
+                  {{reinterpret_cast<uint64_t>(src.data) + (i % 16) * 64, 64, src.mr->lkey}}, i),
+        0);
+    ASSERT_EQ(wait_wc(a_.cq, 1).at(0).status, IBV_WC_SUCCESS);
+    ASSERT_EQ(wait_wc(b_.cq, 1).at(0).wr_id, i);
+  }
+  EXPECT_EQ(std::memcmp(dst.data, src.data, 16 * 64), 0);
+  EXPECT_EQ(express_msgs(ra), 0u);
+  ASSERT_EQ(ibv_destroy_qp(qb), 0);
+  ASSERT_EQ(ibv_destroy_srq(srq), 0);
+}
+
+}  // namespace
+}  // namespace wharf::verify
