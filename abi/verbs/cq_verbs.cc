@@ -358,7 +358,7 @@ int wait_with_express_lines(CompChannel* ch, Cq** caught) {
     // About to sleep: what was executed is acknowledged now, not with a later frame.
     for (int i = 0; i < ncq; ++i) acknowledge_express(cqs[i]);
     fds[0] = pollfd{ch->channel.fd, POLLIN, 0};
-    if (poll(fds, static_cast<nfds_t>(n + 1), -1) < 0 && errno == EINTR) return -1;
+    if (poll(fds, static_cast<nfds_t>(n) + 1, -1) < 0 && errno == EINTR) return -1;
     if (fds[0].revents != 0) return 0;
   }
 }

@@ -53,6 +53,7 @@ int run_wharfd(int argc, char** argv) {
                  "on: RC QPs connected to QPs on other hosts move their small SENDs over a TCP "
                  "connection per QP pair that the routers set up and the two libraries use "
                  "(express lines); off: everything between hosts goes through the routers")
+      ->envname("WHARF_EXPRESS")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   app.add_option("--lid-base", lid_base, "First LID handed to containers")

@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "common/clock.h"
+#include "links/listener.h"
 
 namespace wharf::links {
 namespace {
@@ -109,19 +110,9 @@ HostLinks::~HostLinks() = default;
 int HostLinks::start() {
   epoll_.reset(epoll_create1(EPOLL_CLOEXEC));
   if (!epoll_.valid()) return errno;
-  listen_.reset(socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (!listen_.valid()) return errno;
-  int one = 1;
-  setsockopt(listen_.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  sockaddr_in a = address_of(dir_->hosts()[static_cast<size_t>(dir_->self())]);
-  if (bind(listen_.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
-      listen(listen_.get(), 64) != 0)
-    return errno;
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.ptr = nullptr;  // the listening socket
-  if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, listen_.get(), &ev) != 0) return errno;
-  return 0;
+  // Event data 0 (a null Conn*): the listening socket.
+  const ClusterHost& me = dir_->hosts()[static_cast<size_t>(dir_->self())];
+  return listen_tcp(me.address, me.port, epoll_.get(), &listen_);
 }
 
 void HostLinks::watch(Conn* c) {

@@ -11,6 +11,7 @@
 #include <cerrno>
 
 #include "common/clock.h"
+#include "links/listener.h"
 #include "router/objects.h"
 #include "router/peer_rules.h"
 #include "router/remote.h"
@@ -41,18 +42,8 @@ ExpressBroker::ExpressBroker(Router* r, const links::AddressDirectory* dir, uint
 int ExpressBroker::start() {
   epoll_.reset(epoll_create1(EPOLL_CLOEXEC));
   if (!epoll_.valid()) return errno;
-  listen_.reset(socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (!listen_.valid()) return errno;
-  int one = 1;
-  setsockopt(listen_.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  sockaddr_in a = express_address(dir_->hosts()[static_cast<size_t>(dir_->self())]);
-  if (bind(listen_.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
-      listen(listen_.get(), 64) != 0)
-    return errno;
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, listen_.get(), &ev) != 0) return errno;
-  return 0;
+  const links::ClusterHost& me = dir_->hosts()[static_cast<size_t>(dir_->self())];
+  return links::listen_tcp(me.address, static_cast<uint16_t>(me.port + 1), epoll_.get(), &listen_);
 }
 
 void ExpressBroker::qp_ready_st(Qp* qp, int host) {

@@ -25,12 +25,23 @@ class ExpressTest : public VerbsTest {
   }
   void SetUp() override { open_sides_on(cluster_->a().socket(), cluster_->b().socket()); }
 
-  // A connected RC pair across the hosts whose QP regions are mapped here (their counters).
-  void express_pair(ibv_qp** qa, uint8_t** ra, ibv_qp** qb, uint8_t** rb) {
-    *qa = create_qp_mapped(a_, IBV_QPT_RC, ra);
-    *qb = create_qp_mapped(b_, IBV_QPT_RC, rb);
-    connect(*qa, a_, *qb, b_, kFullAccess);
-    connect(*qb, b_, *qa, a_, kFullAccess);
+  // A connected RC pair across the hosts, its QP regions mapped here (their counters), a
+  // buffer on each side, its lines up.
+  struct Pair {
+    ibv_qp *qa = nullptr, *qb = nullptr;
+    uint8_t *ra = nullptr, *rb = nullptr;
+    Buffer src, dst;
+  };
+  Pair express_pair(size_t src_len, size_t dst_len) {
+    Pair p;
+    p.qa = create_qp_mapped(a_, IBV_QPT_RC, &p.ra);
+    p.qb = create_qp_mapped(b_, IBV_QPT_RC, &p.rb);
+    connect(p.qa, a_, p.qb, b_, kFullAccess);
+    connect(p.qb, b_, p.qa, a_, kFullAccess);
+    p.src = make_buffer(a_, src_len, kFullAccess);
+    p.dst = make_buffer(b_, dst_len, kFullAccess);
+    bring_up(p.qa, p.ra, p.qb, p.rb, p.src, p.dst);
+    return p;
   }
   // Sends qp moved over its express line (shm::QpCounters::express_msgs).
   static uint64_t express_msgs(const uint8_t* region) {
@@ -75,12 +86,10 @@ class ExpressTest : public VerbsTest {
 Cluster* ExpressTest::cluster_ = nullptr;
 
 TEST_F(ExpressTest, SmallSendsGoOnTheLineWithTheirBytesAndImmediates) {
-  ibv_qp *qa, *qb;
-  uint8_t *ra, *rb;
-  express_pair(&qa, &ra, &qb, &rb);
-  Buffer src = make_buffer(a_, 64 * 1024, kFullAccess);
-  Buffer dst = make_buffer(b_, 5 * 21 * 1024, kFullAccess);
-  bring_up(qa, ra, qb, rb, src, dst);
+  Pair p = express_pair(64 * 1024, 5 * 21 * 1024);
+  ibv_qp *qa = p.qa, *qb = p.qb;
+  const uint8_t* ra = p.ra;
+  Buffer &src = p.src, &dst = p.dst;
   const uint64_t before = express_msgs(ra);
   fill_pattern(src.data, src.len, 9);
   // Sizes up to the line's largest message, scattered over two receive SGEs.
@@ -97,7 +106,6 @@ TEST_F(ExpressTest, SmallSendsGoOnTheLineWithTheirBytesAndImmediates) {
     ASSERT_EQ(ibv_post_recv(qb, &wr, &bad), 0);
     at += 21 * 1024;
   }
-  at = 0;
   for (uint32_t i = 0; i < 5; ++i) {
     ibv_sge s{reinterpret_cast<uint64_t>(src.data) + i * 100, sizes[i], src.mr->lkey};
     ibv_send_wr wr{};
@@ -138,12 +146,10 @@ TEST_F(ExpressTest, SmallSendsGoOnTheLineWithTheirBytesAndImmediates) {
 // A SEND that finds no receive is refused on the line and goes through the routers, which
 // wait for one (RNR); the sends behind it follow it there and everything arrives in order.
 TEST_F(ExpressTest, ASendWithoutAReceiveWaitsThroughTheRoutersAndOrderHolds) {
-  ibv_qp *qa, *qb;
-  uint8_t *ra, *rb;
-  express_pair(&qa, &ra, &qb, &rb);
-  Buffer src = make_buffer(a_, 4096, kFullAccess);
-  Buffer dst = make_buffer(b_, 4096, kFullAccess);
-  bring_up(qa, ra, qb, rb, src, dst);
+  Pair p = express_pair(4096, 4096);
+  ibv_qp *qa = p.qa, *qb = p.qb;
+  const uint8_t* ra = p.ra;
+  Buffer &src = p.src, &dst = p.dst;
   fill_pattern(src.data, src.len, 3);
   for (uint64_t i = 0; i < 4; ++i)
     ASSERT_EQ(post_send(qa, IBV_WR_SEND,
@@ -169,12 +175,11 @@ TEST_F(ExpressTest, ASendWithoutAReceiveWaitsThroughTheRoutersAndOrderHolds) {
 // A WRITE (the routers' work) between two express SENDs: the receiver sees the WRITE's bytes
 // before the second SEND, and the sender's completions come in posting order.
 TEST_F(ExpressTest, AWriteBetweenTwoSendsKeepsItsPlace) {
-  ibv_qp *qa, *qb;
-  uint8_t *ra, *rb;
-  express_pair(&qa, &ra, &qb, &rb);
-  Buffer src = make_buffer(a_, 8192, kFullAccess);
-  Buffer dst = make_buffer(b_, 8192, kFullAccess);
-  bring_up(qa, ra, qb, rb, src, dst);
+  Pair p = express_pair(8192, 8192);
+  ibv_qp *qa = p.qa, *qb = p.qb;
+  const uint8_t* ra = p.ra;
+  Buffer &src = p.src, &dst = p.dst;
+  const uint64_t before = express_msgs(ra);
   for (int round = 0; round < 20; ++round) {
     SCOPED_TRACE(round);
     fill_pattern(src.data, src.len, static_cast<uint32_t>(round));
@@ -201,17 +206,18 @@ TEST_F(ExpressTest, AWriteBetweenTwoSendsKeepsItsPlace) {
     ASSERT_EQ(sent.size(), 3u);
     for (uint64_t i = 0; i < 3; ++i) EXPECT_EQ(sent[i].wr_id, i + 1);
   }
+  // Each round's first SEND went on the line; the WRITE waited for it, and the second SEND
+  // followed the WRITE through the routers.
+  EXPECT_EQ(express_msgs(ra) - before, 20u);
 }
 
 // The receiving application posts receives and then never calls a verb: its library's helper
 // thread still executes what arrives, and the sender's sends complete.
 TEST_F(ExpressTest, AReceiverThatNeverPollsStillCompletesTheSender) {
-  ibv_qp *qa, *qb;
-  uint8_t *ra, *rb;
-  express_pair(&qa, &ra, &qb, &rb);
-  Buffer src = make_buffer(a_, 4096, kFullAccess);
-  Buffer dst = make_buffer(b_, 4096, kFullAccess);
-  bring_up(qa, ra, qb, rb, src, dst);
+  Pair p = express_pair(4096, 4096);
+  ibv_qp *qa = p.qa, *qb = p.qb;
+  const uint8_t* ra = p.ra;
+  Buffer &src = p.src, &dst = p.dst;
   const uint64_t before = express_msgs(ra);
   for (uint32_t i = 0; i < 8; ++i) post_recv(qb, dst, i * 64, 64, i);
   for (uint64_t i = 0; i < 8; ++i)
@@ -229,12 +235,10 @@ TEST_F(ExpressTest, AReceiverThatNeverPollsStillCompletesTheSender) {
 // The routers pace a rate-limited QP: its sends stop going on the line (and come back to it
 // when the limit is lifted).
 TEST_F(ExpressTest, ARateLimitedQpSendsThroughItsRouter) {
-  ibv_qp *qa, *qb;
-  uint8_t *ra, *rb;
-  express_pair(&qa, &ra, &qb, &rb);
-  Buffer src = make_buffer(a_, 4096, kFullAccess);
-  Buffer dst = make_buffer(b_, 4096, kFullAccess);
-  bring_up(qa, ra, qb, rb, src, dst);
+  Pair p = express_pair(4096, 4096);
+  ibv_qp *qa = p.qa, *qb = p.qb;
+  const uint8_t* ra = p.ra;
+  Buffer &src = p.src, &dst = p.dst;
   ibv_qp_rate_limit_attr limit{};
   limit.rate_limit = 100000;  // kbps
   ASSERT_EQ(ibv_modify_qp_rate_limit(qa, &limit), 0);
