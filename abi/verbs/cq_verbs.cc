@@ -430,7 +430,11 @@ void idle_after_empty_poll(Cq* cq) {
   const uint64_t now = now_ns();
   if (thread_idle_since_ns == 0) thread_idle_since_ns = now;
   const uint64_t nap = poll_nap_ns();
-  if (nap == 0 || now - thread_idle_since_ns < kIdleBeforeNapNs ||
+  // A Message arriving on an express line does not end a nap (only a CQE does): a CQ with
+  // lines is polled, not napped on.
+  bool lines = false;
+  for (auto& slot : cq->express_qps) lines |= slot.load(std::memory_order_relaxed) != nullptr;
+  if (nap == 0 || lines || now - thread_idle_since_ns < kIdleBeforeNapNs ||
       !shm::begin_nap(cq->notify, cq->ring)) {
     cq->lock.unlock();
     sched_yield();

@@ -26,7 +26,7 @@ using proto::express::kMaxMessage;
 
 // Received bytes are read this many at a time: a frame's header and payload, and the frames
 // behind it, in one call.
-constexpr size_t kRxBuffer = 64 * 1024;
+constexpr size_t kRxBuffer = 32 * 1024;
 // A receiver acknowledges at once after this many Messages it has not acknowledged (a
 // stream that never pauses would otherwise fill the sender's window first).
 constexpr uint32_t kAckEvery = 16;
@@ -34,7 +34,7 @@ constexpr uint32_t kAckEvery = 16;
 // kernel's socket buffers always hold them, so a frame never waits for the peer to read and
 // two busy peers can never block each other's writes; the count bounds the Refuse frames a
 // receiver may owe.
-constexpr uint32_t kMaxOutstanding = 256;
+constexpr uint32_t kMaxOutstanding = 64;
 constexpr uint64_t kMaxOutstandingBytes = 64 * 1024;
 // The helper thread services a line nobody has serviced for this long.
 constexpr uint64_t kIdleServiceNs = 1'000'000;
