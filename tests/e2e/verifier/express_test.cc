@@ -206,9 +206,11 @@ TEST_F(ExpressTest, AWriteBetweenTwoSendsKeepsItsPlace) {
     ASSERT_EQ(sent.size(), 3u);
     for (uint64_t i = 0; i < 3; ++i) EXPECT_EQ(sent[i].wr_id, i + 1);
   }
-  // Each round's first SEND went on the line; the WRITE waited for it, and the second SEND
-  // followed the WRITE through the routers.
-  EXPECT_EQ(express_msgs(ra) - before, 20u);
+  // Each round's first SEND went on the line, and the WRITE waited for it. The second SEND
+  // follows the WRITE through the routers, or goes on the line if the routers had already
+  // retired the WRITE when it was posted.
+  EXPECT_GE(express_msgs(ra) - before, 20u);
+  EXPECT_LE(express_msgs(ra) - before, 40u);
 }
 
 // The receiving application posts receives and then never calls a verb: its library's helper
