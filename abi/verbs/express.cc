@@ -97,7 +97,21 @@ struct Helper {
 };
 
 Helper& helper() {
-  static Helper* h = new Helper;  // never destroyed: the thread may outlive static destructors
+  // Never destroyed: the thread may outlive static destructors. A fork while the thread holds
+  // its mutex would leave the child's copy locked for good (and the child's ibv_close_device
+  // waiting on it): the mutex is taken around fork, and the child, which has no helper thread
+  // and may not use its parent's QPs, starts with an empty list.
+  static Helper* h = [] {
+    auto* made = new Helper;
+    pthread_atfork([] { helper().mu.lock(); }, [] { helper().mu.unlock(); },
+                   [] {
+                     Helper& c = helper();
+                     c.qps.clear();
+                     c.started = false;
+                     c.mu.unlock();
+                   });
+    return made;
+  }();
   return *h;
 }
 

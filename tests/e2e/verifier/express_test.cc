@@ -3,6 +3,8 @@
 // must not change: data, order across the line and the routers, RNR waits, completions of a
 // receiver that never polls, policy (a rate-limited QP stays with its router).
 #include <arpa/inet.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -294,6 +296,37 @@ TEST_F(ExpressTest, AReceiverOnAnSrqTakesEverythingThroughTheRouters) {
   EXPECT_EQ(express_msgs(ra), 0u);
   ASSERT_EQ(ibv_destroy_qp(qb), 0);
   ASSERT_EQ(ibv_destroy_srq(srq), 0);
+}
+
+// A process with lines (its helper thread servicing them every millisecond) forks: each child
+// opens and closes the device and exits. None may hang (a child once inherited the helper's
+// mutex locked and waited on it forever in ibv_close_device).
+TEST_F(ExpressTest, ChildrenForkedWhileLinesAreServicedDoNotHang) {
+  Pair p = express_pair(4096, 4096);
+  ASSERT_GT(express_msgs(p.ra), 0u);
+  for (int i = 0; i < 300; ++i) {
+    SCOPED_TRACE(i);
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      int n = 0;
+      ibv_device** list = ibv_get_device_list(&n);
+      ibv_context* ctx = n > 0 ? ibv_open_device(list[0]) : nullptr;
+      if (ctx != nullptr) ibv_close_device(ctx);
+      if (list != nullptr) ibv_free_device_list(list);
+      _exit(ctx != nullptr ? 0 : 1);
+    }
+    int status = 0;
+    pid_t done = 0;
+    for (int ms = 0; ms < 5000 && (done = waitpid(child, &status, WNOHANG)) == 0; ++ms)
+      usleep(1000);
+    if (done == 0) {
+      kill(child, SIGKILL);
+      waitpid(child, &status, 0);
+      FAIL() << "the child hung";
+    }
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
 }
 
 }  // namespace
