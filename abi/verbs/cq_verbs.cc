@@ -324,7 +324,8 @@ int express_lines(CompChannel* ch, Cq** cqs, int* ncq, pollfd* fds) {
       Qp* qp = slot.load(std::memory_order_acquire);
       if (qp == nullptr || !qp->express.usable()) continue;
       listed = true;
-      if (n < kMaxLines) fds[1 + n++] = pollfd{qp->express.fd(), POLLIN, 0};
+      const short events = POLLIN | (qp->express.wants_write() ? POLLOUT : 0);
+      if (n < kMaxLines) fds[1 + n++] = pollfd{qp->express.fd(), events, 0};
     }
     if (listed && *ncq < kMaxCqs) cqs[(*ncq)++] = cq;
   }

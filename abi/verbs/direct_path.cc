@@ -274,12 +274,7 @@ bool DirectPath::install(DirectSetUp* need) {
   KeyCache& cache = need->kind == DirectSetUp::Kind::kPeerKey ? peer_keys_ : own_keys_;
   ReachableKey* k = cache.replace(&need->retired);
   ReachableKey& f = need->found;
-  k->key = f.key;
-  k->access = f.access;
-  k->pd = f.pd;
-  k->iova = f.iova;
-  k->len = f.len;
-  k->base = f.base;
+  k->assign_facts(f);
   k->map.swap(f.map);
   return true;
 }
@@ -515,17 +510,11 @@ bool DirectPath::line_wanted(const Qp* qp) const {
 }
 
 void DirectPath::send_events(Qp* qp, const Events& ev) {
-  if (ev.peer) {
-    shm::wake_napping_poller(peer_notify_);
-    if (peer_channel_.valid() && shm::claim_cq_event(peer_notify_, ev.solicited, true))
-      proto::send_cq_event(peer_channel_.get(), peer_.peer_cq);
-  }
-  if (ev.own) {
-    Cq* send_cq = to_cq(qp->qp.send_cq);
-    shm::wake_napping_poller(send_cq->notify);
-    if (send_channel_.valid() && shm::claim_cq_event(send_cq->notify, false, true))
-      proto::send_cq_event(send_channel_.get(), send_cq->handle);
-  }
+  if (ev.peer && shm::raise_cq_event(peer_notify_, peer_channel_.valid(), ev.solicited))
+    proto::send_cq_event(peer_channel_.get(), peer_.peer_cq);
+  Cq* send_cq = to_cq(qp->qp.send_cq);
+  if (ev.own && shm::raise_cq_event(send_cq->notify, send_channel_.valid(), false))
+    proto::send_cq_event(send_channel_.get(), send_cq->handle);
 }
 
 }  // namespace wharf::abi

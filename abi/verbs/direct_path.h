@@ -38,6 +38,16 @@ struct ReachableKey {
   uint8_t* base = nullptr;
   Mapping map;  // peer keys: the memfd-backed part of the peer's registration
 
+  // Takes o's facts; the mapping stays (mappings are swapped or dropped without the QP's lock).
+  void assign_facts(const ReachableKey& o) {
+    key = o.key;
+    access = o.access;
+    pd = o.pd;
+    iova = o.iova;
+    len = o.len;
+    base = o.base;
+  }
+
   // Address of [va, va + n), or nullptr if it is not all reachable.
   uint8_t* reach(uint64_t va, uint64_t n) const {
     if (len == 0 || va < iova || n > len || va - iova > len - n) return nullptr;

@@ -23,6 +23,7 @@ namespace {
 using proto::express::Frame;
 using proto::express::kFrameSize;
 using proto::express::kMaxMessage;
+using proto::express::Next;
 
 // Received bytes are read this many at a time: a frame's header and payload, and the frames
 // behind it, in one call.
@@ -30,12 +31,6 @@ constexpr size_t kRxBuffer = 32 * 1024;
 // A receiver acknowledges at once after this many Messages it has not acknowledged (a
 // stream that never pauses would otherwise fill the sender's window first).
 constexpr uint32_t kAckEvery = 16;
-// What one line may have outstanding (sent, not yet acknowledged): few enough bytes that the
-// kernel's socket buffers always hold them, so a frame never waits for the peer to read and
-// two busy peers can never block each other's writes; the count bounds the Refuse frames a
-// receiver may owe.
-constexpr uint32_t kMaxOutstanding = 64;
-constexpr uint64_t kMaxOutstandingBytes = 64 * 1024;
 // The helper thread services a line nobody has serviced for this long.
 constexpr uint64_t kIdleServiceNs = 1'000'000;
 
@@ -43,8 +38,7 @@ thread_local ibv_comp_channel* catching = nullptr;
 thread_local Cq* caught = nullptr;
 
 void raise_event(Cq* cq, int channel, bool solicited) {
-  shm::wake_napping_poller(cq->notify);
-  if (channel < 0 || !shm::claim_cq_event(cq->notify, solicited, true)) return;
+  if (!shm::raise_cq_event(cq->notify, channel >= 0, solicited)) return;
   if (catching != nullptr && cq->cq.channel == catching && caught == nullptr)
     caught = cq;  // this thread waits on that channel: it takes the event itself
   else
@@ -120,10 +114,35 @@ Helper& helper() {
 __attribute__((destructor)) void acknowledge_at_exit() {
   Helper& h = helper();
   std::lock_guard<std::mutex> g(h.mu);
-  for (Qp* qp : h.qps) qp->express.acknowledge();
+  for (Qp* qp : h.qps) qp->express.acknowledge(qp);
 }
 
 }  // namespace
+
+void ExpressLine::Span::advance(uint64_t n) {
+  left -= n;
+  while (count != 0 && (n != 0 || iov[first].iov_len == 0)) {
+    iovec& v = iov[first];
+    const size_t took = static_cast<size_t>(std::min<uint64_t>(n, v.iov_len));
+    v.iov_base = static_cast<uint8_t*>(v.iov_base) + took;
+    v.iov_len -= took;
+    n -= took;
+    if (v.iov_len == 0) {
+      ++first;
+      --count;
+    }
+  }
+}
+
+void ExpressLine::Span::fill(const uint8_t* src, size_t n) {
+  size_t copied = 0;
+  for (int i = first; copied != n && i < first + count; ++i) {
+    const size_t c = std::min(n - copied, iov[i].iov_len);
+    std::memcpy(iov[i].iov_base, src + copied, c);
+    copied += c;
+  }
+  advance(n);  // a discarding span (no iovs) only counts
+}
 
 void ExpressLine::take(Qp* qp) {
   Context* ctx = to_ctx(qp->qp.context);
@@ -133,20 +152,31 @@ void ExpressLine::take(Qp* qp) {
                        3) != 0 ||
       !fds[0].valid())
     return;
+  // As many Messages outstanding as the QP may have work requests: a stream stays on the line.
+  const uint32_t entries = std::max<uint32_t>(qp->caps.max_send_wr, 1);
+  const size_t sges = std::max<uint32_t>(qp->caps.max_send_sge, 1);
+  const size_t stride =
+      sges * (sizeof(ibv_sge) + sizeof(iovec)) + (qp->caps.max_inline_data + 7) / 8 * 8;
   std::vector<Sent> sent;
-  std::unique_ptr<uint8_t[]> rx, tx;
+  std::unique_ptr<uint8_t[]> arena, rx;
   try {
-    sent.resize(std::clamp<uint32_t>(qp->caps.max_send_wr, 1, kMaxOutstanding));
+    sent.resize(entries);
+    arena.reset(new uint8_t[entries * stride]);
     rx.reset(new uint8_t[kRxBuffer]);
-    tx.reset(new uint8_t[kMaxMessage]);
   } catch (...) {
     return;  // no line: everything goes through the router
+  }
+  for (uint32_t i = 0; i < entries; ++i) {
+    uint8_t* at = arena.get() + i * stride;
+    sent[i].sge = reinterpret_cast<ibv_sge*>(at);
+    sent[i].payload = reinterpret_cast<iovec*>(at + sges * sizeof(ibv_sge));
+    sent[i].inline_data = at + sges * (sizeof(ibv_sge) + sizeof(iovec));
   }
   std::lock_guard<SpinLock> g(qp->sq_lock);
   if (fd_.valid()) return;
   sent_.swap(sent);
+  sent_arena_.swap(arena);
   rx_.swap(rx);
-  tx_.swap(tx);
   fd_ = std::move(fds[0]);
   peer_qpn_ = rep.peer_qpn;
   int next = 1;
@@ -155,53 +185,98 @@ void ExpressLine::take(Qp* qp) {
   last_service_ns_.store(now_ns(), std::memory_order_relaxed);
   // A QP on a shared receive queue takes no Messages here: its peer never hears Ready.
   if (qp->layout.rq_entries != 0) {
-    Frame ready;
-    ready.kind = proto::express::kReady;
-    write_frame(ready, nullptr, 0);
+    ready_owed_ = true;
+    flush(qp);
   }
 }
 
-bool ExpressLine::write_frame(Frame f, const uint8_t* payload, uint32_t len) {
-  std::lock_guard<SpinLock> g(tx_lock_);
-  f.ack = executed_.load(std::memory_order_acquire);
-  uint8_t head[kFrameSize];
-  proto::express::encode_frame(f, head);
-  iovec iov[2] = {{head, kFrameSize}, {const_cast<uint8_t*>(payload), len}};
-  msghdr m{};
-  m.msg_iov = iov;
-  m.msg_iovlen = len != 0 ? 2 : 1;
-  // A frame is never left half written: a full socket (the peer reads slower than we send)
-  // is waited out here, with the peer's library or helper thread reading.
-  for (size_t left = kFrameSize + len; left != 0;) {
+bool ExpressLine::router_done(Qp* qp) const {
+  return qp->sq.in_flight() == 0 &&
+         qp->direct_line->sq_retired.load(std::memory_order_acquire) == qp->sq.head();
+}
+
+bool ExpressLine::flush(Qp* qp) {
+  // Work the router failed goes before what waits here: the router flushes both, in order.
+  if (next_write_seq_ != next_seq_ &&
+      qp->direct_line->in_error.load(std::memory_order_acquire) != 0)
+    hand_to_router(qp);
+  Span& out = writing_.bytes;
+  while (!broken_.load(std::memory_order_relaxed)) {
+    if (out.left == 0 && !next_frame_owed(qp)) break;
+    msghdr m{};
+    m.msg_iov = out.iov + out.first;
+    m.msg_iovlen = static_cast<size_t>(out.count);
     const ssize_t n = sendmsg(fd_.get(), &m, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0) {
       if (errno == EINTR) continue;
-      if (errno == EAGAIN) {
-        sched_yield();
-        continue;
-      }
-      broken_.store(true, std::memory_order_relaxed);
-      return false;
+      if (errno == EAGAIN) break;  // the rest when the peer has read
+      break_line();
+      break;
     }
-    left -= static_cast<size_t>(n);
-    for (size_t skip = static_cast<size_t>(n); skip != 0;) {
-      const size_t take = std::min(skip, m.msg_iov[0].iov_len);
-      m.msg_iov[0].iov_base = static_cast<uint8_t*>(m.msg_iov[0].iov_base) + take;
-      m.msg_iov[0].iov_len -= take;
-      skip -= take;
-      if (m.msg_iov[0].iov_len == 0) {
-        ++m.msg_iov;
-        --m.msg_iovlen;
-      }
-    }
+    out.advance(static_cast<uint64_t>(n));
   }
+  wants_write_.store(out.left != 0, std::memory_order_relaxed);
+  unwritten_.store(next_write_seq_ != next_seq_, std::memory_order_relaxed);
+  if (!broken_.load(std::memory_order_relaxed)) return true;
+  hand_to_router(qp);
+  return false;
+}
+
+bool ExpressLine::next_frame_owed(Qp* qp) {
+  Frame f;
+  Span& out = writing_.bytes;
+  out.first = 0;
+  out.count = 1;
+  out.left = kFrameSize;
+  if (ready_owed_) {
+    ready_owed_ = false;
+    f.kind = proto::express::kReady;
+  } else if (refuse_owed_) {
+    refuse_owed_ = false;
+    f = refusal_;
+  } else if (next_write_seq_ != next_seq_ && router_done(qp)) {
+    const Sent& e = sent_[next_write_seq_ % sent_.size()];
+    f.kind = proto::express::kMessage;
+    f.flags = static_cast<uint8_t>(
+        ((e.wr.send_flags & IBV_SEND_SOLICITED) ? proto::express::kSolicited : 0) |
+        (e.wr.opcode == IBV_WR_SEND_WITH_IMM ? proto::express::kWithImm : 0));
+    f.epoch = epoch_;  // a Message not yet written was put on the line in this epoch
+    f.seq = next_write_seq_++;
+    f.imm = e.wr.imm_data;
+    f.length = e.len;
+    if (e.wr.send_flags & IBV_SEND_INLINE) {
+      std::memcpy(writing_.inline_data, e.inline_data, e.len);
+      out.iov[out.count++] = iovec{writing_.inline_data, e.len};
+    } else {
+      std::copy(e.payload, e.payload + e.npayload, out.iov + 1);
+      out.count += e.npayload;
+    }
+    out.left += e.len;
+  } else if (ack_owed_ && executed_.load(std::memory_order_acquire) !=
+                              ack_sent_.load(std::memory_order_relaxed)) {
+    f.kind = proto::express::kAck;
+  } else {
+    ack_owed_ = false;
+    out = Span{};
+    return false;
+  }
+  f.ack = executed_.load(std::memory_order_acquire);  // every frame carries it
+  ack_owed_ = false;
   ack_sent_.store(f.ack, std::memory_order_relaxed);
+  proto::express::encode_frame(f, writing_.head);
+  out.iov[0] = iovec{writing_.head, kFrameSize};
   return true;
+}
+
+void ExpressLine::break_line() {
+  broken_.store(true, std::memory_order_relaxed);
+  // The peer sees the end and hands what it has outstanding to its router.
+  ::shutdown(fd_.get(), SHUT_RDWR);
 }
 
 void ExpressLine::stop(Qp* qp) {
   if (!fd_.valid()) return;
-  acknowledge();
+  acknowledge(qp);
   std::lock_guard<SpinLock> g(qp->sq_lock);
   stopped_ = true;
   hand_to_router(qp);
@@ -223,13 +298,18 @@ void ExpressLine::close() {
   send_channel_.reset();
   peer_ready_.store(false, std::memory_order_relaxed);
   broken_.store(false, std::memory_order_relaxed);
+  wants_write_.store(false, std::memory_order_relaxed);
+  unwritten_.store(false, std::memory_order_relaxed);
   executed_.store(0, std::memory_order_relaxed);
   ack_sent_.store(0, std::memory_order_relaxed);
   stopped_ = false;
-  next_seq_ = 1;
+  next_seq_ = next_write_seq_ = 1;
   acked_seq_ = 0;
-  outstanding_bytes_ = 0;
+  staged_ = 0;
+  ready_owed_ = ack_owed_ = refuse_owed_ = false;
+  writing_.bytes = Span{};
   rx_begin_ = rx_end_ = 0;
+  placing_ = Placing{};
   refusing_epoch_ = -1;
   send_keys_.clear();
   recv_keys_.clear();
@@ -239,40 +319,36 @@ void ExpressLine::close() {
 void ExpressLine::learn_key(Qp* qp, uint32_t key) {
   Context* ctx = to_ctx(qp->qp.context);
   ReachableKey k;
-  k.used = true;
   k.key = key;
   const uint32_t epoch = ctx->page->mr_epoch.load(std::memory_order_seq_cst);
   find_own_key(ctx, key, &k);
   std::lock_guard<SpinLock> g(qp->sq_lock);
   learned_.used = true;
-  learned_.key = k.key;
-  learned_.access = k.access;
-  learned_.pd = k.pd;
-  learned_.iova = k.iova;
-  learned_.len = k.len;
-  learned_.base = k.base;
+  learned_.assign_facts(k);
   learned_epoch_ = epoch;
 }
 
 ExpressLine::Send ExpressLine::try_send(Qp* qp, const ibv_send_wr* wr, uint32_t* key) {
-  if (!usable()) return Send::kToRing;
-  const bool eligible =
-      !stopped_ && qp->qp.state == IBV_QPS_RTS && peer_ready_.load(std::memory_order_acquire) &&
-      qp->direct_line->in_error.load(std::memory_order_relaxed) == 0 &&
-      (wr->opcode == IBV_WR_SEND || wr->opcode == IBV_WR_SEND_WITH_IMM) &&
-      qp->direct_line->express_may_send.load(std::memory_order_relaxed) != 0 &&
-      qp->sq.in_flight() == 0 &&
-      qp->direct_line->sq_retired.load(std::memory_order_acquire) == qp->sq.head();
-  const Send otherwise = outstanding() != 0 ? Send::kWait : Send::kToRing;  // order
-  if (!eligible || outstanding() >= sent_.size()) return otherwise;
+  if (!usable()) {
+    // A line another thread found broken: what it holds goes to the ring first.
+    if (outstanding() != 0 || staged_ != 0) hand_to_router(qp);
+    return Send::kToRing;
+  }
+  const bool eligible = !stopped_ && qp->qp.state == IBV_QPS_RTS &&
+                        peer_ready_.load(std::memory_order_acquire) &&
+                        qp->direct_line->in_error.load(std::memory_order_relaxed) == 0 &&
+                        (wr->opcode == IBV_WR_SEND || wr->opcode == IBV_WR_SEND_WITH_IMM) &&
+                        qp->direct_line->express_may_send.load(std::memory_order_relaxed) != 0;
+  // What the line cannot take follows the line's outstanding work, in order.
+  const Send otherwise = outstanding() != 0 ? Send::kStage : Send::kToRing;
+  if (!eligible || staged_ != 0 || outstanding() >= sent_.size()) return otherwise;
   const bool inline_data = (wr->send_flags & IBV_SEND_INLINE) != 0;
   uint64_t len = 0;
   for (int i = 0; i < wr->num_sge; ++i) len += wr->sg_list[i].length;
-  if (len > kMaxMessage || (inline_data && len > qp->caps.max_inline_data) ||
-      outstanding_bytes_ + len > kMaxOutstandingBytes)
-    return otherwise;
+  if (len > kMaxMessage || (inline_data && len > qp->caps.max_inline_data)) return otherwise;
 
-  // The payload: inline bytes, or registered memory of the QP's PD.
+  // The payload: inline bytes, copied now; or registered memory of the QP's PD, written from
+  // where it is (the application leaves it alone until the send completes).
   Context* ctx = to_ctx(qp->qp.context);
   const uint32_t epoch = ctx->page->mr_epoch.load(std::memory_order_seq_cst);
   if (epoch != send_keys_epoch_) {
@@ -282,59 +358,45 @@ ExpressLine::Send ExpressLine::try_send(Qp* qp, const ibv_send_wr* wr, uint32_t*
   if (learned_.used) {
     if (learned_epoch_ == epoch) {
       Mapping none;
-      ReachableKey* k = send_keys_.replace(&none);
-      k->key = learned_.key;
-      k->access = learned_.access;
-      k->pd = learned_.pd;
-      k->iova = learned_.iova;
-      k->len = learned_.len;
-      k->base = learned_.base;
+      send_keys_.replace(&none)->assign_facts(learned_);
     }
     learned_.used = false;
   }
   const uint32_t pd = to_pd(qp->qp.pd)->handle;
-  uint8_t* out = tx_.get();
+  Sent& e = sent_[next_seq_ % sent_.size()];
+  e.npayload = 0;
   uint32_t off = 0;
   for (int i = 0; i < wr->num_sge; ++i) {
     const ibv_sge& s = wr->sg_list[i];
     if (s.length == 0) continue;
-    const uint8_t* p = reinterpret_cast<const uint8_t*>(s.addr);
-    if (!inline_data) {
+    uint8_t* p = reinterpret_cast<uint8_t*>(s.addr);
+    if (inline_data) {
+      std::memcpy(e.inline_data + off, p, s.length);
+    } else {
       ReachableKey* k = send_keys_.find(s.lkey);
       if (k == nullptr) {
         *key = s.lkey;
         return Send::kNeedKey;
       }
       if (k->pd != pd || (p = k->reach(s.addr, s.length)) == nullptr) return otherwise;
+      e.payload[e.npayload++] = iovec{p, s.length};
     }
-    std::memcpy(out + off, p, s.length);
     off += s.length;
   }
 
   // Kept until acknowledged: what handing it to the router later takes.
-  Sent& e = sent_[next_seq_ % sent_.size()];
   e.wr = *wr;
   e.wr.next = nullptr;
   e.len = off;
   if (inline_data) {
-    std::memcpy(e.inline_data, out, off);
     e.sge[0] = ibv_sge{reinterpret_cast<uint64_t>(e.inline_data), off, 0};
     e.wr.num_sge = 1;
   } else {
     std::copy(wr->sg_list, wr->sg_list + wr->num_sge, e.sge);
   }
   e.wr.sg_list = e.sge;
-  Frame f;
-  f.kind = proto::express::kMessage;
-  f.flags = static_cast<uint8_t>(
-      ((wr->send_flags & IBV_SEND_SOLICITED) ? proto::express::kSolicited : 0) |
-      (wr->opcode == IBV_WR_SEND_WITH_IMM ? proto::express::kWithImm : 0));
-  f.epoch = epoch_;
-  f.seq = next_seq_++;
-  f.imm = wr->imm_data;
-  f.length = off;
-  outstanding_bytes_ += off;
-  if (!write_frame(f, out, off)) hand_to_router(qp);  // posted either way
+  ++next_seq_;
+  flush(qp);  // posted either way: a broken line hands it to the router
   return Send::kSent;
 }
 
@@ -344,18 +406,25 @@ bool ExpressLine::service(Qp* qp, bool idle) {
   if (!rx_busy_.compare_exchange_strong(expected, true, std::memory_order_acquire)) return false;
   last_service_ns_.store(now_ns(), std::memory_order_relaxed);
   bool did = false, executed = false;
-  while (!broken_.load(std::memory_order_relaxed)) {
+  // Reads until the socket is empty, or a Message was executed: its completion goes to the
+  // application, which usually posts the next receive before the next Message is placed.
+  while (!broken_.load(std::memory_order_relaxed) && !executed) {
+    if (placing_.into.left != 0) {
+      if (!place(qp, &did, &executed)) break;
+      continue;
+    }
     if (rx_begin_ == rx_end_) rx_begin_ = rx_end_ = 0;
-    const ssize_t n = recv(fd_.get(), rx_.get() + rx_end_, kRxBuffer - rx_end_, MSG_DONTWAIT);
+    const size_t room = kRxBuffer - rx_end_;
+    const ssize_t n = recv(fd_.get(), rx_.get() + rx_end_, room, MSG_DONTWAIT);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-      broken_.store(true, std::memory_order_relaxed);
+      break_line();
       break;
     }
     if (n < 0) break;
     rx_end_ += static_cast<size_t>(n);
     did = true;
     if (!handle_frames(qp, &executed)) break;
-    if (rx_end_ < kRxBuffer) break;  // the socket had no more than that
+    if (static_cast<size_t>(n) < room && placing_.into.left == 0) break;  // no more now
   }
   if (broken_.load(std::memory_order_relaxed)) {
     std::lock_guard<SpinLock> g(qp->sq_lock);
@@ -365,50 +434,91 @@ bool ExpressLine::service(Qp* qp, bool idle) {
     // completion usually answers at once.
     const uint32_t owed =
         executed_.load(std::memory_order_relaxed) - ack_sent_.load(std::memory_order_relaxed);
-    if (owed != 0 && (idle || !executed || owed >= kAckEvery)) acknowledge();
+    const bool ack = owed != 0 && (idle || !executed || owed >= kAckEvery);
+    if (ack || wants_write_.load(std::memory_order_relaxed) ||
+        unwritten_.load(std::memory_order_relaxed)) {
+      std::lock_guard<SpinLock> g(qp->sq_lock);
+      ack_owed_ |= ack;
+      flush(qp);
+    }
   }
   rx_busy_.store(false, std::memory_order_release);
   return did;
 }
 
-void ExpressLine::acknowledge() {
+void ExpressLine::acknowledge(Qp* qp) {
   if (!usable() ||
-      executed_.load(std::memory_order_acquire) == ack_sent_.load(std::memory_order_relaxed))
+      (executed_.load(std::memory_order_acquire) == ack_sent_.load(std::memory_order_relaxed) &&
+       !unwritten_.load(std::memory_order_relaxed)))
     return;
-  Frame a;
-  a.kind = proto::express::kAck;
-  write_frame(a, nullptr, 0);
+  std::lock_guard<SpinLock> g(qp->sq_lock);
+  ack_owed_ = true;
+  flush(qp);
 }
 
 bool ExpressLine::handle_frames(Qp* qp, bool* executed) {
-  for (;;) {
+  while (placing_.into.left == 0) {
     Frame f;
-    size_t used = 0;
-    const proto::express::Next next =
-        proto::express::next_frame(rx_.get() + rx_begin_, rx_end_ - rx_begin_, &f, &used);
-    if (next == proto::express::Next::kNeedMore) break;
-    if (next == proto::express::Next::kBad) {
-      broken_.store(true, std::memory_order_relaxed);  // hostile or corrupt: stop reading
+    const Next next = proto::express::next_header(rx_.get() + rx_begin_, rx_end_ - rx_begin_, &f);
+    if (next == Next::kNeedMore) break;
+    if (next == Next::kBad) {
+      break_line();  // hostile or corrupt: stop reading
       return false;
     }
-    const uint8_t* payload = rx_.get() + rx_begin_ + kFrameSize;
-    rx_begin_ += used;
+    rx_begin_ += kFrameSize;
     handle_ack(qp, f.ack);
     switch (f.kind) {
       case proto::express::kReady: peer_ready_.store(true, std::memory_order_release); break;
-      case proto::express::kMessage:
-        handle_message(qp, f, payload);
-        *executed = true;
+      case proto::express::kMessage: {
+        if (refusing_epoch_ == f.epoch || !accept(qp, f)) refuse(qp, f);
+        // What of the payload the buffer holds; the rest is read straight into place.
+        const size_t here = std::min<size_t>(f.length, rx_end_ - rx_begin_);
+        placing_.into.fill(rx_.get() + rx_begin_, here);
+        rx_begin_ += here;
+        if (placing_.into.left == 0) {
+          if (!placing_.discard) complete(qp);
+          *executed = !placing_.discard;
+        }
         break;
+      }
       case proto::express::kRefuse: handle_refuse(qp, f.seq); break;
       default: break;  // kAck: its acknowledgement was all
     }
   }
-  // Keep a frame the buffer cut off at its start, for the rest to follow.
+  // Keep a header the buffer cut off, for the rest to follow.
   if (rx_begin_ != 0 && rx_begin_ != rx_end_) {
     std::memmove(rx_.get(), rx_.get() + rx_begin_, rx_end_ - rx_begin_);
     rx_end_ -= rx_begin_;
     rx_begin_ = 0;
+  }
+  return true;
+}
+
+bool ExpressLine::place(Qp* qp, bool* did, bool* executed) {
+  Span& in = placing_.into;
+  while (in.left != 0) {
+    ssize_t n;
+    if (placing_.discard) {
+      n = recv(fd_.get(), rx_.get(), static_cast<size_t>(std::min<uint64_t>(in.left, kRxBuffer)),
+               MSG_DONTWAIT);
+    } else {
+      msghdr m{};
+      m.msg_iov = in.iov + in.first;
+      m.msg_iovlen = static_cast<size_t>(in.count);
+      n = recvmsg(fd_.get(), &m, MSG_DONTWAIT);
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return false;
+    if (n <= 0) {
+      break_line();
+      return false;
+    }
+    *did = true;
+    in.advance(static_cast<uint64_t>(n));
+  }
+  if (!placing_.discard) {
+    complete(qp);
+    *executed = !placing_.discard;  // complete() may yet refuse it
   }
   return true;
 }
@@ -432,60 +542,83 @@ uint8_t* ExpressLine::receive_memory(Qp* qp, uint32_t pd, uint32_t lkey, uint64_
   return k->reach(addr, len);
 }
 
-// Executes one Message into this QP's own receive queue, or refuses it (and the rest of its
-// epoch, which the sender hands to its router too).
-void ExpressLine::handle_message(Qp* qp, const Frame& f, const uint8_t* payload) {
-  auto refuse = [&] {
-    refusing_epoch_ = f.epoch;
-    Frame r;
-    r.kind = proto::express::kRefuse;
-    r.epoch = f.epoch;
-    r.seq = f.seq;
-    write_frame(r, nullptr, 0);
-  };
-  if (refusing_epoch_ == f.epoch) return refuse();
-  refusing_epoch_ = -1;
+bool ExpressLine::accept(Qp* qp, const Frame& f) {
   if (qp->layout.rq_entries == 0 || qp->qp.state == IBV_QPS_ERR ||
       qp->direct_line->in_error.load(std::memory_order_acquire) != 0)
-    return refuse();
+    return false;
   // Only the peer's Messages take receives while they flow: its router has retired
   // everything it sent before them, and takes nothing while they are outstanding.
   auto* hdr = reinterpret_cast<shm::RingHeader*>(qp->map.data + qp->layout.rq_ring_off);
   const uint32_t prod = hdr->producer.value.load(std::memory_order_acquire);
   const uint32_t pos = hdr->consumer.value.load(std::memory_order_acquire);
-  if (prod == pos || prod - pos > qp->layout.rq_entries) return refuse();
+  if (prod == pos || prod - pos > qp->layout.rq_entries) return false;
   const uint8_t* slot = qp->map.data + qp->layout.rq_slots_off +
                         static_cast<size_t>(pos & (qp->layout.rq_entries - 1)) * qp->layout.rq_slot;
   shm::RecvWqe rh;
   std::memcpy(&rh, slot, sizeof(rh));
-  if (rh.num_sge > qp->caps.max_recv_sge) return refuse();
+  if (rh.num_sge > qp->caps.max_recv_sge) return false;
   const uint32_t pd = to_pd(qp->qp.pd)->handle;
-  uint8_t* dst[shm::kMaxRecvSge];
-  uint32_t dlen[shm::kMaxRecvSge];
+  Placing p;
+  p.f = f;
+  p.pos = pos;
+  p.wr_id = rh.wr_id;
+  // The receive's memory, cut to the Message's length.
   uint64_t room = 0;
-  for (uint32_t i = 0; i < rh.num_sge; ++i) {
+  for (uint32_t i = 0; i < rh.num_sge && room < f.length; ++i) {
     shm::Sge s;
     std::memcpy(&s, slot + sizeof(shm::RecvWqe) + i * sizeof(shm::Sge), sizeof(s));
-    dlen[i] = s.length;
-    dst[i] = nullptr;
-    if (s.length == 0) continue;
-    if ((dst[i] = receive_memory(qp, pd, s.lkey, s.addr, s.length)) == nullptr) return refuse();
-    room += s.length;
+    const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(s.length, f.length - room));
+    if (n == 0) continue;
+    uint8_t* dst = receive_memory(qp, pd, s.lkey, s.addr, s.length);
+    if (dst == nullptr) return false;
+    p.into.iov[p.into.count++] = iovec{dst, n};
+    room += n;
   }
   Cq* rcq = to_cq(qp->qp.recv_cq);
   if (room < f.length || rcq->resizing.load(std::memory_order_relaxed) ||
       !rcq->producer.has_room(1))
-    return refuse();
-  for (uint32_t i = 0, off = 0; i < rh.num_sge && off < f.length; ++i) {
-    const uint32_t n = std::min(dlen[i], f.length - off);
-    if (n != 0) std::memcpy(dst[i], payload + off, n);
-    off += n;
+    return false;
+  p.into.left = f.length;
+  placing_ = p;
+  refusing_epoch_ = -1;
+  return true;
+}
+
+void ExpressLine::refuse(Qp* qp, const Frame& f) {
+  // The first refusal of an epoch is enough: its sender hands the refused Message and every
+  // later one to its router.
+  if (refusing_epoch_ != f.epoch) {
+    refusing_epoch_ = f.epoch;
+    std::lock_guard<SpinLock> g(qp->sq_lock);
+    refusal_ = Frame{};
+    refusal_.kind = proto::express::kRefuse;
+    refusal_.epoch = f.epoch;
+    refusal_.seq = f.seq;
+    refuse_owed_ = true;
+    flush(qp);
   }
-  hdr->consumer.value.store(pos + 1, std::memory_order_release);
+  placing_ = Placing{};
+  placing_.f = f;
+  placing_.discard = true;
+  placing_.into.left = f.length;
+}
+
+void ExpressLine::complete(Qp* qp) {
+  const Frame& f = placing_.f;
+  auto* hdr = reinterpret_cast<shm::RingHeader*>(qp->map.data + qp->layout.rq_ring_off);
+  uint32_t pos = placing_.pos;
+  // The QP went to error while the payload arrived: the router flushes (or flushed) the
+  // receive, and takes the Message the sender hands it.
+  if (qp->direct_line->in_error.load(std::memory_order_acquire) != 0 ||
+      !hdr->consumer.value.compare_exchange_strong(pos, pos + 1, std::memory_order_acq_rel)) {
+    refuse(qp, f);
+    placing_.into.left = 0;
+    return;
+  }
   qp->counters->rx_msgs.fetch_add(1, std::memory_order_relaxed);
   qp->counters->rx_bytes.fetch_add(f.length, std::memory_order_relaxed);
   shm::Cqe c{};
-  c.wr_id = rh.wr_id;
+  c.wr_id = placing_.wr_id;
   c.status = IBV_WC_SUCCESS;
   c.opcode = IBV_WC_RECV;
   c.byte_len = f.length;
@@ -495,7 +628,8 @@ void ExpressLine::handle_message(Qp* qp, const Frame& f, const uint8_t* payload)
     c.wc_flags = IBV_WC_WITH_IMM;
     c.imm_data = f.imm;
   }
-  (void)rcq->producer.push(c);  // room checked above
+  Cq* rcq = to_cq(qp->qp.recv_cq);
+  (void)rcq->producer.push(c);  // room checked when it was accepted; since, an overrun
   executed_.store(f.seq, std::memory_order_release);
   raise_event(rcq, recv_channel_.valid() ? recv_channel_.get() : -1,
               (f.flags & proto::express::kSolicited) != 0);
@@ -503,13 +637,13 @@ void ExpressLine::handle_message(Qp* qp, const Frame& f, const uint8_t* payload)
 
 void ExpressLine::handle_ack(Qp* qp, uint32_t ack) {
   std::lock_guard<SpinLock> g(qp->sq_lock);
-  if (ack - acked_seq_ - 1 >= outstanding()) return;  // nothing new, or not one of ours
+  // Only what was written may be acknowledged.
+  if (ack - acked_seq_ - 1 >= next_write_seq_ - acked_seq_ - 1) return;
   Cq* scq = to_cq(qp->qp.send_cq);
   bool completed = false;
   while (acked_seq_ != ack) {
     ++acked_seq_;
     const Sent& e = sent_[acked_seq_ % sent_.size()];
-    outstanding_bytes_ -= e.len;
     qp->counters->tx_msgs.fetch_add(1, std::memory_order_relaxed);
     qp->counters->tx_bytes.fetch_add(e.len, std::memory_order_relaxed);
     qp->counters->express_msgs.fetch_add(1, std::memory_order_relaxed);
@@ -524,6 +658,7 @@ void ExpressLine::handle_ack(Qp* qp, uint32_t ack) {
     completed = true;
   }
   if (completed) raise_event(scq, send_channel_.valid() ? send_channel_.get() : -1, false);
+  release_staged(qp);
 }
 
 void ExpressLine::handle_refuse(Qp* qp, uint32_t seq) {
@@ -535,23 +670,46 @@ void ExpressLine::handle_refuse(Qp* qp, uint32_t seq) {
 }
 
 void ExpressLine::hand_to_router(Qp* qp) {
+  // The ring has room for the outstanding work before what is staged: the application has
+  // at most max_send_wr work requests posted and not completed, and the ring holds as many.
+  const uint32_t n = outstanding();
+  shm::RingStatus st;
+  const size_t slot_size = qp->sq.slot_size();
   bool posted = false;
-  while (outstanding() != 0) {
-    const Sent& e = sent_[(acked_seq_ + 1) % sent_.size()];
-    shm::RingStatus st;
-    uint8_t* slot = qp->sq.reserve(&st);
-    // The ring has room: the application may have at most max_send_wr outstanding, and the
-    // router held nothing when these went on the line.
-    if (slot == nullptr || write_send_wqe(qp, slot, &e.wr) != 0) break;
-    qp->sq.commit();
-    ++acked_seq_;
-    outstanding_bytes_ -= e.len;
+  if (n != 0 && qp->sq.reserve_ahead(n + staged_ - 1, &st) != nullptr) {
+    for (uint32_t i = staged_; i-- != 0;)
+      std::memcpy(qp->sq.reserve_ahead(n + i, &st), qp->sq.reserve_ahead(i, &st), slot_size);
+    for (uint32_t i = 0; i < n; ++i) {
+      const Sent& e = sent_[(acked_seq_ + 1) % sent_.size()];
+      (void)write_send_wqe(qp, qp->sq.reserve_ahead(i, &st), &e.wr);  // checked when posted
+      ++acked_seq_;
+    }
+    qp->sq.commit(n);
     posted = true;
   }
+  // What the router took is never written (a frame begun is finished: the peer discards it).
+  if (static_cast<int32_t>(next_write_seq_ - (acked_seq_ + 1)) < 0)
+    next_write_seq_ = acked_seq_ + 1;
   ++epoch_;
   if (posted) to_ctx(qp->qp.context)->ring_doorbell();
+  release_staged(qp);
 }
 
+void ExpressLine::release_staged(Qp* qp) {
+  if (staged_ == 0 || outstanding() != 0) return;
+  qp->sq.commit(staged_);
+  staged_ = 0;
+  to_ctx(qp->qp.context)->ring_doorbell();
+}
+
+int ExpressLine::stage(Qp* qp, const ibv_send_wr* wr) {
+  shm::RingStatus st;
+  uint8_t* slot = qp->sq.reserve_ahead(staged_, &st);
+  if (slot == nullptr) return ENOMEM;
+  if (const int err = write_send_wqe(qp, slot, wr); err != 0) return err;
+  ++staged_;
+  return 0;
+}
 void take_express_if_offered(Qp* qp) {
   if (qp->direct_line->express_offer.load(std::memory_order_acquire) == 0) return;
   qp->express.take(qp);
@@ -569,7 +727,7 @@ void take_express_if_offered(Qp* qp) {
 
 void forget_express(Qp* qp) {
   if (qp->express.fd() < 0) return;
-  qp->express.acknowledge();  // the peer's sends executed here complete
+  qp->express.acknowledge(qp);  // the peer's sends executed here complete
   helper().forget_if([qp](const Qp* q) { return q == qp; });
   for (ibv_cq* c : {qp->qp.send_cq, qp->qp.recv_cq}) {
     if (c == nullptr) continue;
@@ -583,7 +741,7 @@ void forget_express(Qp* qp) {
 void forget_express_lines(Context* ctx) {
   helper().forget_if([ctx](Qp* q) {
     if (to_ctx(q->qp.context) != ctx) return false;
-    q->express.acknowledge();
+    q->express.acknowledge(q);
     return true;
   });
 }
@@ -610,7 +768,7 @@ Cq* caught_express_event() {
 
 void acknowledge_express(Cq* cq) {
   for (auto& slot : cq->express_qps)
-    if (Qp* qp = slot.load(std::memory_order_acquire); qp != nullptr) qp->express.acknowledge();
+    if (Qp* qp = slot.load(std::memory_order_acquire); qp != nullptr) qp->express.acknowledge(qp);
 }
 
 }  // namespace wharf::abi

@@ -1,31 +1,35 @@
 // The library's half of express lines (issue #18 item 5; router/express.h for the routers'
 // half, proto/express_wire.h for the frames, docs/ARCHITECTURE.md "Express lines").
 //
-// An RC QP connected to a QP on another host may hold the TCP connection the two routers set
-// up for the pair. Once the peer library says Ready, ibv_post_send sends a SEND or
-// SEND_WITH_IMM of up to kMaxMessage bytes itself, as a Message frame, whenever the router
-// holds nothing of the QP's (its send ring empty and every work request posted there
-// retired), so completions stay in order. The receiving library executes a Message into its
-// QP's own receive queue and completion queue when it services the line: when the
-// application polls a CQ of the QP that is empty, waits for a completion event on its
+// An RC QP connected to a QP on another host may hold the TCP connection the two routers set up for
+// the pair. Once the peer library says Ready, ibv_post_send puts a SEND or SEND_WITH_IMM on the
+// line, and the library writes it as a Message frame once the router holds nothing of the QP's (its
+// send ring empty and every work request posted there retired), so the peer executes and the sender
+// completes everything in order. The payload is written from the application's registered memory,
+// which is the line's until the send completes; what the socket does not take at once is written by
+// whoever services the line next. The receiving library places a Message straight into the memory
+// of its QP's next receive as the bytes arrive, and completes it there, when it services the line:
+// when the application polls a CQ of the QP that is empty, waits for a completion event on its
 // channel, or posts a send that must wait; and the sleeping helper thread services every line
-// nobody serviced for kIdleServiceNs, so work never waits on an application that stopped
-// calling verbs. The acknowledgement the peer's next frame carries completes the send.
+// nobody serviced for kIdleServiceNs, so work never waits on an application that stopped calling
+// verbs. The acknowledgement the peer's next frame carries completes the send.
 //
 // Whatever the receiver cannot simply do (no receive posted, a receive too short, a key it
-// does not know, an SRQ, a QP in error, a full CQ) it refuses; the sender then hands the
-// refused work request and every later one to its router, which applies the full semantics
-// (RNR waits, error completions), and uses the line again once the router has retired them.
-// A work request that may not go on the line while express work is outstanding waits in
-// ibv_post_send, servicing the line, for that work's acknowledgement.
+// does not know, an SRQ, a QP in error, a full CQ) it refuses, discarding the payload; the
+// sender then hands the refused work request and every later one to its router, which
+// applies the full semantics (RNR waits, error completions), and uses the line again once
+// the router has retired them. A work request that may not go on the line while express work
+// is outstanding is staged in the send ring, where the router sees it once that work is
+// acknowledged: ibv_post_send never waits.
 //
-// Locks: the sender's state is under the QP's sq_lock; the receiver's under rx_busy_, which
-// is only ever tried (a thread that finds it taken leaves the line to its holder); frames are
-// written whole under tx_lock_. No control request, mapping or mutex is taken under sq_lock;
-// the socket calls are nonblocking.
+// Locks: everything the line writes (the sender's state, the frames owed) is under the QP's
+// sq_lock; the receiver's state under rx_busy_, which is only ever tried (a thread that finds
+// it taken leaves the line to its holder). No control request, mapping or mutex is taken
+// under sq_lock, and the socket calls never block.
 #pragma once
 
 #include <infiniband/verbs.h>
+#include <sys/uio.h>
 
 #include <atomic>
 #include <cstdint>
@@ -46,28 +50,37 @@ struct Context;
 
 class ExpressLine {
  public:
-  enum class Send { kSent, kToRing, kWait, kNeedKey };
+  enum class Send { kSent, kToRing, kStage, kNeedKey };
 
   // Takes the connection the router offers for qp (a control request: no lock held).
   void take(Qp* qp);
   bool usable() const { return fd_.valid() && !broken_.load(std::memory_order_relaxed); }
   int fd() const { return fd_.get(); }
+  // The line has bytes to write that the socket did not take: a waiter polls for POLLOUT too.
+  bool wants_write() const { return wants_write_.load(std::memory_order_relaxed); }
 
-  // With qp's sq_lock held: sends wr on the line (kSent), or says it goes to the send ring
-  // (kToRing), or must wait for outstanding express work (kWait: service the line without
-  // the lock, then try again), or needs the registration *key looked up first (kNeedKey:
-  // learn_key without the lock, then try again).
+  // With qp's sq_lock held: puts wr on the line (kSent), or says it goes to the send ring
+  // (kToRing), or must follow the line's outstanding work there (kStage: stage it), or needs
+  // the registration *key looked up first (kNeedKey: learn_key without the lock, then try
+  // again).
   Send try_send(Qp* qp, const ibv_send_wr* wr, uint32_t* key);
+  // With qp's sq_lock held: writes wr into the send ring behind what is visible there without
+  // publishing it; the line publishes the staged work requests once everything it carried
+  // before them is acknowledged (or handed to the router). ENOMEM if the ring has no room,
+  // or write_send_wqe's error.
+  int stage(Qp* qp, const ibv_send_wr* wr);
   // Without qp's sq_lock: looks `key` up in the context and caches it for try_send.
   void learn_key(Qp* qp, uint32_t key);
-  // Reads and handles what the peer sent: executes Messages, completes acknowledged sends,
-  // hands refused ones to the router, acknowledges what it executed when nothing else will
-  // soon. Never blocks; takes qp's sq_lock for the sender's state. `idle`: the caller is
-  // about to sleep (acknowledge now). True if anything was handled.
+  // Reads and handles what the peer sent: places and completes Messages, completes
+  // acknowledged sends, hands refused ones to the router; writes what the socket did not take
+  // before; acknowledges what it executed when nothing else will soon. Never blocks; takes
+  // qp's sq_lock for the sender's state. `idle`: the caller is about to sleep (acknowledge
+  // now). True if anything was handled.
   bool service(Qp* qp, bool idle = false);
-  // Sends the acknowledgement of what was executed, if a frame still owes it (the caller is
-  // about to sleep).
-  void acknowledge();
+  // Sends the acknowledgement of what was executed, if a frame still owes it, and the
+  // Messages the router's work held back if it is done (the caller is about to sleep).
+  // Takes qp's sq_lock.
+  void acknowledge(Qp* qp);
   // The QP leaves RTS: what was executed is acknowledged, nothing more goes on the line, and
   // the router takes what is outstanding. Takes qp's sq_lock.
   void stop(Qp* qp);
@@ -81,22 +94,71 @@ class ExpressLine {
   uint64_t last_service_ns() const { return last_service_ns_.load(std::memory_order_relaxed); }
 
  private:
-  // A sent Message, kept until acknowledged: what handing it to the router takes.
+  // A Message put on the line, kept until acknowledged: its payload in this process, and what
+  // handing it to the router takes.
+  // Its arrays, sized by the QP's caps, are in sent_arena_.
   struct Sent {
     ibv_send_wr wr;
-    ibv_sge sge[shm::kMaxSendSge];
-    uint8_t inline_data[shm::kMaxInline];  // an inline send's bytes
+    ibv_sge* sge;
+    iovec* payload;
+    uint8_t* inline_data;  // an inline send's bytes
+    int npayload;
     uint32_t len;
   };
-  bool write_frame(proto::express::Frame f, const uint8_t* payload, uint32_t len);
-  // Handles the frames in rx_[rx_begin_, rx_end_); false if the line broke.
+  // Scattered bytes being written or read, front first.
+  struct Span {
+    iovec iov[1 + shm::kMaxSendSge];
+    int first = 0, count = 0;
+    uint64_t left = 0;
+    void advance(uint64_t n);
+    // Copies src[0, n) to the front and advances past it.
+    void fill(const uint8_t* src, size_t n);
+  };
+  // The frame being written. Its header and inline bytes are its own copies: a frame the
+  // socket took part of is finished even after its Message went to the router (the peer
+  // refused it and discards its payload).
+  struct Writing {
+    uint8_t head[proto::express::kFrameSize];
+    uint8_t inline_data[shm::kMaxInline];
+    Span bytes;
+  };
+  // The Message whose payload is arriving: placed into its receive, or discarded (refused).
+  struct Placing {
+    proto::express::Frame f;
+    bool discard = false;
+    uint32_t pos = 0;  // the receive's position in the RQ ring
+    uint64_t wr_id = 0;
+    Span into;  // the receive's memory, exactly f.length bytes (discard: left only)
+  };
+
+  // Under sq_lock: writes what the line owes the peer, in order (the rest of a frame the
+  // socket took part of, Ready, a refusal, the Messages put on the line, an acknowledgement
+  // asked for) until the socket takes no more. False if the line broke.
+  bool flush(Qp* qp);
+  // Under sq_lock: the next frame owed, into writing_; false if none.
+  bool next_frame_owed(Qp* qp);
+  // Under sq_lock: the router has retired all the QP's work; Messages put on the line behind
+  // it are written only then, so the peer executes everything in order.
+  bool router_done(Qp* qp) const;
+  // Handles the frames in rx_[rx_begin_, rx_end_), starting a placement for a Message whose
+  // payload goes past them; false if the line broke.
   bool handle_frames(Qp* qp, bool* executed);
-  void handle_message(Qp* qp, const proto::express::Frame& f, const uint8_t* payload);
+  // Reads the payload being placed (placed or discarded): true once it is all there, false
+  // when the socket has no more now or the line broke.
+  bool place(Qp* qp, bool* did, bool* executed);
+  // Checks a Message may be executed into the next receive and sets placing_ for it.
+  bool accept(Qp* qp, const proto::express::Frame& f);
+  void refuse(Qp* qp, const proto::express::Frame& f);
+  // The placed Message's receive completes.
+  void complete(Qp* qp);
   void handle_ack(Qp* qp, uint32_t ack);
   void handle_refuse(Qp* qp, uint32_t seq);
   // Under sq_lock: the router takes over everything outstanding (a refusal or a broken
-  // line), in order.
+  // line), in order, and then what is staged.
   void hand_to_router(Qp* qp);
+  // Under sq_lock: publishes the staged work requests once nothing is outstanding.
+  void release_staged(Qp* qp);
+  void break_line();
   uint32_t outstanding() const { return next_seq_ - acked_seq_ - 1; }
   // The receive SGE's memory, if it is a registration of pd we may write.
   uint8_t* receive_memory(Qp* qp, uint32_t pd, uint32_t lkey, uint64_t addr, uint32_t len);
@@ -106,22 +168,29 @@ class ExpressLine {
   UniqueFd send_channel_;  // router's end of the send CQ's completion channel
   uint32_t peer_qpn_ = 0;
   std::atomic<bool> peer_ready_{false};
-  bool stopped_ = false;  // under sq_lock: the QP is leaving RTS
   std::atomic<bool> broken_{false};
+  std::atomic<bool> wants_write_{false};
+  std::atomic<bool> unwritten_{false};  // Messages wait for the router to retire its work
   std::atomic<uint64_t> last_service_ns_{0};
   // Acknowledgements: the last peer Message executed here, and the last value a frame took
   // to the peer.
   std::atomic<uint32_t> executed_{0};
   std::atomic<uint32_t> ack_sent_{0};
-  SpinLock tx_lock_;
 
-  // Sender: under the QP's sq_lock.
+  // Under the QP's sq_lock: the sender, and what the line owes the peer.
+  bool stopped_ = false;  // the QP is leaving RTS
   uint32_t next_seq_ = 1;
   uint32_t acked_seq_ = 0;
-  uint64_t outstanding_bytes_ = 0;
+  uint32_t next_write_seq_ = 1;  // the first Message put on the line and not yet written
+  uint32_t staged_ = 0;          // work requests written into the send ring, not yet visible
   uint8_t epoch_ = 0;
-  std::vector<Sent> sent_;  // by seq modulo its size (max_send_wr)
-  std::unique_ptr<uint8_t[]> tx_;
+  bool ready_owed_ = false;
+  bool ack_owed_ = false;
+  bool refuse_owed_ = false;
+  proto::express::Frame refusal_;
+  Writing writing_;
+  std::vector<Sent> sent_;  // by seq modulo its size, the QP's max_send_wr
+  std::unique_ptr<uint8_t[]> sent_arena_;
   KeyCache send_keys_;
   uint32_t send_keys_epoch_ = 0;
   ReachableKey learned_;  // learn_key's result, installed by the next try_send
@@ -131,6 +200,7 @@ class ExpressLine {
   std::atomic<bool> rx_busy_{false};
   std::unique_ptr<uint8_t[]> rx_;
   size_t rx_begin_ = 0, rx_end_ = 0;
+  Placing placing_;  // placing_.into.left != 0: a payload is arriving
   int refusing_epoch_ = -1;
   KeyCache recv_keys_;
   uint32_t recv_keys_epoch_ = 0;

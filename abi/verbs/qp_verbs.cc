@@ -323,23 +323,19 @@ int check_bind(const ibv_qp* qp, const ibv_send_wr* wr, ibv_mw_type type) {
   return b.mr->pd == mw->pd ? 0 : EINVAL;
 }
 
-// With qp's sq_lock held: sends wr on the QP's express line (true), or leaves it for the send
-// ring (false) once no express work it must follow is outstanding. Drops the lock while it
-// looks a key up or waits for acknowledgements (servicing the line).
-bool send_on_express_line(Qp* qp, const ibv_send_wr* wr) {
+// With qp's sq_lock held: puts wr on the QP's express line, or stages it behind the line's
+// outstanding work (true, *err set if that failed), or leaves it for the send ring (false).
+// Drops the lock while it looks a key up.
+bool send_on_express_line(Qp* qp, const ibv_send_wr* wr, int* err) {
   for (;;) {
     uint32_t key = 0;
     switch (qp->express.try_send(qp, wr, &key)) {
       case ExpressLine::Send::kSent: return true;
       case ExpressLine::Send::kToRing: return false;
+      case ExpressLine::Send::kStage: *err = qp->express.stage(qp, wr); return true;
       case ExpressLine::Send::kNeedKey:
         qp->sq_lock.unlock();
         qp->express.learn_key(qp, key);
-        qp->sq_lock.lock();
-        break;
-      case ExpressLine::Send::kWait:
-        qp->sq_lock.unlock();
-        if (!qp->express.service(qp)) sched_yield();
         qp->sq_lock.lock();
         break;
     }
@@ -368,7 +364,10 @@ int post_send_wrs(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad, ibv_mw_type 
     if (qp->direct_line->state.load(std::memory_order_relaxed) == shm::kDirectOn &&
         qp->sq.in_flight() == 0 && execute_directly(qp, wr, &set_up))
       continue;
-    if (qp->express.usable() && send_on_express_line(qp, wr)) continue;
+    if (qp->express.fd() >= 0 && send_on_express_line(qp, wr, &err)) {
+      if (err != 0) break;
+      continue;
+    }
     to_router = true;
     shm::RingStatus st;
     uint8_t* slot = qp->sq.reserve(&st);

@@ -16,11 +16,9 @@ bool decode_frame(const uint8_t* bytes, Frame* f) {
 
 void encode_frame(const Frame& f, uint8_t* bytes) { encode(f, bytes, kFrameSize); }
 
-Next next_frame(const uint8_t* bytes, size_t len, Frame* f, size_t* used) {
+Next next_header(const uint8_t* bytes, size_t len, Frame* f) {
   if (len < kFrameSize) return Next::kNeedMore;
-  if (!decode_frame(bytes, f)) return Next::kBad;
-  *used = kFrameSize + f->length;
-  return len < *used ? Next::kNeedMore : Next::kFrame;
+  return decode_frame(bytes, f) ? Next::kFrame : Next::kBad;
 }
 
 bool decode_hello(const uint8_t* bytes, Hello* h) {

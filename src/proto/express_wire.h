@@ -26,14 +26,15 @@
 #include <cstdint>
 
 #include "proto/codec.h"
+#include "proto/device.h"
 
 namespace wharf::proto::express {
 
 constexpr uint32_t kHelloMagic = 0x50585857;  // "WXXP" as little-endian bytes
 constexpr uint16_t kVersion = 1;
-// The largest message an express line carries; longer ones go through the routers, whose
-// links are built for bandwidth.
-constexpr uint32_t kMaxMessage = 16 * 1024;
+// The largest message an express line carries: the device's (a receiver places a Message's
+// payload straight into the receive's memory as it arrives, buffering none of it).
+constexpr uint32_t kMaxMessage = device::kMaxMsgSize;
 
 // Router to router, first on a new connection.
 struct Hello {
@@ -76,11 +77,11 @@ constexpr size_t kFrameSize = 20;
 bool decode_frame(const uint8_t* bytes, Frame* f);
 void encode_frame(const Frame& f, uint8_t* bytes);
 
-// The frame at the start of a received stream's bytes[0, len): kFrame, its payload being
-// the *used - kFrameSize bytes after the header; kNeedMore (a prefix of one); or kBad (the
-// line is closed).
+// The frame whose header starts a received stream's bytes[0, len): kFrame (*f; its payload,
+// f->length bytes, follows the header and need not all be there yet), kNeedMore (a prefix of
+// a header), or kBad (the line is closed).
 enum class Next { kFrame, kNeedMore, kBad };
-Next next_frame(const uint8_t* bytes, size_t len, Frame* f, size_t* used);
+Next next_header(const uint8_t* bytes, size_t len, Frame* f);
 // Decodes the Hello and checks its magic and version.
 bool decode_hello(const uint8_t* bytes, Hello* h);
 

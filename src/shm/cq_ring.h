@@ -167,4 +167,12 @@ inline bool claim_cq_event(CqNotify* n, bool solicited, bool success) {
   return cq_event_wanted(n, solicited, success) && take_cq_arm(n);
 }
 
+// What a library does after publishing a successful entry: wakes a napping poller, and true
+// if it must now send the completion event (the CQ has a channel, `has_channel`, and was
+// armed for the entry).
+inline bool raise_cq_event(CqNotify* n, bool has_channel, bool solicited) {
+  wake_napping_poller(n);
+  return has_channel && claim_cq_event(n, solicited, true);
+}
+
 }  // namespace wharf::shm

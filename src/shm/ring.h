@@ -40,26 +40,30 @@ class RingProducer {
       : hdr_(hdr), slots_(slots), capacity_(capacity), slot_size_(slot_size) {}
 
   // Slot for the next entry, or nullptr with *st = kFull / kCorrupt. Does not publish.
-  uint8_t* reserve(RingStatus* st) {
-    if (head_ - cached_consumer_ >= capacity_) {
+  uint8_t* reserve(RingStatus* st) { return reserve_ahead(0, st); }
+
+  // Slot for the entry `ahead` places after the next one (entries may be written ahead and
+  // published together), or nullptr with *st = kFull / kCorrupt.
+  uint8_t* reserve_ahead(uint32_t ahead, RingStatus* st) {
+    if (head_ + ahead - cached_consumer_ >= capacity_) {
       cached_consumer_ = hdr_->consumer.value.load(std::memory_order_acquire);
       uint32_t used = head_ - cached_consumer_;
       if (used > capacity_) {
         *st = RingStatus::kCorrupt;
         return nullptr;
       }
-      if (used == capacity_) {
+      if (used + ahead >= capacity_) {
         *st = RingStatus::kFull;
         return nullptr;
       }
     }
     *st = RingStatus::kOk;
-    return slots_ + static_cast<size_t>(head_ & (capacity_ - 1)) * slot_size_;
+    return slots_ + static_cast<size_t>((head_ + ahead) & (capacity_ - 1)) * slot_size_;
   }
 
-  // Makes the reserved slot visible. Release: the slot's bytes happen-before the index.
-  void commit() {
-    ++head_;
+  // Makes the next n reserved slots visible. Release: their bytes happen-before the index.
+  void commit(uint32_t n = 1) {
+    head_ += n;
     hdr_->producer.value.store(head_, std::memory_order_release);
   }
 

@@ -370,6 +370,31 @@ INSTANTIATE_TEST_SUITE_P(Table, ProducerVsHostileConsumerTest,
                          hostile_name);
 
 // The two cases the router depends on most, spelled out.
+TEST(RingTest, EntriesWrittenAheadAppearTogetherAndOnlyWithinCapacity) {
+  TestRing r(4, 16);
+  ASSERT_EQ(r.push(1), RingStatus::kOk);
+  RingStatus st;
+  // Three more fit (one is taken): the next, and two ahead of it.
+  for (uint32_t ahead = 0; ahead < 3; ++ahead) {
+    uint8_t* slot = r.producer.reserve_ahead(ahead, &st);
+    ASSERT_NE(slot, nullptr) << ahead;
+    const uint64_t v = 10 + ahead;
+    std::memcpy(slot, &v, sizeof(v));
+  }
+  EXPECT_EQ(r.producer.reserve_ahead(3, &st), nullptr);
+  EXPECT_EQ(st, RingStatus::kFull);
+  uint64_t v = 0;
+  ASSERT_EQ(r.pop(&v), RingStatus::kOk);
+  EXPECT_EQ(v, 1u);
+  EXPECT_EQ(r.pop(&v), RingStatus::kEmpty) << "an entry written ahead was visible";
+  r.producer.commit(3);
+  for (uint64_t want = 10; want < 13; ++want) {
+    ASSERT_EQ(r.pop(&v), RingStatus::kOk);
+    EXPECT_EQ(v, want);
+  }
+  EXPECT_EQ(r.pop(&v), RingStatus::kEmpty);
+}
+
 TEST(RingHostilePeerTest, ProducerReportsCorruptWhenConsumerRunsAhead) {
   TestRing r(4, 8);
   for (int i = 0; i < 4; ++i) ASSERT_EQ(r.push(i), RingStatus::kOk);

@@ -1,12 +1,14 @@
 // Express lines (router/express.h, abi/verbs/express.h): RC QPs on two hosts whose libraries
-// move small SENDs themselves over a connection the routers set up. What an application sees
+// move SENDs themselves over a connection the routers set up. What an application sees
 // must not change: data, order across the line and the routers, RNR waits, completions of a
 // receiver that never polls, policy (a rate-limited QP stays with its router).
 #include <arpa/inet.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -45,6 +47,19 @@ class ExpressTest : public VerbsTest {
     bring_up(p.qa, p.ra, p.qb, p.rb, p.src, p.dst);
     return p;
   }
+  // Deregisters and unmaps the pair's buffers: large registered memory left mapped would be
+  // copied into every child a later test forks.
+  void release_buffers(Pair& p) {
+    for (Buffer* b : {&p.src, &p.dst}) {
+      free_buffer(b);
+      munmap(b->data, (b->len + 4095) / 4096 * 4096);
+    }
+  }
+  // Posts a signaled SEND of b's bytes [off, off + len).
+  int send_from(ibv_qp* qp, Buffer& b, size_t off, uint32_t len, uint64_t wr_id) {
+    return post_send(qp, IBV_WR_SEND, {{reinterpret_cast<uint64_t>(b.data) + off, len, b.mr->lkey}},
+                     wr_id);
+  }
   // Sends qp moved over its express line (shm::QpCounters::express_msgs).
   static uint64_t express_msgs(const uint8_t* region) {
     uint64_t v;
@@ -55,13 +70,9 @@ class ExpressTest : public VerbsTest {
   void ping(ibv_qp* qa, ibv_qp* qb, Buffer& abuf, Buffer& bbuf) {
     post_recv(qb, bbuf, 0, 64, 1);
     post_recv(qa, abuf, 0, 64, 2);
-    ASSERT_EQ(
-        post_send(qa, IBV_WR_SEND, {{reinterpret_cast<uint64_t>(abuf.data), 64, abuf.mr->lkey}}, 3),
-        0);
+    ASSERT_EQ(send_from(qa, abuf, 0, 64, 3), 0);
     ASSERT_EQ(wait_wc(b_.cq, 1).size(), 1u);
-    ASSERT_EQ(
-        post_send(qb, IBV_WR_SEND, {{reinterpret_cast<uint64_t>(bbuf.data), 64, bbuf.mr->lkey}}, 4),
-        0);
+    ASSERT_EQ(send_from(qb, bbuf, 0, 64, 4), 0);
     ASSERT_EQ(wait_wc(a_.cq, 2).size(), 2u);  // a's send and its receive
     ASSERT_EQ(wait_wc(b_.cq, 1).size(), 1u);  // b's send
   }
@@ -83,18 +94,44 @@ class ExpressTest : public VerbsTest {
     EXPECT_GT(express_msgs(ra), before) << "the QP did not go back to its express line";
   }
 
+  // Receives of `len` bytes each at dst + i * len, each scattered over three SGEs.
+  void post_scattered_receives(ibv_qp* qp, const Buffer& dst, uint32_t n, uint32_t len) {
+    for (uint32_t i = 0; i < n; ++i) {
+      const uint64_t at = reinterpret_cast<uint64_t>(dst.data) + uint64_t{i} * len;
+      ibv_sge r[3] = {{at, 100, dst.mr->lkey},
+                      {at + 100, len / 2, dst.mr->lkey},
+                      {at + 100 + len / 2, len - 100 - len / 2, dst.mr->lkey}};
+      ibv_recv_wr wr{};
+      ibv_recv_wr* bad = nullptr;
+      wr.wr_id = i;
+      wr.sg_list = r;
+      wr.num_sge = 3;
+      ASSERT_EQ(ibv_post_recv(qp, &wr, &bad), 0);
+    }
+  }
+
+  // Sends of `len` bytes each from src + i * len, each gathered from two SGEs.
+  void post_gathered_sends(ibv_qp* qp, const Buffer& src, uint32_t n, uint32_t len) {
+    for (uint32_t i = 0; i < n; ++i) {
+      const uint64_t at = reinterpret_cast<uint64_t>(src.data) + uint64_t{i} * len;
+      ASSERT_EQ(post_send(qp, IBV_WR_SEND,
+                          {{at, 4096, src.mr->lkey}, {at + 4096, len - 4096, src.mr->lkey}}, i),
+                0);
+    }
+  }
+
   static Cluster* cluster_;
 };
 Cluster* ExpressTest::cluster_ = nullptr;
 
-TEST_F(ExpressTest, SmallSendsGoOnTheLineWithTheirBytesAndImmediates) {
+TEST_F(ExpressTest, SendsGoOnTheLineWithTheirBytesAndImmediates) {
   Pair p = express_pair(64 * 1024, 5 * 21 * 1024);
   ibv_qp *qa = p.qa, *qb = p.qb;
   const uint8_t* ra = p.ra;
   Buffer &src = p.src, &dst = p.dst;
   const uint64_t before = express_msgs(ra);
   fill_pattern(src.data, src.len, 9);
-  // Sizes up to the line's largest message, scattered over two receive SGEs.
+  // Sizes from none to a few pages, scattered over two receive SGEs.
   const uint32_t sizes[] = {0, 1, 63, 4096, 16 * 1024};
   uint32_t at = 0;
   for (uint32_t i = 0; i < 5; ++i) {
@@ -145,6 +182,76 @@ TEST_F(ExpressTest, SmallSendsGoOnTheLineWithTheirBytesAndImmediates) {
   EXPECT_EQ(express_msgs(ra) - before, 5u);
 }
 
+// Megabyte SENDs both ways at once, more than the sockets hold, while neither application
+// polls for a while: each library writes what its socket takes and the rest later, the peer
+// places the bytes straight into its receives, and everything arrives whole, in order.
+TEST_F(ExpressTest, LargeSendsGoOnTheLineBothWaysAtOnce) {
+  constexpr uint32_t kLen = 1 << 20, kCount = 6;
+  Pair p = express_pair(2 * kCount * kLen, 2 * kCount * kLen);
+  const uint64_t sent_a = express_msgs(p.ra), sent_b = express_msgs(p.rb);
+  // Each side's first half is what it sends, its second half where it receives.
+  fill_pattern(p.src.data, kCount * kLen, 21);
+  fill_pattern(p.dst.data, kCount * kLen, 22);
+  Buffer a_in = p.src, b_in = p.dst;
+  a_in.data += kCount * kLen;
+  b_in.data += kCount * kLen;
+  post_scattered_receives(p.qb, b_in, kCount, kLen);
+  post_scattered_receives(p.qa, a_in, kCount, kLen);
+  post_gathered_sends(p.qa, p.src, kCount, kLen);
+  post_gathered_sends(p.qb, p.dst, kCount, kLen);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  // Each CQ gets the side's sends and its receives.
+  auto on_a = wait_wc(a_.cq, 2 * kCount);
+  auto on_b = wait_wc(b_.cq, 2 * kCount);
+  ASSERT_EQ(on_a.size(), 2 * kCount);
+  ASSERT_EQ(on_b.size(), 2 * kCount);
+  uint64_t next_recv[2] = {0, 0}, next_send[2] = {0, 0};
+  for (int side = 0; side < 2; ++side) {
+    for (const ibv_wc& w : side == 0 ? on_a : on_b) {
+      ASSERT_EQ(w.status, IBV_WC_SUCCESS);
+      if (w.opcode == IBV_WC_RECV) {
+        EXPECT_EQ(w.wr_id, next_recv[side]++);
+        EXPECT_EQ(w.byte_len, kLen);
+      } else {
+        EXPECT_EQ(w.wr_id, next_send[side]++);
+      }
+    }
+  }
+  EXPECT_EQ(std::memcmp(b_in.data, p.src.data, kCount * kLen), 0);
+  EXPECT_EQ(std::memcmp(a_in.data, p.dst.data, kCount * kLen), 0);
+  EXPECT_EQ(express_msgs(p.ra) - sent_a, kCount);
+  EXPECT_EQ(express_msgs(p.rb) - sent_b, kCount);
+  release_buffers(p);
+}
+
+// A large SEND that finds no receive is refused while its bytes are still arriving: the
+// receiver discards them, the routers redo it (waiting for a receive), the SENDs behind it
+// follow, and the line is used again afterwards.
+TEST_F(ExpressTest, ALargeSendWithoutAReceiveIsDiscardedAndRedoneThroughTheRouters) {
+  constexpr uint32_t kLen = 3 << 20, kCount = 3;
+  Pair p = express_pair(kCount * kLen, kCount * kLen);
+  fill_pattern(p.src.data, p.src.len, 31);
+  std::memset(p.dst.data, 0, p.dst.len);
+  post_gathered_sends(p.qa, p.src, kCount, kLen);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ibv_wc none;
+  EXPECT_EQ(ibv_poll_cq(a_.cq, 1, &none), 0) << "a send completed without a receive";
+  post_scattered_receives(p.qb, p.dst, kCount, kLen);
+  auto sent = wait_wc(a_.cq, kCount);
+  auto got = wait_wc(b_.cq, kCount);
+  ASSERT_EQ(sent.size(), kCount);
+  ASSERT_EQ(got.size(), kCount);
+  for (uint64_t i = 0; i < kCount; ++i) {
+    EXPECT_EQ(sent[i].status, IBV_WC_SUCCESS);
+    EXPECT_EQ(sent[i].wr_id, i);
+    EXPECT_EQ(got[i].wr_id, i);
+    EXPECT_EQ(got[i].byte_len, kLen);
+  }
+  EXPECT_EQ(std::memcmp(p.dst.data, p.src.data, kCount * kLen), 0);
+  expect_back_on_the_line(p.qa, p.ra, p.qb, p.src, p.dst);
+  release_buffers(p);
+}
+
 // A SEND that finds no receive is refused on the line and goes through the routers, which
 // wait for one (RNR); the sends behind it follow it there and everything arrives in order.
 TEST_F(ExpressTest, ASendWithoutAReceiveWaitsThroughTheRoutersAndOrderHolds) {
@@ -153,10 +260,7 @@ TEST_F(ExpressTest, ASendWithoutAReceiveWaitsThroughTheRoutersAndOrderHolds) {
   const uint8_t* ra = p.ra;
   Buffer &src = p.src, &dst = p.dst;
   fill_pattern(src.data, src.len, 3);
-  for (uint64_t i = 0; i < 4; ++i)
-    ASSERT_EQ(post_send(qa, IBV_WR_SEND,
-                        {{reinterpret_cast<uint64_t>(src.data) + i * 64, 64, src.mr->lkey}}, i),
-              0);
+  for (uint64_t i = 0; i < 4; ++i) ASSERT_EQ(send_from(qa, src, i * 64, 64, i), 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(30));
   ibv_wc none;
   EXPECT_EQ(ibv_poll_cq(a_.cq, 1, &none), 0) << "a send completed without a receive";
@@ -174,6 +278,49 @@ TEST_F(ExpressTest, ASendWithoutAReceiveWaitsThroughTheRoutersAndOrderHolds) {
   expect_back_on_the_line(qa, ra, qb, src, dst);
 }
 
+// A SEND waits in its router for a receive (RNR); the next SEND goes on the line behind it
+// and a WRITE behind that. ibv_post_send of the WRITE returns at once (it once waited for the
+// line's SEND, which waited for the router's, which waited for a receive this very thread
+// was to post), and once receives come everything completes in posting order.
+TEST_F(ExpressTest, WorkBehindALineWaitingOnItsRouterIsPostedWithoutWaiting) {
+  Pair p = express_pair(8192, 8192);
+  ibv_qp *qa = p.qa, *qb = p.qb;
+  Buffer &src = p.src, &dst = p.dst;
+  fill_pattern(src.data, src.len, 5);
+  ASSERT_EQ(send_from(qa, src, 0, 64, 1), 0);
+  // Refused on the line (no receive), the first SEND is now in a's router, waiting.
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  ASSERT_EQ(send_from(qa, src, 64, 64, 2), 0);
+  std::atomic<bool> posted{false};
+  std::thread writer([&] {
+    EXPECT_EQ(
+        post_send(qa, IBV_WR_RDMA_WRITE,
+                  {{reinterpret_cast<uint64_t>(src.data) + 4096, 4096, src.mr->lkey}}, 3,
+                  IBV_SEND_SIGNALED, reinterpret_cast<uint64_t>(dst.data) + 4096, dst.mr->rkey),
+        0);
+    posted = true;
+  });
+  for (int ms = 0; ms < 2000 && !posted; ++ms)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_TRUE(posted) << "ibv_post_send waited for work that waits for a receive";
+  post_recv(qb, dst, 0, 64, 10);
+  post_recv(qb, dst, 64, 64, 11);
+  writer.join();
+  auto sent = wait_wc(a_.cq, 3);
+  ASSERT_EQ(sent.size(), 3u);
+  for (uint64_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(sent[i].status, IBV_WC_SUCCESS);
+    EXPECT_EQ(sent[i].wr_id, i + 1);
+  }
+  auto got = wait_wc(b_.cq, 2);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].wr_id, 10u);
+  EXPECT_EQ(got[1].wr_id, 11u);
+  EXPECT_EQ(std::memcmp(dst.data, src.data, 128), 0);
+  EXPECT_EQ(std::memcmp(dst.data + 4096, src.data + 4096, 4096), 0);
+  expect_back_on_the_line(qa, p.ra, qb, src, dst);
+}
+
 // A WRITE (the routers' work) between two express SENDs: the receiver sees the WRITE's bytes
 // before the second SEND, and the sender's completions come in posting order.
 TEST_F(ExpressTest, AWriteBetweenTwoSendsKeepsItsPlace) {
@@ -188,17 +335,13 @@ TEST_F(ExpressTest, AWriteBetweenTwoSendsKeepsItsPlace) {
     std::memset(dst.data, 0, dst.len);
     post_recv(qb, dst, 0, 64, 1);
     post_recv(qb, dst, 64, 64, 2);
-    ASSERT_EQ(
-        post_send(qa, IBV_WR_SEND, {{reinterpret_cast<uint64_t>(src.data), 64, src.mr->lkey}}, 1),
-        0);
+    ASSERT_EQ(send_from(qa, src, 0, 64, 1), 0);
     ASSERT_EQ(
         post_send(qa, IBV_WR_RDMA_WRITE,
                   {{reinterpret_cast<uint64_t>(src.data) + 4096, 4096, src.mr->lkey}}, 2,
                   IBV_SEND_SIGNALED, reinterpret_cast<uint64_t>(dst.data) + 4096, dst.mr->rkey),
         0);
-    ASSERT_EQ(post_send(qa, IBV_WR_SEND,
-                        {{reinterpret_cast<uint64_t>(src.data) + 64, 64, src.mr->lkey}}, 3),
-              0);
+    ASSERT_EQ(send_from(qa, src, 64, 64, 3), 0);
     auto got = wait_wc(b_.cq, 2);
     ASSERT_EQ(got.size(), 2u);
     EXPECT_EQ(got[1].wr_id, 2u);
@@ -224,10 +367,7 @@ TEST_F(ExpressTest, AReceiverThatNeverPollsStillCompletesTheSender) {
   Buffer &src = p.src, &dst = p.dst;
   const uint64_t before = express_msgs(ra);
   for (uint32_t i = 0; i < 8; ++i) post_recv(qb, dst, i * 64, 64, i);
-  for (uint64_t i = 0; i < 8; ++i)
-    ASSERT_EQ(post_send(qa, IBV_WR_SEND,
-                        {{reinterpret_cast<uint64_t>(src.data) + i * 64, 64, src.mr->lkey}}, i),
-              0);
+  for (uint64_t i = 0; i < 8; ++i) ASSERT_EQ(send_from(qa, src, i * 64, 64, i), 0);
   auto sent = wait_wc(a_.cq, 8);  // b's CQ is not polled meanwhile
   ASSERT_EQ(sent.size(), 8u);
   for (const ibv_wc& w : sent) EXPECT_EQ(w.status, IBV_WC_SUCCESS);
@@ -249,9 +389,7 @@ TEST_F(ExpressTest, ARateLimitedQpSendsThroughItsRouter) {
   const uint64_t before = express_msgs(ra);
   for (uint32_t i = 0; i < 10; ++i) {
     post_recv(qb, dst, 0, 64, i);
-    ASSERT_EQ(
-        post_send(qa, IBV_WR_SEND, {{reinterpret_cast<uint64_t>(src.data), 64, src.mr->lkey}}, i),
-        0);
+    ASSERT_EQ(send_from(qa, src, 0, 64, i), 0);
     ASSERT_EQ(wait_wc(a_.cq, 1).size(), 1u);
     ASSERT_EQ(wait_wc(b_.cq, 1).size(), 1u);
   }
@@ -285,10 +423,7 @@ TEST_F(ExpressTest, AReceiverOnAnSrqTakesEverythingThroughTheRouters) {
     wr.sg_list = &r;
     wr.num_sge = 1;
     ASSERT_EQ(ibv_post_srq_recv(srq, &wr, &bad), 0);
-    ASSERT_EQ(
-        post_send(qa, IBV_WR_SEND,
-                  {{reinterpret_cast<uint64_t>(src.data) + (i % 16) * 64, 64, src.mr->lkey}}, i),
-        0);
+    ASSERT_EQ(send_from(qa, src, (i % 16) * 64, 64, i), 0);
     ASSERT_EQ(wait_wc(a_.cq, 1).at(0).status, IBV_WC_SUCCESS);
     ASSERT_EQ(wait_wc(b_.cq, 1).at(0).wr_id, i);
   }
