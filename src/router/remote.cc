@@ -235,6 +235,7 @@ bool RemotePath::send_message_st(Executor* ex, Qp* qp, int dest, const Request& 
 // atomic request, one packet) while the link takes it; *psn moves past what was sent: past
 // o.last_psn once all of it went. False when o cannot be sent any more.
 bool RemotePath::send_request_st(Executor* ex, Qp* qp, int dest, const Request& o, uint32_t* psn) {
+  release_ack_st(qp);
   const uint8_t op = o.work.w.hdr.opcode;
   if (!is_read_or_atomic(op)) return send_message_st(ex, qp, dest, o, psn);
   Packet p;
@@ -731,12 +732,19 @@ void RemotePath::send_owed_st(Qp* dst) {
     responding_.push_back(dst);
 }
 
+// A held ACK goes before the QP's own next request: the peer completes its send before it
+// sees the answer to it (an application that waits for the send's completion event and
+// then for the answer's, as perftest's -e does, would otherwise take the answer's event for
+// the send's, and its send CQ could overrun).
+void RemotePath::release_ack_st(Qp* qp) {
+  State& st = state(qp);
+  if (!st.acking) return;
+  st.acking = false;
+  if (st.responder.release_ack()) send_owed_st(qp);
+}
+
 bool RemotePath::flush_st() {
-  for (Qp* qp : acking_) {
-    State& st = state(qp);
-    st.acking = false;
-    if (st.responder.release_ack()) send_owed_st(qp);
-  }
+  for (Qp* qp : acking_) release_ack_st(qp);
   acking_.clear();
   return links_.flush();
 }

@@ -163,6 +163,8 @@ class RemotePath final : public links::HostLinks::Handler {
   void queue_response_st(Qp* dst, const Response& r);
   // Sends dst's owed answers while its link has room; the rest wait in responding_.
   void send_owed_st(Qp* dst);
+  // Sends the ACK qp holds back, if it holds one.
+  void release_ack_st(Qp* qp);
   // The registration rkey names if responder rsp may reach [va, va+len) with `need`.
   Mr* target_mr(const Responder& rsp, uint32_t rkey, uint64_t va, uint64_t len,
                 uint32_t need) const;

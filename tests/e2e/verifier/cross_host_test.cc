@@ -2,6 +2,7 @@
 // engine, src/router/remote.h), one context on each. Data, order and the error completions
 // hardware reports must be the same as on one host.
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -162,6 +163,36 @@ TEST_F(CrossHostTest, NothingLandsOutsideAMisalignedBuffer) {
     }
   }
   munmap(region, kRegion);
+}
+
+// A responder's ACK goes before its QP's own next request: a requester completes its
+// WRITE_WITH_IMM before the answer to it arrives. The ACK once waited for the end of the
+// router's pass, behind an answer posted meanwhile, and perftest's ib_send_lat -e, which
+// waits for the send's event and then for the answer's, took one for the other and hung on
+// a send CQ of one entry.
+TEST_F(CrossHostTest, AWorkRequestCompletesBeforeTheAnswerToItArrives) {
+  ibv_qp *qa, *qb;
+  rc_pair(&qa, &qb);
+  Buffer abuf = make_buffer(a_, 4096, kFullAccess);
+  Buffer bbuf = make_buffer(b_, 4096, kFullAccess);
+  const auto write_with_imm = [&](ibv_qp* qp, Buffer& from, Buffer& to, uint64_t wr_id) {
+    return post_send(qp, IBV_WR_RDMA_WRITE_WITH_IMM,
+                     {{reinterpret_cast<uint64_t>(from.data), 64, from.mr->lkey}}, wr_id,
+                     IBV_SEND_SIGNALED, reinterpret_cast<uint64_t>(to.data) + 64, to.mr->rkey);
+  };
+  int answer_first = 0;
+  for (int i = 0; i < 2000; ++i) {
+    post_recv(qb, bbuf, 0, 64, 1);
+    post_recv(qa, abuf, 0, 64, 2);
+    ASSERT_EQ(write_with_imm(qa, abuf, bbuf, 10), 0);
+    ASSERT_EQ(wait_wc(b_.cq, 1).size(), 1u);  // b's receive
+    ASSERT_EQ(write_with_imm(qb, bbuf, abuf, 20), 0);
+    auto on_a = wait_wc(a_.cq, 2);
+    ASSERT_EQ(on_a.size(), 2u);
+    if (on_a[0].opcode != IBV_WC_RDMA_WRITE) ++answer_first;
+    ASSERT_EQ(wait_wc(b_.cq, 1).size(), 1u);  // b's own completion
+  }
+  EXPECT_EQ(answer_first, 0) << "answers arrived before the completion of what they answer";
 }
 
 TEST_F(CrossHostTest, ManyWorkRequestsCompleteInOrder) {
@@ -937,6 +968,111 @@ TEST_F(CrossHostLabTest, ALinkDownPastTheRetryBudgetFailsOnlyTheQpsOverIt) {
   free_buffer(&src);
   free_buffer(&dst);
   close_side(&c);
+}
+
+}  // namespace
+}  // namespace wharf::verify
+
+namespace wharf::verify {
+namespace {
+
+// Everything through the routers (no express lines).
+class RouterPathTest : public VerbsTest {
+ protected:
+  static void SetUpTestSuite() { cluster_ = new Cluster(2, {"--express", "off"}); }
+  static void TearDownTestSuite() {
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+  void SetUp() override { open_sides_on(cluster_->a().socket(), cluster_->b().socket()); }
+
+  // One side of perftest's ib_send_lat -e: a send CQ of one entry and a receive CQ on one
+  // completion channel, an event awaited before each single poll of either.
+  struct EventSide {
+    ibv_comp_channel* channel = nullptr;
+    ibv_cq *scq = nullptr, *rcq = nullptr;
+    ibv_qp* qp = nullptr;
+    Buffer buf;
+  };
+  EventSide event_side(Side& s) {
+    EventSide e;
+    e.channel = ibv_create_comp_channel(s.ctx);
+    EXPECT_NE(e.channel, nullptr);
+    e.scq = ibv_create_cq(s.ctx, 1, nullptr, e.channel, 0);
+    e.rcq = ibv_create_cq(s.ctx, 64, nullptr, e.channel, 0);
+    EXPECT_EQ(ibv_req_notify_cq(e.scq, 0), 0);
+    EXPECT_EQ(ibv_req_notify_cq(e.rcq, 0), 0);
+    ibv_qp_init_attr init{};
+    init.send_cq = e.scq;
+    init.recv_cq = e.rcq;
+    init.qp_type = IBV_QPT_RC;
+    init.cap = {1, 16, 1, 1, 0};
+    e.qp = ibv_create_qp(s.pd, &init);
+    EXPECT_NE(e.qp, nullptr);
+    e.buf = make_buffer(s, 4096, kFullAccess);
+    return e;
+  }
+  // The next event of e's channel, acknowledged and its CQ armed again; false after 2 s.
+  // The thread sleeps until the event's message arrives, as perftest's does in read().
+  static bool next_event(EventSide& e) {
+    pollfd p{e.channel->fd, POLLIN, 0};
+    ibv_cq* cq = nullptr;
+    void* ctx = nullptr;
+    if (poll(&p, 1, 2000) != 1 || ibv_get_cq_event(e.channel, &cq, &ctx) != 0) return false;
+    ibv_ack_cq_events(cq, 1);
+    return ibv_req_notify_cq(cq, 0) == 0;
+  }
+  // perftest's run_iter_lat_send with events, `iters` round trips; false if an event never
+  // came.
+  static bool ping_pong(EventSide& e, bool client, int iters) {
+    ibv_sge rs{reinterpret_cast<uint64_t>(e.buf.data), 64, e.buf.mr->lkey};
+    ibv_recv_wr rwr{};
+    rwr.sg_list = &rs;
+    rwr.num_sge = 1;
+    ibv_recv_wr* rbad = nullptr;
+    for (int i = 0; i < 16; ++i)
+      if (ibv_post_recv(e.qp, &rwr, &rbad) != 0) return false;
+    ibv_sge ss{reinterpret_cast<uint64_t>(e.buf.data) + 64, 64, e.buf.mr->lkey};
+    ibv_send_wr swr{};
+    swr.sg_list = &ss;
+    swr.num_sge = 1;
+    swr.opcode = IBV_WR_SEND;
+    swr.send_flags = IBV_SEND_SIGNALED;
+    ibv_send_wr* sbad = nullptr;
+    ibv_wc wc;
+    for (int scnt = 0, rcnt = 0; scnt < iters || rcnt < iters;) {
+      if (rcnt < iters && !(scnt < 1 && client)) {
+        if (!next_event(e)) return false;
+        if (ibv_poll_cq(e.rcq, 1, &wc) > 0) {
+          ++rcnt;
+          if (ibv_post_recv(e.qp, &rwr, &rbad) != 0) return false;
+        }
+      }
+      if (scnt < iters) {
+        ++scnt;
+        if (ibv_post_send(e.qp, &swr, &sbad) != 0 || !next_event(e)) return false;
+        (void)ibv_poll_cq(e.scq, 1, &wc);
+      }
+    }
+    return true;
+  }
+  static Cluster* cluster_;
+};
+Cluster* RouterPathTest::cluster_ = nullptr;
+
+// perftest's ib_send_lat -e between hosts: it takes each event as the one it waits for and
+// polls that CQ once, so a send's completion must come before the answer to the send (the
+// responder's router once held its ACK until the end of its pass and sent the answer first;
+// the send CQ of one entry then overran and both sides waited forever).
+TEST_F(RouterPathTest, AnEventDrivenPingPongWithASendCqOfOneEntryRunsToTheEnd) {
+  EventSide ea = event_side(a_), eb = event_side(b_);
+  connect(ea.qp, a_, eb.qp, b_, kFullAccess);
+  connect(eb.qp, b_, ea.qp, a_, kFullAccess);
+  bool server_done = false;
+  std::thread server([&] { server_done = ping_pong(eb, false, 2000); });
+  EXPECT_TRUE(ping_pong(ea, true, 2000)) << "the client waited for an event that never came";
+  server.join();
+  EXPECT_TRUE(server_done) << "the server waited for an event that never came";
 }
 
 }  // namespace
