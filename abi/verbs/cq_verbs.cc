@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -311,23 +312,23 @@ bool spin_for_event(CompChannel* ch) {
   return interrupted && !raised;
 }
 
-// The channel's CQs that have express lines (at most kMaxCqs), and those lines' descriptors
-// after fds[0] (at most kMaxLines). Returns the number of lines.
-constexpr int kMaxCqs = 16, kMaxLines = 16;
-int express_lines(CompChannel* ch, Cq** cqs, int* ncq, pollfd* fds) {
+// The express lines of the channel's CQs, each once (a QP whose send and receive CQs share
+// the channel is listed with both): their QPs in qps, their descriptors after fds[0]. At
+// most kMaxLines; returns the number.
+constexpr int kMaxLines = 16;
+int express_lines(CompChannel* ch, Qp** qps, pollfd* fds) {
   int n = 0;
-  *ncq = 0;
   std::lock_guard<SpinLock> g(ch->lock);
   for (Cq* cq : ch->cqs) {
-    bool listed = false;
     for (auto& slot : cq->express_qps) {
       Qp* qp = slot.load(std::memory_order_acquire);
-      if (qp == nullptr || !qp->express.usable()) continue;
-      listed = true;
+      if (qp == nullptr || !qp->express.usable() || n == kMaxLines ||
+          std::find(qps, qps + n, qp) != qps + n)
+        continue;
       const short events = POLLIN | (qp->express.wants_write() ? POLLOUT : 0);
-      if (n < kMaxLines) fds[1 + n++] = pollfd{qp->express.fd(), events, 0};
+      qps[n] = qp;
+      fds[1 + n++] = pollfd{qp->express.fd(), events, 0};
     }
-    if (listed && *ncq < kMaxCqs) cqs[(*ncq)++] = cq;
   }
   return n;
 }
@@ -338,16 +339,17 @@ int express_lines(CompChannel* ch, Cq** cqs, int* ncq, pollfd* fds) {
 // channel is handed to this thread in *caught instead of through the channel's socket. 0, or
 // -1 with errno EINTR as the read() would have ended.
 int wait_with_express_lines(CompChannel* ch, Cq** caught) {
-  Cq* cqs[kMaxCqs];
+  Qp* qps[kMaxLines];
   pollfd fds[kMaxLines + 1];
   *caught = nullptr;
   for (bool first = true;; first = false) {
-    int ncq = 0;
-    const int n = express_lines(ch, cqs, &ncq, fds);
+    const int n = express_lines(ch, qps, fds);
     if (n == 0) return 0;
     if (!first) {
+      // Each line once: a second service finding nothing new would acknowledge at once, and
+      // the lone Ack would wake the peer just before this thread's next Message carries it.
       catch_express_events(&ch->channel);
-      for (int i = 0; i < ncq; ++i) service_express(cqs[i]);
+      for (int i = 0; i < n; ++i) qps[i]->express.service(qps[i]);
       *caught = caught_express_event();
       if (*caught != nullptr) return 0;
     }
@@ -357,7 +359,7 @@ int wait_with_express_lines(CompChannel* ch, Cq** caught) {
       if (flags < 0 || (flags & O_NONBLOCK)) return 0;  // the application asked not to wait
     }
     // About to sleep: what was executed is acknowledged now, not with a later frame.
-    for (int i = 0; i < ncq; ++i) acknowledge_express(cqs[i]);
+    for (int i = 0; i < n; ++i) qps[i]->express.acknowledge(qps[i]);
     fds[0] = pollfd{ch->channel.fd, POLLIN, 0};
     if (poll(fds, static_cast<nfds_t>(n) + 1, -1) < 0 && errno == EINTR) return -1;
     if (fds[0].revents != 0) return 0;

@@ -766,9 +766,4 @@ Cq* caught_express_event() {
   return c;
 }
 
-void acknowledge_express(Cq* cq) {
-  for (auto& slot : cq->express_qps)
-    if (Qp* qp = slot.load(std::memory_order_acquire); qp != nullptr) qp->express.acknowledge(qp);
-}
-
 }  // namespace wharf::abi

@@ -222,7 +222,5 @@ bool service_express(Cq* cq, bool idle = false);
 // of being sent through the channel: the thread waits on that channel itself.
 void catch_express_events(ibv_comp_channel* channel);
 Cq* caught_express_event();
-// Acknowledges what the express lines of the QPs listed with cq executed.
-void acknowledge_express(Cq* cq);
 
 }  // namespace wharf::abi
