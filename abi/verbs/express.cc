@@ -475,10 +475,7 @@ bool ExpressLine::handle_frames(Qp* qp, bool* executed) {
         const size_t here = std::min<size_t>(f.length, rx_end_ - rx_begin_);
         placing_.into.fill(rx_.get() + rx_begin_, here);
         rx_begin_ += here;
-        if (placing_.into.left == 0) {
-          if (!placing_.discard) complete(qp);
-          *executed = !placing_.discard;
-        }
+        if (placing_.into.left == 0) finish_placing(qp, executed);
         break;
       }
       case proto::express::kRefuse: handle_refuse(qp, f.seq); break;
@@ -516,11 +513,14 @@ bool ExpressLine::place(Qp* qp, bool* did, bool* executed) {
     *did = true;
     in.advance(static_cast<uint64_t>(n));
   }
-  if (!placing_.discard) {
-    complete(qp);
-    *executed = !placing_.discard;  // complete() may yet refuse it
-  }
+  finish_placing(qp, executed);
   return true;
+}
+
+void ExpressLine::finish_placing(Qp* qp, bool* executed) {
+  if (placing_.discard) return;
+  complete(qp);
+  *executed = !placing_.discard;  // complete() may yet refuse it
 }
 
 uint8_t* ExpressLine::receive_memory(Qp* qp, uint32_t pd, uint32_t lkey, uint64_t addr,
@@ -658,7 +658,7 @@ void ExpressLine::handle_ack(Qp* qp, uint32_t ack) {
     completed = true;
   }
   if (completed) raise_event(scq, send_channel_.valid() ? send_channel_.get() : -1, false);
-  release_staged(qp);
+  if (publish_staged(qp)) to_ctx(qp->qp.context)->ring_doorbell();
 }
 
 void ExpressLine::handle_refuse(Qp* qp, uint32_t seq) {
@@ -691,15 +691,14 @@ void ExpressLine::hand_to_router(Qp* qp) {
   if (static_cast<int32_t>(next_write_seq_ - (acked_seq_ + 1)) < 0)
     next_write_seq_ = acked_seq_ + 1;
   ++epoch_;
-  if (posted) to_ctx(qp->qp.context)->ring_doorbell();
-  release_staged(qp);
+  if (publish_staged(qp) || posted) to_ctx(qp->qp.context)->ring_doorbell();
 }
 
-void ExpressLine::release_staged(Qp* qp) {
-  if (staged_ == 0 || outstanding() != 0) return;
+bool ExpressLine::publish_staged(Qp* qp) {
+  if (staged_ == 0 || outstanding() != 0) return false;
   qp->sq.commit(staged_);
   staged_ = 0;
-  to_ctx(qp->qp.context)->ring_doorbell();
+  return true;
 }
 
 int ExpressLine::stage(Qp* qp, const ibv_send_wr* wr) {

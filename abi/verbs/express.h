@@ -156,8 +156,11 @@ class ExpressLine {
   // Under sq_lock: the router takes over everything outstanding (a refusal or a broken
   // line), in order, and then what is staged.
   void hand_to_router(Qp* qp);
-  // Under sq_lock: publishes the staged work requests once nothing is outstanding.
-  void release_staged(Qp* qp);
+  // Under sq_lock: publishes the staged work requests once nothing is outstanding; true if
+  // it did (the caller rings the doorbell).
+  bool publish_staged(Qp* qp);
+  // The payload being placed is all there: the receive completes unless it was refused.
+  void finish_placing(Qp* qp, bool* executed);
   void break_line();
   uint32_t outstanding() const { return next_seq_ - acked_seq_ - 1; }
   // The receive SGE's memory, if it is a registration of pd we may write.
