@@ -31,6 +31,7 @@ int run_wharfd(int argc, char** argv) {
   std::string log_level = "info";
   std::string direct_path = "on";
   std::string express = "on";
+  uint32_t express_lines = 256;
   uint32_t lid_base = cfg.lid_base;
   uint32_t lid_count = cfg.lid_count;
   uint64_t spin_us = cfg.spin_ns / 1000;
@@ -55,6 +56,12 @@ int run_wharfd(int argc, char** argv) {
                  "(express lines); off: everything between hosts goes through the routers")
       ->envname("WHARF_EXPRESS")
       ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
+  app.add_option("--express-lines", express_lines,
+                 "At most this many express lines at once (a TCP connection each); QPs beyond "
+                 "them go through the routers")
+      ->envname("WHARF_EXPRESS_LINES")
+      ->check(CLI::Range(0, 65536))
       ->capture_default_str();
   app.add_option("--lid-base", lid_base, "First LID handed to containers")
       ->check(CLI::Range(1, 0xbfff))
@@ -109,6 +116,7 @@ int run_wharfd(int argc, char** argv) {
   cfg.cm_timeout_ns = cm_timeout_ms * 1000000;
   cfg.direct_path = direct_path == "on";
   cfg.express = express == "on";
+  cfg.express_lines = express_lines;
   raise_fd_limit();
   wharf::router::Router router(cfg);
   if (router.start() != 0) return 1;

@@ -46,15 +46,17 @@ void Responder::begin_message(uint8_t op, uint32_t psn) {
 }
 
 void Responder::remember_atomic(uint32_t psn, uint64_t orig) {
-  auto& slot = atomics_[next_atomic_];
-  next_atomic_ = (next_atomic_ + 1) % kAtomicCache;
+  if (atomics_ == nullptr) atomics_ = std::make_unique<AtomicCache>();
+  auto& slot = atomics_->entries[atomics_->next];
+  atomics_->next = (atomics_->next + 1) % kAtomicCache;
   slot.psn = psn;
   slot.orig = orig;
   slot.valid = true;
 }
 
 bool Responder::recall_atomic(uint32_t psn, uint64_t* orig) const {
-  for (const auto& a : atomics_) {
+  if (atomics_ == nullptr) return false;
+  for (const auto& a : atomics_->entries) {
     if (a.valid && a.psn == psn) {
       *orig = a.orig;
       return true;

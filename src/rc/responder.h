@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "common/ring_queue.h"
 #include "rc/psn.h"
@@ -123,12 +124,17 @@ class Responder {
   uint32_t message_psn_ = 0;  // first PSN of the message in progress
   bool ack_held_ = false;
   Response held_ack_;
-  struct {
-    uint32_t psn = 0;
-    uint64_t orig = 0;
-    bool valid = false;
-  } atomics_[kAtomicCache];
-  int next_atomic_ = 0;
+  // The last kAtomicCache atomics' results, made at the QP's first atomic and kept (most QPs
+  // never execute one, and an idle QP should cost little).
+  struct AtomicCache {
+    struct Entry {
+      uint32_t psn = 0;
+      bool valid = false;
+      uint64_t orig = 0;
+    } entries[kAtomicCache];
+    int next = 0;
+  };
+  std::unique_ptr<AtomicCache> atomics_;
 };
 
 }  // namespace wharf::rc

@@ -64,7 +64,11 @@ shm::Cqe make_cqe(uint64_t wr_id, ibv_wc_status status, ibv_wc_opcode opcode, ui
 
 bool Router::poll_datapath_st(bool with_links) {
   if (!held_cqs_.empty()) raise_due_cq_events_st(now_ns());
-  bool did = with_links && remote_ != nullptr && remote_->poll_st();
+  bool did = false;
+  if (with_links && remote_ != nullptr) {
+    did = remote_->poll_st(last_pass_busy_, express_input_);
+    express_input_ = false;
+  }
   if (!active_.empty()) {
     Executor ex(this, now_ns());
     // Each pass starts one QP further on, so QPs competing for a full host link take turns.
@@ -76,6 +80,7 @@ bool Router::poll_datapath_st(bool with_links) {
   }
   // What the pass queued for other hosts goes out now, one write per host link.
   if (remote_ != nullptr) did |= remote_->flush_st();
+  if (with_links) last_pass_busy_ = did;
   return did;
 }
 

@@ -48,7 +48,7 @@ int ExpressBroker::start() {
 
 void ExpressBroker::qp_ready_st(Qp* qp, int host) {
   if (!r_->config().express || qp->type != IBV_QPT_RC || host <= dir_->self() ||
-      qp->express_fd.valid())
+      qp->express_fd.valid() || !room_for_a_line())
     return;
   Pending p;
   p.outgoing = true;
@@ -86,7 +86,7 @@ void ExpressBroker::accept_all(uint64_t now) {
     bool known = false;
     for (const links::ClusterHost& h : dir_->hosts())
       known |= h.address == ntohl(from.sin_addr.s_addr);
-    if (!known) continue;
+    if (!known || !room_for_a_line()) continue;  // the peer's QP goes through the routers
     no_delay(fd.get());
     Pending p;
     p.fd = std::move(fd);
@@ -100,11 +100,8 @@ void ExpressBroker::accept_all(uint64_t now) {
   }
 }
 
-bool ExpressBroker::poll_st() {
-  if (!listen_.valid()) return false;
-  epoll_event events[16];
-  const int n = epoll_wait(epoll_.get(), events, 16, 0);
-  if (n <= 0 && pending_.empty()) return false;
+bool ExpressBroker::poll_st(bool input) {
+  if (!listen_.valid() || (!input && pending_.empty())) return false;
   const uint64_t now = now_ns();
   accept_all(now);
   const size_t before = pending_.size();
@@ -171,7 +168,19 @@ void ExpressBroker::offer(Qp* qp, UniqueFd fd) {
   int tos = link_class(qp->owner->container(), qp->attr.ah_attr) & 0xfc;
   setsockopt(fd.get(), IPPROTO_IP, IP_TOS, &tos, sizeof(tos));
   qp->express_fd = std::move(fd);
+  ++lines_;
   qp->direct->express_offer.store(1, std::memory_order_release);
+}
+
+void ExpressBroker::forget_st(Qp* qp) {
+  qp->direct->express_offer.store(0, std::memory_order_relaxed);
+  if (!qp->express_fd.valid()) return;
+  qp->express_fd.reset();
+  --lines_;
+}
+
+bool ExpressBroker::room_for_a_line() const {
+  return lines_ + pending_.size() < r_->config().express_lines;
 }
 
 int Session::on_take_express(const proto::Handle& req, UniqueFd*, int, proto::ExpressRep* rep,

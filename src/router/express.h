@@ -13,8 +13,9 @@
 // library through the QP's line (shm::QpDirect::express_offer); the library takes it with
 // TakeExpress. The router keeps its copy of the descriptor until the QP is reset or goes.
 //
-// Single-threaded and nonblocking: the router's loop calls poll_st(); epoll_fd() becomes
-// readable when there is something to do.
+// Single-threaded and nonblocking: epoll_fd() becomes readable when there is something to
+// do, and the router's loop then calls poll_st(true) (it watches the fd with its control
+// input, so a line's set-up may wait up to one control period behind busy data work).
 #pragma once
 
 #include <cstddef>
@@ -40,11 +41,15 @@ class ExpressBroker {
   int start();
   int epoll_fd() const { return epoll_.get(); }
 
-  // `qp` (RC) reached RTS with its peer on `host`: the connecting side dials now.
+  // `qp` (RC) reached RTS with its peer on `host`: the connecting side dials now (unless
+  // RouterConfig::express_lines lines are open or being set up).
   void qp_ready_st(Qp* qp, int host);
+  // qp was reset or destroyed: its line, if it had one, is closed (the router's copy).
+  void forget_st(Qp* qp);
   // Finishes connects, accepts, reads Hellos and offers ready connections. True if anything
-  // moved.
-  bool poll_st();
+  // moved. `input`: epoll_fd() was readable; without it only connections being set up are
+  // looked at (none: no system call).
+  bool poll_st(bool input);
 
  private:
   struct Pending {
@@ -65,6 +70,9 @@ class ExpressBroker {
   // The QP `p` is for, if it is ready for its express line now.
   Qp* match(const Pending& p) const;
   void offer(Qp* qp, UniqueFd fd);
+  // Whether another line may be set up: lines held by QPs and being set up stay below
+  // RouterConfig::express_lines.
+  bool room_for_a_line() const;
 
   Router* r_;
   const links::AddressDirectory* dir_;
@@ -72,6 +80,7 @@ class ExpressBroker {
   UniqueFd epoll_;
   UniqueFd listen_;
   std::vector<Pending> pending_;
+  uint32_t lines_ = 0;  // QPs holding a line (Qp::express_fd)
 };
 
 }  // namespace wharf::router

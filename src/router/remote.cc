@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cassert>
 #include <cstring>
 
 #include "common/clock.h"
@@ -143,8 +144,7 @@ RemotePath::State& RemotePath::state(Qp* qp) {
 }
 
 void RemotePath::forget_st(Qp* qp) {
-  qp->express_fd.reset();
-  qp->direct->express_offer.store(0, std::memory_order_relaxed);
+  express_.forget_st(qp);
   states_.erase(qp);
   qp->remote = nullptr;
   responding_.erase(std::remove(responding_.begin(), responding_.end(), qp), responding_.end());
@@ -160,9 +160,15 @@ uint64_t RemotePath::next_deadline() const {
   return next;
 }
 
-bool RemotePath::poll_st() {
-  bool did = links_.poll();
-  did |= express_.poll_st();
+bool RemotePath::poll_st(bool router_busy, bool express_input) {
+  bool did = false;
+  const uint64_t now = now_ns();
+  if (!router_busy || links_had_input_ || now - links_looked_ns_ >= kQuietLinkLookNs) {
+    links_had_input_ = links_.poll();
+    links_looked_ns_ = now;
+    did = links_had_input_;
+  }
+  did |= express_.poll_st(express_input);
   // Responders whose answers waited for room on their link.
   for (size_t i = 0; i < responding_.size();) {
     did |= pump_responses_st(responding_[i]);
@@ -193,9 +199,12 @@ proto::host::PacketHeader RemotePath::request_header(const Qp* qp, const proto::
 // Sends the packets of one SEND or WRITE message from PSN *psn on while the link takes them,
 // moving *psn past each one sent. False when its payload cannot be gathered any more.
 bool RemotePath::send_message_st(Executor* ex, Qp* qp, int dest, const Request& o, uint32_t* psn) {
+  SendWork w;
   SegmentList local;
-  if (!ex->gather_local_st(qp, o.work.w, false, &local)) return false;
-  const uint8_t op = o.work.w.hdr.opcode;
+  if (!reread_st(qp, o.work, &w) || !ex->gather_local_st(qp, w, false, &local) ||
+      local.total != o.work.byte_len)
+    return false;
+  const uint8_t op = o.work.opcode;
   const uint64_t len = local.total;
   const uint32_t n = packets_for(len);
   for (uint32_t k = psn_diff(*psn, o.first_psn); k < n; ++k) {
@@ -205,14 +214,12 @@ bool RemotePath::send_message_st(Executor* ex, Qp* qp, int dest, const Request& 
     p.hdr = request_header(qp, qp->attr.ah_attr, qp->attr.dest_qp_num, dest);
     p.hdr.opcode =
         host::opcode_of(transport_of(qp), static_cast<host::Operation>(packet_operation(op, k, n)));
-    p.xrc_srqn = o.work.w.hdr.remote_srqn;
+    p.xrc_srqn = w.hdr.remote_srqn;
     p.hdr.psn = psn_add(o.first_psn, k);
-    if (k + 1 == n) {
-      p.hdr.flags =
-          host::kAckRequest | ((o.work.w.hdr.flags & shm::kWqeSolicited) ? host::kSolicited : 0);
-    }
-    p.reth = host::Reth{o.work.w.hdr.remote_addr, o.work.w.hdr.rkey, static_cast<uint32_t>(len)};
-    p.imm = op == IBV_WR_SEND_WITH_INV ? o.work.w.hdr.rkey : o.work.w.hdr.imm_data;
+    if (k + 1 == n)
+      p.hdr.flags = host::kAckRequest | ((w.hdr.flags & shm::kWqeSolicited) ? host::kSolicited : 0);
+    p.reth = host::Reth{w.hdr.remote_addr, w.hdr.rkey, static_cast<uint32_t>(len)};
+    p.imm = op == IBV_WR_SEND_WITH_INV ? w.hdr.rkey : w.hdr.imm_data;
     p.payload_len = chunk;
     // The payload goes from the registered memory straight into the link's queue.
     struct Piece {
@@ -236,23 +243,24 @@ bool RemotePath::send_message_st(Executor* ex, Qp* qp, int dest, const Request& 
 // o.last_psn once all of it went. False when o cannot be sent any more.
 bool RemotePath::send_request_st(Executor* ex, Qp* qp, int dest, const Request& o, uint32_t* psn) {
   release_ack_st(qp);
-  const uint8_t op = o.work.w.hdr.opcode;
+  const uint8_t op = o.work.opcode;
   if (!is_read_or_atomic(op)) return send_message_st(ex, qp, dest, o, psn);
+  SendWork w;
+  if (!reread_st(qp, o.work, &w)) return false;
   Packet p;
   p.hdr = request_header(qp, qp->attr.ah_attr, qp->attr.dest_qp_num, dest);
   p.hdr.opcode =
       host::opcode_of(transport_of(qp), op == IBV_WR_RDMA_READ              ? host::kReadRequest
                                         : op == IBV_WR_ATOMIC_FETCH_AND_ADD ? host::kFetchAdd
                                                                             : host::kCompareSwap);
-  p.xrc_srqn = o.work.w.hdr.remote_srqn;
+  p.xrc_srqn = w.hdr.remote_srqn;
   p.hdr.psn = o.first_psn;
   p.hdr.flags = host::kAckRequest;
-  p.reth = host::Reth{o.work.w.hdr.remote_addr, o.work.w.hdr.rkey, o.work.byte_len};
-  p.atomic.va = o.work.w.hdr.remote_addr;
-  p.atomic.rkey = o.work.w.hdr.rkey;
-  p.atomic.swap_add =
-      op == IBV_WR_ATOMIC_FETCH_AND_ADD ? o.work.w.hdr.compare_add : o.work.w.hdr.swap;
-  p.atomic.compare = o.work.w.hdr.compare_add;
+  p.reth = host::Reth{w.hdr.remote_addr, w.hdr.rkey, o.work.byte_len};
+  p.atomic.va = w.hdr.remote_addr;
+  p.atomic.rkey = w.hdr.rkey;
+  p.atomic.swap_add = op == IBV_WR_ATOMIC_FETCH_AND_ADD ? w.hdr.compare_add : w.hdr.swap;
+  p.atomic.compare = w.hdr.compare_add;
   if (!host::finish_packet(&p)) return false;
   // A READ takes one PSN per response packet: they all belong to this one request packet.
   if (links_.send(dest, link_class(qp, qp->attr.ah_attr), p)) *psn = psn_add(o.last_psn, 1);
@@ -339,11 +347,21 @@ bool RemotePath::send_unsent_st(Executor* ex, Qp* qp, int dest, uint64_t now,
   return sent;
 }
 
+bool RemotePath::reread_st(const Qp* qp, const RemoteQpState::Work& o, SendWork* w) {
+  return copy_send_wqe(qp->sq.slot_at(o.ring_index), qp->layout.sq_slot, qp->type,
+                       qp->caps.max_send_sge, w) &&
+         w->hdr.opcode == o.opcode;
+}
+
 void RemotePath::complete_send_st(Qp* qp, const RemoteQpState::Work& o, ibv_wc_status status) {
+  assert(o.ring_index == qp->sq.tail());  // completions come in order, from the ring's head
+  shm::SendWqe h;  // only its wr_id is taken: the rest was checked when o was issued
+  std::memcpy(&h, qp->sq.slot_at(o.ring_index), sizeof(h));
+  qp->sq.pop();
   qp->direct->sq_retired.fetch_add(1, std::memory_order_release);
-  count_completion(qp, true, status, payload_bytes(o.w));
+  count_completion(qp, true, status, o.byte_len);
   if (!o.signaled && status == IBV_WC_SUCCESS) return;
-  shm::Cqe c = make_cqe(o.w.hdr.wr_id, status, proto::send_wc_opcode(o.w.hdr.opcode), qp->qpn);
+  shm::Cqe c = make_cqe(h.wr_id, status, proto::send_wc_opcode(o.opcode), qp->qpn);
   c.byte_len = o.byte_len;
   post_cqe_st(qp->send_cq, c, false);
 }
@@ -362,17 +380,21 @@ class RemotePath::RequesterCalls final : public rc::RequesterPort<RemoteQpState:
   }
   bool place_read(const Request& r, uint32_t index, const uint8_t* data, uint32_t len) override {
     const uint64_t off = uint64_t{index} * host::kMaxSegment;
+    SendWork w;
     SegmentList local;
-    if (!ex_->gather_local_st(qp_, r.work.w, true, &local) || off + len > local.total) return false;
+    if (!RemotePath::reread_st(qp_, r.work, &w) || !ex_->gather_local_st(qp_, w, true, &local) ||
+        off + len > local.total)
+      return false;
     if (len == 0) return true;
     const Segment src{const_cast<uint8_t*>(data), 0, 0, len};
     return copy_spans(&src, 1, 0, local.seg, local.count, off, len) == 0;
   }
   bool place_atomic(const Request& r, uint64_t original) override {
+    SendWork w;
     SegmentList local, result;
     result.push(Segment{reinterpret_cast<uint8_t*>(&original), 0, 0, 8});
-    return ex_->gather_local_st(qp_, r.work.w, true, &local) &&
-           copy_segments(result, local, 8) == 0;
+    return RemotePath::reread_st(qp_, r.work, &w) && ex_->gather_local_st(qp_, w, true, &local) &&
+           local.total == 8 && copy_segments(result, local, 8) == 0;
   }
   void fail() override {
     ex_->to_error_st(qp_);
@@ -410,20 +432,26 @@ bool RemotePath::process_requester_st(Executor* ex, Qp* qp, int dest, uint64_t n
 
   for (int budget = kBudgetPerQp; budget > 0 && now >= qp->paced_until_ns; --budget) {
     if (req.holding()) break;  // an RNR wait holds everything behind it
+    // The window's work keeps its slots until it completes: the next request is behind it.
+    const auto ahead = static_cast<uint32_t>(req.window().size());
     shm::RingStatus rs;
-    const uint8_t* slot = qp->sq.peek(&rs);
+    const uint8_t* slot = qp->sq.peek_ahead(ahead, &rs);
     if (slot == nullptr) break;
+    SendWork w;
     RemoteQpState::Work o;
+    o.ring_index = qp->sq.tail() + ahead;
     ibv_wc_status failure = IBV_WC_SUCCESS;
     SegmentList local;
-    if (!copy_send_wqe(slot, qp->layout.sq_slot, qp->type, qp->caps.max_send_sge, &o.w)) {
+    const bool well_formed =
+        copy_send_wqe(slot, qp->layout.sq_slot, qp->type, qp->caps.max_send_sge, &w);
+    o.opcode = w.hdr.opcode;
+    o.signaled = (w.hdr.flags & shm::kWqeSignaled) || qp->sq_sig_all;
+    if (!well_formed) {
       failure = IBV_WC_LOC_QP_OP_ERR;
-    } else if (proto::is_window_op(o.w.hdr.opcode)) {
+    } else if (proto::is_window_op(o.opcode)) {
       // Acts on this host's windows only, once everything before it completed (in order).
       if (!req.idle()) break;
-      qp->sq.pop();
-      o.signaled = (o.w.hdr.flags & shm::kWqeSignaled) || qp->sq_sig_all;
-      const ibv_wc_status status = execute_window_op(r_, qp, o.w.hdr);
+      const ibv_wc_status status = execute_window_op(r_, qp, w.hdr);
       complete_send_st(qp, o, status);
       if (status != IBV_WC_SUCCESS) {
         ex->to_error_st(qp);
@@ -431,24 +459,22 @@ bool RemotePath::process_requester_st(Executor* ex, Qp* qp, int dest, uint64_t n
       }
       did = true;
       continue;
-    } else if (!ex->gather_local_st(qp, o.w, is_read_or_atomic(o.w.hdr.opcode), &local)) {
+    } else if (!ex->gather_local_st(qp, w, is_read_or_atomic(o.opcode), &local)) {
       failure = IBV_WC_LOC_PROT_ERR;  // READ and atomic results need local write access
     } else if (local.total > device::kMaxMsgSize ||
-               (is_read_or_atomic(o.w.hdr.opcode) && o.w.hdr.opcode != IBV_WR_RDMA_READ &&
-                local.total != 8) ||
-               (o.w.hdr.opcode == IBV_WR_ATOMIC_WRITE && local.total != proto::kAtomicWriteSize)) {
+               (is_read_or_atomic(o.opcode) && o.opcode != IBV_WR_RDMA_READ && local.total != 8) ||
+               (o.opcode == IBV_WR_ATOMIC_WRITE && local.total != proto::kAtomicWriteSize)) {
       failure = IBV_WC_LOC_LEN_ERR;
     }
     if (failure != IBV_WC_SUCCESS) {
       // Completions stay in order: the failure waits until everything before it completed.
       if (!req.idle()) break;
-      qp->sq.pop();
       o.byte_len = static_cast<uint32_t>(local.total);
       complete_send_st(qp, o, failure);
       ex->to_error_st(qp);
       return true;
     }
-    const rc::RequestKind kind = request_kind(o.w.hdr.opcode);
+    const rc::RequestKind kind = request_kind(o.opcode);
     // A READ uses one PSN per response packet, an atomic one.
     const uint32_t n = kind == rc::RequestKind::kAtomic ? 1 : packets_for(local.total);
     // New work waits while older packets wait for the link, and until the link takes at least
@@ -459,15 +485,16 @@ bool RemotePath::process_requester_st(Executor* ex, Qp* qp, int dest, uint64_t n
         host::kMaxPacketSize);
     if (st.unsent || links_.room(dest, link_class(qp, qp->attr.ah_attr)) < need) break;
     if (!req.may_issue(kind, limits)) break;
-    if (!r_->admit_st(qp, rate_charge(o.w), now)) break;  // over its rate: waits, others go on
+    if (!r_->admit_st(qp, rate_charge(w), now)) break;  // over its rate: waits, others go on
     o.byte_len = static_cast<uint32_t>(local.total);
-    o.signaled = (o.w.hdr.flags & shm::kWqeSignaled) || qp->sq_sig_all;
-    qp->sq.pop();
     did = true;
-    if (qp->type == IBV_QPT_UC)  // unreliable: done once sent
-      req.issue_unreliable(o, n, calls);
-    else
+    if (qp->type != IBV_QPT_UC) {
       req.issue(o, kind, n, now, limits, calls);
+      continue;
+    }
+    req.issue_unreliable(o, n, calls);  // unreliable: done once sent
+    // What the link did not take keeps its WQE at the ring's head (send_uc_tail_st).
+    if (st.uc_tail != nullptr && st.uc_tail->pending) break;
   }
   return did;
 }
@@ -892,11 +919,17 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
       return;
   }
   Executor ex(r_, now_ns());
+  // The receive a SEND lands in stays in its queue until the message ends (one from an SRQ is
+  // held by the QP meanwhile): each packet takes it again, so the QP keeps no copy of it.
+  RecvSource rsrc;
+  RecvWork rw;
+  bool have_recv = rs.in_send() && ex.take_recv_st(rsp, &rsrc, &rw) &&
+                   (rsrc.srq == nullptr || rsrc.held != nullptr);
   auto fail = [&](uint8_t nak, ibv_wc_status recv_status) {
     if (!reliable) return rs.drop_message(psn);  // UC: the message is dropped silently
-    if (rs.in_send()) {
-      ex.consume_recv_st(&st.rsrc);
-      ex.complete_recv_st(rsp, st.rw, recv_status, IBV_WC_RECV, 0, Origin{p.hdr.src_qpn}, 0);
+    if (rs.in_send() && have_recv) {
+      ex.consume_recv_st(&rsrc);
+      ex.complete_recv_st(rsp, rw, recv_status, IBV_WC_RECV, 0, Origin{p.hdr.src_qpn}, 0);
     }
     rs.abort_message();
     respond_st(dst, psn, host::aeth_nak(static_cast<host::NakCode>(nak)));
@@ -906,7 +939,7 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
   // A corrupt queue gets nothing at all.
   auto refuse = [&](uint32_t restart_psn) {
     rs.refuse(restart_psn);
-    if (st.rsrc.ring != nullptr) respond_st(dst, psn, host::aeth_rnr(dst->attr.min_rnr_timer));
+    if (rsrc.ring != nullptr) respond_st(dst, psn, host::aeth_rnr(dst->attr.min_rnr_timer));
   };
 
   if (!rs.fits_sequence(op)) {
@@ -948,13 +981,14 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
       // to another host; this refuses a peer that claims it is anyway).
       if (dst->srq != nullptr && dst->srq->tm != nullptr)
         return fail(host::kNakInvalidRequest, IBV_WC_SUCCESS);
-      if (!ex.take_recv_st(rsp, &st.rsrc, &st.rw)) {
+      have_recv = ex.take_recv_st(rsp, &rsrc, &rw);
+      if (!have_recv) {
         if (!reliable) return fail(0, IBV_WC_SUCCESS);  // UC: no receive, no message
         return refuse(psn);
       }
       // A message of several packets keeps its receive from an SRQ until its last packet:
       // other senders, on this host or another, take the next one meanwhile.
-      if (!ends_message(op)) ex.hold_recv_st(rsp, &st.rsrc, st.rw);
+      if (!ends_message(op)) ex.hold_recv_st(rsp, &rsrc, rw);
     } else {
       // C9-... 9.7.4.1: the QP's access rights and the rkey, for the whole message.
       const uint64_t len = p.reth.dma_length;
@@ -973,7 +1007,8 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
   const Segment src{const_cast<uint8_t*>(p.payload), 0, 0, p.payload_len};
   if (rs.in_send()) {
     SegmentList target;
-    if (!ex.resolve_sges_st(st.rw.sge, st.rw.hdr.num_sge, rsp.owner, st.rsrc.pd, true, &target))
+    if (!have_recv) return fail(host::kNakRemoteOperational, IBV_WC_SUCCESS);  // its queue broke
+    if (!ex.resolve_sges_st(rw.sge, rw.hdr.num_sge, rsp.owner, rsrc.pd, true, &target))
       return fail(host::kNakRemoteOperational, IBV_WC_LOC_PROT_ERR);
     if (rs.offset + p.payload_len > target.total)
       return fail(host::kNakInvalidRequest, IBV_WC_LOC_LEN_ERR);
@@ -995,7 +1030,7 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
   rs.offset += p.payload_len;
 
   if (ends_message(op)) {
-    if (is_write(op) && has_imm(op) && !ex.take_recv_st(rsp, &st.rsrc, &st.rw)) {
+    if (is_write(op) && has_imm(op) && !(have_recv = ex.take_recv_st(rsp, &rsrc, &rw))) {
       if (!reliable) return fail(0, IBV_WC_SUCCESS);
       return refuse(rs.message_psn());  // the whole WRITE goes again
     }
@@ -1003,14 +1038,14 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
     if (has_invalidate(op) && !invalidate_remotely(r_, dst, p.imm))
       return fail(host::kNakInvalidRequest, IBV_WC_REM_INV_REQ_ERR);
     if (is_send(op) || has_imm(op)) {
-      ex.consume_recv_st(&st.rsrc);
+      ex.consume_recv_st(&rsrc);
       Origin from{p.hdr.src_qpn, p.hdr.slid, p.hdr.sl, (p.hdr.flags & host::kSolicited) != 0,
                   has_imm(op),   p.imm};
       uint32_t flags = 0;
       if (has_imm(op) || has_invalidate(op))
         flags = has_imm(op) ? IBV_WC_WITH_IMM : IBV_WC_WITH_INV;
       // Counted in the responder's rx counters, as every receive completion is.
-      ex.complete_recv_st(rsp, st.rw, IBV_WC_SUCCESS,
+      ex.complete_recv_st(rsp, rw, IBV_WC_SUCCESS,
                           is_send(op) ? IBV_WC_RECV : IBV_WC_RECV_RDMA_WITH_IMM,
                           static_cast<uint32_t>(rs.offset), from, flags);
     }

@@ -44,19 +44,21 @@ class Router;
 // What the host-to-host engine keeps per QP: owned by RemotePath, found through Qp::remote.
 // The transport's state machines are rc/'s; this adds what executing requests here needs.
 struct RemoteQpState {
-  // A request in the requester's window: what sending it again and completing it takes.
+  // A request in the requester's window. Its work request stays in the QP's send ring until
+  // it completes (its slot is released then, as a NIC frees a WQE, so the application can
+  // have at most the ring's entries outstanding): sending it again, placing a READ's data
+  // and completing it copy the WQE out of the ring again (RemotePath::reread_st). A WQE the
+  // application rewrote meanwhile (another opcode or length) cannot be sent or placed.
   struct Work {
-    SendWork w;
-    uint32_t byte_len = 0;
+    uint32_t ring_index = 0;  // its position in the send ring
+    uint32_t byte_len = 0;    // what its SGEs or inline data held when it was issued
+    uint8_t opcode = 0;       // enum ibv_wr_opcode
     bool signaled = false;
   };
   RemoteQpState(uint32_t sq_psn, uint32_t rq_psn) : requester(sq_psn), responder(rq_psn) {}
 
   rc::Requester<Work> requester;
   rc::Responder responder;
-  // The receive a SEND in progress lands in.
-  RecvSource rsrc;
-  RecvWork rw;
   // Packets of the window the link had no room for yet: from PSN unsent_psn to the end of the
   // window (RemotePath::transmit_st, send_unsent_st).
   bool unsent = false;
@@ -127,8 +129,13 @@ class RemotePath final : public links::HostLinks::Handler {
   bool flush_st(Qp* qp);
   // Drops all state of qp (reset or destroyed).
   void forget_st(Qp* qp);
-  // Moves packets on the host links. True if anything moved.
-  bool poll_st();
+  // Moves packets on the host links and sets up express lines. True if anything moved.
+  // `router_busy`: the router's previous pass did work. A look at the links that finds
+  // nothing (an epoll_wait) costs about as much as a pass of local work, so while other work
+  // keeps the router busy and the links were quiet they are looked at only every
+  // kQuietLinkLookNs; otherwise on every pass. `express_input`: the broker's epoll fd was
+  // readable (the broker is looked at only then, or while it has lines being set up).
+  bool poll_st(bool router_busy, bool express_input);
   // Sends the ACKs held back in this pass, then writes what was queued for other hosts since
   // the last poll or flush. True if anything was written.
   bool flush_st();
@@ -174,6 +181,7 @@ class RemotePath final : public links::HostLinks::Handler {
   // A compare-and-swap or fetch-and-add to rsp.qp, served by rsp.
   void on_atomic_request_st(const Responder& rsp, State& st, const proto::host::Packet& p,
                             bool duplicate);
+  // Completes o, the oldest of qp's work requests, and releases its slot of the send ring.
   void complete_send_st(Qp* qp, const RemoteQpState::Work& o, ibv_wc_status status);
   void on_response_st(int host, const proto::host::Packet& p);
   void on_request_st(int host, const proto::host::Packet& p);
@@ -185,6 +193,9 @@ class RemotePath final : public links::HostLinks::Handler {
   uint32_t peer_network(int host, const Container* c) const;
   void respond_st(Qp* dst, uint32_t psn, uint8_t syndrome);
   Qp* local_qp_for(int host, const proto::host::Packet& p, bool response) const;
+  // Copies the work request of o out of qp's send ring again into *w. False when the
+  // application rewrote it since it was issued (malformed, or another opcode).
+  static bool reread_st(const Qp* qp, const RemoteQpState::Work& o, SendWork* w);
   // Fails the RC QPs connected to `host` that `lost` says lost their peer (router log: `why`).
   template <class Lost>
   void fail_peer_qps_st(int host, const char* why, Lost lost);
@@ -193,6 +204,10 @@ class RemotePath final : public links::HostLinks::Handler {
   std::unique_ptr<links::StaticCluster> dir_;
   links::HostLinks links_;
   ExpressBroker express_;
+  // The last look at the host links (CLOCK_MONOTONIC ns) and whether it found input.
+  static constexpr uint64_t kQuietLinkLookNs = 5000;
+  uint64_t links_looked_ns_ = 0;
+  bool links_had_input_ = false;
   // Every QP's state, created by state() and erased by forget_st(); Qp::remote points at
   // its entry meanwhile.
   std::unordered_map<Qp*, State> states_;

@@ -36,6 +36,7 @@ constexpr uint64_t kTagWake = 1ull << 42;
 constexpr uint64_t kTagDoorbell = 1ull << 43;  // | fd
 constexpr uint64_t kTagLinks = 1ull << 44;
 constexpr uint64_t kTagCmChannel = 1ull << 45;  // | fd
+constexpr uint64_t kTagExpress = 1ull << 46;
 constexpr uint64_t kFdMask = 0xffffffffull;
 
 // Link-local GID for processes outside any registered container: fe80::<guid>:<lid>.
@@ -140,8 +141,10 @@ int Router::start_remote() {
   ev.events = EPOLLIN;
   ev.data.u64 = kTagLinks;
   epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, remote_->epoll_fd(), &ev);
-  if (const int fd = remote_->express().epoll_fd(); fd >= 0)
+  if (const int fd = remote_->express().epoll_fd(); fd >= 0) {
+    ev.data.u64 = kTagExpress;
     epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev);
+  }
   spdlog::info("host {} of the cluster: LIDs {}-{}, host-to-host port {}", me.name, me.lid_first,
                me.lid_last, me.port);
   return 0;
@@ -246,6 +249,8 @@ bool Router::poll_control(int timeout_ms) {
       }
     } else if (tag == kTagLinks) {
       // Host links have input: the data path polls them.
+    } else if (tag == kTagExpress) {
+      express_input_ = true;  // for the next data-path pass
     } else if (tag == kTagWake) {
       uint64_t v;
       while (read(wake_.get(), &v, sizeof(v)) == sizeof(v)) {

@@ -35,6 +35,10 @@ struct RouterConfig {
   // RC QPs connected to QPs on other hosts move their small SENDs over express lines between
   // the two libraries (router/express.h).
   bool express = false;
+  // At most this many express lines at once (each a TCP connection, and in the library a
+  // descriptor and buffers): QPs beyond it go through the routers, which share a few
+  // connections per host pair however many QPs there are (SRC's state bound).
+  uint32_t express_lines = 256;
   // LIDs this router hands out: [lid_base, lid_base + lid_count), within the unicast range
   // 1..0xbfff. Routers of one cluster get disjoint ranges (wharf-lab: 1024 per host).
   uint16_t lid_base = 1;
@@ -295,6 +299,8 @@ class Router {
   std::vector<FlowRule> flows_;
   uint32_t next_flow_handle_ = 1;
   uint64_t last_request_ns_ = 0;  // when poll_control last served a library
+  bool last_pass_busy_ = false;   // the last full data-path pass did work (RemotePath::poll_st)
+  bool express_input_ = false;    // the express broker's fd was readable (poll_control)
   uint64_t pass_ = 0;             // data-path passes so far: where the next one starts in active_
   std::vector<Qp*> direct_;       // QPs whose direct line is On
   std::vector<Cq*> held_cqs_;     // moderated CQs holding back an event

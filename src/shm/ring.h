@@ -101,20 +101,31 @@ class RingConsumer {
 
   // The oldest unconsumed slot, or nullptr with *st = kEmpty / kCorrupt. A hostile producer
   // may rewrite the slot at any time: copy it out before validating it.
-  const uint8_t* peek(RingStatus* st) {
-    if (tail_ == cached_producer_) {
+  const uint8_t* peek(RingStatus* st) { return peek_ahead(0, st); }
+
+  // The slot `ahead` positions behind the oldest unconsumed one (a consumer that releases
+  // slots only once their work is done looks past the slots it still holds), or nullptr
+  // with *st = kEmpty (not produced yet) / kCorrupt. Copy it out before validating it.
+  const uint8_t* peek_ahead(uint32_t ahead, RingStatus* st) {
+    if (cached_producer_ - tail_ <= ahead)
       cached_producer_ = hdr_->producer.value.load(std::memory_order_acquire);
-      if (tail_ == cached_producer_) {
-        *st = RingStatus::kEmpty;
-        return nullptr;
-      }
-    }
-    if (cached_producer_ - tail_ > capacity_) {
+    const uint32_t produced = cached_producer_ - tail_;
+    if (produced > capacity_) {
       *st = RingStatus::kCorrupt;
       return nullptr;
     }
+    if (produced <= ahead) {
+      *st = RingStatus::kEmpty;
+      return nullptr;
+    }
     *st = RingStatus::kOk;
-    return slots_ + static_cast<size_t>(tail_ & (capacity_ - 1)) * slot_size_;
+    return slot_at(tail_ + ahead);
+  }
+
+  // The slot at ring position `index`, one peeked before and not popped yet
+  // (tail() <= index < tail() + capacity()): to copy out again.
+  const uint8_t* slot_at(uint32_t index) const {
+    return slots_ + static_cast<size_t>(index & (capacity_ - 1)) * slot_size_;
   }
 
   // Entries available now (refreshes the cached producer index); capacity_+1 if corrupt.

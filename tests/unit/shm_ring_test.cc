@@ -235,6 +235,33 @@ TEST_P(RingGeometryTest, PeekWithoutPopReturnsTheSameSlotAndFreesNothing) {
   EXPECT_EQ(ring_->push(99), RingStatus::kFull);
 }
 
+TEST_P(RingGeometryTest, PeekAheadSeesWhatIsProducedBehindHeldSlotsAndFreesNothing) {
+  RingStatus st;
+  const uint32_t n = cap() > 3 ? 3 : cap();
+  for (uint32_t i = 0; i < n; ++i) {
+    EXPECT_EQ(ring_->consumer.peek_ahead(i, &st), nullptr) << i;
+    EXPECT_EQ(st, RingStatus::kEmpty);
+    ASSERT_EQ(ring_->push(i), RingStatus::kOk);
+    ASSERT_EQ(ring_->consumer.peek_ahead(i, &st), ring_->slot_of(i)) << i;
+    EXPECT_EQ(st, RingStatus::kOk);
+    EXPECT_EQ(ring_->consumer.slot_at(i), ring_->slot_of(i));
+  }
+  EXPECT_EQ(ring_->consumer.peek_ahead(cap(), &st), nullptr);  // never past the ring
+  EXPECT_EQ(st, RingStatus::kEmpty);
+  EXPECT_EQ(ring_->hdr.consumer.value.load(), 0u);
+  ring_->consumer.pop();
+  if (n > 1) {
+    EXPECT_EQ(ring_->consumer.peek_ahead(0, &st), ring_->slot_of(1));
+  }
+}
+
+TEST_P(RingGeometryTest, PeekAheadReportsAProducerIndexBeyondTheRingAsCorrupt) {
+  ring_->hdr.producer.value.store(cap() + 1);
+  RingStatus st;
+  EXPECT_EQ(ring_->consumer.peek_ahead(1, &st), nullptr);
+  EXPECT_EQ(st, RingStatus::kCorrupt);
+}
+
 TEST_P(RingGeometryTest, EachSidePublishesOnlyItsOwnIndex) {
   ASSERT_EQ(ring_->push(1), RingStatus::kOk);
   EXPECT_EQ(ring_->hdr.producer.value.load(), 1u);

@@ -1075,5 +1075,46 @@ TEST_F(RouterPathTest, AnEventDrivenPingPongWithASendCqOfOneEntryRunsToTheEnd) {
   EXPECT_TRUE(server_done) << "the server waited for an event that never came";
 }
 
+// A work request keeps its slot of the send ring until it completes, as a NIC keeps its WQE:
+// an application has at most max_send_wr outstanding and the next post gets ENOMEM. (The
+// router used to release a slot as soon as it sent the request, so more could be posted.)
+TEST_F(RouterPathTest, NoMoreThanMaxSendWrWorkRequestsAreOutstanding) {
+  ibv_qp* qa = create_qp(a_, IBV_QPT_RC, nullptr, 8);
+  ibv_qp* qb = create_qp(b_, IBV_QPT_RC, nullptr, 8);
+  connect(qa, a_, qb, b_, kFullAccess, /*rnr_retry=*/7);
+  connect(qb, b_, qa, a_, kFullAccess);
+  ibv_qp_attr attr{};
+  ibv_qp_init_attr init{};
+  ASSERT_EQ(ibv_query_qp(qa, &attr, IBV_QP_CAP, &init), 0);
+  const uint32_t n = init.cap.max_send_wr;
+  ASSERT_GT(n, 0u);
+  Buffer src = make_buffer(a_, 4096, kFullAccess);
+  Buffer dst = make_buffer(b_, 4096, kFullAccess);
+  fill_pattern(src.data, 4096, 9);
+  const auto sge = [&](uint32_t i) {
+    return ibv_sge{reinterpret_cast<uint64_t>(src.data) + i * 8, 8, src.mr->lkey};
+  };
+  for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(post_send(qa, IBV_WR_SEND, {sge(i)}, i), 0) << i;
+  usleep(50000);  // the router sends them all; with no receive posted none completes
+  ibv_wc early;
+  EXPECT_EQ(ibv_poll_cq(a_.cq, 1, &early), 0);
+  EXPECT_EQ(post_send(qa, IBV_WR_SEND, {sge(n)}, n), ENOMEM);
+  for (uint32_t i = 0; i < n; ++i) post_recv(qb, dst, i * 8, 8, 100 + i);
+  auto wc = wait_wc(a_.cq, n);
+  ASSERT_EQ(wc.size(), n);
+  for (uint32_t i = 0; i < n; ++i) {
+    EXPECT_EQ(wc[i].wr_id, i);
+    EXPECT_EQ(wc[i].status, IBV_WC_SUCCESS);
+  }
+  EXPECT_EQ(wait_wc(b_.cq, n).size(), n);
+  post_recv(qb, dst, n * 8, 8, 100 + n);
+  ASSERT_EQ(post_send(qa, IBV_WR_SEND, {sge(n)}, n), 0);  // a completed one freed its slot
+  auto last = wait_wc(a_.cq, 1);
+  ASSERT_EQ(last.size(), 1u);
+  EXPECT_EQ(last[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wait_wc(b_.cq, 1).size(), 1u);
+  EXPECT_EQ(memcmp(dst.data, src.data, (n + 1) * 8), 0);
+}
+
 }  // namespace
 }  // namespace wharf::verify

@@ -464,5 +464,33 @@ TEST_F(ExpressTest, ChildrenForkedWhileLinesAreServicedDoNotHang) {
   }
 }
 
+// Routers that hold at most one line at a time (--express-lines 1): the second pair's SENDs
+// all go through the routers and arrive; once the first pair is gone a new pair gets a line.
+class ExpressLinesTest : public ExpressTest {
+ protected:
+  static void SetUpTestSuite() {
+    cluster_ = new Cluster(2, {"--express", "on", "--express-lines", "1"});
+  }
+};
+
+TEST_F(ExpressLinesTest, QpsBeyondTheRoutersLinesGoThroughTheRouters) {
+  Pair first = express_pair(4096, 4096);
+  uint8_t *ra = nullptr, *rb = nullptr;
+  ibv_qp* qa = create_qp_mapped(a_, IBV_QPT_RC, &ra);
+  ibv_qp* qb = create_qp_mapped(b_, IBV_QPT_RC, &rb);
+  connect(qa, a_, qb, b_, kFullAccess);
+  connect(qb, b_, qa, a_, kFullAccess);
+  for (int i = 0; i < 50; ++i) ping(qa, qb, first.src, first.dst);
+  EXPECT_EQ(express_msgs(ra), 0u);
+  EXPECT_EQ(express_msgs(rb), 0u);
+  ASSERT_EQ(ibv_destroy_qp(qa), 0);
+  ASSERT_EQ(ibv_destroy_qp(qb), 0);
+  ASSERT_EQ(ibv_destroy_qp(first.qa), 0);
+  ASSERT_EQ(ibv_destroy_qp(first.qb), 0);
+  release_buffers(first);
+  Pair next = express_pair(4096, 4096);  // fails unless the first pair's line was released
+  EXPECT_GT(express_msgs(next.ra), 0u);
+}
+
 }  // namespace
 }  // namespace wharf::verify
