@@ -78,6 +78,8 @@ class Executor {
   Executor(Router* r, uint64_t now) : r_(r), now_(now) {}
 
   bool process_qp_st(Qp* qp);
+  // How much of a long message between local QPs one pass copies (router/datapath.cc).
+  uint64_t copy_part() const;
 
   // Building blocks the host-to-host engine shares.
   bool gather_local_st(Qp* qp, const SendWork& w, bool need_write, SegmentList* out);

@@ -214,7 +214,7 @@ struct Qp {
   // Requester retry state: the head WQE waits until `wait_until_ns` (RNR or missing peer).
   uint64_t wait_until_ns = 0;
   // Bytes of the head WQE's RDMA WRITE or READ that earlier passes copied: a long copy takes
-  // at most kCopyPerPass bytes a pass (router/datapath.cc). 0 when no copy is under way.
+  // at most Executor::copy_part() bytes a pass (router/datapath.cc). 0 when no copy is under way.
   uint64_t copied_bytes = 0;
   // A receive taken off a shared receive queue for a message that is placed in parts (a long
   // SEND through the router, or one of several packets from another host): it leaves the SRQ

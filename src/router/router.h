@@ -84,6 +84,9 @@ class Router {
 
   const RouterConfig& config() const { return cfg_; }
   RouterCounters& counters() { return counters_; }
+  // A short message between local QPs ran at `now`: long copies go in smaller parts a while.
+  void saw_short_work(uint64_t now) { short_work_ns_ = now; }
+  uint64_t short_work_ns() const { return short_work_ns_; }
 
   // ---- Registries shared by sessions (router thread only) ----
   // The container of a network namespace, made (anonymous) on first use with LID `lid` (0:
@@ -299,6 +302,7 @@ class Router {
   std::vector<FlowRule> flows_;
   uint32_t next_flow_handle_ = 1;
   uint64_t last_request_ns_ = 0;  // when poll_control last served a library
+  uint64_t short_work_ns_ = 0;    // saw_short_work
   bool last_pass_busy_ = false;   // the last full data-path pass did work (RemotePath::poll_st)
   bool express_input_ = false;    // the express broker's fd was readable (poll_control)
   uint64_t pass_ = 0;             // data-path passes so far: where the next one starts in active_
