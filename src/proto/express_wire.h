@@ -3,9 +3,10 @@
 // used by the two libraries themselves, so a ping-pong between hosts needs no router thread.
 //
 // The connecting router (router/express.h says which) opens the connection to the peer router's
-// express port and writes a Hello naming both QPs; the accepting router checks it and hands its end
-// to the library owning the destination QP. After that, only frames flow, each library sending what
-// its QP posts and acknowledging what it executes:
+// express port and writes a Hello naming both QPs; the accepting router checks it, answers
+// kAccepted and hands its end to the library owning the destination QP, and the connecting router
+// hands its end to its library on reading kAccepted. After that, only frames flow, each library
+// sending what its QP posts and acknowledging what it executes:
 //
 //   Ready    "I read this connection": the peer may send Messages from now on.
 //   Message  one SEND or SEND_WITH_IMM, its payload following the frame.
@@ -50,6 +51,10 @@ struct Hello {
   }
 };
 constexpr size_t kHelloSize = 20;
+// Router to router, the accepting router's answer to a Hello once its QP is ready: the only
+// byte it writes. The connecting router hands its end to its library only after reading it
+// (a connection closed instead means no line: the QPs stay on the routers).
+constexpr uint8_t kAccepted = 0xac;
 
 enum Kind : uint8_t { kReady = 1, kMessage = 2, kAck = 3, kRefuse = 4 };
 // Frame::flags

@@ -118,8 +118,9 @@ bool ExpressBroker::poll_st(bool input) {
   return did || pending_.size() != before;
 }
 
-// Outgoing: connect, write the Hello, offer. Incoming: read exactly the Hello (what follows
-// it is the libraries'), then offer once the QP it names is ready.
+// Outgoing: connect, write the Hello, read the answer (kAccepted), offer. Incoming: read
+// exactly the Hello (what follows it is the libraries'), then, once the QP it names is ready,
+// answer kAccepted and offer.
 bool ExpressBroker::step(Pending* p, uint64_t now) {
   constexpr size_t kHello = proto::express::kHelloSize;
   if (now > p->deadline_ns) return false;
@@ -127,10 +128,22 @@ bool ExpressBroker::step(Pending* p, uint64_t now) {
     int err = 0;
     socklen_t len = sizeof(err);
     if (getsockopt(p->fd.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0) return false;
-    const ssize_t n = send(p->fd.get(), p->hello + p->done, kHello - p->done, MSG_NOSIGNAL);
-    if (n < 0) return errno == EAGAIN || errno == ENOTCONN;
-    p->done += static_cast<size_t>(n);
-    if (p->done < kHello) return true;
+    if (p->done < kHello) {
+      const ssize_t n = send(p->fd.get(), p->hello + p->done, kHello - p->done, MSG_NOSIGNAL);
+      if (n < 0) return errno == EAGAIN || errno == ENOTCONN;
+      p->done += static_cast<size_t>(n);
+      if (p->done < kHello) return true;
+      epoll_event ev{};
+      ev.events = EPOLLIN;  // for the answer (a writable socket would wake the router on and on)
+      epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, p->fd.get(), &ev);
+    }
+    // The accepting router's answer; a close instead (it turned the line away, or its QP never
+    // became ready) means no line, and this router's room for one is free again.
+    uint8_t answer = 0;
+    const ssize_t n = recv(p->fd.get(), &answer, 1, 0);
+    if (n == 0 || (n < 0 && errno != EAGAIN)) return false;
+    if (n < 0) return true;
+    if (answer != proto::express::kAccepted) return false;
   } else if (p->done < kHello) {
     const ssize_t n = recv(p->fd.get(), p->hello + p->done, kHello - p->done, 0);
     if (n == 0 || (n < 0 && errno != EAGAIN)) return false;
@@ -149,6 +162,10 @@ bool ExpressBroker::step(Pending* p, uint64_t now) {
   }
   Qp* qp = match(*p);
   if (qp == nullptr) return true;  // not ready yet: looked at again until the deadline
+  if (!p->outgoing) {
+    const uint8_t accepted = proto::express::kAccepted;
+    if (send(p->fd.get(), &accepted, 1, MSG_NOSIGNAL) != 1) return false;
+  }
   epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, p->fd.get(), nullptr);
   offer(qp, std::move(p->fd));
   return false;

@@ -37,14 +37,23 @@ class ExpressTest : public VerbsTest {
     Buffer src, dst;
   };
   Pair express_pair(size_t src_len, size_t dst_len) {
-    Pair p;
-    p.qa = create_qp_mapped(a_, IBV_QPT_RC, &p.ra);
-    p.qb = create_qp_mapped(b_, IBV_QPT_RC, &p.rb);
-    connect(p.qa, a_, p.qb, b_, kFullAccess);
-    connect(p.qb, b_, p.qa, a_, kFullAccess);
-    p.src = make_buffer(a_, src_len, kFullAccess);
-    p.dst = make_buffer(b_, dst_len, kFullAccess);
+    return express_pair(a_, b_, src_len, dst_len);
+  }
+  // The same between sides x and y.
+  Pair express_pair(Side& x, Side& y, size_t src_len, size_t dst_len) {
+    Pair p = pair(x, y, src_len, dst_len);
     bring_up(p.qa, p.ra, p.qb, p.rb, p.src, p.dst);
+    return p;
+  }
+  // A connected pair between sides x and y, whether or not it gets lines.
+  Pair pair(Side& x, Side& y, size_t src_len, size_t dst_len) {
+    Pair p;
+    p.qa = create_qp_mapped(x, IBV_QPT_RC, &p.ra);
+    p.qb = create_qp_mapped(y, IBV_QPT_RC, &p.rb);
+    connect(p.qa, x, p.qb, y, kFullAccess);
+    connect(p.qb, y, p.qa, x, kFullAccess);
+    p.src = make_buffer(x, src_len, kFullAccess);
+    p.dst = make_buffer(y, dst_len, kFullAccess);
     return p;
   }
   // Deregisters and unmaps the pair's buffers: large registered memory left mapped would be
@@ -66,15 +75,15 @@ class ExpressTest : public VerbsTest {
     std::memcpy(&v, region + kQpCountersOffset + 5 * sizeof(uint64_t), sizeof(v));
     return v;
   }
-  // One round trip of 64-byte SENDs, a -> b -> a.
+  // One round trip of 64-byte SENDs, qa -> qb -> qa (each QP completing on one CQ).
   void ping(ibv_qp* qa, ibv_qp* qb, Buffer& abuf, Buffer& bbuf) {
     post_recv(qb, bbuf, 0, 64, 1);
     post_recv(qa, abuf, 0, 64, 2);
     ASSERT_EQ(send_from(qa, abuf, 0, 64, 3), 0);
-    ASSERT_EQ(wait_wc(b_.cq, 1).size(), 1u);
+    ASSERT_EQ(wait_wc(qb->recv_cq, 1).size(), 1u);
     ASSERT_EQ(send_from(qb, bbuf, 0, 64, 4), 0);
-    ASSERT_EQ(wait_wc(a_.cq, 2).size(), 2u);  // a's send and its receive
-    ASSERT_EQ(wait_wc(b_.cq, 1).size(), 1u);  // b's send
+    ASSERT_EQ(wait_wc(qa->recv_cq, 2).size(), 2u);  // qa's send and its receive
+    ASSERT_EQ(wait_wc(qb->recv_cq, 1).size(), 1u);  // qb's send
   }
   // Pings until both QPs have sent over their lines (the routers connect them and the
   // libraries say Ready in the background); at most 2 s.
@@ -464,14 +473,17 @@ TEST_F(ExpressTest, ChildrenForkedWhileLinesAreServicedDoNotHang) {
   }
 }
 
-// Routers that hold at most one line at a time (--express-lines 1): the second pair's SENDs
-// all go through the routers and arrive; once the first pair is gone a new pair gets a line.
+// Routers that hold at most one line at a time (--express-lines 1), three hosts: a_ on the
+// first, b_ on the second, and the tests that need it open a side on the third.
 class ExpressLinesTest : public ExpressTest {
  protected:
   static void SetUpTestSuite() {
-    cluster_ = new Cluster(2, {"--express", "on", "--express-lines", "1"});
+    cluster_ = new Cluster(3, {"--express", "on", "--express-lines", "1"});
   }
 };
+
+// The second pair's SENDs all go through the routers and arrive; once the first pair is gone a
+// new pair gets a line.
 
 TEST_F(ExpressLinesTest, QpsBeyondTheRoutersLinesGoThroughTheRouters) {
   Pair first = express_pair(4096, 4096);
@@ -490,6 +502,32 @@ TEST_F(ExpressLinesTest, QpsBeyondTheRoutersLinesGoThroughTheRouters) {
   release_buffers(first);
   Pair next = express_pair(4096, 4096);  // fails unless the first pair's line was released
   EXPECT_GT(express_msgs(next.ra), 0u);
+}
+
+// A router whose peer turns its line away (the peer holds its one line already) keeps no room
+// taken: once the peer has room again, a new pair gets a line. (The connecting router used to
+// hand its end to its library before the peer answered, and the dead line held its room
+// until the QP went.)
+TEST_F(ExpressLinesTest, ALineThePeerTurnsAwayHoldsNoRoom) {
+  setenv("WHARF_ROUTER", cluster_->router(2).socket().c_str(), 1);
+  Side c = open_side();
+  Pair first = express_pair(a_, c, 4096, 4096);  // the first and third routers' one line each
+  Pair turned_away = pair(b_, c, 4096, 4096);
+  for (int i = 0; i < 20; ++i)
+    ping(turned_away.qa, turned_away.qb, turned_away.src, turned_away.dst);
+  EXPECT_EQ(express_msgs(turned_away.ra), 0u);
+  ASSERT_EQ(ibv_destroy_qp(first.qa), 0);  // the third router has room again
+  ASSERT_EQ(ibv_destroy_qp(first.qb), 0);
+  release_buffers(first);
+  // The turned-away pair stays: a line it held would leave the second router no room.
+  Pair next = express_pair(b_, c, 4096, 4096);
+  EXPECT_GT(express_msgs(next.ra), 0u);
+  for (Pair* p : {&turned_away, &next}) {
+    ASSERT_EQ(ibv_destroy_qp(p->qa), 0);
+    ASSERT_EQ(ibv_destroy_qp(p->qb), 0);
+    release_buffers(*p);
+  }
+  close_side(&c);
 }
 
 }  // namespace
