@@ -126,7 +126,8 @@ bool Executor::process_qp_st(Qp* qp) {
       if (step == Step::kWait) qp->copied_bytes = 0;
       return true;
     }
-    if (qp->copied_bytes == 0 && payload_bytes(w) <= kCopyPerPassShared) r_->saw_short_work(now_);
+    const uint64_t bytes = payload_bytes(w);
+    if (qp->copied_bytes == 0 && bytes <= kCopyPerPassShared) r_->saw_short_work(now_);
     qp->copied_bytes = 0;
     // Once the failed WQE leaves the ring the library would see an idle send queue: it must
     // not execute anything directly before the QP is in ERR.
@@ -135,7 +136,7 @@ bool Executor::process_qp_st(Qp* qp) {
     qp->rnr_attempts = qp->retry_attempts = 0;
     did = true;
     // A WQE that did not copy out whole is garbage: only its status counts.
-    count_completion(qp, true, status, status == IBV_WC_SUCCESS ? payload_bytes(w) : 0);
+    count_completion(qp, true, status, status == IBV_WC_SUCCESS ? bytes : 0);
     bool signaled = (w.hdr.flags & shm::kWqeSignaled) || qp->sq_sig_all;
     if (signaled || status != IBV_WC_SUCCESS) {
       shm::Cqe c = make_cqe(w.hdr.wr_id, status, proto::send_wc_opcode(w.hdr.opcode), qp->qpn);

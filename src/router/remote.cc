@@ -163,10 +163,10 @@ uint64_t RemotePath::next_deadline() const {
 bool RemotePath::poll_st(bool router_busy, bool express_input) {
   bool did = false;
   const uint64_t now = now_ns();
-  if (!router_busy || links_had_input_ || now - links_looked_ns_ >= kQuietLinkLookNs) {
-    links_had_input_ = links_.poll();
+  if (!router_busy || links_busy_ || now - links_looked_ns_ >= kQuietLinkLookNs) {
+    links_busy_ = links_.poll();
     links_looked_ns_ = now;
-    did = links_had_input_;
+    did = links_busy_;
   }
   did |= express_.poll_st(express_input);
   // Responders whose answers waited for room on their link.

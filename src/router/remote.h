@@ -204,10 +204,11 @@ class RemotePath final : public links::HostLinks::Handler {
   std::unique_ptr<links::StaticCluster> dir_;
   links::HostLinks links_;
   ExpressBroker express_;
-  // The last look at the host links (CLOCK_MONOTONIC ns) and whether it found input.
+  // The last look at the host links (CLOCK_MONOTONIC ns) and whether it moved anything (read
+  // or wrote).
   static constexpr uint64_t kQuietLinkLookNs = 5000;
   uint64_t links_looked_ns_ = 0;
-  bool links_had_input_ = false;
+  bool links_busy_ = false;
   // Every QP's state, created by state() and erased by forget_st(); Qp::remote points at
   // its entry meanwhile.
   std::unordered_map<Qp*, State> states_;
