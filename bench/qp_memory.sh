@@ -8,7 +8,7 @@
 # - local: in pairs on h1 (one router);
 # - remote: QPS on h1 connected one to one to QPS on h2, idle since RTS;
 # - remote used: the same after every QP did one 0-byte RDMA WRITE (what a QP keeps once it
-#   has worked).
+#   has worked and then stayed idle for 3 s).
 # Per QP, the growth of each router's anonymous resident memory (RssAnon: its own state) and
 # of its shared resident memory (RssShmem: the QPs' rings, which it maps from memfds it made
 # and shares with the application). For the remote rows, h1's and h2's growth is averaged.
@@ -67,7 +67,9 @@ scenario() {
     done
     wait_ready "$WORK/a.out"
     wait_ready "$WORK/b.out"
-    sleep 1
+    # Idle means idle: past two of the router's once-a-second parking sweeps (a QP quiet
+    # through a whole sweep period gives its engine state back, ARCHITECTURE.md).
+    sleep 3
     awk -v n="$((2 * QPS))" \
       -v a="$(($(mem_kib "$r1" RssAnon) - a1 + $(mem_kib "$r2" RssAnon) - a2))" \
       -v s="$(($(mem_kib "$r1" RssShmem) - s1 + $(mem_kib "$r2" RssShmem) - s2))" \

@@ -92,6 +92,11 @@ class Requester {
   explicit Requester(uint32_t sq_psn) : next_psn_(sq_psn & kPsnMask) {}
 
   bool idle() const { return window_.empty(); }
+  // Nothing outstanding and no wait pending: all it knows is next_psn(), and
+  // Requester(next_psn()) continues it (an owner may keep that alone while the QP is quiet).
+  bool quiescent() const {
+    return window_.empty() && resend_at_ns_ == 0 && !probing_ && replay_at_ns_ == 0;
+  }
   size_t outstanding() const { return window_.size(); }
   uint32_t next_psn() const { return next_psn_; }
   // An RNR wait, or its probe, holds every new request back.

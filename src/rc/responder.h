@@ -54,6 +54,16 @@ class Responder {
   };
 
   explicit Responder(uint32_t rq_psn) : epsn_(rq_psn & kPsnMask) {}
+  // Continues a quiescent responder from its epsn() and msn().
+  Responder(uint32_t rq_psn, uint32_t msn) : epsn_(rq_psn & kPsnMask), msn_(msn) {}
+
+  // Between messages with nothing owed, held back, NAKed or cached: all it knows is epsn()
+  // and msn(). A responder that executed an atomic keeps its cache of results (a duplicate
+  // may come at any time) and is never quiescent.
+  bool quiescent() const {
+    return !in_send_ && !in_write_ && !dropping_ && !nak_sent_ && !ack_held_ && owed.empty() &&
+           atomics_ == nullptr;
+  }
 
   // Where request packet `psn` with operation `op` (opcode & 0x1f) stands.
   Arrival arrive(uint32_t psn, uint8_t op, bool reliable);

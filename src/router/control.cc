@@ -109,19 +109,18 @@ void apply_qp_attr(Qp* qp, uint32_t mask, const proto::QpAttr& a) {
 
 // Zeroes the ring indices of a QP (IBTA: a QP in RESET has empty queues).
 void reset_qp_rings(Qp* qp) {
-  auto* sq_hdr = reinterpret_cast<shm::RingHeader*>(qp->shm.data() + qp->layout.sq_ring_off);
-  auto* rq_hdr = reinterpret_cast<shm::RingHeader*>(qp->shm.data() + qp->layout.rq_ring_off);
+  const shm::QpLayout l = qp->layout();
+  auto* sq_hdr = reinterpret_cast<shm::RingHeader*>(qp->shm.data() + l.sq_ring_off);
+  auto* rq_hdr = reinterpret_cast<shm::RingHeader*>(qp->shm.data() + l.rq_ring_off);
   for (auto* h : {sq_hdr, rq_hdr}) {
     h->producer.value.store(0, std::memory_order_relaxed);
     h->consumer.value.store(0, std::memory_order_relaxed);
   }
-  qp->direct->sq_retired.store(0, std::memory_order_relaxed);
-  qp->direct->express_offer.store(0, std::memory_order_relaxed);
-  qp->sq = shm::RingConsumer(sq_hdr, qp->shm.data() + qp->layout.sq_slots_off,
-                             qp->layout.sq_entries, qp->layout.sq_slot);
-  if (qp->layout.rq_entries != 0)
-    qp->rq = shm::RingConsumer(rq_hdr, qp->shm.data() + qp->layout.rq_slots_off,
-                               qp->layout.rq_entries, qp->layout.rq_slot);
+  qp->direct()->sq_retired.store(0, std::memory_order_relaxed);
+  qp->direct()->express_offer.store(0, std::memory_order_relaxed);
+  qp->sq = shm::RingConsumer(sq_hdr, qp->shm.data() + l.sq_slots_off, l.sq_entries, l.sq_slot);
+  if (l.rq_entries != 0)
+    qp->rq = shm::RingConsumer(rq_hdr, qp->shm.data() + l.rq_slots_off, l.rq_entries, l.rq_slot);
   qp->wait_until_ns = 0;
   qp->copied_bytes = 0;
   if (qp->held_recv != nullptr) qp->held_recv->held = false;  // RESET completes nothing
@@ -701,10 +700,14 @@ int Session::on_create_qp(const proto::CreateQpReq& req, UniqueFd*, int, proto::
     rq_entries = static_cast<uint32_t>(round_up_pow2(c.max_recv_wr == 0 ? 1 : c.max_recv_wr));
     rq_slot = shm::recv_slot_size(recv_sge);
   }
-  qp->layout = shm::qp_layout(sq_entries, sq_slot, rq_entries, rq_slot);
-  qp->shm = spare_qp_regions_.take(qp->layout.total);
+  qp->sq_entries = sq_entries;
+  qp->sq_slot = sq_slot;
+  qp->rq_entries = rq_entries;
+  qp->rq_slot = rq_slot;
+  const shm::QpLayout layout = qp->layout();
+  qp->shm = spare_qp_regions_.take(layout.total);
   if (qp->shm.size() == 0) {
-    if (int err = qp->shm.create("wharf-qp", qp->layout.total); err != 0) return err;
+    if (int err = qp->shm.create("wharf-qp", layout.total); err != 0) return err;
   }
   // Granted capabilities: what the slots can hold (>= what was asked, as providers report).
   qp->caps.max_send_wr = sq_entries;
@@ -719,9 +722,7 @@ int Session::on_create_qp(const proto::CreateQpReq& req, UniqueFd*, int, proto::
   qp->attr.qp_state = qp->attr.cur_qp_state = IBV_QPS_RESET;
   qp->attr.port_num = 1;
   qp->attr.path_mtu = IBV_MTU_4096;
-  qp->direct = reinterpret_cast<shm::QpDirect*>(qp->shm.data() + qp->layout.direct_off);
   reset_qp_rings(qp.get());
-  qp->counters = reinterpret_cast<shm::QpCounters*>(qp->shm.data() + qp->layout.counters_off);
 
   Qp* raw = qps_.add(std::move(qp));
   raw->qpn = router_->allocate_qpn(raw);
@@ -841,7 +842,7 @@ void Session::destroy_qp(std::unique_ptr<Qp> qp) {
       unbind_window(router_, mw.get());
   // The QP it was connected to can no longer execute into it.
   if (Qp* peer = router_->qp_by_qpn(qp->attr.dest_qp_num)) router_->refresh_direct_st(peer);
-  container_->retired.add(*qp->counters);
+  container_->retired.add(*qp->counters());
   if (qp->pd != nullptr) qp->pd->users--;
   if (qp->send_cq != nullptr) qp->send_cq->users--;
   if (qp->recv_cq != nullptr) qp->recv_cq->users--;

@@ -116,7 +116,7 @@ bool Executor::process_qp_st(Qp* qp) {
     SendWork w;
     ibv_wc_status status = IBV_WC_SUCCESS;
     uint32_t byte_len = 0;
-    if (!copy_send_wqe(slot, qp->layout.sq_slot, qp->type, qp->caps.max_send_sge, &w)) {
+    if (!copy_send_wqe(slot, qp->sq_slot, qp->type, qp->caps.max_send_sge, &w)) {
       status = IBV_WC_LOC_QP_OP_ERR;
     } else if (qp->copied_bytes == 0 && !r_->admit_st(qp, rate_charge(w), now_)) {
       break;  // over its rate: the WQE stays queued until paced_until_ns
@@ -584,7 +584,7 @@ bool Executor::take_recv_st(const Responder& dst, RecvSource* src, RecvWork* rw)
     src->srq = nullptr;
     src->pd = dst.qp->pd;
     src->max_sge = dst.qp->caps.max_recv_sge;
-    src->slot_size = dst.qp->layout.rq_slot;
+    src->slot_size = dst.qp->rq_slot;
   }
   shm::RingStatus st;
   const uint8_t* slot = src->ring->peek(&st);
@@ -690,7 +690,7 @@ bool Executor::flush_st(Qp* qp) {
     did = true;
   }
   did = flush_held_recv_st(qp) || did;
-  if (qp->layout.rq_entries != 0) {
+  if (qp->rq_entries != 0) {
     qp->rq.resync();
     for (int budget = kBudgetPerQp; budget > 0; --budget) {
       const uint8_t* slot = qp->rq.peek(&st);

@@ -33,7 +33,7 @@ bool Router::direct_eligible_st(const Qp* qp) const {
   // router puts into the peer's receive queue: its own sends go through the router too, so
   // that queue has a single consumer.
   if (!cfg_.direct_path || qp->direct_revoked || qp->type != IBV_QPT_RC ||
-      qp->state() != IBV_QPS_RTS || qp->rate.limited() || qp->owner->container()->rate.limited() ||
+      qp->state() != IBV_QPS_RTS || qp->rate_limited() || qp->owner->container()->rate.limited() ||
       (qp->srq != nullptr && qp->srq->tm != nullptr))
     return false;
   // Nor may a library write a moderated CQ (ibv_modify_cq): the router holds its events.
@@ -51,7 +51,7 @@ Qp* Router::direct_peer_st(const Qp* qp) const {
 
 bool Router::wait_direct_idle_st(Qp* qp) {
   const uint64_t deadline = now_ns() + kBusyWaitNs;
-  while (qp->direct->state.load(std::memory_order_seq_cst) == shm::kDirectBusy) {
+  while (qp->direct()->state.load(std::memory_order_seq_cst) == shm::kDirectBusy) {
     if (now_ns() > deadline) {
       spdlog::warn("QP {:#x} of pid {}: library stayed busy on the direct path; revoked", qp->qpn,
                    qp->owner->pid());
@@ -70,19 +70,19 @@ void Router::disable_direct_st(Qp* qp, bool wait_for_library) {
   // On -> Off: a library that has not claimed Busy now cannot. A Busy library returns the
   // line to On when it finishes; then the exchange is tried again.
   uint32_t expected = shm::kDirectOn;
-  while (!qp->direct->state.compare_exchange_strong(expected, shm::kDirectOff,
-                                                    std::memory_order_seq_cst)) {
+  while (!qp->direct()->state.compare_exchange_strong(expected, shm::kDirectOff,
+                                                      std::memory_order_seq_cst)) {
     if (expected == shm::kDirectBusy && wait_for_library) {
       // A new generation stops the library's long copy at its next look (within one part,
       // abi/verbs/direct_path.cc); the work request then goes to the send ring.
-      qp->direct->generation.store(++qp->direct_generation, std::memory_order_seq_cst);
+      qp->direct()->generation.store(++qp->direct_generation, std::memory_order_seq_cst);
       if (wait_direct_idle_st(qp)) {
         expected = shm::kDirectOn;
         continue;
       }
     }
     // Off already, a value only a hostile library writes, or a library we cannot wait for.
-    qp->direct->state.store(shm::kDirectOff, std::memory_order_seq_cst);
+    qp->direct()->state.store(shm::kDirectOff, std::memory_order_seq_cst);
     return;
   }
 }
@@ -90,14 +90,14 @@ void Router::disable_direct_st(Qp* qp, bool wait_for_library) {
 void Router::set_direct_st(Qp* qp, bool on) {
   disable_direct_st(qp);
   if (!on) return;
-  qp->direct->generation.store(++qp->direct_generation, std::memory_order_relaxed);
-  qp->direct->state.store(shm::kDirectOn, std::memory_order_release);
+  qp->direct()->generation.store(++qp->direct_generation, std::memory_order_relaxed);
+  qp->direct()->state.store(shm::kDirectOn, std::memory_order_release);
   qp->direct_on = true;
   direct_.push_back(qp);
 }
 
 void Router::refresh_direct_st(Qp* qp) {
-  qp->direct->in_error.store(qp->state() == IBV_QPS_ERR ? 1 : 0, std::memory_order_release);
+  qp->direct()->in_error.store(qp->state() == IBV_QPS_ERR ? 1 : 0, std::memory_order_release);
   set_direct_st(qp, direct_eligible_st(qp));
   Qp* peer = qp_by_qpn(qp->attr.dest_qp_num);
   if (peer != nullptr && peer != qp) set_direct_st(peer, direct_eligible_st(peer));
@@ -124,10 +124,10 @@ int Session::on_get_direct_peer(const proto::Handle& req, UniqueFd*, int, proto:
   if (peer == nullptr) return EAGAIN;
   rep->generation = qp->direct_generation;
   rep->peer_qpn = peer->qpn;
-  rep->peer_sq_entries = peer->layout.sq_entries;
-  rep->peer_sq_slot = peer->layout.sq_slot;
-  rep->peer_rq_entries = peer->layout.rq_entries;
-  rep->peer_rq_slot = peer->layout.rq_slot;
+  rep->peer_sq_entries = peer->sq_entries;
+  rep->peer_sq_slot = peer->sq_slot;
+  rep->peer_rq_entries = peer->rq_entries;
+  rep->peer_rq_slot = peer->rq_slot;
   rep->peer_max_recv_sge = peer->caps.max_recv_sge;
   rep->peer_access = peer->attr.qp_access_flags;
   rep->peer_cq = peer->recv_cq->handle;

@@ -186,11 +186,11 @@ void ExpressBroker::offer(Qp* qp, UniqueFd fd) {
   setsockopt(fd.get(), IPPROTO_IP, IP_TOS, &tos, sizeof(tos));
   qp->express_fd = std::move(fd);
   ++lines_;
-  qp->direct->express_offer.store(1, std::memory_order_release);
+  qp->direct()->express_offer.store(1, std::memory_order_release);
 }
 
 void ExpressBroker::forget_st(Qp* qp) {
-  qp->direct->express_offer.store(0, std::memory_order_relaxed);
+  qp->direct()->express_offer.store(0, std::memory_order_relaxed);
   if (!qp->express_fd.valid()) return;
   qp->express_fd.reset();
   --lines_;
@@ -204,7 +204,7 @@ int Session::on_take_express(const proto::Handle& req, UniqueFd*, int, proto::Ex
                              ReplyFds* out) {
   Qp* qp = qps_.find(req.handle);
   if (qp == nullptr) return EINVAL;
-  qp->direct->express_offer.store(0, std::memory_order_relaxed);
+  qp->direct()->express_offer.store(0, std::memory_order_relaxed);
   if (!qp->express_fd.valid()) return ENOENT;
   rep->peer_qpn = qp->attr.dest_qp_num;
   out->add(qp->express_fd.get());

@@ -189,6 +189,17 @@ struct Ah {
   proto::AhAttr attr;
 };
 
+// What the host-to-host engine keeps of a QP whose engine state (RemoteQpState) it gave
+// back once the QP went quiet (RemotePath parks it): the state continues from this alone.
+struct ParkedRemoteQp {
+  uint32_t next_psn = 0;  // the requester's
+  uint32_t epsn = 0;      // the responder's expected PSN and message number
+  uint32_t msn = 0;
+  uint32_t peer_incarnation = 0;
+  int16_t requester_host = -1;
+  bool parked = false;
+};
+
 // pd, send_cq and recv_cq are set for every type but these: an XRC target QP
 // (IBV_QPT_XRC_RECV) has only its domain `xrc` (and queues of its own it never uses); an XRC
 // initiator (IBV_QPT_XRC_SEND) has no recv_cq and no receive queue.
@@ -207,7 +218,9 @@ struct Qp {
   proto::QpAttr attr;  // current attributes (attr.qp_state is the state)
   ShmRegion shm;
   bool shm_shared = false;  // handed to another process (a direct-path peer)
-  shm::QpLayout layout{};
+  // The shared region's geometry; its offsets follow from it (layout()).
+  uint32_t sq_entries = 0, sq_slot = 0;
+  uint32_t rq_entries = 0, rq_slot = 0;  // 0 entries: no receive queue of its own
   shm::RingConsumer sq;
   shm::RingConsumer rq;
 
@@ -225,28 +238,29 @@ struct Qp {
   uint8_t rnr_attempts = 0;
   uint8_t retry_attempts = 0;
   // Rate limits: this QP's own bucket (the tighter of its container's qp_rate and the
-  // application's attr.rate_limit, router/policy.cc), and the time before which neither it
-  // nor its container's bucket lets the head WQE go. app_burst_bytes: the max_burst_sz of
-  // ibv_modify_qp_rate_limit, 0 for the default depth.
-  TokenBucket rate;
+  // application's attr.rate_limit, router/policy.cc; null while neither limits it, as for
+  // most QPs), and the time before which neither it nor its container's bucket lets the head
+  // WQE go. app_burst_bytes: the max_burst_sz of ibv_modify_qp_rate_limit, 0 for the default
+  // depth.
+  std::unique_ptr<TokenBucket> rate;
   uint64_t paced_until_ns = 0;
   uint32_t app_burst_bytes = 0;
   bool active = false;  // in the router's polled list
-  // Its state in the host-to-host engine, once it has any (owned by RemotePath).
+  // Its state in the host-to-host engine while it has any (owned by RemotePath), else what
+  // the engine kept when it parked the QP.
   RemoteQpState* remote = nullptr;
+  ParkedRemoteQp parked_remote;
   // RemotePath::peer_host's answer for the current AV, valid while peer_host_epoch equals
   // RemotePath's placement epoch (0: never; a new AV resets it).
   mutable int peer_host_cached = -1;
   mutable uint32_t peer_host_epoch = 0;
   bool last_wqe_reported = false;
 
-  // Direct path: the shared line (in shm), the router's own view of it, and whether the
+  // Direct path: the router's own view of the shared line (direct()), and whether the
   // library lost the right to it by staying Busy too long.
-  shm::QpDirect* direct = nullptr;
   uint32_t direct_generation = 0;
   bool direct_on = false;
   bool direct_revoked = false;
-  shm::QpCounters* counters = nullptr;  // in shm: the library's direct path adds to it too
   // Express line (router/express.h): the connection offered to the library, kept until the
   // QP is reset or destroyed.
   UniqueFd express_fd;
@@ -261,13 +275,23 @@ struct Qp {
   std::unique_ptr<Rss> rss;
 
   ibv_qp_state state() const { return static_cast<ibv_qp_state>(attr.qp_state); }
+  bool rate_limited() const { return rate != nullptr; }
+  // In the shared region: the direct-path line, and the counters (the library's direct path
+  // adds to them too).
+  shm::QpDirect* direct() const {
+    return reinterpret_cast<shm::QpDirect*>(shm.data() + layout().direct_off);
+  }
+  shm::QpCounters* counters() const {
+    return reinterpret_cast<shm::QpCounters*>(shm.data() + layout().counters_off);
+  }
+  shm::QpLayout layout() const { return shm::qp_layout(sq_entries, sq_slot, rq_entries, rq_slot); }
 };
 
 // Counts one completion of qp's work in its counters (shm::QpCounters): its send side (a
 // send, WRITE, READ or atomic it issued) or its receive side (a message that consumed one of
 // its receives). Flushes are not counted.
 inline void count_completion(Qp* qp, bool send_side, ibv_wc_status status, uint64_t bytes) {
-  shm::QpCounters* c = qp->counters;
+  shm::QpCounters* c = qp->counters();
   if (status == IBV_WC_SUCCESS) {
     (send_side ? c->tx_msgs : c->rx_msgs).fetch_add(1, std::memory_order_relaxed);
     (send_side ? c->tx_bytes : c->rx_bytes).fetch_add(bytes, std::memory_order_relaxed);

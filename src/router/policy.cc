@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <memory>
 
 #include "common/clock.h"
 #include "router/router.h"
@@ -78,12 +79,17 @@ void Router::configure_qp_rate_st(Qp* qp, uint64_t now) {
   const uint64_t bps = tighter(p.qp_rate_bps, app_bps);
   const uint64_t depth =
       tighter(depth_of(p.qp_rate_bps, p.burst_bytes), depth_of(app_bps, qp->app_burst_bytes));
-  qp->rate.retune(bps, depth, now);
+  if (bps == 0) {
+    qp->rate.reset();
+  } else {
+    if (qp->rate == nullptr) qp->rate = std::make_unique<TokenBucket>();
+    qp->rate->retune(bps, depth, now);
+  }
   qp->paced_until_ns = 0;
   // A limited QP's work goes through the router, which paces it: none on its express line.
-  const bool express = cfg_.express && qp->type == IBV_QPT_RC && !qp->rate.limited() &&
+  const bool express = cfg_.express && qp->type == IBV_QPT_RC && !qp->rate_limited() &&
                        !qp->owner->container()->rate.limited();
-  qp->direct->express_may_send.store(express ? 1 : 0, std::memory_order_relaxed);
+  qp->direct()->express_may_send.store(express ? 1 : 0, std::memory_order_relaxed);
 }
 
 int Router::check_quota_st(const Container* c, QuotaKind kind, uint64_t amount,
@@ -113,15 +119,15 @@ int Router::check_quota_st(const Container* c, QuotaKind kind, uint64_t amount,
 
 bool Router::admit_st(Qp* qp, uint64_t bytes, uint64_t now) {
   TokenBucket& shared = qp->owner->container()->rate;
-  if (!qp->rate.limited() && !shared.limited()) return true;
+  if (!qp->rate_limited() && !shared.limited()) return true;
   uint64_t own_at = 0, shared_at = 0;
-  const bool own_ok = qp->rate.ready(now, &own_at);
+  const bool own_ok = !qp->rate_limited() || qp->rate->ready(now, &own_at);
   const bool shared_ok = shared.ready(now, &shared_at);
   if (!own_ok || !shared_ok) {
     qp->paced_until_ns = std::max(own_at, shared_at);
     return false;
   }
-  qp->rate.charge(bytes);
+  if (qp->rate_limited()) qp->rate->charge(bytes);
   shared.charge(bytes);
   return true;
 }

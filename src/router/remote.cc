@@ -1,6 +1,7 @@
 // The host-to-host engine: see remote.h.
 #include "router/remote.h"
 
+#include <malloc.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -137,22 +138,67 @@ void RemotePath::set_placement_st(uint32_t network_id, uint32_t vip, const std::
 RemotePath::State& RemotePath::state(Qp* qp) {
   if (qp->remote == nullptr) {
     // Stays where it is until erased (a node of the map).
-    auto [it, made] = states_.try_emplace(qp, qp->attr.sq_psn, qp->attr.rq_psn);
+    auto [it, made] = qp->parked_remote.parked
+                          ? states_.try_emplace(qp, qp->parked_remote)
+                          : states_.try_emplace(qp, qp->attr.sq_psn, qp->attr.rq_psn);
     qp->remote = &it->second;
+    qp->parked_remote = ParkedRemoteQp{};
   }
   return *qp->remote;
+}
+
+bool RemotePath::parkable(const Qp* qp, const State& st) const {
+  if (!st.requester.quiescent() || !st.responder.quiescent() || st.unsent || st.acking ||
+      (st.uc_tail != nullptr && st.uc_tail->pending))
+    return false;
+  return std::find(responding_.begin(), responding_.end(), qp) == responding_.end();
+}
+
+size_t RemotePath::park_quiet_st() {
+  size_t parked = 0;
+  for (auto it = states_.begin(); it != states_.end();) {
+    Qp* qp = it->first;
+    State& st = it->second;
+    const uint64_t psns = uint64_t{st.requester.next_psn()} << 32 | st.responder.epsn();
+    if (psns != st.swept_psns || !parkable(qp, st)) {
+      st.swept_psns = psns;
+      ++it;
+      continue;
+    }
+    ParkedRemoteQp& p = qp->parked_remote;
+    p.next_psn = st.requester.next_psn();
+    p.epsn = st.responder.epsn();
+    p.msn = st.responder.msn();
+    p.peer_incarnation = st.peer_incarnation;
+    p.requester_host = static_cast<int16_t>(st.requester_host);
+    p.parked = true;
+    qp->remote = nullptr;
+    it = states_.erase(it);
+    ++parked;
+  }
+  if (parked >= kTrimAfterParking) {
+    // Many states went at once (a burst of QPs fell quiet): give the map's buckets and the
+    // freed pages back rather than keep them for a burst that may never come again.
+    states_.rehash(0);
+    malloc_trim(0);
+  }
+  return parked;
 }
 
 void RemotePath::forget_st(Qp* qp) {
   express_.forget_st(qp);
   states_.erase(qp);
   qp->remote = nullptr;
+  qp->parked_remote = ParkedRemoteQp{};
   responding_.erase(std::remove(responding_.begin(), responding_.end(), qp), responding_.end());
   acking_.erase(std::remove(acking_.begin(), acking_.end(), qp), acking_.end());
 }
 
 uint64_t RemotePath::next_deadline() const {
   uint64_t next = links_.next_wakeup_ns();
+  // While any QP holds state, the parking sweep is due (the router may sleep through it).
+  if (!states_.empty())
+    next = next == 0 ? swept_ns_ + kParkSweepNs : std::min(next, swept_ns_ + kParkSweepNs);
   for (const auto& [qp, st] : states_) {
     const uint64_t t = st.requester.deadline();
     if (t != 0 && (next == 0 || t < next)) next = t;
@@ -169,6 +215,10 @@ bool RemotePath::poll_st(bool router_busy, bool express_input) {
     did = links_busy_;
   }
   did |= express_.poll_st(express_input);
+  if (now - swept_ns_ >= kParkSweepNs) {
+    park_quiet_st();
+    swept_ns_ = now;
+  }
   // Responders whose answers waited for room on their link.
   for (size_t i = 0; i < responding_.size();) {
     did |= pump_responses_st(responding_[i]);
@@ -348,8 +398,8 @@ bool RemotePath::send_unsent_st(Executor* ex, Qp* qp, int dest, uint64_t now,
 }
 
 bool RemotePath::reread_st(const Qp* qp, const RemoteQpState::Work& o, SendWork* w) {
-  return copy_send_wqe(qp->sq.slot_at(o.ring_index), qp->layout.sq_slot, qp->type,
-                       qp->caps.max_send_sge, w) &&
+  return copy_send_wqe(qp->sq.slot_at(o.ring_index), qp->sq_slot, qp->type, qp->caps.max_send_sge,
+                       w) &&
          w->hdr.opcode == o.opcode;
 }
 
@@ -358,7 +408,7 @@ void RemotePath::complete_send_st(Qp* qp, const RemoteQpState::Work& o, ibv_wc_s
   shm::SendWqe h;  // only its wr_id is taken: the rest was checked when o was issued
   std::memcpy(&h, qp->sq.slot_at(o.ring_index), sizeof(h));
   qp->sq.pop();
-  qp->direct->sq_retired.fetch_add(1, std::memory_order_release);
+  qp->direct()->sq_retired.fetch_add(1, std::memory_order_release);
   count_completion(qp, true, status, o.byte_len);
   if (!o.signaled && status == IBV_WC_SUCCESS) return;
   shm::Cqe c = make_cqe(h.wr_id, status, proto::send_wc_opcode(o.opcode), qp->qpn);
@@ -421,6 +471,8 @@ class RemotePath::RequesterCalls final : public rc::RequesterPort<RemoteQpState:
 };
 
 bool RemotePath::process_requester_st(Executor* ex, Qp* qp, int dest, uint64_t now) {
+  shm::RingStatus head;
+  if (qp->remote == nullptr && qp->sq.peek(&head) == nullptr) return false;  // quiet: stays so
   State& st = state(qp);
   auto& req = st.requester;
   RequesterCalls calls(this, ex, qp, dest);
@@ -442,8 +494,7 @@ bool RemotePath::process_requester_st(Executor* ex, Qp* qp, int dest, uint64_t n
     o.ring_index = qp->sq.tail() + ahead;
     ibv_wc_status failure = IBV_WC_SUCCESS;
     SegmentList local;
-    const bool well_formed =
-        copy_send_wqe(slot, qp->layout.sq_slot, qp->type, qp->caps.max_send_sge, &w);
+    const bool well_formed = copy_send_wqe(slot, qp->sq_slot, qp->type, qp->caps.max_send_sge, &w);
     o.opcode = w.hdr.opcode;
     o.signaled = (w.hdr.flags & shm::kWqeSignaled) || qp->sq_sig_all;
     if (!well_formed) {
@@ -1075,8 +1126,8 @@ void RemotePath::on_peer_restarted(int host) {
   told_[static_cast<size_t>(host)] = false;
   r_->cm().on_host_lost_st(host, false);
   const uint32_t now_incarnation = links_.incarnation(host);
-  fail_peer_qps_st(host, "restarted", [now_incarnation](const State* st) {
-    return st != nullptr && st->peer_incarnation != 0 && st->peer_incarnation != now_incarnation;
+  fail_peer_qps_st(host, "restarted", [now_incarnation](uint32_t incarnation, bool) {
+    return incarnation != 0 && incarnation != now_incarnation;
   });
 }
 
@@ -1086,8 +1137,8 @@ void RemotePath::on_peer_gone(int host) {
   peer_networks_[static_cast<size_t>(host)].clear();
   told_[static_cast<size_t>(host)] = false;
   r_->cm().on_host_lost_st(host, false);
-  fail_peer_qps_st(host, "is not running", [](const State* st) {
-    return st != nullptr && (st->peer_incarnation != 0 || !st->requester.idle());
+  fail_peer_qps_st(host, "is not running", [](uint32_t incarnation, bool outstanding) {
+    return incarnation != 0 || outstanding;
   });
 }
 
@@ -1103,7 +1154,10 @@ void RemotePath::fail_peer_qps_st(int host, const char* why, Lost lost) {
     if ((qp->type != IBV_QPT_RC && qp->type != IBV_QPT_XRC_SEND) || s < IBV_QPS_RTR ||
         s == IBV_QPS_ERR || peer_host(qp) != host)
       return;
-    if (lost(qp->remote)) failed.push_back(qp);
+    const State* st = qp->remote;
+    const uint32_t incarnation =
+        st != nullptr ? st->peer_incarnation : qp->parked_remote.peer_incarnation;
+    if (lost(incarnation, st != nullptr && !st->requester.idle())) failed.push_back(qp);
   });
   Executor ex(r_, now_ns());
   for (Qp* qp : failed) {

@@ -56,6 +56,11 @@ struct RemoteQpState {
     bool signaled = false;
   };
   RemoteQpState(uint32_t sq_psn, uint32_t rq_psn) : requester(sq_psn), responder(rq_psn) {}
+  explicit RemoteQpState(const ParkedRemoteQp& p)
+      : requester(p.next_psn),
+        responder(p.epsn, p.msn),
+        requester_host(p.requester_host),
+        peer_incarnation(p.peer_incarnation) {}
 
   rc::Requester<Work> requester;
   rc::Responder responder;
@@ -76,6 +81,9 @@ struct RemoteQpState {
   // The incarnation of the peer's router this QP last heard from (0: none yet).
   uint32_t peer_incarnation = 0;
   bool acking = false;  // in RemotePath's acking_ list
+  // Its PSNs at RemotePath's last parking sweep (next PSN << 32 | expected PSN; all ones: not
+  // swept yet): unchanged at the next one, the QP was quiet for a whole sweep period.
+  uint64_t swept_psns = ~uint64_t{0};
 };
 
 class RemotePath final : public links::HostLinks::Handler {
@@ -129,6 +137,9 @@ class RemotePath final : public links::HostLinks::Handler {
   bool flush_st(Qp* qp);
   // Drops all state of qp (reset or destroyed).
   void forget_st(Qp* qp);
+  // QPs whose state engages memory (RemoteQpState, about 300 B and the queues it keeps):
+  // those in use, and quiet ones until parked.
+  size_t engaged_qps() const { return states_.size(); }
   // Moves packets on the host links and sets up express lines. True if anything moved.
   // `router_busy`: the router's previous pass did work. A look at the links that finds
   // nothing (an epoll_wait) costs about as much as a pass of local work, so while other work
@@ -139,7 +150,7 @@ class RemotePath final : public links::HostLinks::Handler {
   // Sends the ACKs held back in this pass, then writes what was queued for other hosts since
   // the last poll or flush. True if anything was written.
   bool flush_st();
-  // Earliest retransmission or reconnect deadline, 0 if none.
+  // Earliest retransmission, reconnect or parking-sweep deadline, 0 if none.
   uint64_t next_deadline() const;
 
   // links::HostLinks::Handler
@@ -154,7 +165,15 @@ class RemotePath final : public links::HostLinks::Handler {
   using Response = rc::Response;
   class RequesterCalls;  // the requester's port: remote.cc
 
+  // qp's engine state, made (or continued from where it was parked) if it has none.
   State& state(Qp* qp);
+  // A QP that was quiet for a whole sweep period (kParkSweepNs) and is quiescent (nothing
+  // outstanding, owed or in progress) gives back its state; what continues it stays in
+  // Qp::parked_remote (a few bytes). An idle connected QP then costs the engine nothing, as
+  // SRC keeps state only for active connections. Busy QPs are never parked, so the hot path
+  // does not allocate. Returns how many were parked.
+  size_t park_quiet_st();
+  bool parkable(const Qp* qp, const State& st) const;
   // The addressing of a packet qp sends along address vector ah to QP dest_qpn.
   proto::host::PacketHeader request_header(const Qp* qp, const proto::AhAttr& ah, uint32_t dest_qpn,
                                            int host) const;
@@ -196,7 +215,9 @@ class RemotePath final : public links::HostLinks::Handler {
   // Copies the work request of o out of qp's send ring again into *w. False when the
   // application rewrote it since it was issued (malformed, or another opcode).
   static bool reread_st(const Qp* qp, const RemoteQpState::Work& o, SendWork* w);
-  // Fails the RC QPs connected to `host` that `lost` says lost their peer (router log: `why`).
+  // Fails the RC QPs connected to `host` that `lost(peer_incarnation, outstanding)` says lost
+  // their peer (router log: `why`): the incarnation of the peer's router the QP last heard
+  // from (0: none), and whether it waits for answers.
   template <class Lost>
   void fail_peer_qps_st(int host, const char* why, Lost lost);
 
@@ -209,6 +230,9 @@ class RemotePath final : public links::HostLinks::Handler {
   static constexpr uint64_t kQuietLinkLookNs = 5000;
   uint64_t links_looked_ns_ = 0;
   bool links_busy_ = false;
+  static constexpr uint64_t kParkSweepNs = 1'000'000'000;
+  static constexpr size_t kTrimAfterParking = 256;
+  uint64_t swept_ns_ = 0;  // the last parking sweep
   // Every QP's state, created by state() and erased by forget_st(); Qp::remote points at
   // its entry meanwhile.
   std::unordered_map<Qp*, State> states_;

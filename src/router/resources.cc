@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/ipv4.h"
+#include "router/remote.h"
 #include "router/router.h"
 #include "router/session.h"
 
@@ -48,6 +49,21 @@ const char* port_space_name(uint16_t ps) {
     case RDMA_PS_IPOIB: return "IPOIB";
     default: return "?";
   }
+}
+
+// Where a QP's transport stands: its next PSN to send and the PSN it expects, and whether
+// the host-to-host engine holds state for it ("engaged"), gave it back while the QP is quiet
+// ("parked", router/remote.h) or never had any ("none": its peer is on this host, or it
+// has not moved anything to another host yet).
+struct QpEngineView {
+  uint32_t sq_psn, rq_psn;
+  const char* name;
+};
+QpEngineView engine_view(const Qp& qp) {
+  if (qp.remote != nullptr)
+    return {qp.remote->requester.next_psn(), qp.remote->responder.epsn(), "engaged"};
+  if (qp.parked_remote.parked) return {qp.parked_remote.next_psn, qp.parked_remote.epsn, "parked"};
+  return {qp.attr.sq_psn, qp.attr.rq_psn, "none"};
 }
 
 // "a.b.c.d:port" or "[v6]:port", as `rdma res show cm_id` prints addresses.
@@ -92,12 +108,16 @@ std::string Router::describe_resources_st() const {
     };
     for (const auto& [h, qp] : s->qps_) {
       Traffic t;
-      t.add(*qp->counters);
-      traffic[c].add(*qp->counters);
+      t.add(*qp->counters());
+      traffic[c].add(*qp->counters());
+      const QpEngineView engine = engine_view(*qp);
       json j = with_owner({{"lqpn", qp->qpn},
                            {"rqpn", qp->attr.dest_qp_num},
                            {"type", qp_type_name(qp->type)},
                            {"state", qp_state_name(qp->state())},
+                           {"rq-psn", engine.rq_psn},
+                           {"sq-psn", engine.sq_psn},
+                           {"engine", engine.name},
                            {"direct", qp->direct_on},
                            {"express", qp->express_fd.valid()}});
       j.update(traffic_json(t));

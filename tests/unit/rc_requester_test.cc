@@ -335,5 +335,24 @@ TEST_F(RequesterTest, AbandoningTheOldestReportsWhetherAnythingWasOutstanding) {
   EXPECT_EQ(port.done[0], std::make_pair(1, IBV_WC_RETRY_EXC_ERR));
 }
 
+// Quiescent (nothing outstanding, no wait pending) is when an owner may keep next_psn()
+// alone: a requester made from it goes on with the same PSNs.
+TEST_F(RequesterTest, OnlyAQuiescentRequesterIsContinuedFromItsNextPsn) {
+  EXPECT_TRUE(req.quiescent());
+  req.issue(1, RequestKind::kMessage, 2, now, limits, port);
+  EXPECT_FALSE(req.quiescent());
+  ack(0xffffff);
+  EXPECT_TRUE(req.quiescent());
+  EXPECT_FALSE(req.link_lost(now));  // nothing to replay: still quiescent
+  EXPECT_TRUE(req.quiescent());
+  Requester<int> continued(req.next_psn());
+  continued.issue(2, RequestKind::kMessage, 1, now, limits, port);
+  EXPECT_EQ(port.sent.back(), std::make_pair(2, 0u));  // 0xfffffe + 2 wraps to 0
+  // An RNR wait is not quiescent.
+  continued.on_response(host::kAcknowledge, 0, true, host::aeth_rnr(3), 0, nullptr, 0, now, limits,
+                        port);
+  EXPECT_FALSE(continued.quiescent());
+}
+
 }  // namespace
 }  // namespace wharf::rc

@@ -127,5 +127,34 @@ TEST(ResponderTest, PlainAcksAreHeldAndCoalescedAndNeverOvertaken) {
   EXPECT_EQ(psns, (std::vector<uint32_t>{3, 4, 5, 6, 6}));
 }
 
+// Quiescent (between messages, nothing owed, held, NAKed or cached) is when an owner may keep
+// epsn() and msn() alone: a responder made from them answers the same.
+TEST(ResponderTest, OnlyAQuiescentResponderIsContinuedFromItsPsnAndMsn) {
+  Responder r(5);
+  EXPECT_TRUE(r.quiescent());
+  r.begin_message(host::kSendFirst, 5);
+  r.accept(5);
+  EXPECT_FALSE(r.quiescent());  // inside a message
+  r.end_message();
+  r.accept(6);
+  EXPECT_TRUE(r.quiescent());
+  r.owe(Response{Response::kAck, 6, host::aeth_ack(), r.msn()});
+  ASSERT_TRUE(r.holding_ack());
+  EXPECT_FALSE(r.quiescent());  // an ACK held back
+  r.release_ack();
+  EXPECT_FALSE(r.quiescent());  // owed
+  r.owed.pop_front();
+  EXPECT_TRUE(r.quiescent());
+  Responder continued(r.epsn(), r.msn());
+  EXPECT_EQ(continued.msn(), 1u);
+  EXPECT_EQ(continued.arrive(6, host::kSendOnly, true), Arrival::kDuplicate);
+  EXPECT_EQ(continued.arrive(7, host::kSendOnly, true), Arrival::kNext);
+  EXPECT_EQ(continued.arrive(9, host::kSendOnly, true), Arrival::kGap);
+  EXPECT_FALSE(continued.quiescent());  // a NAK outstanding
+  Responder atomics(0);
+  atomics.remember_atomic(0, 1);
+  EXPECT_FALSE(atomics.quiescent());  // its results must answer duplicates
+}
+
 }  // namespace
 }  // namespace wharf::rc

@@ -384,7 +384,7 @@ TEST_F(RouterControlTest, AppRateLimitFromModifyQpPacesTheQpAndIsQueried) {
   // 8000 kbit/s = 1 MB/s, default depth (64 KiB, the minimum): a 1 MB debt takes 1 s.
   ASSERT_EQ(to_rts(c, 8000), 0);
   with_qp(qpn, [&](Qp* qp) {
-    ASSERT_TRUE(qp->rate.limited());
+    ASSERT_TRUE(qp->rate_limited());
     EXPECT_EQ(pace_after_debt(qp, TokenBucket::kMinDepthBytes, 1'000'000), kNsPerS);
   });
   c.send(proto::Op::kQueryQp, proto::Handle{1});
@@ -395,7 +395,7 @@ TEST_F(RouterControlTest, AppRateLimitFromModifyQpPacesTheQpAndIsQueried) {
   m.attr.rate_limit = 0;
   c.send(proto::Op::kModifyQp, m);
   EXPECT_EQ(c.status(), 0);
-  with_qp(qpn, [](Qp* qp) { EXPECT_FALSE(qp->rate.limited()); });
+  with_qp(qpn, [](Qp* qp) { EXPECT_FALSE(qp->rate_limited()); });
 }
 
 TEST_F(RouterControlTest, ModifyQpRateLimitTakesABurstAsDepthAndRefusesWhatMlx5Refuses) {
@@ -411,7 +411,7 @@ TEST_F(RouterControlTest, ModifyQpRateLimitTakesABurstAsDepthAndRefusesWhatMlx5R
   EXPECT_EQ(c.status(), EINVAL);  // a packet size without a rate
   c.send(proto::Op::kModifyQpRateLimit, proto::ModifyQpRateLimitReq{2, 16000, 0, 0, 0});
   EXPECT_EQ(c.status(), EINVAL);  // no such QP
-  with_qp(qpn, [](Qp* qp) { EXPECT_FALSE(qp->rate.limited()); });
+  with_qp(qpn, [](Qp* qp) { EXPECT_FALSE(qp->rate_limited()); });
   // 16000 kbit/s = 2 MB/s with a 1000-byte depth: a 2 MB debt takes 1 s.
   c.send(proto::Op::kModifyQpRateLimit, proto::ModifyQpRateLimitReq{1, 16000, 1000, 1024, 0});
   ASSERT_EQ(c.status(), 0);
@@ -421,7 +421,7 @@ TEST_F(RouterControlTest, ModifyQpRateLimitTakesABurstAsDepthAndRefusesWhatMlx5R
   ASSERT_EQ(c.status(), 0);
   with_qp(qpn, [&](Qp* qp) {
     uint64_t unused = 0;
-    EXPECT_FALSE(qp->rate.ready(now_ns(), &unused));
+    EXPECT_FALSE(qp->rate->ready(now_ns(), &unused));
   });
   c.send(proto::Op::kQueryQp, proto::Handle{1});
   proto::QueryQpRep q;
@@ -446,7 +446,7 @@ TEST_F(RouterControlTest, AQpIsPacedByTheTighterOfItsAppLimitAndItsPolicy) {
   // The operator lifts its limit: the application's 1 MB/s remains.
   with_qp(qpn, [&](Qp* qp) {
     router_->apply_policy_st(qp->owner->container(), ContainerPolicy{});
-    EXPECT_TRUE(qp->rate.limited());
+    EXPECT_TRUE(qp->rate_limited());
   });
   // Back to a policy of 0.5 MB/s and a 1000-byte burst; the application lifts its own limit
   // (the bucket, emptied by now, starts full under the new policy).
@@ -454,7 +454,7 @@ TEST_F(RouterControlTest, AQpIsPacedByTheTighterOfItsAppLimitAndItsPolicy) {
   c.send(proto::Op::kModifyQpRateLimit, proto::ModifyQpRateLimitReq{1, 0, 0, 0, 0});
   ASSERT_EQ(c.status(), 0);
   with_qp(qpn, [&](Qp* qp) {
-    EXPECT_FALSE(qp->rate.limited());
+    EXPECT_FALSE(qp->rate_limited());
     router_->apply_policy_st(qp->owner->container(), policy);
     EXPECT_EQ(pace_after_debt(qp, 1000, 500'000), kNsPerS);
   });

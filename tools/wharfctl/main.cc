@@ -32,7 +32,7 @@
 
 #include "common/policy.h"
 #include "control/units.h"
-#include "router_dump.h"
+#include "proto/router_dump.h"
 
 namespace {
 
@@ -202,7 +202,7 @@ void print(const Options& o, const json& list, const char* kind,
 // The router's answer to kDumpResources (router/resources.cc), parsed; exits on failure.
 json router_dump(const Options& o) {
   std::string dump, error;
-  if (!wharfctl::dump_router_resources(o.router, &dump, &error)) Client::fail(error);
+  if (!wharf::proto::dump_router_resources(o.router, &dump, &error)) Client::fail(error);
   json all = json::parse(dump, nullptr, false);
   if (!all.is_object()) Client::fail("the router answered something that is not JSON");
   return all;
@@ -245,7 +245,7 @@ void print_links(const Options& o, const json& items, const std::vector<const ch
 // count of each kind when no kind is named.
 int show_resources(const Options& o, const std::vector<std::string>& args) {
   static const std::map<std::string, std::vector<const char*>> kFields = {
-      {"qp", {"lqpn", "rqpn", "type", "state", "direct"}},
+      {"qp", {"lqpn", "rqpn", "type", "state", "rq-psn", "sq-psn", "engine", "direct"}},
       {"cq", {"cqe", "users"}},
       {"mr", {"rkey", "lkey", "mrlen"}},
       {"pd", {"users"}},

@@ -4,10 +4,15 @@
 #include "fake_peer.h"
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
 
 #include "cluster.h"
+#include "proto/router_dump.h"
 #include "verbs_fixture.h"
 
 namespace wharf::verify {
@@ -102,6 +107,36 @@ class FakePeerTest : public VerbsTest {
     host::Packet p = request(qp, host::kSendOnly, psn, kPayload.data(), len);
     p.hdr.flags = host::kAckRequest;
     return p;
+  }
+  // Posts a signaled 64-byte SEND on qp, takes it from the wire and ACKs it; returns its PSN.
+  uint32_t send_and_ack(ibv_qp* qp, Buffer& src) {
+    EXPECT_EQ(
+        post_send(qp, IBV_WR_SEND, {{reinterpret_cast<uint64_t>(src.data), 64, src.mr->lkey}}, 9),
+        0);
+    host::Packet sent;
+    do {
+      if (!peer_->receive(&sent)) {
+        ADD_FAILURE() << "the SEND never came";
+        return 0;
+      }
+    } while (sent.hdr.src_qpn != qp->qp_num);
+    const uint32_t psn = sent.hdr.psn;
+    host::Packet ack = request(qp, host::kAcknowledge, psn, nullptr, 0);
+    ack.aeth.syndrome = host::aeth_ack();
+    EXPECT_TRUE(peer_->send(ack));
+    const ibv_wc wc = wait_one(a_.cq);
+    EXPECT_EQ(wc.wr_id, 9u);
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+    return psn;
+  }
+  // What the router says of qp's transport (`wharfctl resource show qp`'s "engine").
+  static std::string engine_of(const ibv_qp* qp) {
+    std::string dump, error;
+    if (!proto::dump_router_resources(cluster_->a().socket(), &dump, &error)) return error;
+    const nlohmann::json all = nlohmann::json::parse(dump);
+    for (const auto& q : all.at("qp"))
+      if (q.at("lqpn") == qp->qp_num) return q.at("engine");
+    return "no such QP";
   }
   static ibv_qp_state state(ibv_qp* qp) {
     ibv_qp_attr attr{};
@@ -285,6 +320,38 @@ TEST_F(FakePeerTest, AReadResponseLongerThanTheReadPlacesNothing) {
   EXPECT_EQ(wc.wr_id, 9u);
   EXPECT_NE(wc.status, IBV_WC_SUCCESS);
   EXPECT_TRUE(all_zero(dst));
+  EXPECT_EQ(ibv_destroy_qp(qp), 0);
+}
+
+// A connected QP has engine state only once it moves something, and one that falls quiet
+// gives it back (RemotePath parks it, router/remote.h) and goes on exactly where it was: its next
+// request has the next PSN, a repeated request is still a duplicate (answered, its receive not
+// taken twice), the next one is executed.
+TEST_F(FakePeerTest, AQuietQpGivesItsStateBackAndGoesOnWhereItWas) {
+  ibv_qp* qp = connected_qp();
+  EXPECT_EQ(engine_of(qp), "none");  // connected, nothing moved yet: no state
+  Buffer buf = make_buffer(a_, 4096, kFullAccess);
+  post_recv(qp, buf, 0, 64, 7);
+  post_recv(qp, buf, 64, 64, 8);
+  ASSERT_TRUE(peer_->send(acked_send(qp, 0, 64)));
+  expect_ack(qp, 0);
+  EXPECT_EQ(wait_one(a_.cq).wr_id, 7u);
+  const uint32_t first = send_and_ack(qp, buf);
+  EXPECT_EQ(engine_of(qp), "engaged");
+  // Parking sweeps come every second, also while the router has nothing else to do (asking
+  // it would wake it: it is left alone meanwhile); a QP quiet through a whole period is
+  // parked, so within 2 s.
+  std::this_thread::sleep_for(std::chrono::seconds(4));
+  ASSERT_EQ(engine_of(qp), "parked") << "the quiet QP kept its state";
+  ASSERT_TRUE(peer_->send(acked_send(qp, 0, 64)));
+  expect_ack(qp, 0);
+  ASSERT_TRUE(peer_->send(acked_send(qp, 1, 64)));
+  expect_ack(qp, 1);
+  EXPECT_EQ(wait_one(a_.cq).wr_id, 8u);
+  ibv_wc more;
+  EXPECT_EQ(ibv_poll_cq(a_.cq, 1, &more), 0) << "the repeated SEND took a second receive";
+  EXPECT_EQ(send_and_ack(qp, buf), (first + 1) & 0xffffff);
+  EXPECT_EQ(engine_of(qp), "engaged");
   EXPECT_EQ(ibv_destroy_qp(qp), 0);
 }
 

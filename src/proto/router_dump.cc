@@ -1,4 +1,4 @@
-#include "router_dump.h"
+#include "proto/router_dump.h"
 
 #include <unistd.h>
 
@@ -8,23 +8,20 @@
 #include "proto/messages.h"
 #include "proto/router_client.h"
 
-namespace wharfctl {
-
-using namespace wharf;
+namespace wharf::proto {
 
 bool dump_router_resources(const std::string& socket_path, std::string* json, std::string* error) {
   auto fail = [&](const std::string& why) {
     *error = "router " + socket_path + ": " + why;
     return false;
   };
-  proto::RouterClient client;
+  RouterClient client;
   if (int err = client.connect(socket_path.c_str()); err != 0)
     return fail(std::string(std::strerror(err)) + " (is wharfd running? see -r)");
   client.set_reply_timeout_ms(10000);
-  proto::DumpResourcesRep body;
+  DumpResourcesRep body;
   UniqueFd fds[1];
-  if (int err = client.call(proto::Op::kDumpResources, proto::Empty{}, nullptr, 0, &body, fds, 1);
-      err != 0)
+  if (int err = client.call(Op::kDumpResources, Empty{}, nullptr, 0, &body, fds, 1); err != 0)
     return fail(err == ETIMEDOUT ? "no answer" : std::strerror(err));
   if (!fds[0].valid() || body.bytes > (64u << 20)) return fail("malformed answer");
   json->resize(body.bytes);
@@ -37,4 +34,4 @@ bool dump_router_resources(const std::string& socket_path, std::string* json, st
   return true;
 }
 
-}  // namespace wharfctl
+}  // namespace wharf::proto
