@@ -116,7 +116,7 @@ bool Executor::process_qp_st(Qp* qp) {
     SendWork w;
     ibv_wc_status status = IBV_WC_SUCCESS;
     uint32_t byte_len = 0;
-    if (!copy_send_wqe(slot, qp->sq_slot, qp->type, qp->caps.max_send_sge, &w)) {
+    if (!qp->copy_send(slot, &w)) {
       status = IBV_WC_LOC_QP_OP_ERR;
     } else if (qp->copied_bytes == 0 && !r_->admit_st(qp, rate_charge(w), now_)) {
       break;  // over its rate: the WQE stays queued until paced_until_ns

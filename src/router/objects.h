@@ -276,6 +276,11 @@ struct Qp {
 
   ibv_qp_state state() const { return static_cast<ibv_qp_state>(attr.qp_state); }
   bool rate_limited() const { return rate != nullptr; }
+  // Copies the send WQE in `slot` of its send ring into *w: copy_send_wqe under this QP's
+  // slot size, type and SGE limit (false: malformed).
+  bool copy_send(const uint8_t* slot, SendWork* w) const {
+    return copy_send_wqe(slot, sq_slot, type, caps.max_send_sge, w);
+  }
   // In the shared region: the direct-path line, and the counters (the library's direct path
   // adds to them too).
   shm::QpDirect* direct() const {

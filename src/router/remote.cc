@@ -248,12 +248,16 @@ proto::host::PacketHeader RemotePath::request_header(const Qp* qp, const proto::
 
 // Sends the packets of one SEND or WRITE message from PSN *psn on while the link takes them,
 // moving *psn past each one sent. False when its payload cannot be gathered any more.
-bool RemotePath::send_message_st(Executor* ex, Qp* qp, int dest, const Request& o, uint32_t* psn) {
-  SendWork w;
-  SegmentList local;
-  if (!reread_st(qp, o.work, &w) || !ex->gather_local_st(qp, w, false, &local) ||
-      local.total != o.work.byte_len)
+bool RemotePath::send_message_st(Executor* ex, Qp* qp, int dest, const Request& o, uint32_t* psn,
+                                 const Fresh* fresh) {
+  SendWork reread;
+  SegmentList gathered;
+  if (fresh == nullptr &&
+      (!reread_st(qp, o.work, &reread) || !ex->gather_local_st(qp, reread, false, &gathered) ||
+       gathered.total != o.work.byte_len))
     return false;
+  const SendWork& w = fresh != nullptr ? *fresh->w : reread;
+  const SegmentList& local = fresh != nullptr ? *fresh->local : gathered;
   const uint8_t op = o.work.opcode;
   const uint64_t len = local.total;
   const uint32_t n = packets_for(len);
@@ -291,12 +295,14 @@ bool RemotePath::send_message_st(Executor* ex, Qp* qp, int dest, const Request& 
 // Sends what is left of request o from PSN *psn on (a SEND or WRITE message, or a READ or
 // atomic request, one packet) while the link takes it; *psn moves past what was sent: past
 // o.last_psn once all of it went. False when o cannot be sent any more.
-bool RemotePath::send_request_st(Executor* ex, Qp* qp, int dest, const Request& o, uint32_t* psn) {
+bool RemotePath::send_request_st(Executor* ex, Qp* qp, int dest, const Request& o, uint32_t* psn,
+                                 const Fresh* fresh) {
   release_ack_st(qp);
   const uint8_t op = o.work.opcode;
-  if (!is_read_or_atomic(op)) return send_message_st(ex, qp, dest, o, psn);
-  SendWork w;
-  if (!reread_st(qp, o.work, &w)) return false;
+  if (!is_read_or_atomic(op)) return send_message_st(ex, qp, dest, o, psn, fresh);
+  SendWork reread;
+  if (fresh == nullptr && !reread_st(qp, o.work, &reread)) return false;
+  const SendWork& w = fresh != nullptr ? *fresh->w : reread;
   Packet p;
   p.hdr = request_header(qp, qp->attr.ah_attr, qp->attr.dest_qp_num, dest);
   p.hdr.opcode =
@@ -321,11 +327,11 @@ bool RemotePath::send_request_st(Executor* ex, Qp* qp, int dest, const Request& 
 // packet, as far as the link takes it, unless packets before it still wait for room: then it
 // waits behind them. What the link did not take waits in the QP's state (unsent_psn) and goes
 // in later passes (send_unsent_st), so a message longer than a link's queue goes at all.
-bool RemotePath::transmit_st(Executor* ex, Qp* qp, int dest, const Request& o) {
+bool RemotePath::transmit_st(Executor* ex, Qp* qp, int dest, const Request& o, const Fresh* fresh) {
   State& st = state(qp);
   if (qp->type == IBV_QPT_UC) {
     uint32_t psn = o.first_psn;
-    if (send_request_st(ex, qp, dest, o, &psn) && psn_lt(o.last_psn, psn)) return true;
+    if (send_request_st(ex, qp, dest, o, &psn, fresh) && psn_lt(o.last_psn, psn)) return true;
     if (st.uc_tail == nullptr) st.uc_tail = std::make_unique<State::UcTail>();
     *st.uc_tail = State::UcTail{o, psn, true};
     return false;  // completed by send_uc_tail_st
@@ -333,7 +339,7 @@ bool RemotePath::transmit_st(Executor* ex, Qp* qp, int dest, const Request& o) {
   if (st.unsent && psn_lt(st.unsent_psn, o.first_psn)) return true;
   st.unsent = false;
   uint32_t psn = o.first_psn;
-  if (!send_request_st(ex, qp, dest, o, &psn)) return false;
+  if (!send_request_st(ex, qp, dest, o, &psn, fresh)) return false;
   if (!psn_lt(o.last_psn, psn)) {
     st.unsent = true;
     st.unsent_psn = psn;
@@ -398,9 +404,7 @@ bool RemotePath::send_unsent_st(Executor* ex, Qp* qp, int dest, uint64_t now,
 }
 
 bool RemotePath::reread_st(const Qp* qp, const RemoteQpState::Work& o, SendWork* w) {
-  return copy_send_wqe(qp->sq.slot_at(o.ring_index), qp->sq_slot, qp->type, qp->caps.max_send_sge,
-                       w) &&
-         w->hdr.opcode == o.opcode;
+  return qp->copy_send(qp->sq.slot_at(o.ring_index), w) && w->hdr.opcode == o.opcode;
 }
 
 void RemotePath::complete_send_st(Qp* qp, const RemoteQpState::Work& o, ibv_wc_status status) {
@@ -424,7 +428,12 @@ class RemotePath::RequesterCalls final : public rc::RequesterPort<RemoteQpState:
   // Whether the QP failed (moved to ERR) during the call.
   bool failed() const { return failed_; }
 
-  bool transmit(const Request& r) override { return path_->transmit_st(ex_, qp_, host_, r); }
+  bool transmit(const Request& r) override {
+    const bool first = fresh_ != nullptr && fresh_->ring_index == r.work.ring_index;
+    return path_->transmit_st(ex_, qp_, host_, r, first ? fresh_ : nullptr);
+  }
+  // The work request being issued, until the next (null: none).
+  void issuing(const Fresh* fresh) { fresh_ = fresh; }
   void complete(const Request& r, ibv_wc_status status) override {
     path_->complete_send_st(qp_, r.work, status);
   }
@@ -468,6 +477,7 @@ class RemotePath::RequesterCalls final : public rc::RequesterPort<RemoteQpState:
   Qp* qp_;
   int host_;
   bool failed_ = false;
+  const Fresh* fresh_ = nullptr;
 };
 
 bool RemotePath::process_requester_st(Executor* ex, Qp* qp, int dest, uint64_t now) {
@@ -494,7 +504,7 @@ bool RemotePath::process_requester_st(Executor* ex, Qp* qp, int dest, uint64_t n
     o.ring_index = qp->sq.tail() + ahead;
     ibv_wc_status failure = IBV_WC_SUCCESS;
     SegmentList local;
-    const bool well_formed = copy_send_wqe(slot, qp->sq_slot, qp->type, qp->caps.max_send_sge, &w);
+    const bool well_formed = qp->copy_send(slot, &w);
     o.opcode = w.hdr.opcode;
     o.signaled = (w.hdr.flags & shm::kWqeSignaled) || qp->sq_sig_all;
     if (!well_formed) {
@@ -539,11 +549,15 @@ bool RemotePath::process_requester_st(Executor* ex, Qp* qp, int dest, uint64_t n
     if (!r_->admit_st(qp, rate_charge(w), now)) break;  // over its rate: waits, others go on
     o.byte_len = static_cast<uint32_t>(local.total);
     did = true;
+    const Fresh fresh{o.ring_index, &w, &local};
+    calls.issuing(&fresh);
     if (qp->type != IBV_QPT_UC) {
       req.issue(o, kind, n, now, limits, calls);
+      calls.issuing(nullptr);
       continue;
     }
     req.issue_unreliable(o, n, calls);  // unreliable: done once sent
+    calls.issuing(nullptr);
     // What the link did not take keeps its WQE at the ring's head (send_uc_tail_st).
     if (st.uc_tail != nullptr && st.uc_tail->pending) break;
   }

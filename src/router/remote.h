@@ -164,6 +164,13 @@ class RemotePath final : public links::HostLinks::Handler {
   using Request = rc::Request<RemoteQpState::Work>;
   using Response = rc::Response;
   class RequesterCalls;  // the requester's port: remote.cc
+  // A work request as the issue loop just copied it out of the send ring and gathered its
+  // local memory: its first transmission uses these rather than doing both again.
+  struct Fresh {
+    uint32_t ring_index;
+    const SendWork* w;
+    const SegmentList* local;
+  };
 
   // qp's engine state, made (or continued from where it was parked) if it has none.
   State& state(Qp* qp);
@@ -177,14 +184,17 @@ class RemotePath final : public links::HostLinks::Handler {
   // The addressing of a packet qp sends along address vector ah to QP dest_qpn.
   proto::host::PacketHeader request_header(const Qp* qp, const proto::AhAttr& ah, uint32_t dest_qpn,
                                            int host) const;
-  bool transmit_st(Executor* ex, Qp* qp, int host, const Request& o);
+  bool transmit_st(Executor* ex, Qp* qp, int host, const Request& o, const Fresh* fresh);
   bool send_unsent_st(Executor* ex, Qp* qp, int host, uint64_t now,
                       const rc::RequesterLimits& limits);
   // UC: sends what is left of the message the link had no room for; completes it once all
   // went. True while some of it still waits, or when the QP just failed: nothing new goes.
   bool send_uc_tail_st(Executor* ex, Qp* qp, int host, bool* did);
-  bool send_request_st(Executor* ex, Qp* qp, int host, const Request& o, uint32_t* psn);
-  bool send_message_st(Executor* ex, Qp* qp, int host, const Request& o, uint32_t* psn);
+  // `fresh`: o's work request as just issued, or null (it is copied out of the ring again).
+  bool send_request_st(Executor* ex, Qp* qp, int host, const Request& o, uint32_t* psn,
+                       const Fresh* fresh = nullptr);
+  bool send_message_st(Executor* ex, Qp* qp, int host, const Request& o, uint32_t* psn,
+                       const Fresh* fresh);
   bool pump_responses_st(Qp* dst);
   void queue_response_st(Qp* dst, const Response& r);
   // Sends dst's owed answers while its link has room; the rest wait in responding_.
