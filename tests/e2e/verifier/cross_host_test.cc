@@ -816,6 +816,42 @@ TEST_F(CrossHostDeathTest, APeerRouterThatDiesFailsOnlyTheQpsThroughItAndComesBa
   close_side(&c);
 }
 
+// A QP that fell quiet gave its engine state back (router/remote.h, parking) but kept which
+// incarnation of its peer's router it talked to: when another QP finds that router dead,
+// the quiet one fails with it, as one that kept its state does (its retry budget is hours).
+TEST_F(CrossHostDeathTest, AQuietQpFailsWithItsPeersRouterAsABusyOneDoes) {
+  ibv_qp* quiet = create_qp(a_, IBV_QPT_RC);
+  ibv_qp* peer = create_qp(b_, IBV_QPT_RC);
+  connect(quiet, a_, peer, b_, kFullAccess, 7, 7, 31);
+  connect(peer, b_, quiet, a_, kFullAccess);
+  write_and_check(quiet, a_, b_);
+  ibv_cq* cq = ibv_create_cq(a_.ctx, 16, nullptr, nullptr, 0);
+  ASSERT_NE(cq, nullptr);
+  ibv_qp* busy = create_rc_qp_on(a_, cq, 16);
+  ibv_qp* busy_peer = create_qp(b_, IBV_QPT_RC);
+  connect(busy, a_, busy_peer, b_, kFullAccess, 7, 7, 31);
+  connect(busy_peer, b_, busy, a_, kFullAccess);
+  // Past two of the router's once-a-second parking sweeps.
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  cluster_->router(1).kill_hard();
+  Buffer src = make_buffer(a_, 64, kFullAccess);
+  ASSERT_EQ(
+      post_send(busy, IBV_WR_RDMA_WRITE, {{reinterpret_cast<uint64_t>(src.data), 64, src.mr->lkey}},
+                1, IBV_SEND_SIGNALED, 0x1000, 0x1234),
+      0);
+  const ibv_wc wc = wait_one(cq);
+  EXPECT_EQ(wc.status, IBV_WC_RETRY_EXC_ERR) << ibv_wc_status_str(wc.status);
+  ibv_qp_attr attr{};
+  ibv_qp_init_attr init{};
+  ASSERT_EQ(ibv_query_qp(quiet, &attr, IBV_QP_STATE, &init), 0);
+  EXPECT_EQ(attr.qp_state, IBV_QPS_ERR) << "the quiet QP outlived its peer's router";
+  cluster_->restart(1);
+  free_buffer(&src);
+  ibv_destroy_qp(quiet);
+  ibv_destroy_qp(busy);
+  ibv_destroy_cq(cq);
+}
+
 }  // namespace
 }  // namespace wharf::verify
 
