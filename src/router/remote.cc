@@ -154,7 +154,7 @@ bool RemotePath::parkable(const Qp* qp, const State& st) const {
   return std::find(responding_.begin(), responding_.end(), qp) == responding_.end();
 }
 
-size_t RemotePath::park_quiet_st() {
+void RemotePath::park_quiet_st() {
   size_t parked = 0;
   for (auto it = states_.begin(); it != states_.end();) {
     Qp* qp = it->first;
@@ -165,13 +165,7 @@ size_t RemotePath::park_quiet_st() {
       ++it;
       continue;
     }
-    ParkedRemoteQp& p = qp->parked_remote;
-    p.next_psn = st.requester.next_psn();
-    p.epsn = st.responder.epsn();
-    p.msn = st.responder.msn();
-    p.peer_incarnation = st.peer_incarnation;
-    p.requester_host = static_cast<int16_t>(st.requester_host);
-    p.parked = true;
+    qp->parked_remote = st.parked();
     qp->remote = nullptr;
     it = states_.erase(it);
     ++parked;
@@ -182,7 +176,6 @@ size_t RemotePath::park_quiet_st() {
     states_.rehash(0);
     malloc_trim(0);
   }
-  return parked;
 }
 
 void RemotePath::forget_st(Qp* qp) {

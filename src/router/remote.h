@@ -61,6 +61,16 @@ struct RemoteQpState {
         responder(p.epsn, p.msn),
         requester_host(p.requester_host),
         peer_incarnation(p.peer_incarnation) {}
+  // What continues this state once it is given back: the inverse of the constructor above
+  // (only for a quiescent requester and responder).
+  ParkedRemoteQp parked() const {
+    return ParkedRemoteQp{requester.next_psn(),
+                          responder.epsn(),
+                          responder.msn(),
+                          peer_incarnation,
+                          static_cast<int16_t>(requester_host),
+                          true};
+  }
 
   rc::Requester<Work> requester;
   rc::Responder responder;
@@ -137,9 +147,6 @@ class RemotePath final : public links::HostLinks::Handler {
   bool flush_st(Qp* qp);
   // Drops all state of qp (reset or destroyed).
   void forget_st(Qp* qp);
-  // QPs whose state engages memory (RemoteQpState, about 300 B and the queues it keeps):
-  // those in use, and quiet ones until parked.
-  size_t engaged_qps() const { return states_.size(); }
   // Moves packets on the host links and sets up express lines. True if anything moved.
   // `router_busy`: the router's previous pass did work. A look at the links that finds
   // nothing (an epoll_wait) costs about as much as a pass of local work, so while other work
@@ -178,8 +185,8 @@ class RemotePath final : public links::HostLinks::Handler {
   // outstanding, owed or in progress) gives back its state; what continues it stays in
   // Qp::parked_remote (a few bytes). An idle connected QP then costs the engine nothing, as
   // SRC keeps state only for active connections. Busy QPs are never parked, so the hot path
-  // does not allocate. Returns how many were parked.
-  size_t park_quiet_st();
+  // does not allocate.
+  void park_quiet_st();
   bool parkable(const Qp* qp, const State& st) const;
   // The addressing of a packet qp sends along address vector ah to QP dest_qpn.
   proto::host::PacketHeader request_header(const Qp* qp, const proto::AhAttr& ah, uint32_t dest_qpn,
