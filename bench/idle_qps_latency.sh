@@ -6,8 +6,9 @@
 #   sudo bash bench/idle_qps_latency.sh BUILD_A BUILD_B [QPS] [REPS]
 #
 # QPS defaults to 2000 (each router then holds 2000), REPS to 3 runs of each figure; medians.
-# A router looks at the send ring of every QP in RTS on each pass of its loop (one cache miss
-# each), so this is the cost of that scan; docs/PERFORMANCE.md has the latest table.
+# A router that looked at the send ring of every QP in RTS on each pass of its loop paid a
+# cache miss or two per idle QP; one that looks only at QPs marked posted pays nothing for
+# them. docs/PERFORMANCE.md has the latest table.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD

@@ -658,7 +658,7 @@ void ExpressLine::handle_ack(Qp* qp, uint32_t ack) {
     completed = true;
   }
   if (completed) raise_event(scq, send_channel_.valid() ? send_channel_.get() : -1, false);
-  if (publish_staged(qp)) to_ctx(qp->qp.context)->ring_doorbell();
+  if (publish_staged(qp)) to_ctx(qp->qp.context)->ring_doorbell(qp->posted_mark);
 }
 
 void ExpressLine::handle_refuse(Qp* qp, uint32_t seq) {
@@ -691,7 +691,7 @@ void ExpressLine::hand_to_router(Qp* qp) {
   if (static_cast<int32_t>(next_write_seq_ - (acked_seq_ + 1)) < 0)
     next_write_seq_ = acked_seq_ + 1;
   ++epoch_;
-  if (publish_staged(qp) || posted) to_ctx(qp->qp.context)->ring_doorbell();
+  if (publish_staged(qp) || posted) to_ctx(qp->qp.context)->ring_doorbell(qp->posted_mark);
 }
 
 bool ExpressLine::publish_staged(Qp* qp) {

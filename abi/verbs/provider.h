@@ -24,6 +24,7 @@
 #include "proto/router_client.h"
 #include "shm/cq_ring.h"
 #include "shm/layout.h"
+#include "shm/posted_marks.h"
 #include "shm/ring.h"
 
 namespace wharf::abi {
@@ -116,11 +117,13 @@ struct Context {
   // Frees the library side of every object still tracked (at ibv_close_device).
   void free_objects();
 
-  // Wakes the router if it announced that it sleeps. Call after publishing work.
-  void ring_doorbell() {
-    // Pairs with the router's fence between announcing sleep and re-polling the rings.
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (page->router_sleeping.load(std::memory_order_relaxed) != 0 &&
+  // Tells the router that the QP of `posted_mark` has new work (shm/posted_marks.h) and wakes
+  // the router if it announced that it sleeps. Call after publishing the work.
+  void ring_doorbell(uint32_t posted_mark) {
+    // Its sequentially consistent ORs pair with the router's fence between announcing sleep
+    // and taking the marks.
+    shm::mark_posted(page, posted_mark);
+    if (page->router_sleeping.load(std::memory_order_seq_cst) != 0 &&
         page->router_sleeping.exchange(0, std::memory_order_acq_rel) != 0) {
       uint64_t one = 1;
       ssize_t n = ::write(doorbell.get(), &one, sizeof(one));
@@ -263,6 +266,7 @@ struct Qp {
   uint64_t send_ops = 0;  // IBV_QP_EX_WITH_*: the ops ibv_wr_* may post (0: not extended)
   WrBatch batch;
   uint32_t handle;
+  uint32_t posted_mark;  // its bit in the context page's posted marks
   proto::QpCaps caps;
   bool sq_sig_all;
   Mapping map;

@@ -81,7 +81,7 @@ Qp* create_qp(ibv_context* context, ibv_pd* pd, ibv_xrcd* xrcd, ibv_qp_init_attr
   UniqueFd memfd;
   int err = ctx->client.call(proto::Op::kCreateQp, req, nullptr, 0, &rep, &memfd, 1);
   const bool made = err == 0;
-  if (err == 0 && !memfd.valid()) err = EPROTO;
+  if (err == 0 && (!memfd.valid() || rep.posted_mark >= shm::kPostedMarks)) err = EPROTO;
   Qp* qp = err == 0 ? new (std::nothrow) Qp{} : nullptr;
   if (err == 0 && qp == nullptr) err = ENOMEM;
   if (err == 0) {
@@ -95,6 +95,7 @@ Qp* create_qp(ibv_context* context, ibv_pd* pd, ibv_xrcd* xrcd, ibv_qp_init_attr
     return nullptr;
   }
   qp->handle = rep.qp;
+  qp->posted_mark = rep.posted_mark;
   qp->caps = rep.caps;
   qp->sq_sig_all = req.sq_sig_all;
   qp->reset_rings();
@@ -380,7 +381,7 @@ int post_send_wrs(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad, ibv_mw_type 
   }
   qp->sq_lock.unlock();
   if (err != 0) *bad = wr;
-  if (to_router) to_ctx(ibqp->context)->ring_doorbell();
+  if (to_router) to_ctx(ibqp->context)->ring_doorbell(qp->posted_mark);
   return err;
 }
 
@@ -425,7 +426,7 @@ int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   // one (RNR) is retried on a timer the sleeping router wakes for.
   shm::wake_receive_waiter(qp->direct_line);
   if (qp->direct_line->in_error.load(std::memory_order_acquire) != 0)
-    to_ctx(ibqp->context)->ring_doorbell();
+    to_ctx(ibqp->context)->ring_doorbell(qp->posted_mark);
   return err;
 }
 

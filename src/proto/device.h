@@ -15,6 +15,7 @@ constexpr uint32_t kHwVer = 1;
 constexpr uint64_t kMaxMrSize = 1ull << 40;
 constexpr uint32_t kMaxMsgSize = 1u << 30;  // 1 GiB, ibv_port_attr.max_msg_sz
 constexpr uint32_t kMaxQp = 1u << 16;
+static_assert(kMaxQp <= shm::kPostedMarks, "every QP of a session has a posted mark");
 constexpr uint32_t kMaxQpWr = shm::kMaxQueueDepth;
 constexpr uint32_t kMaxSge = shm::kMaxSendSge;
 constexpr uint32_t kMaxCq = 1u << 16;

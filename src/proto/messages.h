@@ -15,7 +15,7 @@ constexpr uint32_t kMagic = 0x46524857;  // "WHRF" when read as little-endian by
 // 8: tag-matching SRQs (CreateSrqReq's tm fields, PostSrqOps), ModifyCq; 5: RegisterContainerReq
 // carries the orchestrator's LID; 4: connection steps carry QP
 // transitions; 3: rdma_cm ops; 2: RegisterContainerReq names tenant and network.
-constexpr uint16_t kVersion = 8;
+constexpr uint16_t kVersion = 9;
 constexpr size_t kMaxMessage = 1024;
 constexpr int kMaxFds = 4;
 constexpr uint16_t kReplyBit = 0x8000;
@@ -433,9 +433,12 @@ struct CreateQpRep {
   uint32_t rq_entries = 0;
   uint32_t rq_slot = 0;
   QpCaps caps;  // what was granted
+  // The QP's bit in the context page's posted marks (< shm::kPostedMarks), which the library
+  // sets when it gives the router work in the QP's rings (shm/posted_marks.h).
+  uint32_t posted_mark = 0;
   template <class V>
   void visit(V&& v) {
-    v(qp), v(qpn), v(sq_entries), v(sq_slot), v(rq_entries), v(rq_slot), v(caps);
+    v(qp), v(qpn), v(sq_entries), v(sq_slot), v(rq_entries), v(rq_slot), v(caps), v(posted_mark);
   }
 };
 struct QpAttr {

@@ -726,6 +726,7 @@ int Session::on_create_qp(const proto::CreateQpReq& req, UniqueFd*, int, proto::
 
   Qp* raw = qps_.add(std::move(qp));
   raw->qpn = router_->allocate_qpn(raw);
+  raw->posted_mark = posted_qps_.add(raw);  // one for each of at most kMaxQp QPs
   router_->configure_qp_rate_st(raw, now_ns());
   if (pd != nullptr) pd->users++;
   if (scq != nullptr) scq->users++;
@@ -739,6 +740,7 @@ int Session::on_create_qp(const proto::CreateQpReq& req, UniqueFd*, int, proto::
   rep->rq_entries = rq_entries;
   rep->rq_slot = rq_slot;
   rep->caps = raw->caps;
+  rep->posted_mark = raw->posted_mark;
   out->add(raw->shm.fd());
   return 0;
 }
@@ -829,6 +831,7 @@ int Session::on_query_qp(const proto::Handle& req, UniqueFd*, int, proto::QueryQ
 
 void Session::destroy_qp(std::unique_ptr<Qp> qp) {
   router_->deactivate(qp.get());
+  posted_qps_.remove(qp->posted_mark);
   if (router_->remote() != nullptr) router_->remote()->forget_st(qp.get());
   // Its own library no longer posts to it (or is gone): no need to wait for it.
   router_->disable_direct_st(qp.get(), /*wait_for_library=*/false);

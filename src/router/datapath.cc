@@ -74,19 +74,45 @@ bool Router::poll_datapath_st(bool with_links) {
     did = remote_->poll_st(last_pass_busy_, express_input_);
     express_input_ = false;
   }
-  if (!active_.empty()) {
-    Executor ex(this, now_ns());
+  take_posted_st();
+  if (!busy_.empty()) {
+    const uint64_t now = now_ns();
+    Executor ex(this, now);
     // Each pass starts one QP further on, so QPs competing for a full host link take turns.
     // Executing may append QPs (peers entering ERR) but never removes any.
-    const size_t n = active_.size();
+    // A QP looked at stays for the next pass if the pass did something for it (there may be
+    // more), it was activated meanwhile (the router gave it work), or it has work of its
+    // own; the rest come back when marked posted or activated.
+    auto look = [&](Qp* qp) {
+      qp->woken = false;
+      const bool worked = ex.process_qp_st(qp);
+      if (worked) qp->woken = true;
+      return worked;
+    };
+    const size_t n = busy_.size();
     const size_t start = pass_++ % n;
-    for (size_t k = 0; k < n; ++k) did |= ex.process_qp_st(active_[(start + k) % n]);
-    for (size_t i = n; i < active_.size(); ++i) did |= ex.process_qp_st(active_[i]);
+    for (size_t k = 0; k < n; ++k) did |= look(busy_[(start + k) % n]);
+    for (size_t i = n; i < busy_.size(); ++i) did |= look(busy_[i]);
+    size_t kept = 0;
+    for (Qp* qp : busy_) {
+      if (qp->woken || has_own_work_st(qp, now))
+        busy_[kept++] = qp;
+      else
+        qp->busy = false;
+    }
+    busy_.resize(kept);
   }
   // What the pass queued for other hosts goes out now, one write per host link.
   if (remote_ != nullptr) did |= remote_->flush_st();
   if (with_links) last_pass_busy_ = did;
   return did;
+}
+
+bool Router::has_own_work_st(Qp* qp, uint64_t now) {
+  // A ring whose indices are corrupt has nothing this QP can do (it is failed when looked at).
+  const uint32_t queued = qp->sq.available();
+  return (queued != 0 && queued <= qp->sq.capacity()) || qp->wait_until_ns != 0 ||
+         qp->paced_until_ns > now || qp->copied_bytes != 0;
 }
 
 uint64_t Executor::copy_part() const {

@@ -245,7 +245,15 @@ struct Qp {
   std::unique_ptr<TokenBucket> rate;
   uint64_t paced_until_ns = 0;
   uint32_t app_burst_bytes = 0;
-  bool active = false;  // in the router's polled list
+  // active: the data path serves its queues (RTS or ERR, with a send CQ). busy: in the
+  // router's list of QPs the next pass looks at (router/router.h, busy_); woken: activated,
+  // or given work by the pass, since the data path last looked at it.
+  bool active = false;
+  bool busy = false;
+  bool woken = false;
+  // Its bit in its session's posted marks (shm/posted_marks.h): set by its library when it
+  // gives the router work.
+  uint32_t posted_mark = 0;
   // Its state in the host-to-host engine while it has any (owned by RemotePath), else what
   // the engine kept when it parked the QP.
   RemoteQpState* remote = nullptr;

@@ -13,6 +13,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <fstream>
@@ -25,6 +26,7 @@
 #include "proto/messages.h"
 #include "proto/vip_gid.h"
 #include "router/remote.h"
+#include "shm/posted_marks.h"
 
 namespace wharf::router {
 namespace {
@@ -67,7 +69,9 @@ Router::Router(RouterConfig cfg) : cfg_(std::move(cfg)) {
 }
 
 Router::~Router() {
-  active_.clear();
+  // Sessions destroy their QPs next: none is in busy_ any more.
+  for (Qp* qp : busy_) qp->busy = false;
+  busy_.clear();
   sessions_.clear();
   remote_.reset();
   if (listen_.valid()) unlink(cfg_.socket_path.c_str());
@@ -200,31 +204,33 @@ bool Router::sleep_until_work() {
   if (stopping_) return false;
   for (auto& [fd, s] : sessions_)
     if (s->page() != nullptr) s->page()->router_sleeping.store(1, std::memory_order_relaxed);
-  // Pairs with the producer's fence between publishing its ring index and reading
-  // router_sleeping: either it sees 1 and rings, or we see its work below.
+  // Pairs with the producer's fence between publishing its ring index and posted mark and
+  // reading router_sleeping: either it sees 1 and rings, or we see its mark below.
   std::atomic_thread_fence(std::memory_order_seq_cst);
   // Host-link input needs no re-check: the wait below watches the links' epoll fd.
   bool busy = poll_datapath_st(false);
-  if (!busy) {
-    int timeout_ms = -1;
-    uint64_t now = now_ns();
-    auto wake_at = [&](uint64_t t) {
-      uint64_t ms = t > now ? (t - now) / 1000000 + 1 : 0;
-      if (timeout_ms < 0 || static_cast<int>(ms) < timeout_ms) timeout_ms = static_cast<int>(ms);
-    };
-    for (Qp* qp : active_) {
-      if (qp->wait_until_ns != 0) wake_at(qp->wait_until_ns);
-      if (qp->paced_until_ns != 0) wake_at(qp->paced_until_ns);
-    }
-    if (remote_ != nullptr && remote_->next_deadline() != 0) wake_at(remote_->next_deadline());
-    if (cm_.next_deadline() != 0) wake_at(cm_.next_deadline());
-    if (!held_cqs_.empty()) wake_at(next_cq_event_due());
-    // A stop consumed by an earlier poll_control() would never wake this wait.
-    if (!stopping_) poll_control(timeout_ms);
-  }
+  // A stop consumed by an earlier poll_control() would never wake this wait.
+  if (!busy && !stopping_) poll_control(sleep_timeout_ms(now_ns()));
   for (auto& [fd, s] : sessions_)
     if (s->page() != nullptr) s->page()->router_sleeping.store(0, std::memory_order_relaxed);
   return busy;
+}
+
+int Router::sleep_timeout_ms(uint64_t now) const {
+  int timeout_ms = -1;
+  auto wake_at = [&](uint64_t t) {
+    uint64_t ms = t > now ? (t - now) / 1000000 + 1 : 0;
+    if (timeout_ms < 0 || static_cast<int>(ms) < timeout_ms) timeout_ms = static_cast<int>(ms);
+  };
+  for (const Qp* qp : busy_) {
+    if (qp->wait_until_ns != 0) wake_at(qp->wait_until_ns);
+    // A pacing time passed is no deadline (waking for it would spin).
+    if (qp->paced_until_ns > now) wake_at(qp->paced_until_ns);
+  }
+  if (remote_ != nullptr && remote_->next_deadline() != 0) wake_at(remote_->next_deadline());
+  if (cm_.next_deadline() != 0) wake_at(cm_.next_deadline());
+  if (!held_cqs_.empty()) wake_at(next_cq_event_due());
+  return timeout_ms;
 }
 
 bool Router::poll_control(int timeout_ms) {
@@ -539,20 +545,31 @@ void Router::release_key(uint32_t key) { keys_.erase(key); }
 
 void Router::activate(Qp* qp) {
   // An XRC target or an RSS QP (no send CQ) has no queues of its own to execute or flush.
-  if (qp->active || qp->send_cq == nullptr) return;
+  if (qp->send_cq == nullptr) return;
   qp->active = true;
-  active_.push_back(qp);
+  qp->woken = true;
+  if (qp->busy) return;
+  qp->busy = true;
+  busy_.push_back(qp);
 }
 
 void Router::deactivate(Qp* qp) {
-  if (!qp->active) return;
   qp->active = false;
-  for (size_t i = 0; i < active_.size(); ++i) {
-    if (active_[i] == qp) {
-      active_[i] = active_.back();
-      active_.pop_back();
-      return;
-    }
+  if (!qp->busy) return;
+  qp->busy = false;
+  // Never during a pass (a control request): the order of busy_ is free.
+  busy_.erase(std::find(busy_.begin(), busy_.end(), qp));
+}
+
+void Router::take_posted_st() {
+  for (auto& [fd, s] : sessions_) {
+    shm::ContextPage* page = s->page();
+    if (page == nullptr) continue;
+    const Session* session = s.get();
+    shm::take_posted(page, [&](uint32_t mark) {
+      // Any bit may be set: only a mark naming an active QP of this session counts.
+      if (Qp* qp = session->posted_qp(mark); qp != nullptr && qp->active) activate(qp);
+    });
   }
 }
 

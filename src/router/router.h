@@ -215,7 +215,9 @@ class Router {
   // names). Public for tests.
   void apply_policy_st(Container* c, const ContainerPolicy& p);
 
-  // QPs whose queues the data path polls.
+  // The data path serves qp's queues (it is in RTS or ERR) and looks at them in the next
+  // pass; again for a QP already served: the router gave it work. After that pass it looks
+  // at qp while qp has work of its own (busy_) and whenever its library marks it posted.
   void activate(Qp* qp);
   void deactivate(Qp* qp);
 
@@ -252,9 +254,12 @@ class Router {
   void raise_held_cq_event_st(Cq* cq);
 
   // ---- Data path (router thread) ----
-  // Executes pending work on every active QP, and (with_links) moves what the host links
-  // have. Returns true if anything was done.
+  // Executes pending work on the active QPs that have any (marked posted, activated, or
+  // busy with their own), and (with_links) moves what the host links have. Returns true if
+  // anything was done.
   bool poll_datapath_st(bool with_links = true);
+  // How many active QPs the next pass looks at (busy_). For tests.
+  size_t busy_qps() const { return busy_.size(); }
 
  private:
   // Announces sleep, re-polls, then blocks for control input, a doorbell or the next retry
@@ -262,6 +267,9 @@ class Router {
   // Public for tests.
  public:
   bool sleep_until_work();
+  // How long sleep_until_work may block, in ms (-1: until input): until the first retry,
+  // pacing, rdma_cm or moderation deadline. Public for tests.
+  int sleep_timeout_ms(uint64_t now) const;
   // Serves ready control input (new sessions, requests, signals, stop); waits up to
   // timeout_ms (-1: forever) for some. True if a library connected or sent a request.
   // Public for tests.
@@ -269,6 +277,11 @@ class Router {
 
  private:
   void accept_sessions();
+  // Activates again every QP its library marked posted since the last call.
+  void take_posted_st();
+  // Whether qp needs another pass although its library marks nothing: its head WQE waits
+  // (RNR, a missing peer, pacing), a long copy is under way, or its send ring holds work.
+  static bool has_own_work_st(Qp* qp, uint64_t now);
   void close_session(int fd);
   void handle_session_input(Session* s);
   uint16_t allocate_lid();  // 0 when the range is exhausted
@@ -297,7 +310,9 @@ class Router {
   std::unordered_map<uint32_t, Mr*> keys_;                               // by lkey/rkey
   std::unordered_map<uint32_t, Srq*> srqs_;                              // by SRQ number
   XrcDomains xrc_domains_;
-  std::vector<Qp*> active_;
+  // The active QPs the next pass looks at: marked posted by their library, activated, or
+  // with work of their own (has_own_work_st); an idle QP costs a pass nothing.
+  std::vector<Qp*> busy_;
   std::vector<McastMember> mcast_;
   std::vector<FlowRule> flows_;
   uint32_t next_flow_handle_ = 1;
@@ -305,7 +320,7 @@ class Router {
   uint64_t short_work_ns_ = 0;    // saw_short_work
   bool last_pass_busy_ = false;   // the last full data-path pass did work (RemotePath::poll_st)
   bool express_input_ = false;    // the express broker's fd was readable (poll_control)
-  uint64_t pass_ = 0;             // data-path passes so far: where the next one starts in active_
+  uint64_t pass_ = 0;             // data-path passes so far: where the next one starts in busy_
   std::vector<Qp*> direct_;       // QPs whose direct line is On
   std::vector<Cq*> held_cqs_;     // moderated CQs holding back an event
   std::unique_ptr<RemotePath> remote_;

@@ -108,7 +108,12 @@ constexpr uint32_t recv_slot_size(uint32_t max_sge) {
   return static_cast<uint32_t>(align_up(sizeof(RecvWqe) + max_sge * sizeof(Sge), 16));
 }
 
-// ---- Per-connection page: the router's sleep flag. ----
+// ---- Per-connection page: the router's sleep flag and the session's posted marks. ----
+// One posted mark per QP a session may have (device::kMaxQp); shm/posted_marks.h.
+constexpr uint32_t kPostedMarks = 1u << 16;
+constexpr uint32_t kPostedMarkWords = kPostedMarks / 64;
+// Each bit of `posted_summary` stands for this many words of `posted`.
+constexpr uint32_t kPostedWordsPerSummaryBit = kPostedMarkWords / 64;
 struct ContextPage {
   // 1 while the router is (about to be) asleep; a producer that sees 1 after publishing
   // work swaps it to 0 and writes the doorbell eventfd.
@@ -116,8 +121,15 @@ struct ContextPage {
   // Bumped by the router whenever a memory registration on this host goes away; the direct
   // path drops every key it cached under an older value (and checks it while busy).
   alignas(kCacheLine) std::atomic<uint32_t> mr_epoch;
+  // Set by the library, taken (swapped to 0) by the router: bit m of `posted` says that QP
+  // m (its posted mark, CreateQpRep) has new work for the router; bit g of the summary that
+  // words g * kPostedWordsPerSummaryBit and on may have bits set. The summary shares its
+  // cache line with the first 7 words: a post to one of a session's first 448 QPs moves
+  // one line between the library and the router, not two.
+  alignas(kCacheLine) std::atomic<uint64_t> posted_summary;
+  std::atomic<uint64_t> posted[kPostedMarkWords];
 };
-constexpr size_t kContextPageSize = kPageSize;
+constexpr size_t kContextPageSize = align_up(sizeof(ContextPage), kPageSize);
 
 // ---- Completion queue: ring header, notify line, slots. ----
 enum CqArm : uint32_t { kCqDisarmed = 0, kCqArmedAny = 1, kCqArmedSolicited = 2 };

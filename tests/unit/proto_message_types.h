@@ -38,7 +38,7 @@ WHARF_MESSAGE_SPEC(AhAttr, 30);                // 2 + 8 * 1 + 4 + 16
 WHARF_MESSAGE_SPEC(CreateAhReq, 34);           // 4 + AhAttr
 WHARF_MESSAGE_SPEC(QpCaps, 20);                // 5 * 4
 WHARF_MESSAGE_SPEC(CreateQpReq, 42);           // 4 * 4 + 2 * 1 + QpCaps + 4
-WHARF_MESSAGE_SPEC(CreateQpRep, 44);           // 6 * 4 + QpCaps
+WHARF_MESSAGE_SPEC(CreateQpRep, 48);           // 6 * 4 + QpCaps + posted_mark
 WHARF_MESSAGE_SPEC(QpAttr, 104);               // 4 * 1 + 5 * 4 + 2 * 2 + 12 * 1 + 4 + 2 * AhAttr
 WHARF_MESSAGE_SPEC(ModifyQpReq, 112);          // 2 * 4 + QpAttr
 WHARF_MESSAGE_SPEC(ModifyQpRateLimitReq, 16);  // 3 * 4 + 2 * 2

@@ -21,6 +21,7 @@
 #include "proto/datagram.h"
 #include "proto/messages.h"
 #include "router/router.h"
+#include "shm/posted_marks.h"
 #include "support/temp_socket.h"
 
 namespace wharf::router {
@@ -158,10 +159,14 @@ class RouterControlTest : public ::testing::Test {
     close(sv[1]);
     UniqueFd fds[2];
     ASSERT_EQ(c.status(fds, 2), 0);
+    page_fd_ = std::move(fds[0]);
+    doorbell_ = std::move(fds[1]);
   }
   // A PD, a CQ and an RC QP in session c (after hello), the QP taken to RTR; its QPN.
   // Its peer QPN 0x123 is nobody's: nothing here sends.
-  uint32_t make_rtr_qp(RawClient& c) {
+  // rep and memfd, when given, receive the reply and the QP's memfd.
+  uint32_t make_rtr_qp(RawClient& c, proto::CreateQpRep* rep_out = nullptr,
+                       UniqueFd* memfd = nullptr) {
     c.send(proto::Op::kAllocPd, proto::Empty{});
     EXPECT_EQ(c.status(), 0);
     c.send(proto::Op::kCreateCq, proto::CreateCqReq{16, 0});
@@ -173,8 +178,9 @@ class RouterControlTest : public ::testing::Test {
     q.caps.max_send_sge = q.caps.max_recv_sge = 1;
     c.send(proto::Op::kCreateQp, q);
     proto::CreateQpRep rep;
-    EXPECT_EQ(c.reply(&rep), 0);
+    EXPECT_EQ(c.reply(&rep, true, memfd, memfd != nullptr ? 1 : 0), 0);
     EXPECT_EQ(rep.qp, 1u);
+    if (rep_out != nullptr) *rep_out = rep;
     proto::ModifyQpReq m;
     m.qp = rep.qp;
     m.attr_mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
@@ -229,11 +235,25 @@ class RouterControlTest : public ::testing::Test {
     return qp->paced_until_ns - now;
   }
 
+  // Whether pred(), run on the router thread, holds within 5 s.
+  template <class F>
+  bool eventually(F pred) {
+    for (int i = 0; i < 500; ++i) {
+      std::promise<bool> held;
+      router_->post([&] { held.set_value(pred()); });
+      if (held.get_future().get()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+
   TempSocket sock_;
   RouterConfig cfg_;
   std::unique_ptr<Router> router_;
   std::thread thread_;
   UniqueFd async_;
+  UniqueFd page_fd_;   // the session's context page (after hello)
+  UniqueFd doorbell_;  // and its doorbell
 };
 
 TEST_F(RouterControlTest, RequestsBeforeHelloAreRefused) {
@@ -488,6 +508,91 @@ TEST_F(RouterControlTest, AQpIsPacedByTheTighterOfItsAppLimitAndItsPolicy) {
   c.send(proto::Op::kModifyQpRateLimit, proto::ModifyQpRateLimitReq{1, 2000, 100'000, 0, 0});
   ASSERT_EQ(c.status(), 0);
   with_qp(qpn, [&](Qp* qp) { EXPECT_EQ(pace_after_debt(qp, 1000, 250'000), kNsPerS); });
+}
+
+}  // namespace
+}  // namespace wharf::router
+
+namespace wharf::router {
+namespace {
+
+// Maps `size` bytes of memfd fd (unmapped when it goes).
+struct TestMapping {
+  TestMapping(int fd, size_t bytes) : size(bytes) {
+    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    data = p == MAP_FAILED ? nullptr : static_cast<uint8_t*>(p);
+  }
+  ~TestMapping() {
+    if (data != nullptr) munmap(data, size);
+  }
+  uint8_t* data;
+  size_t size;
+};
+
+// The data path looks at a QP when its library marks it posted, not on every pass: an idle
+// QP costs a pass nothing, and work put in its ring waits for its mark.
+TEST_F(RouterControlTest, TheDataPathLooksAtAQpWhenItsLibraryMarksItPosted) {
+  RawClient c(cfg_.socket_path);
+  hello(c);
+  proto::CreateQpRep rep;
+  UniqueFd qp_fd;
+  const uint32_t qpn = make_rtr_qp(c, &rep, &qp_fd);
+  ASSERT_TRUE(qp_fd.valid());
+  ASSERT_EQ(to_rts(c, std::nullopt), 0);  // activated: looked at once, then left
+  EXPECT_TRUE(eventually([&] { return router_->busy_qps() == 0; }));
+
+  TestMapping page(page_fd_.get(), shm::kContextPageSize);
+  const shm::QpLayout l = shm::qp_layout(rep.sq_entries, rep.sq_slot, rep.rq_entries, rep.rq_slot);
+  TestMapping region(qp_fd.get(), l.total);
+  ASSERT_NE(page.data, nullptr);
+  ASSERT_NE(region.data, nullptr);
+  shm::RingProducer sq(reinterpret_cast<shm::RingHeader*>(region.data + l.sq_ring_off),
+                       region.data + l.sq_slots_off, l.sq_entries, l.sq_slot);
+  shm::RingStatus st;
+  uint8_t* slot = sq.reserve(&st);
+  ASSERT_NE(slot, nullptr);
+  shm::SendWqe w{};
+  w.wr_id = 7;
+  w.opcode = IBV_WR_SEND;
+  w.flags = shm::kWqeSignaled;
+  std::memcpy(slot, &w, sizeof(w));
+  sq.commit();
+  // Published but not marked: no pass takes it.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  with_qp(qpn, [](Qp* qp) {
+    EXPECT_FALSE(qp->busy);
+    EXPECT_EQ(qp->sq.available(), 1u);
+    EXPECT_EQ(qp->wait_until_ns, 0u);
+  });
+  // Marked (and the doorbell rung, as the library does): the router executes it. Its peer
+  // QP is nobody's, so the SEND waits for its retry timer, and the QP stays looked at.
+  auto* ctx = reinterpret_cast<shm::ContextPage*>(page.data);
+  shm::mark_posted(ctx, rep.posted_mark);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (ctx->router_sleeping.exchange(0) != 0) {
+    const uint64_t one = 1;
+    ASSERT_EQ(write(doorbell_.get(), &one, sizeof(one)), 8);
+  }
+  EXPECT_TRUE(eventually([&] {
+    Qp* qp = router_->qp_by_qpn(qpn);
+    return qp->wait_until_ns != 0 && qp->busy;
+  }));
+}
+
+// Regression: a QP paced once kept a pacing time that had passed, which the router counted
+// as a deadline due now: it never slept again.
+TEST_F(RouterControlTest, APacingTimeThatPassedIsNoDeadline) {
+  RawClient c(cfg_.socket_path);
+  hello(c);
+  const uint32_t qpn = make_rtr_qp(c);
+  ASSERT_EQ(to_rts(c, 8000), 0);
+  with_qp(qpn, [&](Qp* qp) {
+    const uint64_t now = now_ns();
+    qp->paced_until_ns = now + 1'000'000;
+    router_->activate(qp);  // looked at in the next pass, as after a post
+    EXPECT_EQ(router_->sleep_timeout_ms(now), 2);
+    EXPECT_EQ(router_->sleep_timeout_ms(now + 2'000'000), -1);
+  });
 }
 
 }  // namespace

@@ -70,8 +70,11 @@ static_assert(sizeof(CqNotify) == kCacheLine);
 static_assert(sizeof(QpDirect) == kCacheLine);
 static_assert(sizeof(QpCounters) == kCacheLine);
 static_assert(offsetof(ContextPage, mr_epoch) == kCacheLine);
+static_assert(offsetof(ContextPage, posted_summary) == 2 * kCacheLine);
+static_assert(offsetof(ContextPage, posted) == 2 * kCacheLine + 8);
 static_assert(sizeof(ContextPage) <= kContextPageSize);
-static_assert(kContextPageSize == kPageSize);
+static_assert(kContextPageSize == 3 * kPageSize);
+static_assert(kPostedMarkWords == 64 * kPostedWordsPerSummaryBit);
 
 static_assert(kWqeSignaled == 1 && kWqeSolicited == 2 && kWqeInline == 4 && kWqeFence == 8);
 static_assert(kCqDisarmed == 0 && kCqArmedAny == 1 && kCqArmedSolicited == 2);

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 
+#include "shm/layout.h"
 #include "verbs_fixture.h"
 
 namespace wharf::verify {
@@ -22,6 +23,15 @@ class HostileTest : public VerbsTest {
     connect(*qp, s, *peer, b_, IBV_ACCESS_REMOTE_WRITE);
     connect(*peer, b_, *qp, s, IBV_ACCESS_REMOTE_WRITE);
     return rings;
+  }
+  // What a library does after scribbling on a ring, so the router looks at the QP: marks it
+  // posted (shm/posted_marks.h). A hostile one may mark every QP, whether it has one or not.
+  void mark_every_qp_posted() {
+    for (uintptr_t a : mappings_named("wharf-context")) {
+      auto* page = reinterpret_cast<shm::ContextPage*>(a);
+      for (auto& word : page->posted) word.store(~uint64_t{0}, std::memory_order_release);
+      page->posted_summary.store(~uint64_t{0}, std::memory_order_release);
+    }
   }
   // Wakes the router (it may be asleep) with some ordinary work on an unrelated pair.
   void nudge_router() {
@@ -47,6 +57,7 @@ TEST_F(HostileTest, SendRingIndexBeyondCapacityKillsOnlyThatQp) {
   ASSERT_NE(rings, nullptr);
   auto* producer = reinterpret_cast<volatile uint32_t*>(rings + kSqProducer);
   *producer = 1000000;
+  mark_every_qp_posted();
   nudge_router();
   pollfd pfd{c.ctx->async_fd, POLLIN, 0};
   ASSERT_EQ(poll(&pfd, 1, 5000), 1);
@@ -77,6 +88,7 @@ TEST_F(HostileTest, GarbageWqeCompletesWithLocalQpOperationError) {
   slot[9] = 1;     // signaled
   slot[10] = 200;  // num_sge
   __atomic_store_n(reinterpret_cast<uint32_t*>(rings + kSqProducer), 1u, __ATOMIC_RELEASE);
+  mark_every_qp_posted();
   nudge_router();
   auto wc = wait_wc(c.cq, 1);
   ASSERT_EQ(wc.size(), 1u);

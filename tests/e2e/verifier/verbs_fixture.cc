@@ -176,8 +176,6 @@ ibv_qp* VerbsTest::create_qp(Side& s, ibv_qp_type type, ibv_srq* srq, uint32_t d
   return make_qp(s.pd, s.cq, type, srq, depth, sges, inline_size);
 }
 
-namespace {
-// Start addresses of this process's mappings of router memfds named `name`.
 std::set<uintptr_t> mappings_named(const char* name) {
   std::set<uintptr_t> out;
   FILE* f = fopen("/proc/self/maps", "r");
@@ -189,7 +187,6 @@ std::set<uintptr_t> mappings_named(const char* name) {
   if (f != nullptr) fclose(f);
   return out;
 }
-}  // namespace
 
 ibv_qp* VerbsTest::create_qp_mapped(Side& s, ibv_qp_type type, uint8_t** region) {
   auto before = mappings_named("wharf-qp");

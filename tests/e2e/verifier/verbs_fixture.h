@@ -7,6 +7,7 @@
 #include <infiniband/verbs.h>
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,10 @@ class RouterProcess {
   std::string dir_;
   pid_t pid_ = -1;
 };
+
+// Start addresses of this process's mappings of router memfds named `name` ("wharf-qp",
+// "wharf-context").
+std::set<uintptr_t> mappings_named(const char* name);
 
 struct Side {
   ibv_context* ctx = nullptr;
