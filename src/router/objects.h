@@ -221,6 +221,9 @@ struct Qp {
   // The shared region's geometry; its offsets follow from it (layout()).
   uint32_t sq_entries = 0, sq_slot = 0;
   uint32_t rq_entries = 0, rq_slot = 0;  // 0 entries: no receive queue of its own
+  // Its bit in its session's posted marks (shm/posted_marks.h): set by its library when it
+  // gives the router work in these rings.
+  uint32_t posted_mark = 0;
   shm::RingConsumer sq;
   shm::RingConsumer rq;
 
@@ -251,9 +254,6 @@ struct Qp {
   bool active = false;
   bool busy = false;
   bool woken = false;
-  // Its bit in its session's posted marks (shm/posted_marks.h): set by its library when it
-  // gives the router work.
-  uint32_t posted_mark = 0;
   // Its state in the host-to-host engine while it has any (owned by RemotePath), else what
   // the engine kept when it parked the QP.
   RemoteQpState* remote = nullptr;
