@@ -323,6 +323,7 @@ int express_lines(CompChannel* ch, Qp** qps, pollfd* fds) {
     for (auto& slot : cq->express_qps) {
       Qp* qp = slot.load(std::memory_order_acquire);
       if (qp == nullptr || !qp->express.usable() || n == kMaxLines ||
+          (!qp->express.polled() && !qp->express.wants_write()) ||
           std::find(qps, qps + n, qp) != qps + n)
         continue;
       const short events = POLLIN | (qp->express.wants_write() ? POLLOUT : 0);
@@ -436,7 +437,10 @@ void idle_after_empty_poll(Cq* cq) {
   // A Message arriving on an express line does not end a nap (only a CQE does): a CQ with
   // lines is polled, not napped on.
   bool lines = false;
-  for (auto& slot : cq->express_qps) lines |= slot.load(std::memory_order_relaxed) != nullptr;
+  for (auto& slot : cq->express_qps) {
+    const Qp* qp = slot.load(std::memory_order_relaxed);
+    lines |= qp != nullptr && qp->express.polled();
+  }
   if (nap == 0 || lines || now - thread_idle_since_ns < kIdleBeforeNapNs ||
       !shm::begin_nap(cq->notify, cq->ring)) {
     cq->lock.unlock();

@@ -184,10 +184,15 @@ void ExpressLine::take(Qp* qp) {
   if (rep.flags & proto::kExpressSendChannel) send_channel_ = std::move(fds[next++]);
   last_service_ns_.store(now_ns(), std::memory_order_relaxed);
   // A QP on a shared receive queue takes no Messages here: its peer never hears Ready.
+  update_polled(qp);
   if (qp->layout.rq_entries != 0) {
     ready_owed_ = true;
     flush(qp);
   }
+}
+
+void ExpressLine::update_polled(const Qp* qp) {
+  polled_.store(qp->layout.rq_entries != 0 || outstanding() != 0, std::memory_order_relaxed);
 }
 
 bool ExpressLine::router_done(Qp* qp) const {
@@ -300,6 +305,7 @@ void ExpressLine::close() {
   broken_.store(false, std::memory_order_relaxed);
   wants_write_.store(false, std::memory_order_relaxed);
   unwritten_.store(false, std::memory_order_relaxed);
+  polled_.store(false, std::memory_order_relaxed);
   executed_.store(0, std::memory_order_relaxed);
   ack_sent_.store(0, std::memory_order_relaxed);
   stopped_ = false;
@@ -396,7 +402,8 @@ ExpressLine::Send ExpressLine::try_send(Qp* qp, const ibv_send_wr* wr, uint32_t*
   }
   e.wr.sg_list = e.sge;
   ++next_seq_;
-  flush(qp);  // posted either way: a broken line hands it to the router
+  update_polled(qp);  // its acknowledgement comes on the line
+  flush(qp);          // posted either way: a broken line hands it to the router
   return Send::kSent;
 }
 
@@ -657,6 +664,7 @@ void ExpressLine::handle_ack(Qp* qp, uint32_t ack) {
     (void)scq->producer.push(c);  // a full CQ is the application's overrun
     completed = true;
   }
+  update_polled(qp);
   if (completed) raise_event(scq, send_channel_.valid() ? send_channel_.get() : -1, false);
   if (publish_staged(qp)) to_ctx(qp->qp.context)->ring_doorbell(qp->posted_mark);
 }
@@ -691,6 +699,7 @@ void ExpressLine::hand_to_router(Qp* qp) {
   if (static_cast<int32_t>(next_write_seq_ - (acked_seq_ + 1)) < 0)
     next_write_seq_ = acked_seq_ + 1;
   ++epoch_;
+  update_polled(qp);
   if (publish_staged(qp) || posted) to_ctx(qp->qp.context)->ring_doorbell(qp->posted_mark);
 }
 
@@ -748,7 +757,7 @@ void forget_express_lines(Context* ctx) {
 bool service_express(Cq* cq, bool idle) {
   bool did = false;
   for (auto& slot : cq->express_qps)
-    if (Qp* qp = slot.load(std::memory_order_acquire); qp != nullptr)
+    if (Qp* qp = slot.load(std::memory_order_acquire); qp != nullptr && qp->express.polled())
       did |= qp->express.service(qp, idle);
   return did;
 }

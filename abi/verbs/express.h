@@ -58,6 +58,11 @@ class ExpressLine {
   int fd() const { return fd_.get(); }
   // The line has bytes to write that the socket did not take: a waiter polls for POLLOUT too.
   bool wants_write() const { return wants_write_.load(std::memory_order_relaxed); }
+  // Whether polls of the QP's CQs (and waits on their channel) read the line: it may bring a
+  // Message for the QP (which has its own receive queue) or the acknowledgement of one the QP
+  // sent. A line of a QP on a shared receive queue that has nothing out brings at most the
+  // peer's Ready, which the helper thread reads: polls leave it alone (and may nap).
+  bool polled() const { return polled_.load(std::memory_order_relaxed); }
 
   // With qp's sq_lock held: puts wr on the line (kSent), or says it goes to the send ring
   // (kToRing), or must follow the line's outstanding work there (kStage: stage it), or needs
@@ -163,6 +168,8 @@ class ExpressLine {
   void finish_placing(Qp* qp, bool* executed);
   void break_line();
   uint32_t outstanding() const { return next_seq_ - acked_seq_ - 1; }
+  // Under sq_lock, after a Message went on the line or out of it: polled() again.
+  void update_polled(const Qp* qp);
   // The receive SGE's memory, if it is a registration of pd we may write.
   uint8_t* receive_memory(Qp* qp, uint32_t pd, uint32_t lkey, uint64_t addr, uint32_t len);
 
@@ -174,6 +181,7 @@ class ExpressLine {
   std::atomic<bool> broken_{false};
   std::atomic<bool> wants_write_{false};
   std::atomic<bool> unwritten_{false};  // Messages wait for the router to retire its work
+  std::atomic<bool> polled_{false};     // polled(); changed under sq_lock
   std::atomic<uint64_t> last_service_ns_{0};
   // Acknowledgements: the last peer Message executed here, and the last value a frame took
   // to the peer.

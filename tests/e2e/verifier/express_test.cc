@@ -5,11 +5,13 @@
 #include <arpa/inet.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -411,10 +413,7 @@ TEST_F(ExpressTest, ARateLimitedQpSendsThroughItsRouter) {
 // A receiver on a shared receive queue takes nothing on its line (other QPs share the queue
 // with the router): its peer's sends all go through the routers and arrive.
 TEST_F(ExpressTest, AReceiverOnAnSrqTakesEverythingThroughTheRouters) {
-  ibv_srq_init_attr sa{};
-  sa.attr.max_wr = 64;
-  sa.attr.max_sge = 1;
-  ibv_srq* srq = ibv_create_srq(b_.pd, &sa);
+  ibv_srq* srq = create_srq(b_, 64);
   ASSERT_NE(srq, nullptr);
   uint8_t* ra = nullptr;
   ibv_qp* qa = create_qp_mapped(a_, IBV_QPT_RC, &ra);
@@ -438,6 +437,64 @@ TEST_F(ExpressTest, AReceiverOnAnSrqTakesEverythingThroughTheRouters) {
   }
   EXPECT_EQ(std::memcmp(dst.data, src.data, 16 * 64), 0);
   EXPECT_EQ(express_msgs(ra), 0u);
+  ASSERT_EQ(ibv_destroy_qp(qb), 0);
+  ASSERT_EQ(ibv_destroy_srq(srq), 0);
+}
+
+// Whether thread `tid` of this process is asleep (state S in /proc), not running or runnable.
+bool thread_sleeps(pid_t tid) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/self/task/%d/stat", static_cast<int>(tid));
+  FILE* f = fopen(path, "r");
+  if (f == nullptr) return false;
+  char buf[512] = {};
+  const size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  const char* end = n == 0 ? nullptr : strrchr(buf, ')');  // the name may hold anything
+  return end != nullptr && end[1] == ' ' && end[2] == 'S';
+}
+
+// Regression: a QP on a shared receive queue, whose line brings it nothing once nothing it
+// sent is out, made every poll of its CQ read the line (a system call) and never let the
+// poller nap: UCX, whose receives all go to SRQs, ran its latency test three times slower with
+// express lines than without. Such a line is the helper thread's to read.
+TEST_F(ExpressTest, APollerOfAQpOnAnSrqWithNothingOutOnItsLineNaps) {
+  ibv_srq* srq = create_srq(b_, 16);
+  ASSERT_NE(srq, nullptr);
+  uint8_t* rb = nullptr;
+  ibv_qp* qa = create_qp(a_, IBV_QPT_RC);
+  ibv_qp* qb = create_qp_mapped(b_, IBV_QPT_RC, &rb, srq);
+  ASSERT_NE(rb, nullptr);
+  connect(qa, a_, qb, b_, kFullAccess);
+  connect(qb, b_, qa, a_, kFullAccess);
+  Buffer src = make_buffer(b_, 64, kFullAccess);
+  Buffer dst = make_buffer(a_, 64, kFullAccess);
+  // qb's SENDs go on its line once qa (with a receive queue of its own) said Ready.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (express_msgs(rb) == 0) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "qb's line never carried a SEND";
+    post_recv(qa, dst, 0, 64, 1);
+    ASSERT_EQ(send_from(qb, src, 0, 64, 2), 0);
+    ASSERT_EQ(wait_wc(b_.cq, 1).at(0).status, IBV_WC_SUCCESS);
+    ASSERT_EQ(wait_wc(a_.cq, 1).at(0).status, IBV_WC_SUCCESS);
+  }
+  // Everything qb sent is acknowledged: a thread polling its (empty) CQ naps.
+  std::atomic<bool> stop{false};
+  std::atomic<pid_t> tid{0};
+  std::thread poller([&] {
+    tid.store(static_cast<pid_t>(syscall(SYS_gettid)));
+    ibv_wc wc;
+    while (!stop.load()) ibv_poll_cq(b_.cq, 1, &wc);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // past the poller's first nap
+  int asleep = 0;
+  for (int i = 0; i < 20; ++i) {
+    asleep += thread_sleeps(tid.load()) ? 1 : 0;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  stop.store(true);
+  poller.join();
+  EXPECT_GE(asleep, 10) << "the poller was found asleep " << asleep << " times of 20";
   ASSERT_EQ(ibv_destroy_qp(qb), 0);
   ASSERT_EQ(ibv_destroy_srq(srq), 0);
 }

@@ -185,10 +185,7 @@ TEST_F(LifecycleTest, GetCqEventCanBeCancelled) {
 }
 
 TEST_F(LifecycleTest, SrqServesSeveralQpsAndRaisesLimitEvent) {
-  ibv_srq_init_attr sa{};
-  sa.attr.max_wr = 32;
-  sa.attr.max_sge = 1;
-  ibv_srq* srq = ibv_create_srq(b_.pd, &sa);
+  ibv_srq* srq = create_srq(b_, 32);
   ASSERT_NE(srq, nullptr);
   ibv_qp* q1 = create_qp(a_, IBV_QPT_RC);
   ibv_qp* q2 = create_qp(a_, IBV_QPT_RC);
@@ -339,10 +336,7 @@ TEST_F(LifecycleTest, AnSrqResizedKeepsItsWaitingReceivesInOrder) {
 // application has destroyed is never delivered (UCX's async thread once got one with a NULL
 // QP at MPI_Finalize and crashed).
 TEST_F(LifecycleTest, AnEventOfADestroyedQpIsNeverDelivered) {
-  ibv_srq_init_attr sa{};
-  sa.attr.max_wr = 4;
-  sa.attr.max_sge = 1;
-  ibv_srq* srq = ibv_create_srq(b_.pd, &sa);
+  ibv_srq* srq = create_srq(b_, 4);
   ASSERT_NE(srq, nullptr);
   // A QP on an SRQ entering ERR raises QP_LAST_WQE_REACHED.
   auto last_wqe_event = [&](ibv_qp* qp) {

@@ -188,9 +188,9 @@ std::set<uintptr_t> mappings_named(const char* name) {
   return out;
 }
 
-ibv_qp* VerbsTest::create_qp_mapped(Side& s, ibv_qp_type type, uint8_t** region) {
+ibv_qp* VerbsTest::create_qp_mapped(Side& s, ibv_qp_type type, uint8_t** region, ibv_srq* srq) {
   auto before = mappings_named("wharf-qp");
-  ibv_qp* qp = create_qp(s, type);
+  ibv_qp* qp = create_qp(s, type, srq);
   *region = nullptr;
   for (uintptr_t a : mappings_named("wharf-qp"))
     if (before.count(a) == 0) *region = reinterpret_cast<uint8_t*>(a);

@@ -69,7 +69,7 @@ class VerbsTest : public ::testing::Test {
                     uint32_t sges = 4, uint32_t inline_size = 256);
   // create_qp, and *region gets the start of this process's mapping of the QP's shared
   // region (docs/shm-rings.md; offsets below), found in /proc/self/maps.
-  ibv_qp* create_qp_mapped(Side& s, ibv_qp_type type, uint8_t** region);
+  ibv_qp* create_qp_mapped(Side& s, ibv_qp_type type, uint8_t** region, ibv_srq* srq = nullptr);
   // XRC objects of side s (nullptr on failure): an XRC SRQ of domain x in s.pd completing on
   // s.cq, a target QP of x, and an initiator QP sending with completions on s.cq.
   static ibv_srq* create_xrc_srq(Side& s, ibv_xrcd* x);
