@@ -120,11 +120,7 @@ struct Context {
   // Tells the router that the QP of `posted_mark` has new work (shm/posted_marks.h) and wakes
   // the router if it announced that it sleeps. Call after publishing the work.
   void ring_doorbell(uint32_t posted_mark) {
-    // Its sequentially consistent ORs pair with the router's fence between announcing sleep
-    // and taking the marks.
-    shm::mark_posted(page, posted_mark);
-    if (page->router_sleeping.load(std::memory_order_seq_cst) != 0 &&
-        page->router_sleeping.exchange(0, std::memory_order_acq_rel) != 0) {
+    if (shm::mark_posted_and_check_sleep(page, posted_mark)) {
       uint64_t one = 1;
       ssize_t n = ::write(doorbell.get(), &one, sizeof(one));
       (void)n;  // a full eventfd counter already wakes the router

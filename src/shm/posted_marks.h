@@ -22,6 +22,15 @@ inline void mark_posted(ContextPage* page, uint32_t mark) {
                                 std::memory_order_seq_cst);
 }
 
+// Library, after publishing work for the router: marks QP `mark` and says whether the router
+// announced its sleep, in which case the caller writes the session's doorbell eventfd. The
+// ORs of mark_posted are the fence of the sleep protocol (docs/shm-rings.md).
+inline bool mark_posted_and_check_sleep(ContextPage* page, uint32_t mark) {
+  mark_posted(page, mark);
+  return page->router_sleeping.load(std::memory_order_seq_cst) != 0 &&
+         page->router_sleeping.exchange(0, std::memory_order_acq_rel) != 0;
+}
+
 // Router: calls each(mark) for every mark set since the last call and clears it. Marks set
 // again before they are taken are reported once; none is lost (a mark set while a call runs
 // is reported by it or by the next), and whatever was published before a mark was set is

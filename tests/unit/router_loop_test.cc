@@ -567,9 +567,7 @@ TEST_F(RouterControlTest, TheDataPathLooksAtAQpWhenItsLibraryMarksItPosted) {
   // Marked (and the doorbell rung, as the library does): the router executes it. Its peer
   // QP is nobody's, so the SEND waits for its retry timer, and the QP stays looked at.
   auto* ctx = reinterpret_cast<shm::ContextPage*>(page.data);
-  shm::mark_posted(ctx, rep.posted_mark);
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (ctx->router_sleeping.exchange(0) != 0) {
+  if (shm::mark_posted_and_check_sleep(ctx, rep.posted_mark)) {
     const uint64_t one = 1;
     ASSERT_EQ(write(doorbell_.get(), &one, sizeof(one)), 8);
   }
