@@ -28,12 +28,16 @@ def parse(src):
     constants = dict(re.findall(r'constexpr \w+ (\w+) = (\d+);', src))
     src = re.sub(r'std::array<(\w+), (\w+)>\s+(\w+)',
                  lambda a: f'{a.group(1)} {a.group(3)}[{constants.get(a.group(2), a.group(2))}]', src)
-    structs = {}
-    for m in re.finditer(r'struct (\w+) \{(.*?)\n\};', src, re.S):
-        name, body = m.group(1), m.group(2)
-        members = {d.group(2): d.group(1) + (d.group(3) or '')
-                   for d in re.finditer(r'^\s+(\w+)\s+(\w+)(\[\d+\])?(?:\{\}|\s*=\s*[^;]+)?;',
-                                        body, re.M)}
+    structs, declared = {}, {}
+    # A struct may derive from one declared before it (QpAttr : QpCoreAttr): its visit list
+    # then names members of both.
+    for m in re.finditer(r'struct (\w+)(?: : (\w+))? \{(.*?)\n\};', src, re.S):
+        name, base, body = m.group(1), m.group(2), m.group(3)
+        members = dict(declared.get(base, {}))
+        members.update({d.group(2): d.group(1) + (d.group(3) or '')
+                        for d in re.finditer(r'^\s+(\w+)\s+(\w+)(\[\d+\])?(?:\{\}|\s*=\s*[^;]+)?;',
+                                             body, re.M)})
+        declared[name] = members
         v = re.search(r'void visit\(V&& ?v?\) \{\s*(.*?)\s*\}', body, re.S)
         order = re.findall(r'v\((\w+)\)', v.group(1)) if v else []
         structs[name] = [(f, members[f]) for f in order]

@@ -441,7 +441,8 @@ struct CreateQpRep {
     v(qp), v(qpn), v(sq_entries), v(sq_slot), v(rq_entries), v(rq_slot), v(caps), v(posted_mark);
   }
 };
-struct QpAttr {
+// Every attribute of a QP but its alternate path: what the router keeps of each QP.
+struct QpCoreAttr {
   uint8_t qp_state = 0;
   uint8_t cur_qp_state = 0;
   uint8_t path_mtu = 0;
@@ -452,7 +453,6 @@ struct QpAttr {
   uint32_t dest_qp_num = 0;
   uint32_t qp_access_flags = 0;
   uint16_t pkey_index = 0;
-  uint16_t alt_pkey_index = 0;
   uint8_t en_sqd_async_notify = 0;
   uint8_t sq_draining = 0;
   uint8_t max_rd_atomic = 0;
@@ -462,11 +462,15 @@ struct QpAttr {
   uint8_t timeout = 0;
   uint8_t retry_cnt = 0;
   uint8_t rnr_retry = 0;
-  uint8_t alt_port_num = 0;
-  uint8_t alt_timeout = 0;
   uint8_t reserved = 0;
   uint32_t rate_limit = 0;
   AhAttr ah_attr;
+};
+// The attributes of ibv_modify_qp and ibv_query_qp.
+struct QpAttr : QpCoreAttr {
+  uint16_t alt_pkey_index = 0;
+  uint8_t alt_port_num = 0;
+  uint8_t alt_timeout = 0;
   AhAttr alt_ah_attr;
   template <class V>
   void visit(V&& v) {

@@ -72,7 +72,7 @@ int validate_qp_attr_values(const Qp& qp, uint32_t mask, const proto::QpAttr& a,
 }
 
 void apply_qp_attr(Qp* qp, uint32_t mask, const proto::QpAttr& a) {
-  proto::QpAttr& q = qp->attr;
+  proto::QpCoreAttr& q = qp->attr;
   if (mask & IBV_QP_STATE) q.qp_state = a.qp_state;
   if (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY) q.en_sqd_async_notify = a.en_sqd_async_notify;
   if (mask & IBV_QP_ACCESS_FLAGS) q.qp_access_flags = a.qp_access_flags;
@@ -90,10 +90,11 @@ void apply_qp_attr(Qp* qp, uint32_t mask, const proto::QpAttr& a) {
   if (mask & IBV_QP_RQ_PSN) q.rq_psn = a.rq_psn & 0xffffff;
   if (mask & IBV_QP_MAX_QP_RD_ATOMIC) q.max_rd_atomic = a.max_rd_atomic;
   if (mask & IBV_QP_ALT_PATH) {
-    q.alt_ah_attr = a.alt_ah_attr;
-    q.alt_port_num = a.alt_port_num;
-    q.alt_timeout = a.alt_timeout;
-    q.alt_pkey_index = a.alt_pkey_index;
+    QpExtras& x = qp->extras();
+    x.alt_ah_attr = a.alt_ah_attr;
+    x.alt_port_num = a.alt_port_num;
+    x.alt_timeout = a.alt_timeout;
+    x.alt_pkey_index = a.alt_pkey_index;
   }
   if (mask & IBV_QP_MIN_RNR_TIMER) q.min_rnr_timer = a.min_rnr_timer;
   if (mask & IBV_QP_SQ_PSN) q.sq_psn = a.sq_psn & 0xffffff;
@@ -102,7 +103,8 @@ void apply_qp_attr(Qp* qp, uint32_t mask, const proto::QpAttr& a) {
   if (mask & IBV_QP_DEST_QPN) q.dest_qp_num = a.dest_qp_num;
   if (mask & IBV_QP_RATE_LIMIT) {
     q.rate_limit = a.rate_limit;
-    qp->app_burst_bytes = 0;  // as mlx5: set without burst information, the default depth
+    if (qp->app_burst_bytes() != 0)  // as mlx5: set without burst information, the default depth
+      qp->extras().app_burst_bytes = 0;
   }
   q.cur_qp_state = q.qp_state;
 }
@@ -118,12 +120,10 @@ void reset_qp_rings(Qp* qp) {
   }
   qp->direct()->sq_retired.store(0, std::memory_order_relaxed);
   qp->direct()->express_offer.store(0, std::memory_order_relaxed);
-  qp->sq = shm::RingConsumer(sq_hdr, qp->shm.data() + l.sq_slots_off, l.sq_entries, l.sq_slot);
-  if (l.rq_entries != 0)
-    qp->rq = shm::RingConsumer(rq_hdr, qp->shm.data() + l.rq_slots_off, l.rq_entries, l.rq_slot);
+  qp->sq_cursor = qp->rq_cursor = shm::RingCursor{};
   qp->wait_until_ns = 0;
   qp->copied_bytes = 0;
-  if (qp->held_recv != nullptr) qp->held_recv->held = false;  // RESET completes nothing
+  if (HeldRecv* held = qp->held_recv()) held->held = false;  // RESET completes nothing
   qp->rnr_attempts = qp->retry_attempts = 0;
   qp->last_wqe_reported = false;
 }
@@ -140,7 +140,7 @@ Session::Session(Router* router, UniqueFd sock, pid_t pid, uid_t uid, Container*
 Session::~Session() {
   destroy_cm_state();
   // Children before parents: QPs hold CQs, SRQs and PDs, opened targets their domains.
-  while (qps_.size() != 0) destroy_qp(qps_.take(qps_.begin()->first));
+  for (uint32_t h : qps_.handles()) destroy_qp(qps_.take(h));
   while (opened_qps_.size() != 0) close_opened_qp(opened_qps_.take(opened_qps_.begin()->first));
   while (mws_.size() != 0) dealloc_mw(mws_.take(mws_.begin()->first));  // before their MRs
   ahs_.clear();
@@ -687,7 +687,7 @@ int Session::on_create_qp(const proto::CreateQpReq& req, UniqueFd*, int, proto::
   qp->send_cq = scq;
   qp->recv_cq = rcq;
   qp->srq = srq;
-  qp->xrc = xrc;
+  if (xrc != nullptr) qp->extras().xrc = xrc;
   qp->type = type;
   qp->sq_sig_all = req.sq_sig_all != 0;
   uint32_t send_sge = c.max_send_sge == 0 ? 1 : c.max_send_sge;
@@ -724,9 +724,8 @@ int Session::on_create_qp(const proto::CreateQpReq& req, UniqueFd*, int, proto::
   qp->attr.path_mtu = IBV_MTU_4096;
   reset_qp_rings(qp.get());
 
-  Qp* raw = qps_.add(std::move(qp));
-  raw->qpn = router_->allocate_qpn(raw);
-  raw->posted_mark = posted_qps_.add(raw);  // one for each of at most kMaxQp QPs
+  Qp* raw = qps_.add(std::move(qp));  // not full: checked above
+  router_->allocate_qpn(raw);
   router_->configure_qp_rate_st(raw, now_ns());
   if (pd != nullptr) pd->users++;
   if (scq != nullptr) scq->users++;
@@ -740,7 +739,7 @@ int Session::on_create_qp(const proto::CreateQpReq& req, UniqueFd*, int, proto::
   rep->rq_entries = rq_entries;
   rep->rq_slot = rq_slot;
   rep->caps = raw->caps;
-  rep->posted_mark = raw->posted_mark;
+  rep->posted_mark = SessionQps::posted_mark(*raw);
   out->add(raw->shm.fd());
   return 0;
 }
@@ -778,7 +777,7 @@ int Session::modify_qp(Qp* qp, uint32_t attr_mask, const proto::QpAttr& attr) {
       // The application's rate limit belongs to the connection it made; a reused QP starts
       // without one (its policy limit stays).
       qp->attr.rate_limit = 0;
-      qp->app_burst_bytes = 0;
+      if (qp->app_burst_bytes() != 0) qp->extras().app_burst_bytes = 0;
       router_->configure_qp_rate_st(qp, now_ns());
       if (router_->remote() != nullptr) router_->remote()->forget_st(qp);
       break;
@@ -812,7 +811,7 @@ int Session::on_modify_qp_rate_limit(const proto::ModifyQpRateLimitReq& req, Uni
   const uint32_t cur = qp->attr.qp_state;
   if (int err = check_qp_transition(qp->type, cur, cur, IBV_QP_RATE_LIMIT); err != 0) return err;
   qp->attr.rate_limit = req.rate_limit;
-  qp->app_burst_bytes = req.max_burst_sz;
+  if (req.max_burst_sz != qp->app_burst_bytes()) qp->extras().app_burst_bytes = req.max_burst_sz;
   router_->configure_qp_rate_st(qp, now_ns());
   router_->refresh_direct_st(qp);
   return 0;
@@ -822,7 +821,13 @@ int Session::on_query_qp(const proto::Handle& req, UniqueFd*, int, proto::QueryQ
                          ReplyFds*) {
   Qp* qp = find_qp(req.handle);
   if (qp == nullptr) return EINVAL;
-  rep->attr = qp->attr;
+  static_cast<proto::QpCoreAttr&>(rep->attr) = qp->attr;
+  if (const QpExtras* x = qp->extras_if_any()) {
+    rep->attr.alt_ah_attr = x->alt_ah_attr;
+    rep->attr.alt_port_num = x->alt_port_num;
+    rep->attr.alt_timeout = x->alt_timeout;
+    rep->attr.alt_pkey_index = x->alt_pkey_index;
+  }
   rep->attr.sq_draining = 0;
   rep->caps = qp->caps;
   rep->sq_sig_all = qp->sq_sig_all;
@@ -831,7 +836,6 @@ int Session::on_query_qp(const proto::Handle& req, UniqueFd*, int, proto::QueryQ
 
 void Session::destroy_qp(std::unique_ptr<Qp> qp) {
   router_->deactivate(qp.get());
-  posted_qps_.remove(qp->posted_mark);
   if (router_->remote() != nullptr) router_->remote()->forget_st(qp.get());
   // Its own library no longer posts to it (or is gone): no need to wait for it.
   router_->disable_direct_st(qp.get(), /*wait_for_library=*/false);
@@ -850,9 +854,9 @@ void Session::destroy_qp(std::unique_ptr<Qp> qp) {
   if (qp->send_cq != nullptr) qp->send_cq->users--;
   if (qp->recv_cq != nullptr) qp->recv_cq->users--;
   if (qp->srq != nullptr) qp->srq->users--;
-  if (qp->rss != nullptr)
-    for (Srq* wq : qp->rss->wqs) wq->users--;
-  if (qp->xrc != nullptr) router_->xrc_domains().release(qp->xrc);
+  if (const QpRss* rss = qp->rss())
+    for (Srq* wq : rss->wqs) wq->users--;
+  if (qp->xrc() != nullptr) router_->xrc_domains().release(qp->xrc());
   if (!qp->shm_shared) spare_qp_regions_.give(std::move(qp->shm));
 }
 
@@ -915,11 +919,11 @@ int Session::on_create_srq(const proto::CreateSrqReq& req, UniqueFd*, int, proto
   return 0;
 }
 
-// The SRQ's ring and size from its region (srq->shm, laid out as srq->layout).
+// The router's position at the start of the SRQ's ring, and its size, for its region
+// (srq->shm, laid out as srq->layout).
 void Session::attach_srq_region(Srq* srq) {
   const shm::SrqLayout& l = srq->layout;
-  srq->ring = shm::RingConsumer(reinterpret_cast<shm::RingHeader*>(srq->shm.data() + l.ring_off),
-                                srq->shm.data() + l.slots_off, l.entries, l.slot);
+  srq->ring_cursor = shm::RingCursor{};
   srq->max_wr = l.entries;
 }
 
@@ -987,10 +991,10 @@ int Session::on_set_qp_rss(const proto::SetQpRssReq& req, UniqueFd*, int, proto:
                            ReplyFds*) {
   Qp* qp = qps_.find(req.qp);
   if (qp == nullptr || qp->type != IBV_QPT_RAW_PACKET || qp->send_cq != nullptr ||
-      qp->rss != nullptr || req.log_table_size > proto::kMaxRssTableLog ||
+      qp->rss() != nullptr || req.log_table_size > proto::kMaxRssTableLog ||
       (req.hash_fields & ~proto::kRssHashFields) != 0)
     return EINVAL;
-  auto rss = std::make_unique<Qp::Rss>();
+  auto rss = std::make_unique<QpRss>();
   for (uint32_t i = 0; i < (1u << req.log_table_size); ++i) {
     Srq* wq = srqs_.find(req.wqs[i]);
     if (wq == nullptr || !wq->wq) return EINVAL;
@@ -999,14 +1003,14 @@ int Session::on_set_qp_rss(const proto::SetQpRssReq& req, UniqueFd*, int, proto:
   rss->hash_fields = req.hash_fields;
   rss->hash_key = req.hash_key;
   for (Srq* wq : rss->wqs) wq->users++;
-  qp->rss = std::move(rss);
+  qp->extras().rss = std::move(rss);
   return 0;
 }
 
 // IBV_SRQ_MAX_WR moves the SRQ to a new region with the receives not yet taken, oldest first
 // (EINVAL when more wait than the new size holds, or it is below the limit), as rxe resizes;
 // the library posts nothing to it meanwhile. Nothing points into the old region: a receive a
-// QP took for a message in parts was copied out (Qp::held_recv), a tag-matching SRQ's tagged
+// QP took for a message in parts was copied out (QpExtras::held_recv), a tag-matching SRQ's tagged
 // buffers are in its TagList, and this is the router thread.
 int Session::on_modify_srq(const proto::ModifySrqReq& req, UniqueFd*, int, proto::CreateSrqRep* rep,
                            ReplyFds* out) {
@@ -1029,7 +1033,7 @@ int Session::on_modify_srq(const proto::ModifySrqReq& req, UniqueFd*, int, proto
 }
 
 int Session::move_srq_st(Srq* srq, uint32_t entries) {
-  const uint32_t waiting = srq->ring.available();
+  const uint32_t waiting = srq->ring().available();
   if (waiting > srq->layout.entries) return EIO;  // the library broke the ring
   if (waiting > entries) return EINVAL;
   const shm::SrqLayout layout = shm::srq_layout(entries, srq->layout.slot);
@@ -1038,7 +1042,7 @@ int Session::move_srq_st(Srq* srq, uint32_t entries) {
   const uint8_t* old_slots = srq->shm.data() + srq->layout.slots_off;
   uint8_t* slots = fresh.data() + layout.slots_off;
   for (uint32_t i = 0; i < waiting; ++i) {
-    const uint32_t from = (srq->ring.tail() + i) & (srq->layout.entries - 1);
+    const uint32_t from = (srq->ring().tail() + i) & (srq->layout.entries - 1);
     memcpy(slots + size_t{i} * layout.slot, old_slots + size_t{from} * layout.slot, layout.slot);
   }
   auto* hdr = reinterpret_cast<shm::RingHeader*>(fresh.data() + layout.ring_off);

@@ -110,8 +110,8 @@ bool Router::poll_datapath_st(bool with_links) {
 
 bool Router::has_own_work_st(Qp* qp, uint64_t now) {
   // A ring whose indices are corrupt has nothing this QP can do (it is failed when looked at).
-  const uint32_t queued = qp->sq.available();
-  return (queued != 0 && queued <= qp->sq.capacity()) || qp->wait_until_ns != 0 ||
+  const uint32_t queued = qp->sq().available();
+  return (queued != 0 && queued <= qp->sq().capacity()) || qp->wait_until_ns != 0 ||
          qp->paced_until_ns > now || qp->copied_bytes != 0;
 }
 
@@ -134,7 +134,7 @@ bool Executor::process_qp_st(Qp* qp) {
   bool did = false;
   for (int budget = kBudgetPerQp; budget > 0 && now_ >= qp->paced_until_ns; --budget) {
     shm::RingStatus st;
-    const uint8_t* slot = qp->sq.peek(&st);
+    const uint8_t* slot = qp->sq().peek(&st);
     if (slot == nullptr) {
       if (st == shm::RingStatus::kCorrupt) qp_fatal_st(qp, "send ring index out of range");
       break;
@@ -158,7 +158,7 @@ bool Executor::process_qp_st(Qp* qp) {
     // Once the failed WQE leaves the ring the library would see an idle send queue: it must
     // not execute anything directly before the QP is in ERR.
     if (status != IBV_WC_SUCCESS) r_->disable_direct_st(qp);
-    qp->sq.pop();
+    qp->sq().pop();
     qp->rnr_attempts = qp->retry_attempts = 0;
     did = true;
     // A WQE that did not copy out whole is garbage: only its status counts.
@@ -263,7 +263,7 @@ bool Executor::find_responder_st(Qp* qp, uint32_t srqn, Responder* out, bool* ba
     return true;
   }
   Srq* srq = r_->srq_by_srqn(srqn);
-  if (srq == nullptr || srq->xrc != dst->xrc) {
+  if (srq == nullptr || srq->xrc != dst->xrc()) {
     *bad_srqn = true;
     return false;
   }
@@ -304,8 +304,8 @@ Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w, const S
   RecvSource rsrc;
   RecvWork rw;
   if (needs_recv && !take_recv_st(rsp, &rsrc, &rw)) {
-    if (rsrc.ring == nullptr) return no_peer_st(qp, status);  // peer's queue is corrupt
-    if (!rc) return Step::kDone;                              // UC: dropped
+    if (!rsrc.ring.has_value()) return no_peer_st(qp, status);  // peer's queue is corrupt
+    if (!rc) return Step::kDone;                                // UC: dropped
     return receiver_not_ready_st(qp, dst, status);
   }
 
@@ -584,29 +584,29 @@ void Executor::deliver_datagram_st(const Responder& dst, const SegmentList& payl
 }
 
 // Peeks the next receive WQE of dst (its SRQ or its QP's RQ) and copies it out. False when
-// there is none; src->ring is then null if the queue is corrupt (the owner was told).
+// there is none; src->ring is then empty if the queue is corrupt (the owner was told).
 bool Executor::take_recv_st(const Responder& dst, RecvSource* src, RecvWork* rw) {
   Srq* srq = dst.srq;
   src->held = nullptr;
   if (srq != nullptr) {
-    src->ring = &srq->ring;
+    src->ring.emplace(srq->ring());
     src->srq = srq;
     src->pd = srq->pd;
     src->max_sge = srq->max_sge;
     src->slot_size = srq->layout.slot;
-    HeldRecv* held = dst.qp->held_recv.get();
+    HeldRecv* held = dst.qp->held_recv();
     if (held != nullptr && held->held && held->srq == srq && held->srqn == srq->srqn) {
       *rw = held->rw;
       src->held = held;
       return true;
     }
     if (srq->corrupt) {
-      src->ring = nullptr;
+      src->ring.reset();
       return false;
     }
   } else {
-    dst.qp->rq.resync();  // the direct path may have taken receive WQEs since we last did
-    src->ring = &dst.qp->rq;
+    src->ring.emplace(dst.qp->rq());
+    src->ring->resync();  // the direct path may have taken receive WQEs since we last did
     src->srq = nullptr;
     src->pd = dst.qp->pd;
     src->max_sge = dst.qp->caps.max_recv_sge;
@@ -622,7 +622,7 @@ bool Executor::take_recv_st(const Responder& dst, RecvSource* src, RecvWork* rw)
       } else {
         qp_fatal_st(dst.qp, "receive ring index out of range");
       }
-      src->ring = nullptr;
+      src->ring.reset();
     }
     return false;
   }
@@ -632,7 +632,7 @@ bool Executor::take_recv_st(const Responder& dst, RecvSource* src, RecvWork* rw)
 
 void Executor::hold_recv_st(const Responder& dst, RecvSource* src, const RecvWork& rw) {
   if (src->srq == nullptr || src->held != nullptr) return;
-  std::unique_ptr<HeldRecv>& held = dst.qp->held_recv;
+  std::unique_ptr<HeldRecv>& held = dst.qp->extras().held_recv;
   if (held == nullptr) {
     held = std::make_unique<HeldRecv>();
   } else {
@@ -705,11 +705,11 @@ bool Executor::flush_st(Qp* qp) {
   qp->copied_bytes = 0;  // a copy under way ends with its WQE's flush
   shm::RingStatus st;
   for (int budget = kBudgetPerQp; budget > 0; --budget) {
-    const uint8_t* slot = qp->sq.peek(&st);
+    const uint8_t* slot = qp->sq().peek(&st);
     if (slot == nullptr) break;
     shm::SendWqe h;
     std::memcpy(&h, slot, sizeof(h));
-    qp->sq.pop();
+    qp->sq().pop();
     post_cqe_st(qp->send_cq,
                 make_cqe(h.wr_id, IBV_WC_WR_FLUSH_ERR, proto::send_wc_opcode(h.opcode), qp->qpn),
                 false);
@@ -717,13 +717,13 @@ bool Executor::flush_st(Qp* qp) {
   }
   did = flush_held_recv_st(qp) || did;
   if (qp->rq_entries != 0) {
-    qp->rq.resync();
+    qp->rq().resync();
     for (int budget = kBudgetPerQp; budget > 0; --budget) {
-      const uint8_t* slot = qp->rq.peek(&st);
+      const uint8_t* slot = qp->rq().peek(&st);
       if (slot == nullptr) break;
       shm::RecvWqe h;
       std::memcpy(&h, slot, sizeof(h));
-      qp->rq.pop();
+      qp->rq().pop();
       post_cqe_st(qp->recv_cq, make_cqe(h.wr_id, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, qp->qpn), false);
       did = true;
     }
@@ -735,7 +735,7 @@ bool Executor::flush_st(Qp* qp) {
 }
 
 bool Executor::flush_held_recv_st(Qp* qp) {
-  HeldRecv* held = qp->held_recv.get();
+  HeldRecv* held = qp->held_recv();
   if (held == nullptr || !held->held) return false;
   held->held = false;
   if (r_->srq_by_srqn(held->srqn) != held->srq) return false;  // gone with its SRQ

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 
 #include "proto/messages.h"
 #include "router/mr_access.h"
@@ -42,7 +43,7 @@ inline Responder srq_responder(Qp* qp, Srq* srq) { return {qp, srq->owner, srq->
 // A receive WQE taken (peeked) from a QP's RQ or its SRQ, or the one the QP holds for a
 // message under way (`held`: already off the SRQ).
 struct RecvSource {
-  shm::RingConsumer* ring = nullptr;
+  std::optional<shm::RingConsumerView> ring;
   Srq* srq = nullptr;
   Pd* pd = nullptr;
   uint32_t max_sge = 0;
@@ -93,7 +94,7 @@ class Executor {
   // SRQ or RQ (left there until consume_recv_st).
   // hold_recv_st: a message that will arrive in parts takes the receive just peeked from an
   // SRQ off it at once, so that no other sender gets it before the message ends; dst keeps
-  // it (Qp::held_recv). A QP's own RQ has no other sender: its receive stays at the head.
+  // it (QpExtras::held_recv). A QP's own RQ has no other sender: its receive stays at the head.
   // consume_recv_st: the message is done with the receive (pops it, or lets go of the held).
   void hold_recv_st(const Responder& dst, RecvSource* src, const RecvWork& rw);
   void consume_recv_st(RecvSource* src);

@@ -48,7 +48,7 @@ int ExpressBroker::start() {
 
 void ExpressBroker::qp_ready_st(Qp* qp, int host) {
   if (!r_->config().express || qp->type != IBV_QPT_RC || host <= dir_->self() ||
-      qp->express_fd.valid() || !room_for_a_line())
+      qp->has_express_line() || !room_for_a_line())
     return;
   Pending p;
   p.outgoing = true;
@@ -174,7 +174,7 @@ bool ExpressBroker::step(Pending* p, uint64_t now) {
 Qp* ExpressBroker::match(const Pending& p) const {
   Qp* qp = r_->qp_by_qpn(p.src_qpn);
   if (qp == nullptr || qp->type != IBV_QPT_RC || qp->attr.dest_qp_num != p.dst_qpn ||
-      qp->express_fd.valid() || (qp->state() != IBV_QPS_RTR && qp->state() != IBV_QPS_RTS) ||
+      qp->has_express_line() || (qp->state() != IBV_QPS_RTR && qp->state() != IBV_QPS_RTS) ||
       r_->remote()->peer_host(qp) != p.host)
     return nullptr;
   return qp;
@@ -184,15 +184,15 @@ void ExpressBroker::offer(Qp* qp, UniqueFd fd) {
   // The QP's traffic class, as on its host link (DSCP in the upper six bits of the TOS byte).
   int tos = link_class(qp->owner->container(), qp->attr.ah_attr) & 0xfc;
   setsockopt(fd.get(), IPPROTO_IP, IP_TOS, &tos, sizeof(tos));
-  qp->express_fd = std::move(fd);
+  qp->extras().express_fd = std::move(fd);
   ++lines_;
   qp->direct()->express_offer.store(1, std::memory_order_release);
 }
 
 void ExpressBroker::forget_st(Qp* qp) {
   qp->direct()->express_offer.store(0, std::memory_order_relaxed);
-  if (!qp->express_fd.valid()) return;
-  qp->express_fd.reset();
+  if (!qp->has_express_line()) return;
+  qp->extras().express_fd.reset();
   --lines_;
 }
 
@@ -205,9 +205,9 @@ int Session::on_take_express(const proto::Handle& req, UniqueFd*, int, proto::Ex
   Qp* qp = qps_.find(req.handle);
   if (qp == nullptr) return EINVAL;
   qp->direct()->express_offer.store(0, std::memory_order_relaxed);
-  if (!qp->express_fd.valid()) return ENOENT;
+  if (!qp->has_express_line()) return ENOENT;
   rep->peer_qpn = qp->attr.dest_qp_num;
-  out->add(qp->express_fd.get());
+  out->add(qp->extras().express_fd.get());
   if (qp->recv_cq != nullptr && qp->recv_cq->channel != nullptr) {
     rep->flags |= proto::kExpressRecvChannel;
     out->add(qp->recv_cq->channel->sock.get());

@@ -80,7 +80,7 @@ class ExpressBroker {
   UniqueFd epoll_;
   UniqueFd listen_;
   std::vector<Pending> pending_;
-  uint32_t lines_ = 0;  // QPs holding a line (Qp::express_fd)
+  uint32_t lines_ = 0;  // QPs holding a line (QpExtras::express_fd)
 };
 
 }  // namespace wharf::router

@@ -57,7 +57,7 @@ void Executor::deliver_frame_st(uint32_t network, const Qp* src, const SegmentLi
   const FrameFields fields = parse_frame(head, head_len);
   const auto& flows = r_->flows();
   // An RSS QP receives through its table; any other RAW_PACKET QP in a receiving state.
-  auto receives = [](const Qp* qp) { return qp->rss != nullptr || can_receive(qp->state()); };
+  auto receives = [](const Qp* qp) { return qp->rss() != nullptr || can_receive(qp->state()); };
   auto takes = [&](const Router::FlowRule& f) {
     return f.qp != src && f.qp->owner->container()->network_id == network && receives(f.qp) &&
            (f.sniffer || flow_matches(f.match, fields));
@@ -71,11 +71,11 @@ void Executor::deliver_frame_st(uint32_t network, const Qp* src, const SegmentLi
                     [&](const Router::FlowRule& f) { return f.qp == flows[i].qp && takes(f); });
     if (seen) continue;
     Qp* dst = flows[i].qp;
-    if (dst->rss == nullptr) {
+    if (dst->rss() == nullptr) {
       deliver_datagram_st(responder_of(dst), frame, /*grh_room=*/false, nullptr, Origin{});
       continue;
     }
-    const Qp::Rss& rss = *dst->rss;
+    const QpRss& rss = *dst->rss();
     Srq* wq = rss.wqs[rss_hash(rss.hash_key, rss.hash_fields, fields) & (rss.wqs.size() - 1)];
     if (wq->wq_state == IBV_WQS_RDY)
       deliver_datagram_st(srq_responder(dst, wq), frame,

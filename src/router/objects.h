@@ -158,7 +158,7 @@ struct Srq {
   Cq* cq = nullptr;
   ShmRegion shm;
   shm::SrqLayout layout{};
-  shm::RingConsumer ring;
+  shm::RingCursor ring_cursor;  // the router's position in its ring (ring())
   uint32_t max_wr = 0;
   uint32_t max_sge = 0;
   uint32_t limit = 0;  // armed limit; 0 = disarmed
@@ -171,9 +171,15 @@ struct Srq {
   // A tag-matching SRQ (IBV_SRQT_TM): its matching list; its receives and operations
   // complete on `cq` (router/tag_matching.cc).
   std::unique_ptr<TagList> tm;
+
+  shm::RingConsumerView ring() {
+    return {reinterpret_cast<shm::RingHeader*>(shm.data() + layout.ring_off),
+            shm.data() + layout.slots_off, layout.entries, layout.slot, ring_cursor};
+  }
 };
 
-// A receive a QP took off a shared receive queue for a message placed in parts (Qp::held_recv).
+// A receive a QP took off a shared receive queue for a message placed in parts
+// (QpExtras::held_recv).
 struct HeldRecv {
   RecvWork rw;
   // The SRQ it came from, valid while the router's SRQ by `srqn` is still this one (an XRC
@@ -200,10 +206,48 @@ struct ParkedRemoteQp {
   bool parked = false;
 };
 
+// An RSS QP's table (a RAW_PACKET QP made with no CQs and given a table by SetQpRss): the
+// frames its flow rules take go to one of `wqs`, by the Toeplitz hash of the fields named.
+struct QpRss {
+  std::vector<Srq*> wqs;  // a power of two of them; each counted in its users
+  uint64_t hash_fields = 0;
+  std::array<uint8_t, proto::kRssKeyLen> hash_key{};
+};
+
+// What few QPs have, kept apart so that the others do not pay for it (issue #18: router
+// memory per idle QP). Made at a QP's first use of any of it (Qp::extras()) and kept while
+// the QP lives.
+struct QpExtras {
+  // An XRC QP's domain (IBV_QPT_XRC_RECV, IBV_QPT_XRC_SEND), counted in its users.
+  XrcDomain* xrc = nullptr;
+  // A receive taken off a shared receive queue for a message that is placed in parts (a long
+  // SEND through the router, or one of several packets from another host): it leaves the SRQ
+  // at the first part, so no other sender takes it meanwhile, and stays here until the
+  // message ends, fails, or the QP flushes it (router/datapath.cc). Made at the first such
+  // message and kept.
+  std::unique_ptr<HeldRecv> held_recv;
+  // Its own rate limit: the tighter of its container's qp_rate and the application's
+  // attr.rate_limit (router/policy.cc); null while neither limits it. app_burst_bytes: the
+  // max_burst_sz of ibv_modify_qp_rate_limit, 0 for the default depth.
+  std::unique_ptr<TokenBucket> rate;
+  uint32_t app_burst_bytes = 0;
+  // Express line (router/express.h): the connection offered to the library, kept until the
+  // QP is reset or destroyed.
+  UniqueFd express_fd;
+  std::unique_ptr<QpRss> rss;
+  // The alternate path (IBV_QP_ALT_PATH): kept and reported as set, never taken (a QP pair
+  // has one path through Wharf).
+  proto::AhAttr alt_ah_attr;
+  uint16_t alt_pkey_index = 0;
+  uint8_t alt_port_num = 0;
+  uint8_t alt_timeout = 0;
+};
+
 // pd, send_cq and recv_cq are set for every type but these: an XRC target QP
-// (IBV_QPT_XRC_RECV) has only its domain `xrc` (and queues of its own it never uses); an XRC
+// (IBV_QPT_XRC_RECV) has only its domain xrc() (and queues of its own it never uses); an XRC
 // initiator (IBV_QPT_XRC_SEND) has no recv_cq and no receive queue.
 struct Qp {
+  // Fields are ordered to leave no padding: the router keeps one of these per QP (issue #18).
   uint32_t handle = 0;
   uint32_t qpn = 0;
   Session* owner = nullptr;
@@ -211,79 +255,69 @@ struct Qp {
   Cq* send_cq = nullptr;
   Cq* recv_cq = nullptr;
   Srq* srq = nullptr;
-  XrcDomain* xrc = nullptr;
   ibv_qp_type type = IBV_QPT_RC;
-  bool sq_sig_all = false;
-  proto::QpCaps caps;
-  proto::QpAttr attr;  // current attributes (attr.qp_state is the state)
-  ShmRegion shm;
-  bool shm_shared = false;  // handed to another process (a direct-path peer)
   // The shared region's geometry; its offsets follow from it (layout()).
   uint32_t sq_entries = 0, sq_slot = 0;
   uint32_t rq_entries = 0, rq_slot = 0;  // 0 entries: no receive queue of its own
-  // Its bit in its session's posted marks (shm/posted_marks.h): set by its library when it
-  // gives the router work in these rings.
-  uint32_t posted_mark = 0;
-  shm::RingConsumer sq;
-  shm::RingConsumer rq;
+  // Direct path: the router's own view of the shared line's generation (direct()); direct_on
+  // and direct_revoked (whether the library lost the right to it by staying Busy too long)
+  // are with the flags below.
+  uint32_t direct_generation = 0;
+  proto::QpCaps caps;
+  // Current attributes (attr.qp_state is the state); the alternate path is in extras.
+  proto::QpCoreAttr attr;
+  // The router's positions in the two rings (sq(), rq()).
+  shm::RingCursor sq_cursor;
+  shm::RingCursor rq_cursor;
+  // What the host-to-host engine kept when it parked the QP (remote, below).
+  ParkedRemoteQp parked_remote;
+  // RemotePath::peer_host's answer for the current AV, valid while peer_host_epoch equals
+  // RemotePath's placement epoch (0: never; a new AV resets it).
+  mutable int peer_host_cached = -1;
+  mutable uint32_t peer_host_epoch = 0;
 
-  // Requester retry state: the head WQE waits until `wait_until_ns` (RNR or missing peer).
-  uint64_t wait_until_ns = 0;
-  // Bytes of the head WQE's RDMA WRITE or READ that earlier passes copied: a long copy takes
-  // at most Executor::copy_part() bytes a pass (router/datapath.cc). 0 when no copy is under way.
-  uint64_t copied_bytes = 0;
-  // A receive taken off a shared receive queue for a message that is placed in parts (a long
-  // SEND through the router, or one of several packets from another host): it leaves the SRQ
-  // at the first part, so no other sender takes it meanwhile, and stays here until the
-  // message ends, fails, or the QP flushes it (router/datapath.cc). Made at the first such
-  // message and kept.
-  std::unique_ptr<HeldRecv> held_recv;
+  bool sq_sig_all = false;
+  bool shm_shared = false;  // handed to another process (a direct-path peer)
   uint8_t rnr_attempts = 0;
   uint8_t retry_attempts = 0;
-  // Rate limits: this QP's own bucket (the tighter of its container's qp_rate and the
-  // application's attr.rate_limit, router/policy.cc; null while neither limits it, as for
-  // most QPs), and the time before which neither it nor its container's bucket lets the head
-  // WQE go. app_burst_bytes: the max_burst_sz of ibv_modify_qp_rate_limit, 0 for the default
-  // depth.
-  std::unique_ptr<TokenBucket> rate;
-  uint64_t paced_until_ns = 0;
-  uint32_t app_burst_bytes = 0;
   // active: the data path serves its queues (RTS or ERR, with a send CQ). busy: in the
   // router's list of QPs the next pass looks at (router/router.h, busy_); woken: activated,
   // or given work by the pass, since the data path last looked at it.
   bool active = false;
   bool busy = false;
   bool woken = false;
-  // Its state in the host-to-host engine while it has any (owned by RemotePath), else what
-  // the engine kept when it parked the QP.
-  RemoteQpState* remote = nullptr;
-  ParkedRemoteQp parked_remote;
-  // RemotePath::peer_host's answer for the current AV, valid while peer_host_epoch equals
-  // RemotePath's placement epoch (0: never; a new AV resets it).
-  mutable int peer_host_cached = -1;
-  mutable uint32_t peer_host_epoch = 0;
   bool last_wqe_reported = false;
-
-  // Direct path: the router's own view of the shared line (direct()), and whether the
-  // library lost the right to it by staying Busy too long.
-  uint32_t direct_generation = 0;
   bool direct_on = false;
   bool direct_revoked = false;
-  // Express line (router/express.h): the connection offered to the library, kept until the
-  // QP is reset or destroyed.
-  UniqueFd express_fd;
 
-  // An RSS QP (a RAW_PACKET QP made with no CQs and given a table by SetQpRss): the frames its
-  // flow rules take go to one of `wqs`, by the Toeplitz hash of the fields named.
-  struct Rss {
-    std::vector<Srq*> wqs;  // a power of two of them; each counted in its users
-    uint64_t hash_fields = 0;
-    std::array<uint8_t, proto::kRssKeyLen> hash_key{};
-  };
-  std::unique_ptr<Rss> rss;
+  ShmRegion shm;
+  // Requester retry state: the head WQE waits until `wait_until_ns` (RNR or missing peer).
+  uint64_t wait_until_ns = 0;
+  // Bytes of the head WQE's RDMA WRITE or READ that earlier passes copied: a long copy takes
+  // at most Executor::copy_part() bytes a pass (router/datapath.cc). 0 when no copy is under way.
+  uint64_t copied_bytes = 0;
+  // The time before which neither its rate limit (rate()) nor its container's lets the head
+  // WQE go.
+  uint64_t paced_until_ns = 0;
+  // Its state in the host-to-host engine while it has any (owned by RemotePath), else
+  // parked_remote.
+  RemoteQpState* remote = nullptr;
 
   ibv_qp_state state() const { return static_cast<ibv_qp_state>(attr.qp_state); }
-  bool rate_limited() const { return rate != nullptr; }
+  // Its extras, made now if it has none yet.
+  QpExtras& extras() {
+    if (extras_ == nullptr) extras_ = std::make_unique<QpExtras>();
+    return *extras_;
+  }
+  // Its extras if it has any; and reads of them that make none.
+  const QpExtras* extras_if_any() const { return extras_.get(); }
+  XrcDomain* xrc() const { return extras_ != nullptr ? extras_->xrc : nullptr; }
+  HeldRecv* held_recv() const { return extras_ != nullptr ? extras_->held_recv.get() : nullptr; }
+  TokenBucket* rate() const { return extras_ != nullptr ? extras_->rate.get() : nullptr; }
+  bool rate_limited() const { return rate() != nullptr; }
+  uint32_t app_burst_bytes() const { return extras_ != nullptr ? extras_->app_burst_bytes : 0; }
+  bool has_express_line() const { return extras_ != nullptr && extras_->express_fd.valid(); }
+  const QpRss* rss() const { return extras_ != nullptr ? extras_->rss.get() : nullptr; }
   // Copies the send WQE in `slot` of its send ring into *w: copy_send_wqe under this QP's
   // slot size, type and SGE limit (false: malformed).
   bool copy_send(const uint8_t* slot, SendWork* w) const {
@@ -298,6 +332,24 @@ struct Qp {
     return reinterpret_cast<shm::QpCounters*>(shm.data() + layout().counters_off);
   }
   shm::QpLayout layout() const { return shm::qp_layout(sq_entries, sq_slot, rq_entries, rq_slot); }
+  // The router's side of its send ring and of its receive ring (of capacity 0, which takes
+  // nothing, for a QP with no receive queue of its own).
+  shm::RingConsumerView sq() {
+    const shm::QpLayout l = layout();
+    return {ring_header(l.sq_ring_off), shm.data() + l.sq_slots_off, sq_entries, sq_slot,
+            sq_cursor};
+  }
+  shm::RingConsumerView rq() {
+    const shm::QpLayout l = layout();
+    return {ring_header(l.rq_ring_off), shm.data() + l.rq_slots_off, rq_entries, rq_slot,
+            rq_cursor};
+  }
+  shm::RingHeader* ring_header(size_t off) const {
+    return reinterpret_cast<shm::RingHeader*>(shm.data() + off);
+  }
+
+ private:
+  std::unique_ptr<QpExtras> extras_;  // extras()
 };
 
 // Counts one completion of qp's work in its counters (shm::QpCounters): its send side (a

@@ -64,11 +64,11 @@ void Router::apply_policy_st(Container* c, const ContainerPolicy& p) {
   if (!rates_changed) return;
   const uint64_t now = now_ns();
   c->rate.configure(p.rate_bps, p.burst_bytes, now);
-  for (auto& [qpn, qp] : qps_) {
-    if (qp->owner->container() != c) continue;
+  qps_.for_each([&](Qp* qp) {
+    if (qp->owner->container() != c) return;
     configure_qp_rate_st(qp, now);
     refresh_direct_st(qp);
-  }
+  });
 }
 
 void Router::configure_qp_rate_st(Qp* qp, uint64_t now) {
@@ -78,12 +78,13 @@ void Router::configure_qp_rate_st(Qp* qp, uint64_t now) {
   // it passes no more than either limit's own bucket would.
   const uint64_t bps = tighter(p.qp_rate_bps, app_bps);
   const uint64_t depth =
-      tighter(depth_of(p.qp_rate_bps, p.burst_bytes), depth_of(app_bps, qp->app_burst_bytes));
+      tighter(depth_of(p.qp_rate_bps, p.burst_bytes), depth_of(app_bps, qp->app_burst_bytes()));
   if (bps == 0) {
-    qp->rate.reset();
+    if (qp->rate_limited()) qp->extras().rate.reset();
   } else {
-    if (qp->rate == nullptr) qp->rate = std::make_unique<TokenBucket>();
-    qp->rate->retune(bps, depth, now);
+    std::unique_ptr<TokenBucket>& rate = qp->extras().rate;
+    if (rate == nullptr) rate = std::make_unique<TokenBucket>();
+    rate->retune(bps, depth, now);
   }
   qp->paced_until_ns = 0;
   // A limited QP's work goes through the router, which paces it: none on its express line.
@@ -121,13 +122,13 @@ bool Router::admit_st(Qp* qp, uint64_t bytes, uint64_t now) {
   TokenBucket& shared = qp->owner->container()->rate;
   if (!qp->rate_limited() && !shared.limited()) return true;
   uint64_t own_at = 0, shared_at = 0;
-  const bool own_ok = !qp->rate_limited() || qp->rate->ready(now, &own_at);
+  const bool own_ok = !qp->rate_limited() || qp->rate()->ready(now, &own_at);
   const bool shared_ok = shared.ready(now, &shared_at);
   if (!own_ok || !shared_ok) {
     qp->paced_until_ns = std::max(own_at, shared_at);
     return false;
   }
-  if (qp->rate_limited()) qp->rate->charge(bytes);
+  if (qp->rate_limited()) qp->rate()->charge(bytes);
   shared.charge(bytes);
   return true;
 }

@@ -396,15 +396,15 @@ bool RemotePath::send_unsent_st(Executor* ex, Qp* qp, int dest, uint64_t now,
   return sent;
 }
 
-bool RemotePath::reread_st(const Qp* qp, const RemoteQpState::Work& o, SendWork* w) {
-  return qp->copy_send(qp->sq.slot_at(o.ring_index), w) && w->hdr.opcode == o.opcode;
+bool RemotePath::reread_st(Qp* qp, const RemoteQpState::Work& o, SendWork* w) {
+  return qp->copy_send(qp->sq().slot_at(o.ring_index), w) && w->hdr.opcode == o.opcode;
 }
 
 void RemotePath::complete_send_st(Qp* qp, const RemoteQpState::Work& o, ibv_wc_status status) {
-  assert(o.ring_index == qp->sq.tail());  // completions come in order, from the ring's head
+  assert(o.ring_index == qp->sq().tail());  // completions come in order, from the ring's head
   shm::SendWqe h;  // only its wr_id is taken: the rest was checked when o was issued
-  std::memcpy(&h, qp->sq.slot_at(o.ring_index), sizeof(h));
-  qp->sq.pop();
+  std::memcpy(&h, qp->sq().slot_at(o.ring_index), sizeof(h));
+  qp->sq().pop();
   qp->direct()->sq_retired.fetch_add(1, std::memory_order_release);
   count_completion(qp, true, status, o.byte_len);
   if (!o.signaled && status == IBV_WC_SUCCESS) return;
@@ -475,7 +475,7 @@ class RemotePath::RequesterCalls final : public rc::RequesterPort<RemoteQpState:
 
 bool RemotePath::process_requester_st(Executor* ex, Qp* qp, int dest, uint64_t now) {
   shm::RingStatus head;
-  if (qp->remote == nullptr && qp->sq.peek(&head) == nullptr) return false;  // quiet: stays so
+  if (qp->remote == nullptr && qp->sq().peek(&head) == nullptr) return false;  // quiet: stays so
   State& st = state(qp);
   auto& req = st.requester;
   RequesterCalls calls(this, ex, qp, dest);
@@ -490,11 +490,11 @@ bool RemotePath::process_requester_st(Executor* ex, Qp* qp, int dest, uint64_t n
     // The window's work keeps its slots until it completes: the next request is behind it.
     const auto ahead = static_cast<uint32_t>(req.window().size());
     shm::RingStatus rs;
-    const uint8_t* slot = qp->sq.peek_ahead(ahead, &rs);
+    const uint8_t* slot = qp->sq().peek_ahead(ahead, &rs);
     if (slot == nullptr) break;
     SendWork w;
     RemoteQpState::Work o;
-    o.ring_index = qp->sq.tail() + ahead;
+    o.ring_index = qp->sq().tail() + ahead;
     ibv_wc_status failure = IBV_WC_SUCCESS;
     SegmentList local;
     const bool well_formed = qp->copy_send(slot, &w);
@@ -794,7 +794,7 @@ bool RemotePath::responder_for(Qp* dst, uint32_t srqn, Responder* out) const {
     return true;
   }
   Srq* srq = r_->srq_by_srqn(srqn);
-  if (srq == nullptr || srq->xrc != dst->xrc) return false;
+  if (srq == nullptr || srq->xrc != dst->xrc()) return false;
   *out = srq_responder(dst, srq);
   return true;
 }
@@ -997,7 +997,7 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
   // A corrupt queue gets nothing at all.
   auto refuse = [&](uint32_t restart_psn) {
     rs.refuse(restart_psn);
-    if (rsrc.ring != nullptr) respond_st(dst, psn, host::aeth_rnr(dst->attr.min_rnr_timer));
+    if (rsrc.ring.has_value()) respond_st(dst, psn, host::aeth_rnr(dst->attr.min_rnr_timer));
   };
 
   if (!rs.fits_sequence(op)) {

@@ -231,7 +231,7 @@ class RemotePath final : public links::HostLinks::Handler {
   Qp* local_qp_for(int host, const proto::host::Packet& p, bool response) const;
   // Copies the work request of o out of qp's send ring again into *w. False when the
   // application rewrote it since it was issued (malformed, or another opcode).
-  static bool reread_st(const Qp* qp, const RemoteQpState::Work& o, SendWork* w);
+  static bool reread_st(Qp* qp, const RemoteQpState::Work& o, SendWork* w);
   // Fails the RC QPs connected to `host` that `lost(peer_incarnation, outstanding)` says lost
   // their peer (router log: `why`): the incarnation of the peer's router the QP last heard
   // from (0: none), and whether it waits for answers.

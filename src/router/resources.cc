@@ -106,7 +106,7 @@ std::string Router::describe_resources_st() const {
       j.update(owner);
       return j;
     };
-    for (const auto& [h, qp] : s->qps_) {
+    s->qps_.for_each([&](const Qp* qp) {
       Traffic t;
       t.add(*qp->counters());
       traffic[c].add(*qp->counters());
@@ -119,10 +119,10 @@ std::string Router::describe_resources_st() const {
                            {"sq-psn", engine.sq_psn},
                            {"engine", engine.name},
                            {"direct", qp->direct_on},
-                           {"express", qp->express_fd.valid()}});
+                           {"express", qp->has_express_line()}});
       j.update(traffic_json(t));
       qps.push_back(j);
-    }
+    });
     for (const auto& [h, cq] : s->cqs_)
       cqs.push_back(with_owner({{"cqe", cq->layout.entries}, {"users", cq->users}}));
     for (const auto& [h, mr] : s->mrs_)

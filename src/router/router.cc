@@ -514,13 +514,13 @@ Container* Router::container_by_lid(uint16_t lid) {
 
 uint32_t Router::allocate_qpn(Qp* qp) {
   for (;;) {
-    uint32_t qpn = next_qpn_;
+    qp->qpn = next_qpn_;
     next_qpn_ = next_qpn_ >= 0xffffff ? 0x100 : next_qpn_ + 1;
-    if (qps_.emplace(qpn, qp).second) return qpn;
+    if (qps_.add(qp)) return qp->qpn;
   }
 }
 
-void Router::release_qpn(uint32_t qpn) { qps_.erase(qpn); }
+void Router::release_qpn(uint32_t qpn) { qps_.remove(qpn); }
 
 uint32_t Router::allocate_srqn(Srq* srq) {
   for (;;) {

@@ -20,6 +20,7 @@
 #include "common/unique_fd.h"
 #include "router/cm_manager.h"
 #include "router/objects.h"
+#include "router/qps_by_number.h"
 #include "router/session.h"
 #include "router/xrc_domain.h"
 
@@ -162,16 +163,15 @@ class Router {
   void watch_cm_channel_st(CmChannel* ch);
   void unwatch_cm_channel_st(CmChannel* ch);
 
+  // Gives qp a number no other QP of this host has (qp->qpn, also returned), the one after
+  // the last given where free: a number comes back only after all others were given.
   uint32_t allocate_qpn(Qp* qp);
   void release_qpn(uint32_t qpn);
-  Qp* qp_by_qpn(uint32_t qpn) const {
-    auto it = qps_.find(qpn);
-    return it == qps_.end() ? nullptr : it->second;
-  }
+  Qp* qp_by_qpn(uint32_t qpn) const { return qps_.find(qpn); }
   // Calls f(qp) for every QP of this router; f must not create or destroy QPs.
   template <class F>
   void for_each_qp(F&& f) const {
-    for (const auto& [qpn, qp] : qps_) f(qp);
+    qps_.for_each(f);
   }
   // A new key naming mr (nullptr: reserved for a memory window, naming nothing yet).
   uint32_t allocate_key(Mr* mr);
@@ -306,9 +306,9 @@ class Router {
 
   std::unordered_map<int, std::unique_ptr<Session>> sessions_;
   std::unordered_map<uint64_t, std::unique_ptr<Container>> containers_;  // by netns inode
-  std::unordered_map<uint32_t, Qp*> qps_;                                // by QPN
-  std::unordered_map<uint32_t, Mr*> keys_;                               // by lkey/rkey
-  std::unordered_map<uint32_t, Srq*> srqs_;                              // by SRQ number
+  QpsByNumber qps_;
+  std::unordered_map<uint32_t, Mr*> keys_;   // by lkey/rkey
+  std::unordered_map<uint32_t, Srq*> srqs_;  // by SRQ number
   XrcDomains xrc_domains_;
   // The active QPs the next pass looks at: marked posted by their library, activated, or
   // with work of their own (has_own_work_st); an idle QP costs a pass nothing.

@@ -14,7 +14,7 @@
 #include "proto/messages.h"
 #include "router/cm_objects.h"
 #include "router/objects.h"
-#include "router/posted_qps.h"
+#include "router/session_qps.h"
 #include "router/shm_region.h"
 #include "shm/layout.h"
 
@@ -91,7 +91,7 @@ class Session {
   Container* container() const { return container_; }
   shm::ContextPage* page() const { return reinterpret_cast<shm::ContextPage*>(page_.data()); }
   // The QP a posted mark of this session's page names, or null.
-  Qp* posted_qp(uint32_t mark) const { return posted_qps_.at(mark); }
+  Qp* posted_qp(uint32_t mark) const { return qps_.by_mark(mark); }
 
   // Serves one request datagram and sends the reply. Returns false when the peer broke the
   // protocol badly enough that the session must be closed (bad magic/version).
@@ -233,8 +233,7 @@ class Session {
   HandleTable<Cq> cqs_;
   HandleTable<Srq> srqs_;
   HandleTable<Ah> ahs_;
-  HandleTable<Qp> qps_;
-  PostedQps posted_qps_;
+  SessionQps qps_;
   HandleTable<OpenedQp> opened_qps_{proto::kOpenedQpBit | 1};
   ShmRegionPool spare_qp_regions_;  // of this session's destroyed QPs
   HandleTable<CmChannel> cm_channels_;

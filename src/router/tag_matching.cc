@@ -93,7 +93,7 @@ Executor::Step Executor::execute_tm_send_st(Qp* qp, const SendWork& w, const Seg
   RecvSource rsrc;
   RecvWork rw;
   if (!take_recv_st(rsp, &rsrc, &rw)) {
-    if (rsrc.ring == nullptr) return no_peer_st(qp, status);  // the SRQ is corrupt
+    if (!rsrc.ring.has_value()) return no_peer_st(qp, status);  // the SRQ is corrupt
     return receiver_not_ready_st(qp, rsp.qp, status);
   }
   land_send_st(local, {}, rsp, &rsrc, rw, wc_op, 0, origin_of(w, qp), /*reliable=*/true, status);

@@ -45,7 +45,8 @@ int Session::on_open_qp(const proto::OpenQpReq& req, UniqueFd*, int, proto::Hand
                         ReplyFds*) {
   XrcDomain* d = find_xrc_domain(req.xrcd);
   Qp* qp = router_->qp_by_qpn(req.qpn);
-  if (d == nullptr || qp == nullptr || qp->type != IBV_QPT_XRC_RECV || qp->xrc != d) return EINVAL;
+  if (d == nullptr || qp == nullptr || qp->type != IBV_QPT_XRC_RECV || qp->xrc() != d)
+    return EINVAL;
   if (opened_qps_.size() >= device::kMaxQp) return ENOMEM;
   auto q = std::make_unique<OpenedQp>();
   q->qpn = req.qpn;
@@ -60,7 +61,7 @@ Qp* Session::find_qp(uint32_t h) const {
   const OpenedQp* q = opened_qps_.find(h);
   if (q == nullptr) return nullptr;
   Qp* qp = router_->qp_by_qpn(q->qpn);
-  return qp != nullptr && qp->type == IBV_QPT_XRC_RECV && qp->xrc == q->domain ? qp : nullptr;
+  return qp != nullptr && qp->type == IBV_QPT_XRC_RECV && qp->xrc() == q->domain ? qp : nullptr;
 }
 
 void Session::close_opened_qp(std::unique_ptr<OpenedQp> q) {

@@ -92,12 +92,26 @@ class RingProducer {
   uint32_t cached_consumer_ = 0;
 };
 
-// Consumer side. Same threading contract as RingProducer.
-class RingConsumer {
+// A consumer's own position in a ring: the next entry it takes, and the producer index it
+// last read.
+struct RingCursor {
+  uint32_t tail = 0;
+  uint32_t cached_producer = 0;
+};
+
+// Consumer side. Same threading contract as RingProducer. Cursor is RingCursor (the consumer
+// keeps its position itself: RingConsumer) or RingCursor& (RingConsumerView: a consumer made
+// for the moment over a position its owner keeps, with the geometry it can work out itself:
+// the router keeps 8 bytes per ring of a QP instead of 32).
+template <class Cursor>
+class BasicRingConsumer {
  public:
-  RingConsumer() = default;
-  RingConsumer(RingHeader* hdr, const uint8_t* slots, uint32_t capacity, uint32_t slot_size)
+  BasicRingConsumer() = default;
+  BasicRingConsumer(RingHeader* hdr, const uint8_t* slots, uint32_t capacity, uint32_t slot_size)
       : hdr_(hdr), slots_(slots), capacity_(capacity), slot_size_(slot_size) {}
+  BasicRingConsumer(RingHeader* hdr, const uint8_t* slots, uint32_t capacity, uint32_t slot_size,
+                    Cursor cursor)
+      : hdr_(hdr), slots_(slots), capacity_(capacity), slot_size_(slot_size), cur_(cursor) {}
 
   // The oldest unconsumed slot, or nullptr with *st = kEmpty / kCorrupt. A hostile producer
   // may rewrite the slot at any time: copy it out before validating it.
@@ -107,9 +121,9 @@ class RingConsumer {
   // slots only once their work is done looks past the slots it still holds), or nullptr
   // with *st = kEmpty (not produced yet) / kCorrupt. Copy it out before validating it.
   const uint8_t* peek_ahead(uint32_t ahead, RingStatus* st) {
-    if (cached_producer_ - tail_ <= ahead)
-      cached_producer_ = hdr_->producer.value.load(std::memory_order_acquire);
-    const uint32_t produced = cached_producer_ - tail_;
+    if (cur_.cached_producer - cur_.tail <= ahead)
+      cur_.cached_producer = hdr_->producer.value.load(std::memory_order_acquire);
+    const uint32_t produced = cur_.cached_producer - cur_.tail;
     if (produced > capacity_) {
       *st = RingStatus::kCorrupt;
       return nullptr;
@@ -119,7 +133,7 @@ class RingConsumer {
       return nullptr;
     }
     *st = RingStatus::kOk;
-    return slot_at(tail_ + ahead);
+    return slot_at(cur_.tail + ahead);
   }
 
   // The slot at ring position `index`, one peeked before and not popped yet
@@ -130,26 +144,26 @@ class RingConsumer {
 
   // Entries available now (refreshes the cached producer index); capacity_+1 if corrupt.
   uint32_t available() {
-    cached_producer_ = hdr_->producer.value.load(std::memory_order_acquire);
-    uint32_t n = cached_producer_ - tail_;
+    cur_.cached_producer = hdr_->producer.value.load(std::memory_order_acquire);
+    uint32_t n = cur_.cached_producer - cur_.tail;
     return n > capacity_ ? capacity_ + 1 : n;
   }
 
   // Releases the peeked slot to the producer. Release: our reads of the slot happen-before
   // the producer may overwrite it.
   void pop() {
-    ++tail_;
-    hdr_->consumer.value.store(tail_, std::memory_order_release);
+    ++cur_.tail;
+    hdr_->consumer.value.store(cur_.tail, std::memory_order_release);
   }
 
   // Takes the consumer index from shared memory: for a ring whose consumer role another
   // party (a direct-path library) takes in turn. peek() validates it like any peer index.
   void resync() {
-    tail_ = hdr_->consumer.value.load(std::memory_order_acquire);
-    cached_producer_ = tail_;
+    cur_.tail = hdr_->consumer.value.load(std::memory_order_acquire);
+    cur_.cached_producer = cur_.tail;
   }
 
-  uint32_t tail() const { return tail_; }
+  uint32_t tail() const { return cur_.tail; }
   uint32_t capacity() const { return capacity_; }
 
  private:
@@ -157,8 +171,10 @@ class RingConsumer {
   const uint8_t* slots_ = nullptr;
   uint32_t capacity_ = 0;
   uint32_t slot_size_ = 0;
-  uint32_t tail_ = 0;
-  uint32_t cached_producer_ = 0;
+  Cursor cur_;
 };
+
+using RingConsumer = BasicRingConsumer<RingCursor>;
+using RingConsumerView = BasicRingConsumer<RingCursor&>;
 
 }  // namespace wharf::shm

@@ -179,7 +179,7 @@ class RouterControlTest : public ::testing::Test {
     c.send(proto::Op::kCreateQp, q);
     proto::CreateQpRep rep;
     EXPECT_EQ(c.reply(&rep, true, memfd, memfd != nullptr ? 1 : 0), 0);
-    EXPECT_EQ(rep.qp, 1u);
+    qp_ = rep.qp;
     if (rep_out != nullptr) *rep_out = rep;
     proto::ModifyQpReq m;
     m.qp = rep.qp;
@@ -198,10 +198,10 @@ class RouterControlTest : public ::testing::Test {
     EXPECT_EQ(c.status(), 0);
     return rep.qpn;
   }
-  // RTR -> RTS of QP handle 1, with `rate_limit_kbps` unless it is unset.
+  // RTR -> RTS of the QP make_rtr_qp made, with `rate_limit_kbps` unless it is unset.
   int to_rts(RawClient& c, std::optional<uint32_t> rate_limit_kbps) {
     proto::ModifyQpReq m;
-    m.qp = 1;
+    m.qp = qp_;
     m.attr_mask = IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
                   IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
     m.attr.qp_state = IBV_QPS_RTS;
@@ -254,6 +254,7 @@ class RouterControlTest : public ::testing::Test {
   UniqueFd async_;
   UniqueFd page_fd_;   // the session's context page (after hello)
   UniqueFd doorbell_;  // and its doorbell
+  uint32_t qp_ = 0;    // the handle of the QP make_rtr_qp made
 };
 
 TEST_F(RouterControlTest, RequestsBeforeHelloAreRefused) {
@@ -396,7 +397,7 @@ TEST_F(RouterControlTest, AppRateLimitFromModifyQpPacesTheQpAndIsQueried) {
   hello(c);
   const uint32_t qpn = make_rtr_qp(c);
   proto::ModifyQpReq m;
-  m.qp = 1;
+  m.qp = qp_;
   m.attr_mask = IBV_QP_RATE_LIMIT;  // RTR -> RTR: not a state a limit is set in
   m.attr.rate_limit = 8000;
   c.send(proto::Op::kModifyQp, m);
@@ -407,7 +408,7 @@ TEST_F(RouterControlTest, AppRateLimitFromModifyQpPacesTheQpAndIsQueried) {
     ASSERT_TRUE(qp->rate_limited());
     EXPECT_EQ(pace_after_debt(qp, TokenBucket::kMinDepthBytes, 1'000'000), kNsPerS);
   });
-  c.send(proto::Op::kQueryQp, proto::Handle{1});
+  c.send(proto::Op::kQueryQp, proto::Handle{qp_});
   proto::QueryQpRep q;
   ASSERT_EQ(c.reply(&q), 0);
   EXPECT_EQ(q.attr.rate_limit, 8000u);
@@ -418,32 +419,68 @@ TEST_F(RouterControlTest, AppRateLimitFromModifyQpPacesTheQpAndIsQueried) {
   with_qp(qpn, [](Qp* qp) { EXPECT_FALSE(qp->rate_limited()); });
 }
 
+// A QP keeps what few QPs use (an alternate path, a rate limit, ...) apart, made at first use
+// (Qp::extras()): an idle QP that uses none of it costs the router no more.
+TEST_F(RouterControlTest, AnAlternatePathIsKeptApartAndReportedAsSet) {
+  RawClient c(cfg_.socket_path);
+  hello(c);
+  const uint32_t qpn = make_rtr_qp(c);
+  ASSERT_EQ(to_rts(c, std::nullopt), 0);
+  with_qp(qpn, [](Qp* qp) { EXPECT_EQ(qp->extras_if_any(), nullptr); });
+  c.send(proto::Op::kQueryQp, proto::Handle{qp_});
+  proto::QueryQpRep q;
+  ASSERT_EQ(c.reply(&q), 0);
+  EXPECT_EQ(q.attr.alt_timeout, 0);
+  EXPECT_EQ(q.attr.alt_ah_attr.dlid, 0);
+
+  proto::ModifyQpReq m;
+  m.qp = qp_;
+  m.attr_mask = IBV_QP_ALT_PATH;  // RTS -> RTS
+  m.attr.alt_ah_attr.dlid = 0x42;
+  m.attr.alt_ah_attr.sl = 3;
+  m.attr.alt_ah_attr.port_num = 1;
+  m.attr.alt_port_num = 1;
+  m.attr.alt_timeout = 17;
+  m.attr.alt_pkey_index = 0;
+  c.send(proto::Op::kModifyQp, m);
+  ASSERT_EQ(c.status(), 0);
+  with_qp(qpn, [](Qp* qp) { EXPECT_NE(qp->extras_if_any(), nullptr); });
+  c.send(proto::Op::kQueryQp, proto::Handle{qp_});
+  ASSERT_EQ(c.reply(&q), 0);
+  EXPECT_EQ(q.attr.alt_ah_attr.dlid, 0x42);
+  EXPECT_EQ(q.attr.alt_ah_attr.sl, 3);
+  EXPECT_EQ(q.attr.alt_port_num, 1);
+  EXPECT_EQ(q.attr.alt_timeout, 17);
+  EXPECT_EQ(q.attr.timeout, 14);  // the primary path's, as to_rts set it
+  EXPECT_EQ(q.attr.qp_state, IBV_QPS_RTS);
+}
+
 TEST_F(RouterControlTest, ModifyQpRateLimitTakesABurstAsDepthAndRefusesWhatMlx5Refuses) {
   RawClient c(cfg_.socket_path);
   hello(c);
   const uint32_t qpn = make_rtr_qp(c);
-  c.send(proto::Op::kModifyQpRateLimit, proto::ModifyQpRateLimitReq{1, 16000, 1000, 0, 0});
+  c.send(proto::Op::kModifyQpRateLimit, proto::ModifyQpRateLimitReq{qp_, 16000, 1000, 0, 0});
   EXPECT_EQ(c.status(), EINVAL);  // RTR
   ASSERT_EQ(to_rts(c, std::nullopt), 0);
-  c.send(proto::Op::kModifyQpRateLimit, proto::ModifyQpRateLimitReq{1, 0, 1000, 0, 0});
+  c.send(proto::Op::kModifyQpRateLimit, proto::ModifyQpRateLimitReq{qp_, 0, 1000, 0, 0});
   EXPECT_EQ(c.status(), EINVAL);  // a burst without a rate
-  c.send(proto::Op::kModifyQpRateLimit, proto::ModifyQpRateLimitReq{1, 0, 0, 1024, 0});
+  c.send(proto::Op::kModifyQpRateLimit, proto::ModifyQpRateLimitReq{qp_, 0, 0, 1024, 0});
   EXPECT_EQ(c.status(), EINVAL);  // a packet size without a rate
-  c.send(proto::Op::kModifyQpRateLimit, proto::ModifyQpRateLimitReq{2, 16000, 0, 0, 0});
+  c.send(proto::Op::kModifyQpRateLimit, proto::ModifyQpRateLimitReq{qp_ + 1, 16000, 0, 0, 0});
   EXPECT_EQ(c.status(), EINVAL);  // no such QP
   with_qp(qpn, [](Qp* qp) { EXPECT_FALSE(qp->rate_limited()); });
   // 16000 kbit/s = 2 MB/s with a 1000-byte depth: a 2 MB debt takes 1 s.
-  c.send(proto::Op::kModifyQpRateLimit, proto::ModifyQpRateLimitReq{1, 16000, 1000, 1024, 0});
+  c.send(proto::Op::kModifyQpRateLimit, proto::ModifyQpRateLimitReq{qp_, 16000, 1000, 1024, 0});
   ASSERT_EQ(c.status(), 0);
   with_qp(qpn, [&](Qp* qp) { EXPECT_EQ(pace_after_debt(qp, 1000, 2'000'000), kNsPerS); });
   // Changing the limit again does not refill the bucket: the debt stays.
-  c.send(proto::Op::kModifyQpRateLimit, proto::ModifyQpRateLimitReq{1, 32000, 0, 0, 0});
+  c.send(proto::Op::kModifyQpRateLimit, proto::ModifyQpRateLimitReq{qp_, 32000, 0, 0, 0});
   ASSERT_EQ(c.status(), 0);
   with_qp(qpn, [&](Qp* qp) {
     uint64_t unused = 0;
-    EXPECT_FALSE(qp->rate->ready(now_ns(), &unused));
+    EXPECT_FALSE(qp->rate()->ready(now_ns(), &unused));
   });
-  c.send(proto::Op::kQueryQp, proto::Handle{1});
+  c.send(proto::Op::kQueryQp, proto::Handle{qp_});
   proto::QueryQpRep q;
   ASSERT_EQ(c.reply(&q), 0);
   EXPECT_EQ(q.attr.rate_limit, 32000u);
@@ -458,7 +495,7 @@ TEST_F(RouterControlTest, AQpIsPacedByTheTighterOfItsAppLimitAndItsPolicy) {
   policy.qp_rate_bps = 4'000'000;  // 0.5 MB/s
   with_qp(qpn, [&](Qp* qp) { router_->apply_policy_st(qp->owner->container(), policy); });
   // The application asks for more than the operator allows: the policy holds.
-  c.send(proto::Op::kModifyQpRateLimit, proto::ModifyQpRateLimitReq{1, 8000, 0, 0, 0});
+  c.send(proto::Op::kModifyQpRateLimit, proto::ModifyQpRateLimitReq{qp_, 8000, 0, 0, 0});
   ASSERT_EQ(c.status(), 0);
   with_qp(qpn, [&](Qp* qp) {
     EXPECT_EQ(pace_after_debt(qp, TokenBucket::kMinDepthBytes, 500'000), kNsPerS);
@@ -471,7 +508,7 @@ TEST_F(RouterControlTest, AQpIsPacedByTheTighterOfItsAppLimitAndItsPolicy) {
   // Back to a policy of 0.5 MB/s and a 1000-byte burst; the application lifts its own limit
   // (the bucket, emptied by now, starts full under the new policy).
   policy.burst_bytes = 1000;
-  c.send(proto::Op::kModifyQpRateLimit, proto::ModifyQpRateLimitReq{1, 0, 0, 0, 0});
+  c.send(proto::Op::kModifyQpRateLimit, proto::ModifyQpRateLimitReq{qp_, 0, 0, 0, 0});
   ASSERT_EQ(c.status(), 0);
   with_qp(qpn, [&](Qp* qp) {
     EXPECT_FALSE(qp->rate_limited());
@@ -481,7 +518,7 @@ TEST_F(RouterControlTest, AQpIsPacedByTheTighterOfItsAppLimitAndItsPolicy) {
   // The application asks for less, 2000 kbit/s = 250 kB/s, with a deeper burst than the
   // operator's: its rate, the operator's depth. Reset first, as the debt would carry over.
   proto::ModifyQpReq m;
-  m.qp = 1;
+  m.qp = qp_;
   m.attr_mask = IBV_QP_STATE;
   m.attr.qp_state = IBV_QPS_RESET;
   c.send(proto::Op::kModifyQp, m);
@@ -505,7 +542,7 @@ TEST_F(RouterControlTest, AQpIsPacedByTheTighterOfItsAppLimitAndItsPolicy) {
   c.send(proto::Op::kModifyQp, m);
   ASSERT_EQ(c.status(), 0);
   ASSERT_EQ(to_rts(c, std::nullopt), 0);
-  c.send(proto::Op::kModifyQpRateLimit, proto::ModifyQpRateLimitReq{1, 2000, 100'000, 0, 0});
+  c.send(proto::Op::kModifyQpRateLimit, proto::ModifyQpRateLimitReq{qp_, 2000, 100'000, 0, 0});
   ASSERT_EQ(c.status(), 0);
   with_qp(qpn, [&](Qp* qp) { EXPECT_EQ(pace_after_debt(qp, 1000, 250'000), kNsPerS); });
 }
@@ -561,7 +598,7 @@ TEST_F(RouterControlTest, TheDataPathLooksAtAQpWhenItsLibraryMarksItPosted) {
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   with_qp(qpn, [](Qp* qp) {
     EXPECT_FALSE(qp->busy);
-    EXPECT_EQ(qp->sq.available(), 1u);
+    EXPECT_EQ(qp->sq().available(), 1u);
     EXPECT_EQ(qp->wait_until_ns, 0u);
   });
   // Marked (and the doorbell rung, as the library does): the router executes it. Its peer
