@@ -10,9 +10,9 @@
 namespace wharf::router {
 
 ShmRegion::ShmRegion(ShmRegion&& o) noexcept
-    : fd_(std::move(o.fd_)),
-      data_(std::exchange(o.data_, nullptr)),
-      size_(std::exchange(o.size_, 0)) {}
+    : data_(std::exchange(o.data_, nullptr)),
+      size_(std::exchange(o.size_, 0)),
+      fd_(std::move(o.fd_)) {}
 
 ShmRegion& ShmRegion::operator=(ShmRegion&& o) noexcept {
   if (this != &o) {
@@ -29,6 +29,7 @@ ShmRegion::~ShmRegion() {
 }
 
 int ShmRegion::create(const char* name, size_t size) {
+  if (size > UINT32_MAX) return ENOMEM;
   UniqueFd fd(memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (!fd.valid()) return errno;
   if (ftruncate(fd.get(), static_cast<off_t>(size)) != 0) return errno;
@@ -38,7 +39,7 @@ int ShmRegion::create(const char* name, size_t size) {
   if (data_ != nullptr) munmap(data_, size_);
   fd_ = std::move(fd);
   data_ = static_cast<uint8_t*>(p);
-  size_ = size;
+  size_ = static_cast<uint32_t>(size);
   return 0;
 }
 

@@ -18,7 +18,8 @@ class ShmRegion {
   ShmRegion& operator=(const ShmRegion&) = delete;
   ~ShmRegion();
 
-  // Creates a zeroed, sealed region of `size` bytes. Returns 0 or an errno.
+  // Creates a zeroed, sealed region of `size` bytes. Returns 0 or an errno (ENOMEM for 4 GiB
+  // or more: no ring the router makes is near that, and a QP keeps one of these).
   int create(const char* name, size_t size);
 
   uint8_t* data() const { return data_; }
@@ -26,10 +27,11 @@ class ShmRegion {
   int fd() const { return fd_.get(); }
 
  private:
-  UniqueFd fd_;
   uint8_t* data_ = nullptr;
-  size_t size_ = 0;
+  uint32_t size_ = 0;
+  UniqueFd fd_;
 };
+static_assert(sizeof(ShmRegion) == 16, "a pointer, a size and a descriptor, no padding");
 
 // Regions of one session's destroyed objects, kept for its next objects of the same size:
 // creating a region costs the router five system calls, reusing one a memset. Only regions

@@ -1,6 +1,8 @@
-// ShmRegionPool: what it keeps and what a reused region looks like.
+// ShmRegion and ShmRegionPool: what a region may be, what the pool keeps and what a reused
+// region looks like.
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <cstring>
 
 #include "router/shm_region.h"
@@ -20,6 +22,15 @@ bool all_zero(const ShmRegion& r) {
     if (r.data()[i] != 0) return false;
   }
   return true;
+}
+
+TEST(ShmRegionTest, ARegionOf4GiBOrMoreIsRefusedAndTheOldOneKept) {
+  ShmRegion r;
+  ASSERT_EQ(r.create("wharf-test", 4096), 0);
+  const uint8_t* data = r.data();
+  EXPECT_EQ(r.create("wharf-test", size_t{1} << 32), ENOMEM);
+  EXPECT_EQ(r.data(), data);
+  EXPECT_EQ(r.size(), 4096u);
 }
 
 TEST(ShmRegionPoolTest, AReusedRegionIsTheSameMemfdZeroed) {
