@@ -19,9 +19,11 @@ int run_orchestrator(int argc, char** argv) {
   std::string listen = "127.0.0.1:7480";
   std::string store_url = "sqlite:/var/lib/wharf/orchestrator.db";
   app.add_option("--listen", listen, "HOST:PORT to serve the HTTP/JSON API on (PORT 0: any)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->envname("WHARF_ORCHESTRATOR_LISTEN");
   app.add_option("--store", store_url, "sqlite:PATH or etcd:http://HOST:PORT")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->envname("WHARF_ORCHESTRATOR_STORE");
   CLI11_PARSE(app, argc, argv);
   const size_t colon = listen.rfind(':');
   int port = -1;

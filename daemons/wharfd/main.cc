@@ -38,18 +38,22 @@ int run_wharfd(int argc, char** argv) {
   uint64_t watchdog_ms = cfg.watchdog_ns / 1000000;
   uint64_t cm_timeout_ms = cfg.cm_timeout_ns / 1000000;
   app.add_option("--socket", cfg.socket_path, "Unix socket the verbs libraries connect to")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->envname("WHARF_SOCKET");
   app.add_option("--link-layer", link_layer, "Port link layer: ib (LIDs) or eth (GIDs only)")
       ->check(CLI::IsMember({"ib", "eth"}))
-      ->capture_default_str();
+      ->capture_default_str()
+      ->envname("WHARF_LINK_LAYER");
   app.add_option("--spin-us", spin_us, "Keep polling this long after the last work before sleeping")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->envname("WHARF_SPIN_US");
   app.add_option("--direct-path", direct_path,
                  "on: RC QPs between containers of this host execute their sends in the sending "
                  "library, which maps the peer's queues and registrations (containers trust each "
                  "other); off: every operation goes through the router")
       ->check(CLI::IsMember({"on", "off"}))
-      ->capture_default_str();
+      ->capture_default_str()
+      ->envname("WHARF_DIRECT_PATH");
   app.add_option("--express", express,
                  "on: RC QPs connected to QPs on other hosts move their small SENDs over a TCP "
                  "connection per QP pair that the routers set up and the two libraries use "
@@ -65,34 +69,43 @@ int run_wharfd(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--lid-base", lid_base, "First LID handed to containers")
       ->check(CLI::Range(1, 0xbfff))
-      ->capture_default_str();
+      ->capture_default_str()
+      ->envname("WHARF_LID_BASE");
   app.add_option("--lid-count", lid_count, "How many LIDs this router may hand out")
       ->check(CLI::Range(1, 0xbfff))
-      ->capture_default_str();
+      ->capture_default_str()
+      ->envname("WHARF_LID_COUNT");
   app.add_option("--cluster", cfg.cluster_file,
                  "Cluster file (hosts, addresses, subnets, LID ranges, ports): routes RDMA to "
-                 "containers on other hosts");
-  app.add_option("--host", cfg.host_name, "This host's name in the cluster file");
+                 "containers on other hosts")
+      ->envname("WHARF_CLUSTER");
+  app.add_option("--host", cfg.host_name, "This host's name in the cluster file")
+      ->envname("WHARF_HOST");
   app.add_option("--watchdog-ms", watchdog_ms,
                  "Move to error an RC QP whose peer on another host has refused its work (RNR, "
                  "rnr_retry 7) this long without progress; 0: never")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->envname("WHARF_WATCHDOG_MS");
   app.add_option("--cm-timeout-ms", cm_timeout_ms,
                  "rdma_cm: how long a connection handshake waits for the peer's next step "
                  "before failing with ETIMEDOUT")
       ->capture_default_str()
-      ->check(CLI::Range(uint64_t{1}, uint64_t{3600000}));
+      ->check(CLI::Range(uint64_t{1}, uint64_t{3600000}))
+      ->envname("WHARF_CM_TIMEOUT_MS");
   std::string orchestrator;
   int host_ttl = 10;
   app.add_option("--orchestrator", orchestrator,
                  "http://HOST:PORT of wharf-orchestrator: register this host (--host) there on a "
                  "lease that lapses when the router dies, and enforce the policies of the "
-                 "containers placed on it");
+                 "containers placed on it")
+      ->envname("WHARF_ORCHESTRATOR");
   app.add_option("--host-ttl", host_ttl, "Seconds the host's entry outlives the router")
       ->check(CLI::Range(1, 3600))
-      ->capture_default_str();
+      ->capture_default_str()
+      ->envname("WHARF_HOST_TTL");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->envname("WHARF_LOG_LEVEL");
   CLI11_PARSE(app, argc, argv);
   if (lid_base + lid_count - 1 > 0xbfff) {
     fprintf(stderr, "wharfd: --lid-base + --lid-count - 1 must not exceed 0xbfff (49151)\n");
