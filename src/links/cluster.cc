@@ -92,6 +92,8 @@ std::string StaticCluster::load(const std::string& text, const std::string& self
     ClusterHost h;
     std::string err;
     if (!parse_host(line, &h, &err)) return "line " + std::to_string(n) + ": " + err;
+    if (hosts_.size() == kMaxHosts)
+      return "line " + std::to_string(n) + ": more than " + std::to_string(kMaxHosts) + " hosts";
     for (const ClusterHost& other : hosts_)
       if (std::string why = overlap(h, other); !why.empty())
         return "line " + std::to_string(n) + ": " + why;

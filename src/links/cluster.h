@@ -37,6 +37,9 @@ class AddressDirectory {
 // subnets and LID ranges must not overlap; the socket column is for tools and ignored here.
 class StaticCluster final : public AddressDirectory {
  public:
+  // A host's index fits the router's 16-bit fields (Qp::peer_host_cached, ParkedRemoteQp).
+  static constexpr size_t kMaxHosts = 32767;
+
   // Parses `text`; `self_name` must be one of its hosts. Returns "" or the error.
   std::string load(const std::string& text, const std::string& self_name);
 

@@ -709,16 +709,6 @@ int Session::on_create_qp(const proto::CreateQpReq& req, UniqueFd*, int, proto::
   if (qp->shm.size() == 0) {
     if (int err = qp->shm.create("wharf-qp", layout.total); err != 0) return err;
   }
-  // Granted capabilities: what the slots can hold (>= what was asked, as providers report).
-  qp->caps.max_send_wr = sq_entries;
-  qp->caps.max_recv_wr = rq_entries;
-  qp->caps.max_send_sge =
-      static_cast<uint32_t>((sq_slot - sizeof(shm::SendWqe)) / sizeof(shm::Sge));
-  if (qp->caps.max_send_sge > shm::kMaxSendSge) qp->caps.max_send_sge = shm::kMaxSendSge;
-  qp->caps.max_recv_sge = has_rq ? recv_sge : 0;
-  qp->caps.max_inline_data = sq_slot - static_cast<uint32_t>(sizeof(shm::SendWqe));
-  if (qp->caps.max_inline_data > shm::kMaxInline) qp->caps.max_inline_data = shm::kMaxInline;
-  if (target || rss) qp->caps = proto::QpCaps{};  // it posts nothing of its own
   qp->attr.qp_state = qp->attr.cur_qp_state = IBV_QPS_RESET;
   qp->attr.port_num = 1;
   qp->attr.path_mtu = IBV_MTU_4096;
@@ -738,7 +728,7 @@ int Session::on_create_qp(const proto::CreateQpReq& req, UniqueFd*, int, proto::
   rep->sq_slot = sq_slot;
   rep->rq_entries = rq_entries;
   rep->rq_slot = rq_slot;
-  rep->caps = raw->caps;
+  rep->caps = raw->caps();  // what the slots hold: >= what was asked, as providers report
   rep->posted_mark = SessionQps::posted_mark(*raw);
   out->add(raw->shm.fd());
   return 0;
@@ -829,7 +819,7 @@ int Session::on_query_qp(const proto::Handle& req, UniqueFd*, int, proto::QueryQ
     rep->attr.alt_pkey_index = x->alt_pkey_index;
   }
   rep->attr.sq_draining = 0;
-  rep->caps = qp->caps;
+  rep->caps = qp->caps();
   rep->sq_sig_all = qp->sq_sig_all;
   return 0;
 }

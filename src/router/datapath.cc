@@ -609,7 +609,7 @@ bool Executor::take_recv_st(const Responder& dst, RecvSource* src, RecvWork* rw)
     src->ring->resync();  // the direct path may have taken receive WQEs since we last did
     src->srq = nullptr;
     src->pd = dst.qp->pd;
-    src->max_sge = dst.qp->caps.max_recv_sge;
+    src->max_sge = dst.qp->max_recv_sge();
     src->slot_size = dst.qp->rq_slot;
   }
   shm::RingStatus st;

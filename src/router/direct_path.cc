@@ -128,7 +128,7 @@ int Session::on_get_direct_peer(const proto::Handle& req, UniqueFd*, int, proto:
   rep->peer_sq_slot = peer->sq_slot;
   rep->peer_rq_entries = peer->rq_entries;
   rep->peer_rq_slot = peer->rq_slot;
-  rep->peer_max_recv_sge = peer->caps.max_recv_sge;
+  rep->peer_max_recv_sge = peer->max_recv_sge();
   rep->peer_access = peer->attr.qp_access_flags;
   rep->peer_cq = peer->recv_cq->handle;
   rep->peer_cq_entries = peer->recv_cq->layout.entries;

@@ -7,6 +7,7 @@
 #include <infiniband/verbs.h>
 #include <sys/types.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -263,7 +264,6 @@ struct Qp {
   // and direct_revoked (whether the library lost the right to it by staying Busy too long)
   // are with the flags below.
   uint32_t direct_generation = 0;
-  proto::QpCaps caps;
   // Current attributes (attr.qp_state is the state); the alternate path is in extras.
   proto::QpCoreAttr attr;
   // The router's positions in the two rings (sq(), rq()).
@@ -273,22 +273,23 @@ struct Qp {
   ParkedRemoteQp parked_remote;
   // RemotePath::peer_host's answer for the current AV, valid while peer_host_epoch equals
   // RemotePath's placement epoch (0: never; a new AV resets it).
-  mutable int peer_host_cached = -1;
-  mutable uint32_t peer_host_epoch = 0;
+  mutable int16_t peer_host_cached = -1;
+  mutable uint16_t peer_host_epoch = 0;
 
-  bool sq_sig_all = false;
-  bool shm_shared = false;  // handed to another process (a direct-path peer)
   uint8_t rnr_attempts = 0;
   uint8_t retry_attempts = 0;
+  // One bit each (the data-path thread alone reads and writes them):
+  bool sq_sig_all : 1 = false;
+  bool shm_shared : 1 = false;  // handed to another process (a direct-path peer)
   // active: the data path serves its queues (RTS or ERR, with a send CQ). busy: in the
   // router's list of QPs the next pass looks at (router/router.h, busy_); woken: activated,
   // or given work by the pass, since the data path last looked at it.
-  bool active = false;
-  bool busy = false;
-  bool woken = false;
-  bool last_wqe_reported = false;
-  bool direct_on = false;
-  bool direct_revoked = false;
+  bool active : 1 = false;
+  bool busy : 1 = false;
+  bool woken : 1 = false;
+  bool last_wqe_reported : 1 = false;
+  bool direct_on : 1 = false;
+  bool direct_revoked : 1 = false;
 
   ShmRegion shm;
   // Requester retry state: the head WQE waits until `wait_until_ns` (RNR or missing peer).
@@ -318,10 +319,33 @@ struct Qp {
   uint32_t app_burst_bytes() const { return extras_ != nullptr ? extras_->app_burst_bytes : 0; }
   bool has_express_line() const { return extras_ != nullptr && extras_->express_fd.valid(); }
   const QpRss* rss() const { return extras_ != nullptr ? extras_->rss.get() : nullptr; }
+  // Its capabilities as granted (ibv_query_qp): what its slots hold, within Wharf's limits,
+  // so the ring geometry is all it keeps of them; none for a QP that posts nothing of its
+  // own (an XRC target, an RSS QP: queues it never uses).
+  proto::QpCaps caps() const {
+    if (posts_nothing()) return {};
+    return {sq_entries, rq_entries, max_send_sge(), max_recv_sge(), max_inline_data()};
+  }
+  bool posts_nothing() const {
+    return type == IBV_QPT_XRC_RECV || (type == IBV_QPT_RAW_PACKET && send_cq == nullptr);
+  }
+  uint32_t max_send_sge() const {
+    return std::min<uint32_t>((sq_slot - sizeof(shm::SendWqe)) / sizeof(shm::Sge),
+                              shm::kMaxSendSge);
+  }
+  uint32_t max_inline_data() const {
+    return std::min<uint32_t>(sq_slot - sizeof(shm::SendWqe), shm::kMaxInline);
+  }
+  // A receive slot holds a RecvWqe and exactly the SGEs asked for (shm::recv_slot_size).
+  uint32_t max_recv_sge() const {
+    return rq_entries == 0
+               ? 0
+               : static_cast<uint32_t>((rq_slot - sizeof(shm::RecvWqe)) / sizeof(shm::Sge));
+  }
   // Copies the send WQE in `slot` of its send ring into *w: copy_send_wqe under this QP's
   // slot size, type and SGE limit (false: malformed).
   bool copy_send(const uint8_t* slot, SendWork* w) const {
-    return copy_send_wqe(slot, sq_slot, type, caps.max_send_sge, w);
+    return copy_send_wqe(slot, sq_slot, type, max_send_sge(), w);
   }
   // In the shared region: the direct-path line, and the counters (the library's direct path
   // adds to them too).

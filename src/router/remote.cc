@@ -117,13 +117,19 @@ int RemotePath::peer_host(const Qp* qp) const {
   if (qp->peer_host_epoch == placement_epoch_) return qp->peer_host_cached;
   const bool connected = qp->type == IBV_QPT_RC || qp->type == IBV_QPT_UC ||
                          qp->type == IBV_QPT_XRC_SEND || qp->type == IBV_QPT_XRC_RECV;
-  qp->peer_host_cached = connected ? host_for(qp->attr.ah_attr, qp->owner->container()) : -1;
+  qp->peer_host_cached =
+      static_cast<int16_t>(connected ? host_for(qp->attr.ah_attr, qp->owner->container()) : -1);
   qp->peer_host_epoch = placement_epoch_;
   return qp->peer_host_cached;
 }
 
 void RemotePath::set_placement_st(uint32_t network_id, uint32_t vip, const std::string& host) {
-  if (++placement_epoch_ == 0) placement_epoch_ = 1;  // every cached peer host is stale
+  if (++placement_epoch_ == 0) {
+    // Every cached peer host is stale. The epoch starts its next turn, where a QP cached in
+    // the last one could take its old answer for a new one: no QP keeps any.
+    placement_epoch_ = 1;
+    r_->for_each_qp([](Qp* qp) { qp->peer_host_epoch = 0; });
+  }
   const uint64_t key = uint64_t{network_id} << 32 | vip;
   const auto& hosts = dir_->hosts();
   for (size_t i = 0; i < hosts.size(); ++i) {

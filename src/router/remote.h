@@ -262,7 +262,9 @@ class RemotePath final : public links::HostLinks::Handler {
   std::vector<bool> told_;
   // The orchestrator's placements: host index by (network number << 32 | vIP).
   std::unordered_map<uint64_t, int> placements_;
-  uint32_t placement_epoch_ = 1;  // changes with placements_: cached peer hosts are stale
+  // Changes with placements_: cached peer hosts are stale (Qp::peer_host_epoch; 16 bits, so
+  // that a QP keeps 4 bytes of cache).
+  uint16_t placement_epoch_ = 1;
 };
 
 }  // namespace wharf::router
