@@ -441,33 +441,34 @@ struct CreateQpRep {
     v(qp), v(qpn), v(sq_entries), v(sq_slot), v(rq_entries), v(rq_slot), v(caps), v(posted_mark);
   }
 };
-// Every attribute of a QP but its alternate path: what the router keeps of each QP.
+// The attributes of a QP its work needs (what the router keeps in each QP's record); the
+// others, set rarely or never read by the data path, are QpAttr's own.
 struct QpCoreAttr {
   uint8_t qp_state = 0;
-  uint8_t cur_qp_state = 0;
   uint8_t path_mtu = 0;
-  uint8_t path_mig_state = 0;
-  uint32_t qkey = 0;
+  uint8_t max_rd_atomic = 0;
+  uint8_t max_dest_rd_atomic = 0;
+  uint8_t min_rnr_timer = 0;
+  uint8_t timeout = 0;
+  uint8_t retry_cnt = 0;
+  uint8_t rnr_retry = 0;
   uint32_t rq_psn = 0;
   uint32_t sq_psn = 0;
   uint32_t dest_qp_num = 0;
   uint32_t qp_access_flags = 0;
-  uint16_t pkey_index = 0;
-  uint8_t en_sqd_async_notify = 0;
-  uint8_t sq_draining = 0;
-  uint8_t max_rd_atomic = 0;
-  uint8_t max_dest_rd_atomic = 0;
-  uint8_t min_rnr_timer = 0;
-  uint8_t port_num = 0;
-  uint8_t timeout = 0;
-  uint8_t retry_cnt = 0;
-  uint8_t rnr_retry = 0;
-  uint8_t reserved = 0;
-  uint32_t rate_limit = 0;
   AhAttr ah_attr;
 };
 // The attributes of ibv_modify_qp and ibv_query_qp.
 struct QpAttr : QpCoreAttr {
+  uint8_t cur_qp_state = 0;
+  uint8_t path_mig_state = 0;
+  uint8_t en_sqd_async_notify = 0;
+  uint8_t sq_draining = 0;
+  uint32_t qkey = 0;
+  uint16_t pkey_index = 0;
+  uint8_t port_num = 0;
+  uint8_t reserved = 0;
+  uint32_t rate_limit = 0;
   uint16_t alt_pkey_index = 0;
   uint8_t alt_port_num = 0;
   uint8_t alt_timeout = 0;

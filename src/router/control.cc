@@ -74,11 +74,12 @@ int validate_qp_attr_values(const Qp& qp, uint32_t mask, const proto::QpAttr& a,
 void apply_qp_attr(Qp* qp, uint32_t mask, const proto::QpAttr& a) {
   proto::QpCoreAttr& q = qp->attr;
   if (mask & IBV_QP_STATE) q.qp_state = a.qp_state;
-  if (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY) q.en_sqd_async_notify = a.en_sqd_async_notify;
+  if (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY)
+    qp->set_extra(&QpExtras::en_sqd_async_notify, a.en_sqd_async_notify);
   if (mask & IBV_QP_ACCESS_FLAGS) q.qp_access_flags = a.qp_access_flags;
-  if (mask & IBV_QP_PKEY_INDEX) q.pkey_index = a.pkey_index;
-  if (mask & IBV_QP_PORT) q.port_num = a.port_num;
-  if (mask & IBV_QP_QKEY) q.qkey = a.qkey;
+  if (mask & IBV_QP_PKEY_INDEX) qp->set_extra(&QpExtras::pkey_index, a.pkey_index);
+  // IBV_QP_PORT: the one port (validated), which every QP reports.
+  if (mask & IBV_QP_QKEY) qp->set_extra(&QpExtras::qkey, a.qkey);
   if (mask & IBV_QP_AV) {
     q.ah_attr = a.ah_attr;
     qp->peer_host_epoch = 0;  // its peer host is looked up again
@@ -99,14 +100,13 @@ void apply_qp_attr(Qp* qp, uint32_t mask, const proto::QpAttr& a) {
   if (mask & IBV_QP_MIN_RNR_TIMER) q.min_rnr_timer = a.min_rnr_timer;
   if (mask & IBV_QP_SQ_PSN) q.sq_psn = a.sq_psn & 0xffffff;
   if (mask & IBV_QP_MAX_DEST_RD_ATOMIC) q.max_dest_rd_atomic = a.max_dest_rd_atomic;
-  if (mask & IBV_QP_PATH_MIG_STATE) q.path_mig_state = a.path_mig_state;
+  if (mask & IBV_QP_PATH_MIG_STATE) qp->set_extra(&QpExtras::path_mig_state, a.path_mig_state);
   if (mask & IBV_QP_DEST_QPN) q.dest_qp_num = a.dest_qp_num;
   if (mask & IBV_QP_RATE_LIMIT) {
-    q.rate_limit = a.rate_limit;
-    if (qp->app_burst_bytes() != 0)  // as mlx5: set without burst information, the default depth
-      qp->extras().app_burst_bytes = 0;
+    qp->set_extra(&QpExtras::app_rate_kbps, a.rate_limit);
+    // As mlx5: set without burst information, the default depth.
+    qp->set_extra(&QpExtras::app_burst_bytes, 0u);
   }
-  q.cur_qp_state = q.qp_state;
 }
 
 // Zeroes the ring indices of a QP (IBTA: a QP in RESET has empty queues).
@@ -121,10 +121,7 @@ void reset_qp_rings(Qp* qp) {
   qp->direct()->sq_retired.store(0, std::memory_order_relaxed);
   qp->direct()->express_offer.store(0, std::memory_order_relaxed);
   qp->sq_cursor = qp->rq_cursor = shm::RingCursor{};
-  qp->wait_until_ns = 0;
-  qp->copied_bytes = 0;
   if (HeldRecv* held = qp->held_recv()) held->held = false;  // RESET completes nothing
-  qp->rnr_attempts = qp->retry_attempts = 0;
   qp->last_wqe_reported = false;
 }
 
@@ -709,13 +706,12 @@ int Session::on_create_qp(const proto::CreateQpReq& req, UniqueFd*, int, proto::
   if (qp->shm.size() == 0) {
     if (int err = qp->shm.create("wharf-qp", layout.total); err != 0) return err;
   }
-  qp->attr.qp_state = qp->attr.cur_qp_state = IBV_QPS_RESET;
-  qp->attr.port_num = 1;
+  qp->attr.qp_state = IBV_QPS_RESET;
   qp->attr.path_mtu = IBV_MTU_4096;
   reset_qp_rings(qp.get());
 
-  Qp* raw = qps_.add(std::move(qp));  // not full: checked above
-  router_->allocate_qpn(raw);
+  if (!router_->allocate_qpn(qp.get())) return ENOMEM;  // the host's QPs: every number taken
+  Qp* raw = qps_.add(std::move(qp));                    // not full: checked above
   router_->configure_qp_rate_st(raw, now_ns());
   if (pd != nullptr) pd->users++;
   if (scq != nullptr) scq->users++;
@@ -766,14 +762,14 @@ int Session::modify_qp(Qp* qp, uint32_t attr_mask, const proto::QpAttr& attr) {
       reset_qp_rings(qp);
       // The application's rate limit belongs to the connection it made; a reused QP starts
       // without one (its policy limit stays).
-      qp->attr.rate_limit = 0;
-      if (qp->app_burst_bytes() != 0) qp->extras().app_burst_bytes = 0;
+      qp->set_extra(&QpExtras::app_rate_kbps, 0u);
+      qp->set_extra(&QpExtras::app_burst_bytes, 0u);
       router_->configure_qp_rate_st(qp, now_ns());
       if (router_->remote() != nullptr) router_->remote()->forget_st(qp);
       break;
     case IBV_QPS_RTS:
     case IBV_QPS_ERR:
-      qp->wait_until_ns = 0;
+      if (QpWork* work = qp->work_under_way) work->wait_until_ns = 0;
       router_->activate(qp);
       if (next == IBV_QPS_RTS && router_->remote() != nullptr) {
         if (const int host = router_->remote()->peer_host(qp); host >= 0)
@@ -783,7 +779,7 @@ int Session::modify_qp(Qp* qp, uint32_t attr_mask, const proto::QpAttr& attr) {
     case IBV_QPS_SQD:
       // Work is executed as it is taken from the ring, so the send queue is drained now.
       router_->deactivate(qp);
-      if (qp->attr.en_sqd_async_notify)
+      if (const QpExtras* x = qp->extras_if_any(); x != nullptr && x->en_sqd_async_notify)
         qp->owner->post_async_event(IBV_EVENT_SQ_DRAINED, qp->handle);
       break;
     default: break;
@@ -800,8 +796,8 @@ int Session::on_modify_qp_rate_limit(const proto::ModifyQpRateLimitReq& req, Uni
   // The states and types ibv_modify_qp accepts IBV_QP_RATE_LIMIT in, without a transition.
   const uint32_t cur = qp->attr.qp_state;
   if (int err = check_qp_transition(qp->type, cur, cur, IBV_QP_RATE_LIMIT); err != 0) return err;
-  qp->attr.rate_limit = req.rate_limit;
-  if (req.max_burst_sz != qp->app_burst_bytes()) qp->extras().app_burst_bytes = req.max_burst_sz;
+  qp->set_extra(&QpExtras::app_rate_kbps, req.rate_limit);
+  qp->set_extra(&QpExtras::app_burst_bytes, req.max_burst_sz);
   router_->configure_qp_rate_st(qp, now_ns());
   router_->refresh_direct_st(qp);
   return 0;
@@ -811,14 +807,22 @@ int Session::on_query_qp(const proto::Handle& req, UniqueFd*, int, proto::QueryQ
                          ReplyFds*) {
   Qp* qp = find_qp(req.handle);
   if (qp == nullptr) return EINVAL;
-  static_cast<proto::QpCoreAttr&>(rep->attr) = qp->attr;
+  proto::QpAttr& a = rep->attr;
+  static_cast<proto::QpCoreAttr&>(a) = qp->attr;
+  a.cur_qp_state = qp->attr.qp_state;
+  a.port_num = 1;
+  a.sq_draining = 0;  // work leaves the send queue as it is taken: SQD is drained at once
   if (const QpExtras* x = qp->extras_if_any()) {
-    rep->attr.alt_ah_attr = x->alt_ah_attr;
-    rep->attr.alt_port_num = x->alt_port_num;
-    rep->attr.alt_timeout = x->alt_timeout;
-    rep->attr.alt_pkey_index = x->alt_pkey_index;
+    a.alt_ah_attr = x->alt_ah_attr;
+    a.alt_port_num = x->alt_port_num;
+    a.alt_timeout = x->alt_timeout;
+    a.alt_pkey_index = x->alt_pkey_index;
+    a.qkey = x->qkey;
+    a.rate_limit = x->app_rate_kbps;
+    a.pkey_index = x->pkey_index;
+    a.path_mig_state = x->path_mig_state;
+    a.en_sqd_async_notify = x->en_sqd_async_notify;
   }
-  rep->attr.sq_draining = 0;
   rep->caps = qp->caps();
   rep->sq_sig_all = qp->sq_sig_all;
   return 0;

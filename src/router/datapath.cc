@@ -98,7 +98,7 @@ bool Router::poll_datapath_st(bool with_links) {
       if (qp->woken || has_own_work_st(qp, now))
         busy_[kept++] = qp;
       else
-        qp->busy = false;
+        drop_busy_st(qp);
     }
     busy_.resize(kept);
   }
@@ -110,9 +110,9 @@ bool Router::poll_datapath_st(bool with_links) {
 
 bool Router::has_own_work_st(Qp* qp, uint64_t now) {
   // A ring whose indices are corrupt has nothing this QP can do (it is failed when looked at).
-  const uint32_t queued = qp->sq().available();
-  return (queued != 0 && queued <= qp->sq().capacity()) || qp->wait_until_ns != 0 ||
-         qp->paced_until_ns > now || qp->copied_bytes != 0;
+  shm::RingConsumerView sq = qp->sq();
+  const uint32_t queued = sq.available();
+  return (queued != 0 && queued <= sq.capacity()) || !qp->work().idle(now);
 }
 
 uint64_t Executor::copy_part() const {
@@ -127,14 +127,15 @@ bool Executor::process_qp_st(Qp* qp) {
     if (int host = remote->peer_host(qp); host >= 0)
       return remote->process_requester_st(this, qp, host, now_);
   }
-  if (qp->wait_until_ns != 0) {
-    if (now_ < qp->wait_until_ns) return false;
-    qp->wait_until_ns = 0;
+  if (qp->work().wait_until_ns != 0) {
+    if (now_ < qp->work().wait_until_ns) return false;
+    qp->work_under_way->wait_until_ns = 0;
   }
   bool did = false;
-  for (int budget = kBudgetPerQp; budget > 0 && now_ >= qp->paced_until_ns; --budget) {
+  shm::RingConsumerView sq = qp->sq();
+  for (int budget = kBudgetPerQp; budget > 0 && now_ >= qp->work().paced_until_ns; --budget) {
     shm::RingStatus st;
-    const uint8_t* slot = qp->sq().peek(&st);
+    const uint8_t* slot = sq.peek(&st);
     if (slot == nullptr) {
       if (st == shm::RingStatus::kCorrupt) qp_fatal_st(qp, "send ring index out of range");
       break;
@@ -144,22 +145,24 @@ bool Executor::process_qp_st(Qp* qp) {
     uint32_t byte_len = 0;
     if (!qp->copy_send(slot, &w)) {
       status = IBV_WC_LOC_QP_OP_ERR;
-    } else if (qp->copied_bytes == 0 && !r_->admit_st(qp, rate_charge(w), now_)) {
+    } else if (qp->work().copied_bytes == 0 && !r_->admit_st(qp, rate_charge(w), now_)) {
       break;  // over its rate: the WQE stays queued until paced_until_ns
     } else if (const Step step = execute_st(qp, w, &status, &byte_len); step != Step::kDone) {
       // The head WQE stays queued: for its next part, or until wait_until_ns; a message cut
       // off (its receiver went away or ran dry) starts over when it is retried.
-      if (step == Step::kWait) qp->copied_bytes = 0;
+      if (step == Step::kWait) r_->work_st(qp).copied_bytes = 0;
       return true;
     }
     const uint64_t bytes = payload_bytes(w);
-    if (qp->copied_bytes == 0 && bytes <= kCopyPerPassShared) r_->saw_short_work(now_);
-    qp->copied_bytes = 0;
+    if (qp->work().copied_bytes == 0 && bytes <= kCopyPerPassShared) r_->saw_short_work(now_);
+    if (QpWork* work = qp->work_under_way) {
+      work->copied_bytes = 0;
+      work->rnr_attempts = work->retry_attempts = 0;
+    }
     // Once the failed WQE leaves the ring the library would see an idle send queue: it must
     // not execute anything directly before the QP is in ERR.
     if (status != IBV_WC_SUCCESS) r_->disable_direct_st(qp);
-    qp->sq().pop();
-    qp->rnr_attempts = qp->retry_attempts = 0;
+    sq.pop();
     did = true;
     // A WQE that did not copy out whole is garbage: only its status counts.
     count_completion(qp, true, status, status == IBV_WC_SUCCESS ? bytes : 0);
@@ -245,12 +248,13 @@ Executor::Step Executor::execute_st(Qp* qp, const SendWork& w, ibv_wc_status* st
 // ACK timeout, retry_cnt times, then RETRY_EXC_ERR. UC: the message is silently lost.
 Executor::Step Executor::no_peer_st(Qp* qp, ibv_wc_status* status) {
   if (qp->type != IBV_QPT_RC) return Step::kDone;
-  if (qp->retry_attempts >= qp->attr.retry_cnt) {
+  if (qp->work().retry_attempts >= qp->attr.retry_cnt) {
     *status = IBV_WC_RETRY_EXC_ERR;
     return Step::kDone;
   }
-  qp->retry_attempts++;
-  qp->wait_until_ns = now_ + rc::ack_timeout_ns(qp->attr.timeout);
+  QpWork& work = r_->work_st(qp);
+  work.retry_attempts++;
+  work.wait_until_ns = now_ + rc::ack_timeout_ns(qp->attr.timeout);
   return Step::kWait;
 }
 
@@ -273,12 +277,14 @@ bool Executor::find_responder_st(Qp* qp, uint32_t srqn, Responder* out, bool* ba
 
 // C9-...: an RNR NAK from dst; rnr_retry 7 retries forever.
 Executor::Step Executor::receiver_not_ready_st(Qp* qp, const Qp* dst, ibv_wc_status* status) {
-  if (qp->attr.rnr_retry != rc::kRnrRetryInfinite && qp->rnr_attempts >= qp->attr.rnr_retry) {
+  if (qp->attr.rnr_retry != rc::kRnrRetryInfinite &&
+      qp->work().rnr_attempts >= qp->attr.rnr_retry) {
     *status = IBV_WC_RNR_RETRY_EXC_ERR;
     return Step::kDone;
   }
-  qp->rnr_attempts++;
-  qp->wait_until_ns = now_ + rc::rnr_timer_ns(dst->attr.min_rnr_timer);
+  QpWork& work = r_->work_st(qp);
+  work.rnr_attempts++;
+  work.wait_until_ns = now_ + rc::rnr_timer_ns(dst->attr.min_rnr_timer);
   return Step::kWait;
 }
 
@@ -321,7 +327,7 @@ Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w, const S
 
   const uint64_t len = local.total;
   if (send) {
-    const uint64_t from = std::min(qp->copied_bytes, len);
+    const uint64_t from = std::min<uint64_t>(qp->work().copied_bytes, len);
     // The window a SEND_WITH_INV names must be the responder's to invalidate (IBTA 10.6.7.2.3):
     // else an invalid request, and nothing is placed.
     if (from == 0 && op == IBV_WR_SEND_WITH_INV && !invalidate_remotely(r_, dst, w.hdr.rkey)) {
@@ -338,7 +344,7 @@ Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w, const S
     if (part < len - from) hold_recv_st(rsp, &rsrc, rw);
     if (!land_send_st(local, {from, part}, rsp, &rsrc, rw, IBV_WC_RECV, flags, origin_of(w, qp), rc,
                       status)) {
-      qp->copied_bytes = from + part;
+      r_->work_st(qp).copied_bytes = static_cast<uint32_t>(from + part);  // < kMaxMsgSize
       return Step::kPartial;
     }
     return Step::kDone;
@@ -392,7 +398,7 @@ Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w, const S
   // An RDMA WRITE or READ: at most copy_part() bytes a pass, from where the last pass
   // stopped (the WQE was checked again in full). A library that rewrote its WQE meanwhile
   // gets a message made of both, within what each allowed.
-  const uint64_t from = std::min(qp->copied_bytes, len);
+  const uint64_t from = std::min<uint64_t>(qp->work().copied_bytes, len);
   const uint64_t part = std::min(len - from, copy_part());
   const CopyHint hint = copy_hint(len);
   if (op == IBV_WR_RDMA_READ) {
@@ -411,7 +417,7 @@ Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w, const S
     if (err != 0) return responder_error(IBV_WC_REM_ACCESS_ERR);
   }
   if (from + part < len) {
-    qp->copied_bytes = from + part;
+    r_->work_st(qp).copied_bytes = static_cast<uint32_t>(from + part);  // < kMaxMsgSize
     return Step::kPartial;
   }
   if (op == IBV_WR_RDMA_READ) return Step::kDone;
@@ -499,7 +505,7 @@ void Executor::execute_ud_st(Qp* qp, const SendWork& w, const SegmentList& local
     return;
   }
   const uint32_t qkey =
-      (w.hdr.remote_qkey & device::kQkeyViolation) ? qp->attr.qkey : w.hdr.remote_qkey;
+      (w.hdr.remote_qkey & device::kQkeyViolation) ? qp->qkey() : w.hdr.remote_qkey;
   const bool to_group = ah->attr.is_global ? proto::is_multicast_gid(ah->attr.dgid)
                                            : r_->config().link_layer == IBV_LINK_LAYER_INFINIBAND &&
                                                  proto::is_multicast_lid(ah->attr.dlid);
@@ -525,7 +531,7 @@ void Executor::execute_ud_st(Qp* qp, const SendWork& w, const SegmentList& local
   if (dst == nullptr || dst->type != IBV_QPT_UD || !can_receive(dst->state()) ||
       !reaches(qp->owner->container(), ah->attr, dst->owner->container(),
                r_->config().link_layer) ||
-      qkey != dst->attr.qkey)
+      qkey != dst->qkey())
     return;
   uint8_t grh[kGrhSize];
   if (ah->attr.is_global) sender_grh(qp, ah->attr, local.total, grh);
@@ -688,8 +694,8 @@ void Executor::complete_recv_st(const Responder& dst, const RecvWork& rw, ibv_wc
 // Moves a QP to ERR (C10-...: outstanding work is then completed with WR_FLUSH_ERR).
 void Executor::to_error_st(Qp* qp) {
   if (qp->state() == IBV_QPS_ERR) return;
-  qp->attr.qp_state = qp->attr.cur_qp_state = IBV_QPS_ERR;
-  qp->wait_until_ns = 0;
+  qp->attr.qp_state = IBV_QPS_ERR;
+  if (QpWork* work = qp->work_under_way) work->wait_until_ns = 0;
   r_->refresh_direct_st(qp);  // before anything flushes its queues
   r_->activate(qp);
 }
@@ -702,14 +708,16 @@ void Executor::qp_fatal_st(Qp* qp, const char* why) {
 
 bool Executor::flush_st(Qp* qp) {
   bool did = r_->remote() != nullptr && r_->remote()->flush_st(qp);
-  qp->copied_bytes = 0;  // a copy under way ends with its WQE's flush
+  // A copy under way ends with its WQE's flush.
+  if (QpWork* work = qp->work_under_way) work->copied_bytes = 0;
   shm::RingStatus st;
+  shm::RingConsumerView sq = qp->sq();
   for (int budget = kBudgetPerQp; budget > 0; --budget) {
-    const uint8_t* slot = qp->sq().peek(&st);
+    const uint8_t* slot = sq.peek(&st);
     if (slot == nullptr) break;
     shm::SendWqe h;
     std::memcpy(&h, slot, sizeof(h));
-    qp->sq().pop();
+    sq.pop();
     post_cqe_st(qp->send_cq,
                 make_cqe(h.wr_id, IBV_WC_WR_FLUSH_ERR, proto::send_wc_opcode(h.opcode), qp->qpn),
                 false);
@@ -717,13 +725,14 @@ bool Executor::flush_st(Qp* qp) {
   }
   did = flush_held_recv_st(qp) || did;
   if (qp->rq_entries != 0) {
-    qp->rq().resync();
+    shm::RingConsumerView rq = qp->rq();
+    rq.resync();
     for (int budget = kBudgetPerQp; budget > 0; --budget) {
-      const uint8_t* slot = qp->rq().peek(&st);
+      const uint8_t* slot = rq.peek(&st);
       if (slot == nullptr) break;
       shm::RecvWqe h;
       std::memcpy(&h, slot, sizeof(h));
-      qp->rq().pop();
+      rq.pop();
       post_cqe_st(qp->recv_cq, make_cqe(h.wr_id, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, qp->qpn), false);
       did = true;
     }

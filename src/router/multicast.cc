@@ -49,7 +49,7 @@ void Executor::deliver_multicast_st(uint32_t network_id, const proto::Gid* dgid,
   auto matches = [&](const Router::McastMember& m) {
     return (dgid != nullptr ? m.mgid == *dgid : m.mlid == dlid) &&
            m.qp->owner->container()->network_id == network_id && can_receive(m.qp->state()) &&
-           m.qp->attr.qkey == qkey;
+           m.qp->qkey() == qkey;
   };
   // Delivering may move a QP to ERR but never changes the groups. A QP attached to the
   // group under two LIDs still gets one copy.

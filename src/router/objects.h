@@ -18,6 +18,7 @@
 #include "common/unique_fd.h"
 #include "proto/messages.h"
 #include "router/cq_moderation.h"
+#include "router/qp_work.h"
 #include "router/shm_region.h"
 #include "router/tag_list.h"
 #include "router/token_bucket.h"
@@ -228,7 +229,7 @@ struct QpExtras {
   // message and kept.
   std::unique_ptr<HeldRecv> held_recv;
   // Its own rate limit: the tighter of its container's qp_rate and the application's
-  // attr.rate_limit (router/policy.cc); null while neither limits it. app_burst_bytes: the
+  // app_rate_kbps (router/policy.cc); null while neither limits it. app_burst_bytes: the
   // max_burst_sz of ibv_modify_qp_rate_limit, 0 for the default depth.
   std::unique_ptr<TokenBucket> rate;
   uint32_t app_burst_bytes = 0;
@@ -242,6 +243,14 @@ struct QpExtras {
   uint16_t alt_pkey_index = 0;
   uint8_t alt_port_num = 0;
   uint8_t alt_timeout = 0;
+  // Attributes of ibv_modify_qp that most QPs leave at 0 (Qp::set_extra makes no extras for
+  // a 0): a UD QP's Q_Key, the application's own rate limit (kbit/s, IBV_QP_RATE_LIMIT), and
+  // the three the router only reports back.
+  uint32_t qkey = 0;
+  uint32_t app_rate_kbps = 0;
+  uint16_t pkey_index = 0;
+  uint8_t path_mig_state = 0;
+  uint8_t en_sqd_async_notify = 0;
 };
 
 // pd, send_cq and recv_cq are set for every type but these: an XRC target QP
@@ -256,15 +265,14 @@ struct Qp {
   Cq* send_cq = nullptr;
   Cq* recv_cq = nullptr;
   Srq* srq = nullptr;
-  ibv_qp_type type = IBV_QPT_RC;
   // The shared region's geometry; its offsets follow from it (layout()).
-  uint32_t sq_entries = 0, sq_slot = 0;
-  uint32_t rq_entries = 0, rq_slot = 0;  // 0 entries: no receive queue of its own
+  uint16_t sq_entries = 0, sq_slot = 0;
+  uint16_t rq_entries = 0, rq_slot = 0;  // 0 entries: no receive queue of its own
   // Direct path: the router's own view of the shared line's generation (direct()); direct_on
   // and direct_revoked (whether the library lost the right to it by staying Busy too long)
   // are with the flags below.
   uint32_t direct_generation = 0;
-  // Current attributes (attr.qp_state is the state); the alternate path is in extras.
+  // The attributes its work reads (attr.qp_state is the state); the others are in extras.
   proto::QpCoreAttr attr;
   // The router's positions in the two rings (sq(), rq()).
   shm::RingCursor sq_cursor;
@@ -276,8 +284,7 @@ struct Qp {
   mutable int16_t peer_host_cached = -1;
   mutable uint16_t peer_host_epoch = 0;
 
-  uint8_t rnr_attempts = 0;
-  uint8_t retry_attempts = 0;
+  ibv_qp_type type : 8 = IBV_QPT_RC;
   // One bit each (the data-path thread alone reads and writes them):
   bool sq_sig_all : 1 = false;
   bool shm_shared : 1 = false;  // handed to another process (a direct-path peer)
@@ -292,14 +299,9 @@ struct Qp {
   bool direct_revoked : 1 = false;
 
   ShmRegion shm;
-  // Requester retry state: the head WQE waits until `wait_until_ns` (RNR or missing peer).
-  uint64_t wait_until_ns = 0;
-  // Bytes of the head WQE's RDMA WRITE or READ that earlier passes copied: a long copy takes
-  // at most Executor::copy_part() bytes a pass (router/datapath.cc). 0 when no copy is under way.
-  uint64_t copied_bytes = 0;
-  // The time before which neither its rate limit (rate()) nor its container's lets the head
-  // WQE go.
-  uint64_t paced_until_ns = 0;
+  // Its work under way, from the router's pool, while it has any (router/qp_work.h;
+  // Router::work_st takes it, Router::drop_busy_st gives it back); work() reads it.
+  QpWork* work_under_way = nullptr;
   // Its state in the host-to-host engine while it has any (owned by RemotePath), else
   // parked_remote.
   RemoteQpState* remote = nullptr;
@@ -319,6 +321,18 @@ struct Qp {
   uint32_t app_burst_bytes() const { return extras_ != nullptr ? extras_->app_burst_bytes : 0; }
   bool has_express_line() const { return extras_ != nullptr && extras_->express_fd.valid(); }
   const QpRss* rss() const { return extras_ != nullptr ? extras_->rss.get() : nullptr; }
+  uint32_t qkey() const { return extras_ != nullptr ? extras_->qkey : 0; }
+  uint32_t app_rate_kbps() const { return extras_ != nullptr ? extras_->app_rate_kbps : 0; }
+  // Sets one of its extras, making them only for a value other than 0.
+  template <class T, class V>
+  void set_extra(T QpExtras::*field, V value) {
+    if (extras_ != nullptr || value != V{}) extras().*field = static_cast<T>(value);
+  }
+  // Its work under way, or a record of none.
+  const QpWork& work() const {
+    static constexpr QpWork kNone{};
+    return work_under_way != nullptr ? *work_under_way : kNone;
+  }
   // Its capabilities as granted (ibv_query_qp): what its slots hold, within Wharf's limits,
   // so the ring geometry is all it keeps of them; none for a QP that posts nothing of its
   // own (an XRC target, an RSS QP: queues it never uses).
@@ -375,6 +389,14 @@ struct Qp {
  private:
   std::unique_ptr<QpExtras> extras_;  // extras()
 };
+
+static_assert(shm::kMaxQueueDepth <= UINT16_MAX &&
+                  shm::send_slot_size(shm::kMaxSendSge, shm::kMaxInline) <= UINT16_MAX &&
+                  shm::recv_slot_size(shm::kMaxRecvSge) <= UINT16_MAX,
+              "Qp's 16-bit ring geometry holds every queue the router makes");
+// 200 B, 208 with malloc's header: with the session's slot and the QPN set's, an idle QP
+// costs the router at most 256 B (issue #18, item 7; bench/qp_memory.sh measures it).
+static_assert(sizeof(Qp) <= 200, "the per-QP record grew: move what idle QPs do not need out");
 
 // Counts one completion of qp's work in its counters (shm::QpCounters): its send side (a
 // send, WRITE, READ or atomic it issued) or its receive side (a message that consumed one of

@@ -73,7 +73,7 @@ void Router::apply_policy_st(Container* c, const ContainerPolicy& p) {
 
 void Router::configure_qp_rate_st(Qp* qp, uint64_t now) {
   const ContainerPolicy& p = qp->owner->container()->policy;
-  const uint64_t app_bps = uint64_t{qp->attr.rate_limit} * 1000;  // kbps, as rdma-core's
+  const uint64_t app_bps = uint64_t{qp->app_rate_kbps()} * 1000;  // kbps, as rdma-core's
   // One bucket as tight as both: the lower rate and the shallower depth. Over any interval
   // it passes no more than either limit's own bucket would.
   const uint64_t bps = tighter(p.qp_rate_bps, app_bps);
@@ -86,7 +86,7 @@ void Router::configure_qp_rate_st(Qp* qp, uint64_t now) {
     if (rate == nullptr) rate = std::make_unique<TokenBucket>();
     rate->retune(bps, depth, now);
   }
-  qp->paced_until_ns = 0;
+  if (QpWork* work = qp->work_under_way) work->paced_until_ns = 0;
   // A limited QP's work goes through the router, which paces it: none on its express line.
   const bool express = cfg_.express && qp->type == IBV_QPT_RC && !qp->rate_limited() &&
                        !qp->owner->container()->rate.limited();
@@ -125,7 +125,7 @@ bool Router::admit_st(Qp* qp, uint64_t bytes, uint64_t now) {
   const bool own_ok = !qp->rate_limited() || qp->rate()->ready(now, &own_at);
   const bool shared_ok = shared.ready(now, &shared_at);
   if (!own_ok || !shared_ok) {
-    qp->paced_until_ns = std::max(own_at, shared_at);
+    work_st(qp).paced_until_ns = std::max(own_at, shared_at);
     return false;
   }
   if (qp->rate_limited()) qp->rate()->charge(bytes);

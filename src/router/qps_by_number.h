@@ -1,57 +1,88 @@
-// The router's QPs by QP number (host-wide, router/router.h): an open-addressing set of the
-// QPs themselves, looked up by the number each holds. A slot is one pointer, where a node-based
-// map of numbers to QPs cost a node and a bucket per QP (issue #18: router memory per idle
-// QP). Lookups (every work request to a QP on this host, every packet from another) take no
-// lock and allocate nothing.
+// The router's QPs by QP number (host-wide, router/router.h), which this table also hands out.
+//
+// A QPN is a slot of the table in its low 16 bits and that slot's generation (1..254) above
+// them: never 0 or 1 (the special QPs), never 0xffffff (the multicast QPN), and a lookup is
+// an index and a compare, with no hashing, lock or allocation (every work request to a QP on
+// this host, every packet from another). Per QP it costs a pointer and a generation byte,
+// where a hash set of the QPs cost 9 to 18 B with its spare room (issue #18: router memory
+// per idle QP).
+// Freed slots are reused oldest first, so a destroyed QP's number comes back only after every
+// other free slot served a QP and its own slot went through 253 more QPs: late packets for an
+// old QP find no QP rather than its successor.
 #pragma once
-
-#include <absl/container/flat_hash_set.h>
-#include <absl/hash/hash.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <vector>
 
+#include "proto/device.h"
 #include "router/objects.h"
 
 namespace wharf::router {
 
 class QpsByNumber {
  public:
-  // Adds qp under qp->qpn. False (nothing added) when another QP has that number.
-  bool add(Qp* qp) { return set_.insert(qp).second; }
-  // The QP numbered qpn, or nullptr.
-  Qp* find(uint32_t qpn) const {
-    auto it = set_.find(qpn);
-    return it == set_.end() ? nullptr : *it;
+  static constexpr uint32_t kSlotBits = 16;
+  static constexpr uint32_t kMaxQps = 1u << kSlotBits;  // the most QPs a router has at once
+  static_assert(device::kMaxQp <= kMaxQps, "a slot for each QP the router may have");
+
+  // Gives qp a number (qp->qpn) and adds it. False (qp->qpn untouched) when kMaxQps QPs
+  // have numbers.
+  bool add(Qp* qp) {
+    uint32_t slot;
+    if (!free_.empty()) {
+      slot = free_.front();
+      free_.pop_front();
+    } else if (slots_.size() < kMaxQps) {
+      slot = static_cast<uint32_t>(slots_.size());
+      slots_.push_back(nullptr);
+      generations_.push_back(kFirstGeneration);
+    } else {
+      return false;
+    }
+    qp->qpn = static_cast<uint32_t>(generations_[slot]) << kSlotBits | slot;
+    slots_[slot] = qp;
+    ++size_;
+    return true;
   }
-  bool contains(uint32_t qpn) const { return set_.contains(qpn); }
-  void remove(uint32_t qpn) { set_.erase(qpn); }
-  size_t size() const { return set_.size(); }
-  // Calls f(Qp*) for each QP; f must not add or remove any.
+
+  // The QP numbered qpn, or nullptr (any number may come from the network or a library).
+  Qp* find(uint32_t qpn) const {
+    const uint32_t slot = qpn & (kMaxQps - 1);
+    if (slot >= slots_.size()) return nullptr;
+    Qp* qp = slots_[slot];
+    return qp != nullptr && qp->qpn == qpn ? qp : nullptr;
+  }
+
+  // Removes the QP numbered qpn; nothing if no QP has that number.
+  void remove(uint32_t qpn) {
+    if (find(qpn) == nullptr) return;
+    const uint32_t slot = qpn & (kMaxQps - 1);
+    slots_[slot] = nullptr;
+    generations_[slot] =
+        generations_[slot] == kLastGeneration ? kFirstGeneration : generations_[slot] + 1;
+    free_.push_back(slot);
+    --size_;
+  }
+
+  size_t size() const { return size_; }
+
+  // Calls f(Qp*) for each QP, in slot order; f must not add or remove any.
   template <class F>
   void for_each(F&& f) const {
-    for (Qp* qp : set_) f(qp);
+    for (Qp* qp : slots_)
+      if (qp != nullptr) f(qp);
   }
 
  private:
-  // Hash and equality over a QP or a bare number, so that a number finds its QP.
-  static uint32_t number(uint32_t qpn) { return qpn; }
-  static uint32_t number(const Qp* qp) { return qp->qpn; }
-  struct Hash {
-    using is_transparent = void;
-    template <class K>
-    size_t operator()(const K& k) const {
-      return absl::Hash<uint32_t>{}(number(k));
-    }
-  };
-  struct Eq {
-    using is_transparent = void;
-    template <class A, class B>
-    bool operator()(const A& a, const B& b) const {
-      return number(a) == number(b);
-    }
-  };
-  absl::flat_hash_set<Qp*, Hash, Eq> set_;
+  static constexpr uint8_t kFirstGeneration = 1;    // slot 0 and 1 are then 0x10000, 0x10001
+  static constexpr uint8_t kLastGeneration = 0xfe;  // the last slot then 0xfeffff
+
+  std::vector<Qp*> slots_;
+  std::vector<uint8_t> generations_;  // of each slot: its current or next QP's
+  std::deque<uint32_t> free_;         // free slots, the longest free first
+  size_t size_ = 0;
 };
 
 }  // namespace wharf::router

@@ -407,10 +407,11 @@ bool RemotePath::reread_st(Qp* qp, const RemoteQpState::Work& o, SendWork* w) {
 }
 
 void RemotePath::complete_send_st(Qp* qp, const RemoteQpState::Work& o, ibv_wc_status status) {
-  assert(o.ring_index == qp->sq().tail());  // completions come in order, from the ring's head
+  shm::RingConsumerView sq = qp->sq();
+  assert(o.ring_index == sq.tail());  // completions come in order, from the ring's head
   shm::SendWqe h;  // only its wr_id is taken: the rest was checked when o was issued
-  std::memcpy(&h, qp->sq().slot_at(o.ring_index), sizeof(h));
-  qp->sq().pop();
+  std::memcpy(&h, sq.slot_at(o.ring_index), sizeof(h));
+  sq.pop();
   qp->direct()->sq_retired.fetch_add(1, std::memory_order_release);
   count_completion(qp, true, status, o.byte_len);
   if (!o.signaled && status == IBV_WC_SUCCESS) return;
@@ -481,7 +482,8 @@ class RemotePath::RequesterCalls final : public rc::RequesterPort<RemoteQpState:
 
 bool RemotePath::process_requester_st(Executor* ex, Qp* qp, int dest, uint64_t now) {
   shm::RingStatus head;
-  if (qp->remote == nullptr && qp->sq().peek(&head) == nullptr) return false;  // quiet: stays so
+  shm::RingConsumerView sq = qp->sq();
+  if (qp->remote == nullptr && sq.peek(&head) == nullptr) return false;  // quiet: stays so
   State& st = state(qp);
   auto& req = st.requester;
   RequesterCalls calls(this, ex, qp, dest);
@@ -491,16 +493,16 @@ bool RemotePath::process_requester_st(Executor* ex, Qp* qp, int dest, uint64_t n
   did = send_unsent_st(ex, qp, dest, now, limits) || did;
   if (send_uc_tail_st(ex, qp, dest, &did)) return did;
 
-  for (int budget = kBudgetPerQp; budget > 0 && now >= qp->paced_until_ns; --budget) {
+  for (int budget = kBudgetPerQp; budget > 0 && now >= qp->work().paced_until_ns; --budget) {
     if (req.holding()) break;  // an RNR wait holds everything behind it
     // The window's work keeps its slots until it completes: the next request is behind it.
     const auto ahead = static_cast<uint32_t>(req.window().size());
     shm::RingStatus rs;
-    const uint8_t* slot = qp->sq().peek_ahead(ahead, &rs);
+    const uint8_t* slot = sq.peek_ahead(ahead, &rs);
     if (slot == nullptr) break;
     SendWork w;
     RemoteQpState::Work o;
-    o.ring_index = qp->sq().tail() + ahead;
+    o.ring_index = sq.tail() + ahead;
     ibv_wc_status failure = IBV_WC_SUCCESS;
     SegmentList local;
     const bool well_formed = qp->copy_send(slot, &w);
@@ -684,7 +686,7 @@ void RemotePath::on_datagram_st(int src_host, const Packet& p) {
   if (p.hdr.dest_qpn != proto::kMulticastQpn) {
     dst = r_->qp_by_qpn(p.hdr.dest_qpn);
     if (dst == nullptr || dst->type != IBV_QPT_UD || !can_receive(dst->state()) ||
-        p.deth.qkey != dst->attr.qkey)
+        p.deth.qkey != dst->qkey())
       return;
     const Container* c = dst->owner->container();
     if (p.hdr.network != c->network_id) return;  // another virtual network's: dropped

@@ -70,7 +70,7 @@ Router::Router(RouterConfig cfg) : cfg_(std::move(cfg)) {
 
 Router::~Router() {
   // Sessions destroy their QPs next: none is in busy_ any more.
-  for (Qp* qp : busy_) qp->busy = false;
+  for (Qp* qp : busy_) drop_busy_st(qp);
   busy_.clear();
   sessions_.clear();
   remote_.reset();
@@ -223,9 +223,10 @@ int Router::sleep_timeout_ms(uint64_t now) const {
     if (timeout_ms < 0 || static_cast<int>(ms) < timeout_ms) timeout_ms = static_cast<int>(ms);
   };
   for (const Qp* qp : busy_) {
-    if (qp->wait_until_ns != 0) wake_at(qp->wait_until_ns);
+    const QpWork& work = qp->work();
+    if (work.wait_until_ns != 0) wake_at(work.wait_until_ns);
     // A pacing time passed is no deadline (waking for it would spin).
-    if (qp->paced_until_ns > now) wake_at(qp->paced_until_ns);
+    if (work.paced_until_ns > now) wake_at(work.paced_until_ns);
   }
   if (remote_ != nullptr && remote_->next_deadline() != 0) wake_at(remote_->next_deadline());
   if (cm_.next_deadline() != 0) wake_at(cm_.next_deadline());
@@ -512,13 +513,7 @@ Container* Router::container_by_lid(uint16_t lid) {
   return nullptr;
 }
 
-uint32_t Router::allocate_qpn(Qp* qp) {
-  for (;;) {
-    qp->qpn = next_qpn_;
-    next_qpn_ = next_qpn_ >= 0xffffff ? 0x100 : next_qpn_ + 1;
-    if (qps_.add(qp)) return qp->qpn;
-  }
-}
+bool Router::allocate_qpn(Qp* qp) { return qps_.add(qp); }
 
 void Router::release_qpn(uint32_t qpn) { qps_.remove(qpn); }
 
@@ -556,9 +551,17 @@ void Router::activate(Qp* qp) {
 void Router::deactivate(Qp* qp) {
   qp->active = false;
   if (!qp->busy) return;
-  qp->busy = false;
+  drop_busy_st(qp);
   // Never during a pass (a control request): the order of busy_ is free.
   busy_.erase(std::find(busy_.begin(), busy_.end(), qp));
+}
+
+void Router::drop_busy_st(Qp* qp) {
+  qp->busy = false;
+  if (qp->work_under_way != nullptr) {
+    work_pool_.put(qp->work_under_way);
+    qp->work_under_way = nullptr;
+  }
 }
 
 void Router::take_posted_st() {

@@ -163,9 +163,9 @@ class Router {
   void watch_cm_channel_st(CmChannel* ch);
   void unwatch_cm_channel_st(CmChannel* ch);
 
-  // Gives qp a number no other QP of this host has (qp->qpn, also returned), the one after
-  // the last given where free: a number comes back only after all others were given.
-  uint32_t allocate_qpn(Qp* qp);
+  // Gives qp a number no other QP of this host has (qp->qpn; router/qps_by_number.h says
+  // which); false when the host has QpsByNumber::kMaxQps QPs.
+  bool allocate_qpn(Qp* qp);
   void release_qpn(uint32_t qpn);
   Qp* qp_by_qpn(uint32_t qpn) const { return qps_.find(qpn); }
   // Calls f(qp) for every QP of this router; f must not create or destroy QPs.
@@ -205,7 +205,7 @@ class Router {
   int check_quota_st(const Container* c, QuotaKind kind, uint64_t amount,
                      uint64_t released = 0) const;
   // Whether qp's next message of `bytes` may go now under its and its container's rate
-  // limits; charges them if so, else sets qp->paced_until_ns.
+  // limits; charges them if so, else sets its work's paced_until_ns.
   bool admit_st(Qp* qp, uint64_t bytes, uint64_t now);
   // (Re)computes qp's own limit from its container's policy and its application's rate_limit
   // and app_burst_bytes: after either changes, and for a new QP. A bucket that was limited
@@ -220,6 +220,14 @@ class Router {
   // at qp while qp has work of its own (busy_) and whenever its library marks it posted.
   void activate(Qp* qp);
   void deactivate(Qp* qp);
+  // qp's work under way (router/qp_work.h), taken from the pool now if it has none: only
+  // for a QP in busy_, which keeps it until it leaves busy_.
+  QpWork& work_st(Qp* qp) {
+    if (qp->work_under_way == nullptr) qp->work_under_way = work_pool_.get();
+    return *qp->work_under_way;
+  }
+  // How many QPs hold a record of work under way. For tests.
+  size_t qps_with_work() const { return work_pool_.in_use(); }
 
   // ---- Direct intra-host path (router/direct_path.cc) ----
   // Re-decides, after any change to qp, whether qp and the QP it is connected to may execute
@@ -282,6 +290,8 @@ class Router {
   // Whether qp needs another pass although its library marks nothing: its head WQE waits
   // (RNR, a missing peer, pacing), a long copy is under way, or its send ring holds work.
   static bool has_own_work_st(Qp* qp, uint64_t now);
+  // Marks qp out of busy_ (the caller takes it out) and gives back its work under way.
+  void drop_busy_st(Qp* qp);
   void close_session(int fd);
   void handle_session_input(Session* s);
   uint16_t allocate_lid();  // 0 when the range is exhausted
@@ -304,6 +314,7 @@ class Router {
   std::map<std::string, ContainerPolicy> policies_;  // by "tenant/name", from the orchestrator
   std::map<std::pair<std::string, std::string>, uint32_t> network_ids_;  // (tenant, network)
 
+  QpWorkPool work_pool_;  // before sessions_: their QPs hold its records
   std::unordered_map<int, std::unique_ptr<Session>> sessions_;
   std::unordered_map<uint64_t, std::unique_ptr<Container>> containers_;  // by netns inode
   QpsByNumber qps_;
@@ -328,7 +339,6 @@ class Router {
   std::unordered_map<int, CmChannel*> watched_cm_channels_;  // by fd
   uint32_t mr_epoch_ = 0;
   uint32_t next_lid_step_ = 0;  // where the search for a free LID starts, down from the top
-  uint32_t next_qpn_ = 0x100;
   uint32_t next_key_index_ = 1;
   uint32_t next_srqn_ = 1;
   uint64_t rng_state_;

@@ -23,7 +23,7 @@ class SessionQps {
   static constexpr uint32_t kSlotBits = 16;
   static_assert(device::kMaxQp == 1u << kSlotBits, "a slot for each QP a session may have");
 
-  static uint32_t posted_mark(const Qp& qp) { return qp.handle & (device::kMaxQp - 1); }
+  static uint32_t posted_mark(const Qp& qp) { return slot_of(qp.handle); }
 
   // Takes qp, gives it a handle and returns it; nullptr (qp dropped) when the session
   // already has device::kMaxQp QPs.
@@ -47,7 +47,7 @@ class SessionQps {
 
   // The QP `handle` names, or nullptr.
   Qp* find(uint32_t handle) const {
-    Qp* qp = by_mark(handle & (device::kMaxQp - 1));
+    Qp* qp = by_mark(slot_of(handle));
     return qp != nullptr && qp->handle == handle ? qp : nullptr;
   }
 
@@ -57,7 +57,7 @@ class SessionQps {
   // Removes the QP `handle` names and gives it back (nullptr if it names none).
   std::unique_ptr<Qp> take(uint32_t handle) {
     if (find(handle) == nullptr) return nullptr;
-    const uint32_t slot = handle & (device::kMaxQp - 1);
+    const uint32_t slot = slot_of(handle);
     generations_[slot] = generations_[slot] == kMaxGeneration ? 1 : generations_[slot] + 1;
     free_.push_back(slot);
     --size_;
@@ -83,6 +83,8 @@ class SessionQps {
 
  private:
   static constexpr uint16_t kMaxGeneration = 0x7fff;
+
+  static uint32_t slot_of(uint32_t handle) { return handle & (device::kMaxQp - 1); }
 
   std::vector<std::unique_ptr<Qp>> slots_;
   std::vector<uint16_t> generations_;

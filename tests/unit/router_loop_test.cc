@@ -232,7 +232,7 @@ class RouterControlTest : public ::testing::Test {
     const uint64_t now = now_ns();
     EXPECT_TRUE(router_->admit_st(qp, depth + debt, now));
     EXPECT_FALSE(router_->admit_st(qp, 1, now));
-    return qp->paced_until_ns - now;
+    return qp->work().paced_until_ns - now;
   }
 
   // Whether pred(), run on the router thread, holds within 5 s.
@@ -455,6 +455,47 @@ TEST_F(RouterControlTest, AnAlternatePathIsKeptApartAndReportedAsSet) {
   EXPECT_EQ(q.attr.qp_state, IBV_QPS_RTS);
 }
 
+// The attributes few QPs set (Q_Key, P_Key index, migration state, SQD notification, the
+// application's rate limit) are kept in the extras, made only for a value other than 0, and
+// reported as set; the port and the current state are reported without being kept.
+TEST_F(RouterControlTest, AttributesFewQpsSetAreKeptApartAndReportedAsSet) {
+  RawClient c(cfg_.socket_path);
+  hello(c);
+  const uint32_t qpn = make_rtr_qp(c);  // INIT with P_Key index 0 and port 1
+  ASSERT_EQ(to_rts(c, 0), 0);           // a rate limit of 0: none
+  with_qp(qpn, [](Qp* qp) { EXPECT_EQ(qp->extras_if_any(), nullptr); });
+  c.send(proto::Op::kQueryQp, proto::Handle{qp_});
+  proto::QueryQpRep q;
+  ASSERT_EQ(c.reply(&q), 0);
+  EXPECT_EQ(q.attr.port_num, 1);
+  EXPECT_EQ(q.attr.cur_qp_state, IBV_QPS_RTS);
+  EXPECT_EQ(q.attr.pkey_index, 0);
+  EXPECT_EQ(q.attr.rate_limit, 0u);
+
+  proto::ModifyQpReq m;
+  m.qp = qp_;
+  m.attr_mask = IBV_QP_PATH_MIG_STATE | IBV_QP_RATE_LIMIT;  // RTS -> RTS
+  m.attr.path_mig_state = IBV_MIG_REARM;
+  m.attr.rate_limit = 8000;
+  c.send(proto::Op::kModifyQp, m);
+  ASSERT_EQ(c.status(), 0);
+  m.attr_mask = IBV_QP_STATE | IBV_QP_EN_SQD_ASYNC_NOTIFY;
+  m.attr.qp_state = IBV_QPS_SQD;
+  m.attr.en_sqd_async_notify = 1;
+  c.send(proto::Op::kModifyQp, m);
+  ASSERT_EQ(c.status(), 0);
+  with_qp(qpn, [](Qp* qp) { EXPECT_NE(qp->extras_if_any(), nullptr); });
+  c.send(proto::Op::kQueryQp, proto::Handle{qp_});
+  ASSERT_EQ(c.reply(&q), 0);
+  EXPECT_EQ(q.attr.qp_state, IBV_QPS_SQD);
+  EXPECT_EQ(q.attr.cur_qp_state, IBV_QPS_SQD);
+  EXPECT_EQ(q.attr.path_mig_state, IBV_MIG_REARM);
+  EXPECT_EQ(q.attr.en_sqd_async_notify, 1);
+  EXPECT_EQ(q.attr.rate_limit, 8000u);
+  EXPECT_EQ(q.attr.port_num, 1);
+  EXPECT_EQ(q.attr.timeout, 14);  // kept in the record, as to_rts set it
+}
+
 TEST_F(RouterControlTest, ModifyQpRateLimitTakesABurstAsDepthAndRefusesWhatMlx5Refuses) {
   RawClient c(cfg_.socket_path);
   hello(c);
@@ -524,7 +565,7 @@ TEST_F(RouterControlTest, AQpIsPacedByTheTighterOfItsAppLimitAndItsPolicy) {
   c.send(proto::Op::kModifyQp, m);
   ASSERT_EQ(c.status(), 0);
   with_qp(qpn, [&](Qp* qp) {
-    EXPECT_EQ(qp->attr.rate_limit, 0u);  // RESET drops the application's limit
+    EXPECT_EQ(qp->app_rate_kbps(), 0u);  // RESET drops the application's limit
     router_->apply_policy_st(qp->owner->container(), ContainerPolicy{});
     router_->apply_policy_st(qp->owner->container(), policy);
   });
@@ -596,10 +637,11 @@ TEST_F(RouterControlTest, TheDataPathLooksAtAQpWhenItsLibraryMarksItPosted) {
   sq.commit();
   // Published but not marked: no pass takes it.
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  with_qp(qpn, [](Qp* qp) {
+  with_qp(qpn, [&](Qp* qp) {
     EXPECT_FALSE(qp->busy);
     EXPECT_EQ(qp->sq().available(), 1u);
-    EXPECT_EQ(qp->wait_until_ns, 0u);
+    EXPECT_EQ(qp->work_under_way, nullptr);
+    EXPECT_EQ(router_->qps_with_work(), 0u);
   });
   // Marked (and the doorbell rung, as the library does): the router executes it. Its peer
   // QP is nobody's, so the SEND waits for its retry timer, and the QP stays looked at.
@@ -610,7 +652,19 @@ TEST_F(RouterControlTest, TheDataPathLooksAtAQpWhenItsLibraryMarksItPosted) {
   }
   EXPECT_TRUE(eventually([&] {
     Qp* qp = router_->qp_by_qpn(qpn);
-    return qp->wait_until_ns != 0 && qp->busy;
+    return qp->work().wait_until_ns != 0 && qp->busy;
+  }));
+  // Its wait is kept in a record from the router's pool, which idle QPs do not hold; when
+  // its retries run out (7 x 67 ms) it fails, flushes, leaves the busy list and gives the
+  // record back.
+  with_qp(qpn, [&](Qp* qp) {
+    EXPECT_NE(qp->work_under_way, nullptr);
+    EXPECT_EQ(router_->qps_with_work(), 1u);
+  });
+  EXPECT_TRUE(eventually([&] {
+    Qp* qp = router_->qp_by_qpn(qpn);
+    return qp->state() == IBV_QPS_ERR && !qp->busy && qp->work_under_way == nullptr &&
+           router_->qps_with_work() == 0;
   }));
 }
 
@@ -623,7 +677,7 @@ TEST_F(RouterControlTest, APacingTimeThatPassedIsNoDeadline) {
   ASSERT_EQ(to_rts(c, 8000), 0);
   with_qp(qpn, [&](Qp* qp) {
     const uint64_t now = now_ns();
-    qp->paced_until_ns = now + 1'000'000;
+    router_->work_st(qp).paced_until_ns = now + 1'000'000;
     router_->activate(qp);  // looked at in the next pass, as after a post
     EXPECT_EQ(router_->sleep_timeout_ms(now), 2);
     EXPECT_EQ(router_->sleep_timeout_ms(now + 2'000'000), -1);
