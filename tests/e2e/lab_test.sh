@@ -10,7 +10,8 @@
 #
 # Exit 77 (skipped) when not root. Bounded: every wait has a timeout; the trap tears down.
 set -uo pipefail
-readonly HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+readonly HERE
 readonly BIN=${WHARF_BIN_DIR:?set WHARF_BIN_DIR to the directory holding wharfd and wharf-run}
 readonly LAB=$BIN/wharf-lab
 # shellcheck source-path=SCRIPTDIR source=lib.sh

@@ -6,7 +6,8 @@
 #
 #   WHARF_BIN_DIR=build/bin bash tests/e2e/qperf_test.sh
 set -uo pipefail
-readonly HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+readonly HERE
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$HERE/lib.sh"
 e2e_init

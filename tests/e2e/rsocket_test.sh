@@ -9,7 +9,8 @@
 #
 #   WHARF_BIN_DIR=build/bin WHARF_RSOCKET_PROBE=build/bin/rsocket_probe bash tests/e2e/rsocket_test.sh
 set -uo pipefail
-readonly HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+readonly HERE
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$HERE/lib.sh"
 e2e_init
@@ -69,12 +70,12 @@ grep -q "sender" "$E2E_TMP/iperf3.out" || e2e_fail "iperf3: no result"
 # librspreload's contract with plain TCP peers: when no rsocket listens, its connect falls back to
 # a TCP socket (it asks getsockname for the address size with no buffer).
 e2e_start_container iperf3-tcp-srv "$S" "$SVIP" preload iperf3 -s -1 -B "$SVIP"
-srv=$E2E_LAST_PID
-e2e_wait_listen "$S" 5201 "$srv" 20
+server=$E2E_LAST_PID
+e2e_wait_listen "$S" 5201 "$server" 20
 e2e_run_container iperf3-fallback "$C" "$CVIP" preload 60 \
   sh -c "LD_PRELOAD=\$LD_PRELOAD:$PRELOAD exec iperf3 -c $SVIP -n 8M" ||
   e2e_fail "iperf3 under librspreload against a TCP server: $(tail -1 "$E2E_TMP/iperf3-fallback.out")"
-e2e_wait_pid "$srv" 15
+e2e_wait_pid "$server" 15
 
 # The API's edge cases.
 e2e_run_container probe "$S" "$SVIP" preload 60 "$WHARF_RSOCKET_PROBE" "$SVIP" ||
@@ -83,10 +84,10 @@ e2e_run_container probe "$S" "$SVIP" preload 60 "$WHARF_RSOCKET_PROBE" "$SVIP" |
 # The router goes away under a blocked raccept: it fails with ENODEV (as after the kernel's
 # DEVICE_REMOVAL) instead of spinning on the ended channel.
 e2e_start_container orphan-srv "$S" "$SVIP" preload rstream -b "$SVIP" -T b
-srv=$E2E_LAST_PID
-e2e_wait_cm_listen "$S" 7471 "$srv" 20
+server=$E2E_LAST_PID
+e2e_wait_cm_listen "$S" 7471 "$server" 20
 kill "$E2E_ROUTER_PID" 2>/dev/null
-e2e_wait_pid "$srv" 20
+e2e_wait_pid "$server" 20
 ((E2E_TIMED_OUT == 0)) || e2e_fail "rstream's raccept did not fail when the router went away"
 grep -q "raccept: No such device" "$E2E_TMP/orphan-srv.out" ||
   e2e_fail "rstream without a router: $(head -1 "$E2E_TMP/orphan-srv.out")"
@@ -95,15 +96,15 @@ grep -q "raccept: No such device" "$E2E_TMP/orphan-srv.out" ||
 timeout 60 "$E2E_LAB" up --hosts 2 --wharfd "$E2E_BIN/wharfd" >"$E2E_TMP/lab.out" 2>&1 || e2e_fail "wharf-lab up"
 E2E_SOCK=/run/wharf-lab/h1/wharfd.sock  # where e2e_cm_listening asks from here on
 e2e_lab_run x-rstream-srv h1 "$S" 198.18.1.11 60 rstream -b 198.18.1.11 -T b -T v -S 65536 -C 500 &
-srv=$!
-e2e_wait_server "$srv" 20 "rdma_cm port 7471" e2e_cm_listening "$S" 7471
+server=$!
+e2e_wait_server "$server" 20 "rdma_cm port 7471" e2e_cm_listening "$S" 7471
 e2e_lab_run x-rstream h2 "$C" 198.18.2.12 60 rstream -s 198.18.1.11 -T b -T v -S 65536 -C 500 ||
   e2e_fail "rstream across hosts exited with $?"
-wait "$srv" || e2e_fail "rstream server across hosts exited with $?"
+wait "$server" || e2e_fail "rstream server across hosts exited with $?"
 e2e_lab_run x-udpong-srv h1 "$S" 198.18.1.11 30 udpong -b 198.18.1.11 -C 100 &
-srv=$!
-e2e_wait_server "$srv" 20 "rdma_cm port 7174" e2e_cm_listening "$S" 7174
+server=$!
+e2e_wait_server "$server" 20 "rdma_cm port 7174" e2e_cm_listening "$S" 7174
 e2e_lab_run x-udpong h2 "$C" 198.18.2.12 30 udpong -s 198.18.1.11 -C 100 || e2e_fail "udpong across hosts"
-kill "$srv" 2>/dev/null
-wait "$srv" 2>/dev/null
+kill "$server" 2>/dev/null
+wait "$server" 2>/dev/null
 e2e_log "PASS"
