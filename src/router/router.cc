@@ -176,15 +176,19 @@ void Router::run(bool handle_signals) {
   uint64_t last_work = now_ns();
   uint64_t last_control = 0;
   while (!stopping_) {
+    loop_turns_.store(loop_turns_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     bool busy = poll_datapath_st();
     uint64_t now = now_ns();
     if (busy || now - last_request_ns_ < kControlHotNs) last_work = now;
     if (now - last_control >= kControlPeriodNs || now - last_request_ns_ < kControlHotNs) {
       poll_control(0);
       last_control = now_ns();
-      if (cm_.next_deadline() != 0 && last_control >= cm_.next_deadline())
-        cm_.expire_st(last_control);
     }
+    // On every turn, not only with control input: a wait that ended at a CM deadline
+    // returns at once, and a check gated by the control period could then be put off for
+    // as long as the loop kept turning faster than that period (spinning meanwhile).
+    if (const uint64_t due = cm_.next_deadline(); due != 0 && now_ns() >= due)
+      cm_.expire_st(now_ns());
     if (stopping_) break;
     if (!busy && now - last_work >= cfg_.spin_ns) {
       if (sleep_until_work()) last_work = now_ns();

@@ -268,6 +268,9 @@ class Router {
   bool poll_datapath_st(bool with_links = true);
   // How many active QPs the next pass looks at (busy_). For tests.
   size_t busy_qps() const { return busy_.size(); }
+  // Turns of the router's loop so far (any thread may read it). For tests: a router with
+  // nothing to do turns only when woken.
+  uint64_t loop_turns() const { return loop_turns_.load(std::memory_order_relaxed); }
 
  private:
   // Announces sleep, re-polls, then blocks for control input, a doorbell or the next retry
@@ -309,7 +312,8 @@ class Router {
   UniqueFd signal_;
   UniqueFd wake_;  // eventfd written by stop()
   std::atomic<bool> stopping_{false};
-  std::mutex posted_mu_;  // guards posted_ (control path only)
+  std::atomic<uint64_t> loop_turns_{0};  // written by the router thread alone
+  std::mutex posted_mu_;                 // guards posted_ (control path only)
   std::vector<std::function<void()>> posted_;
   std::map<std::string, ContainerPolicy> policies_;  // by "tenant/name", from the orchestrator
   std::map<std::pair<std::string, std::string>, uint32_t> network_ids_;  // (tenant, network)

@@ -534,9 +534,17 @@ TEST_F(RouterCmTest, AMissingRtuTimesOut) {
   ASSERT_EQ(req.event, RDMA_CM_EVENT_CONNECT_REQUEST);
   ASSERT_EQ(server.call(proto::Op::kCmAccept, conn(req.id, server_qpn)), 0);
   ASSERT_EQ(client.next_event().event, RDMA_CM_EVENT_CONNECT_RESPONSE);
+  const uint64_t turns = router_->loop_turns();
   proto::CmEventMsg ev = server.next_event(5000);  // no RTU
   EXPECT_EQ(ev.event, RDMA_CM_EVENT_UNREACHABLE);
   EXPECT_EQ(ev.status, -ETIMEDOUT);
+  // Regression: the router slept until the deadline and expired it on waking. It used to
+  // check deadlines only with control input, at most every 50 us, so a wait that ended at
+  // the deadline was followed by turns of the loop too fast for that check, each sleeping
+  // for 0 ms, until one happened to take longer: 0.6 to 2.1 million turns here (a few
+  // thousand with the fix, the spinning after the handshake's requests), the event late by
+  // as long (5 s and more under strace or a loaded CI).
+  EXPECT_LT(router_->loop_turns() - turns, 10000u);
   ev = client.next_event();
   EXPECT_EQ(ev.event, RDMA_CM_EVENT_REJECTED);
   // An answered handshake is not timed out later.
