@@ -272,37 +272,70 @@ TEST_F(PathTest, WritesAndSendsToAPeerOnAnSrqCompleteInOrder) {
 // between its parts whether the router is waiting, so ibv_dereg_mr returns while another
 // thread's 512 MiB WRITE is still being copied; that WRITE then starts over (its keys may
 // have changed), completes with every byte, and the QP keeps its direct path.
+//
+// The scene is set so that only a router that waits for the whole copy fails it. A first
+// small WRITE fetches the peer's description and both keys, so the long one copies from the
+// start (a WRITE whose set-up fails goes to the router, and ibv_post_send returns at once).
+// The deregistration is issued only once the copy is seen under way (its first page
+// arrived, its last not), not after a fixed sleep, and the scene is played up to three
+// times, as a preempted test thread may wake only after the whole copy (under CI load the
+// test once saw ibv_post_send return before ibv_dereg_mr).
 TEST_F(PathTest, DeregisteringDoesNotWaitForAnotherThreadsLongDirectCopy) {
   const char* mode = getenv("WHARF_VERIFY_DIRECT_PATH");
   if (mode != nullptr && strcmp(mode, "off") == 0) GTEST_SKIP() << "needs the direct path";
   constexpr size_t kLen = size_t{512} << 20;
+  constexpr size_t kPage = 4096;
+  constexpr uint8_t kUnwritten = 0xff;  // no page of src carries it (markers are < 251)
+  auto marker = [](size_t offset) { return static_cast<uint8_t>((offset / kPage) % 251); };
   ibv_qp *qa, *qb;
   rc_pair(&qa, &qb);
   Buffer src = make_buffer(a_, kLen, kFullAccess);
   Buffer dst = make_buffer(b_, kLen, kFullAccess);
-  Buffer other = make_buffer(a_, 4096, kFullAccess);
-  for (size_t i = 0; i < kLen; i += 4096) src.data[i] = static_cast<uint8_t>(i >> 12);
-  std::atomic<bool> posting{false}, posted{false};
-  std::thread writer([&] {
-    posting = true;
-    EXPECT_EQ(post_send(qa, IBV_WR_RDMA_WRITE,
-                        {{reinterpret_cast<uint64_t>(src.data), static_cast<uint32_t>(kLen),
-                          src.mr->lkey}},
-                        1, IBV_SEND_SIGNALED, reinterpret_cast<uint64_t>(dst.data), dst.mr->rkey),
-              0);
-    posted = true;
-  });
-  while (!posting) std::this_thread::yield();
-  usleep(2000);  // into the copy, which takes far longer (about 0.1 s here)
-  ASSERT_EQ(ibv_dereg_mr(other.mr), 0);
-  other.mr = nullptr;
-  EXPECT_FALSE(posted) << "ibv_dereg_mr waited for the whole copy";
-  writer.join();
-  ibv_wc wc = wait_one(a_.cq);
-  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
-  size_t wrong = 0;
-  for (size_t i = 0; i < kLen; i += 4096) wrong += dst.data[i] != static_cast<uint8_t>(i >> 12);
-  EXPECT_EQ(wrong, 0u);
+  for (size_t i = 0; i < kLen; i += kPage) src.data[i] = marker(i);
+  auto write_all = [&](uint64_t wr_id) {
+    return post_send(
+        qa, IBV_WR_RDMA_WRITE,
+        {{reinterpret_cast<uint64_t>(src.data), static_cast<uint32_t>(kLen), src.mr->lkey}}, wr_id,
+        IBV_SEND_SIGNALED, reinterpret_cast<uint64_t>(dst.data), dst.mr->rkey);
+  };
+  // The set-up, before anything is deregistered: the long WRITE starts copying when posted.
+  ASSERT_EQ(
+      post_send(qa, IBV_WR_RDMA_WRITE, {{reinterpret_cast<uint64_t>(src.data), 64, src.mr->lkey}},
+                7, IBV_SEND_SIGNALED, reinterpret_cast<uint64_t>(dst.data), dst.mr->rkey),
+      0);
+  ASSERT_EQ(wait_one(a_.cq).status, IBV_WC_SUCCESS);
+
+  int seen_under_way = 0, returned_during_copy = 0;
+  for (int attempt = 0; attempt < 3 && returned_during_copy == 0; ++attempt) {
+    for (size_t i = 0; i < kLen; i += kPage) dst.data[i] = kUnwritten;
+    Buffer other = make_buffer(a_, kPage, kFullAccess);
+    std::atomic<bool> posted{false};
+    std::thread writer([&] {
+      EXPECT_EQ(write_all(1), 0);
+      posted = true;
+    });
+    volatile const uint8_t* first = dst.data;
+    volatile const uint8_t* last = dst.data + kLen - kPage;
+    while (*first == kUnwritten && !posted) std::this_thread::yield();
+    if (!posted && *last == kUnwritten) {
+      ++seen_under_way;
+      ASSERT_EQ(ibv_dereg_mr(other.mr), 0);
+      other.mr = nullptr;
+      if (!posted) ++returned_during_copy;
+    }
+    writer.join();
+    ibv_wc wc = wait_one(a_.cq);
+    EXPECT_EQ(wc.wr_id, 1u);
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+    size_t wrong = 0;
+    for (size_t i = 0; i < kLen; i += kPage) wrong += dst.data[i] != marker(i);
+    EXPECT_EQ(wrong, 0u) << "attempt " << attempt;
+    free_buffer(&other);
+    munmap(other.data, kPage);
+  }
+  EXPECT_GT(seen_under_way, 0) << "the copy never ran long enough to be seen under way";
+  EXPECT_GT(returned_during_copy, 0) << "ibv_dereg_mr waited for the whole copy each of the "
+                                     << seen_under_way << " time(s) it was called during it";
   // Had the router waited past its bound, the QP would have lost the direct path for good:
   // small writes would no longer be done when ibv_post_send returns.
   int done_in_post = 0;
@@ -318,7 +351,6 @@ TEST_F(PathTest, DeregisteringDoesNotWaitForAnotherThreadsLongDirectCopy) {
       wait_wc(a_.cq, 1);
   }
   EXPECT_EQ(done_in_post, 32);
-  free_buffer(&other);
   free_buffer(&src);
   free_buffer(&dst);
   munmap(src.data, kLen);
