@@ -291,7 +291,7 @@ CmId* CmManager::find_listener(const Container* c, uint16_t ps, const CmAddress&
 }
 
 bool CmManager::owns_qp(const CmId* id, uint32_t qpn) const {
-  const Qp* qp = router_->qp_by_qpn(qpn);
+  const Qp* qp = router_->objects().qp_by_qpn(qpn);
   return qp != nullptr && qp->owner->container() == container_of(id);
 }
 

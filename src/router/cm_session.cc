@@ -204,7 +204,7 @@ int Session::apply_qp_steps(const proto::CmQpSteps& steps) {
   if (steps.count == 0) return 0;
   if (steps.count > proto::kCmMaxQpSteps) return EINVAL;
   // The QP belongs to the library's verbs connection, another session of this process.
-  Qp* qp = router_->qp_by_qpn(steps.qpn);
+  Qp* qp = router_->objects().qp_by_qpn(steps.qpn);
   if (qp == nullptr || qp->owner->pid() != pid_ || qp->owner->container() != container_)
     return EINVAL;
   for (uint32_t i = 0; i < steps.count; ++i) {

@@ -146,7 +146,7 @@ Session::~Session() {
   xrcds_.clear();
   for (auto& [h, cq] : cqs_) router_->drop_held_cq_st(cq.get());
   cqs_.clear();
-  for (auto& [h, mr] : mrs_) router_->release_key(mr->key);
+  for (auto& [h, mr] : mrs_) router_->objects().remove_key(mr->key);
   if (mrs_.size() != 0) router_->retire_mr_st();
   mrs_.clear();
   channels_.clear();
@@ -157,6 +157,10 @@ Session::~Session() {
   if (cm_open_) router_->release_container(container_);
   if (!registered_name_.empty())
     router_->unregister_container(registered_tenant_, registered_name_);
+}
+
+void Session::raise_cq_event_st(Cq* cq, bool solicited, bool success) {
+  router_->raise_cq_event_st(cq, solicited, success);
 }
 
 void Session::post_async_event(ibv_event_type type, uint32_t handle) {
@@ -426,7 +430,7 @@ int Session::on_reg_mr(const proto::RegMrReq& req, UniqueFd* fds, int nfds, prot
   std::unique_ptr<Mr> mr;
   if (int err = make_mr(req, fds, nfds, nullptr, &mr); err != 0) return err;
   Mr* raw = mrs_.add(std::move(mr));
-  raw->key = router_->allocate_key(raw);
+  raw->key = router_->objects().add_key(raw);
   raw->pd->users++;
   rep->handle = raw->handle;
   rep->lkey = rep->rkey = raw->key;
@@ -446,7 +450,7 @@ int Session::on_rereg_mr(const proto::ReregMrReq& req, UniqueFd* fds, int nfds,
   mr->pd->users++;
   std::unique_ptr<Mr> gone = mrs_.replace(req.mr, std::move(mr));
   Mr* raw = mrs_.find(req.mr);
-  router_->rebind_key(raw->key, raw);
+  router_->objects().rebind_key(raw->key, raw);
   router_->retire_mr_st();  // waits out direct-path users of the old mapping
   gone->pd->users--;
   rep->handle = raw->handle;
@@ -459,7 +463,7 @@ int Session::on_dereg_mr(const proto::Handle& req, UniqueFd*, int, proto::Empty*
   if (bound == nullptr) return EINVAL;
   if (bound->windows != 0) return EBUSY;  // as ibv_dereg_mr(3): windows are bound to it
   auto mr = mrs_.take(req.handle);
-  router_->release_key(mr->key);
+  router_->objects().remove_key(mr->key);
   router_->retire_mr_st();
   mr->pd->users--;
   return 0;
@@ -474,7 +478,7 @@ int Session::on_alloc_mw(const proto::AllocMwReq& req, UniqueFd*, int, proto::Al
   mw->owner = this;
   mw->pd = pd;
   mw->type = req.type;
-  mw->key = router_->allocate_key(nullptr);
+  mw->key = router_->objects().add_key(nullptr);
   Mw* raw = mws_.add(std::move(mw));
   pd->users++;
   rep->handle = raw->handle;
@@ -491,29 +495,29 @@ int Session::on_dealloc_mw(const proto::Handle& req, UniqueFd*, int, proto::Empt
 
 // A window goes with its binding (IBTA: deallocation invalidates it) and its key.
 void Session::dealloc_mw(std::unique_ptr<Mw> mw) {
-  unbind_window(router_, mw.get());
-  router_->release_key(mw->key);
+  unbind_window(router_->objects(), mw.get());
+  router_->objects().remove_key(mw->key);
   mw->pd->users--;
 }
 
 int Session::on_attach_mcast(const proto::McastReq& req, UniqueFd*, int, proto::Empty*, ReplyFds*) {
   Qp* qp = qps_.find(req.qp);
-  return qp == nullptr ? EINVAL : router_->attach_mcast_st(qp, req.gid, req.lid);
+  return qp == nullptr ? EINVAL : router_->multicast().attach(qp, req.gid, req.lid);
 }
 
 int Session::on_detach_mcast(const proto::McastReq& req, UniqueFd*, int, proto::Empty*, ReplyFds*) {
   Qp* qp = qps_.find(req.qp);
-  return qp == nullptr ? EINVAL : router_->detach_mcast_st(qp, req.gid, req.lid);
+  return qp == nullptr ? EINVAL : router_->multicast().detach(qp, req.gid, req.lid);
 }
 
 int Session::on_create_flow(const proto::CreateFlowReq& req, UniqueFd*, int, proto::Handle* rep,
                             ReplyFds*) {
   Qp* qp = qps_.find(req.qp);
-  return qp == nullptr ? EINVAL : router_->create_flow_st(qp, req.type, req.match, &rep->handle);
+  return qp == nullptr ? EINVAL : router_->flows().create(qp, req.type, req.match, &rep->handle);
 }
 
 int Session::on_destroy_flow(const proto::Handle& req, UniqueFd*, int, proto::Empty*, ReplyFds*) {
-  return router_->destroy_flow_st(this, req.handle);
+  return router_->flows().destroy(this, req.handle);
 }
 
 int Session::on_create_channel(const proto::Empty&, UniqueFd* fds, int nfds, proto::Handle* rep,
@@ -580,7 +584,7 @@ int Session::on_modify_cq(const proto::ModifyCqReq& req, UniqueFd*, int, proto::
   if (cq->moderation.held() != 0) router_->raise_held_cq_event_st(cq);
   cq->moderation.set(req.cq_count, req.cq_period);
   // A moderated CQ is the router's alone to write: the direct lines that write it go Off.
-  for (Qp* qp : router_->cq_writers_st(cq)) router_->refresh_direct_st(qp);
+  for (Qp* qp : router_->cq_writers_st(cq)) router_->direct().refresh(qp);
   return 0;
 }
 
@@ -595,7 +599,7 @@ int Session::on_resize_cq(const proto::ResizeCqReq& req, UniqueFd*, int, proto::
   if (cq == nullptr || req.cqe == 0 || req.cqe > device::kMaxCqe) return EINVAL;
   const shm::CqLayout layout = shm::cq_layout(static_cast<uint32_t>(round_up_pow2(req.cqe)));
   const std::vector<Qp*> writers = router_->cq_writers_st(cq);
-  for (Qp* qp : writers) router_->disable_direct_st(qp);
+  for (Qp* qp : writers) router_->direct().disable(qp);
   auto* old_hdr = reinterpret_cast<shm::RingHeader*>(cq->shm.data() + cq->layout.ring_off);
   const uint32_t cons = old_hdr->consumer.value.load(std::memory_order_acquire);
   const uint32_t waiting = old_hdr->producer.value.load(std::memory_order_acquire) - cons;
@@ -622,7 +626,7 @@ int Session::on_resize_cq(const proto::ResizeCqReq& req, UniqueFd*, int, proto::
     rep->entries = layout.entries;
     out->add(cq->shm.fd());
   }
-  for (Qp* qp : writers) router_->refresh_direct_st(qp);
+  for (Qp* qp : writers) router_->direct().refresh(qp);
   return err;
 }
 
@@ -710,8 +714,8 @@ int Session::on_create_qp(const proto::CreateQpReq& req, UniqueFd*, int, proto::
   qp->attr.path_mtu = IBV_MTU_4096;
   reset_qp_rings(qp.get());
 
-  if (!router_->allocate_qpn(qp.get())) return ENOMEM;  // the host's QPs: every number taken
-  Qp* raw = qps_.add(std::move(qp));                    // not full: checked above
+  if (!router_->objects().add_qp(qp.get())) return ENOMEM;  // the host's QPs: every number taken
+  Qp* raw = qps_.add(std::move(qp));                        // not full: checked above
   router_->configure_qp_rate_st(raw, now_ns());
   if (pd != nullptr) pd->users++;
   if (scq != nullptr) scq->users++;
@@ -754,11 +758,11 @@ int Session::modify_qp(Qp* qp, uint32_t attr_mask, const proto::QpAttr& attr) {
   if (attr_mask & IBV_QP_RATE_LIMIT) router_->configure_qp_rate_st(qp, now_ns());
   // Before the switch below touches any ring: no library may be executing into this QP.
   // A QP that became rate limited also leaves the direct path here.
-  router_->refresh_direct_st(qp);
+  router_->direct().refresh(qp);
   if (wanted == cur) return 0;
   switch (next) {
     case IBV_QPS_RESET:
-      router_->deactivate(qp);
+      router_->scheduler().deactivate(qp);
       reset_qp_rings(qp);
       // The application's rate limit belongs to the connection it made; a reused QP starts
       // without one (its policy limit stays).
@@ -770,7 +774,7 @@ int Session::modify_qp(Qp* qp, uint32_t attr_mask, const proto::QpAttr& attr) {
     case IBV_QPS_RTS:
     case IBV_QPS_ERR:
       if (QpWork* work = qp->work_under_way) work->wait_until_ns = 0;
-      router_->activate(qp);
+      router_->scheduler().activate(qp);
       if (next == IBV_QPS_RTS && router_->remote() != nullptr) {
         if (const int host = router_->remote()->peer_host(qp); host >= 0)
           router_->remote()->express().qp_ready_st(qp, host);
@@ -778,7 +782,7 @@ int Session::modify_qp(Qp* qp, uint32_t attr_mask, const proto::QpAttr& attr) {
       break;
     case IBV_QPS_SQD:
       // Work is executed as it is taken from the ring, so the send queue is drained now.
-      router_->deactivate(qp);
+      router_->scheduler().deactivate(qp);
       if (const QpExtras* x = qp->extras_if_any(); x != nullptr && x->en_sqd_async_notify)
         qp->owner->post_async_event(IBV_EVENT_SQ_DRAINED, qp->handle);
       break;
@@ -799,7 +803,7 @@ int Session::on_modify_qp_rate_limit(const proto::ModifyQpRateLimitReq& req, Uni
   qp->set_extra(&QpExtras::app_rate_kbps, req.rate_limit);
   qp->set_extra(&QpExtras::app_burst_bytes, req.max_burst_sz);
   router_->configure_qp_rate_st(qp, now_ns());
-  router_->refresh_direct_st(qp);
+  router_->direct().refresh(qp);
   return 0;
 }
 
@@ -829,20 +833,21 @@ int Session::on_query_qp(const proto::Handle& req, UniqueFd*, int, proto::QueryQ
 }
 
 void Session::destroy_qp(std::unique_ptr<Qp> qp) {
-  router_->deactivate(qp.get());
+  router_->scheduler().deactivate(qp.get());
   if (router_->remote() != nullptr) router_->remote()->forget_st(qp.get());
   // Its own library no longer posts to it (or is gone): no need to wait for it.
-  router_->disable_direct_st(qp.get(), /*wait_for_library=*/false);
-  router_->release_qpn(qp->qpn);
-  router_->forget_mcast_st(qp.get());
-  router_->forget_flows_st(qp.get());
+  router_->direct().disable(qp.get(), /*wait_for_library=*/false);
+  router_->objects().remove_qp(qp->qpn);
+  router_->multicast().forget(qp.get());
+  router_->flows().forget(qp.get());
   // Type 2 windows bound to it are reached through it only: they go with it, so a later QP
   // given the same number cannot reach them.
   for (auto& [h, mw] : mws_)
     if (mw->binding != nullptr && mw->binding->bound_qpn == qp->qpn)
-      unbind_window(router_, mw.get());
+      unbind_window(router_->objects(), mw.get());
   // The QP it was connected to can no longer execute into it.
-  if (Qp* peer = router_->qp_by_qpn(qp->attr.dest_qp_num)) router_->refresh_direct_st(peer);
+  if (Qp* peer = router_->objects().qp_by_qpn(qp->attr.dest_qp_num))
+    router_->direct().refresh(peer);
   container_->retired.add(*qp->counters());
   if (qp->pd != nullptr) qp->pd->users--;
   if (qp->send_cq != nullptr) qp->send_cq->users--;
@@ -863,7 +868,7 @@ int Session::on_destroy_qp(const proto::Handle& req, UniqueFd*, int, proto::Empt
   }
   Qp* qp = qps_.find(req.handle);
   if (qp == nullptr) return EINVAL;
-  if (router_->has_flows(qp)) return EBUSY;  // its flows first, as the kernel demands
+  if (router_->flows().has_rules(qp)) return EBUSY;  // its flows first, as the kernel demands
   destroy_qp(qps_.take(req.handle));
   return 0;
 }
@@ -904,7 +909,7 @@ int Session::on_create_srq(const proto::CreateSrqReq& req, UniqueFd*, int, proto
   attach_srq_region(srq.get());
   srq->max_sge = req.max_sge;
   Srq* raw = srqs_.add(std::move(srq));
-  raw->srqn = router_->allocate_srqn(raw);
+  raw->srqn = router_->objects().add_srq(raw);
   pd->users++;
   if (cq != nullptr) cq->users++;
   if (xrc != nullptr) xrc->users++;
@@ -1066,7 +1071,7 @@ int Session::on_destroy_srq(const proto::Handle& req, UniqueFd*, int, proto::Emp
 }
 
 void Session::destroy_srq(std::unique_ptr<Srq> srq) {
-  router_->release_srqn(srq->srqn);
+  router_->objects().remove_srq(srq->srqn);
   srq->pd->users--;
   if (srq->cq != nullptr) srq->cq->users--;
   if (srq->xrc != nullptr) router_->xrc_domains().release(srq->xrc);

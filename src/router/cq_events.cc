@@ -20,10 +20,10 @@ void send_event(const Cq* cq) { proto::send_cq_event(cq->channel->sock.get(), cq
 
 std::vector<Qp*> Router::cq_writers_st(const Cq* cq) const {
   std::vector<Qp*> writers;
-  for_each_qp([&](Qp* qp) {
+  objects_.for_each_qp([&](Qp* qp) {
     if (qp->send_cq == cq) writers.push_back(qp);
     if (qp->recv_cq != cq) return;
-    if (Qp* peer = qp_by_qpn(qp->attr.dest_qp_num); peer != nullptr && peer != qp)
+    if (Qp* peer = objects_.qp_by_qpn(qp->attr.dest_qp_num); peer != nullptr && peer != qp)
       writers.push_back(peer);
   });
   return writers;

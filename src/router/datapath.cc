@@ -14,12 +14,14 @@
 #include "proto/multicast.h"
 #include "proto/qp_rules.h"
 #include "rc/timers.h"
+#include "router/direct_lines.h"
 #include "router/executor.h"
+#include "router/host_objects.h"
 #include "router/memory_window.h"
 #include "router/mr_access.h"
 #include "router/peer_rules.h"
 #include "router/remote.h"
-#include "router/router.h"
+#include "router/scheduler.h"
 #include "router/session.h"
 #include "router/wqe.h"
 
@@ -27,15 +29,6 @@ namespace wharf::router {
 namespace {
 
 constexpr int kBudgetPerQp = 32;
-// The most a message between QPs of this host (an RDMA WRITE or READ, a SEND into a receive
-// queue) copies in one pass: a 1 GiB message then delays the other QPs by one such part a
-// pass, not by the whole copy (issue #18 item 4). kCopyPerPass (about 10 us of copying)
-// while no short message ran for kShortWorkNs; kCopyPerPassShared (a quarter of that) while
-// short messages run too, which wait for a part at each hop: smaller parts cost a long copy
-// throughput, so it pays for them only when someone waits.
-constexpr uint64_t kCopyPerPass = 64 * 1024;
-constexpr uint64_t kCopyPerPassShared = 16 * 1024;
-constexpr uint64_t kShortWorkNs = 1000000;
 
 CopyHint copy_hint(uint64_t message_len) {
   return message_len >= kStreamingMessageBytes ? CopyHint::kStreaming : CopyHint::kCached;
@@ -55,7 +48,7 @@ void post_cqe_st(Cq* cq, const shm::Cqe& cqe, bool solicited) {
   }
   shm::wake_napping_poller(cq->notify);
   if (cq->channel != nullptr)
-    cq->owner->router()->raise_cq_event_st(cq, solicited, cqe.status == IBV_WC_SUCCESS);
+    cq->owner->raise_cq_event_st(cq, solicited, cqe.status == IBV_WC_SUCCESS);
 }
 
 shm::Cqe make_cqe(uint64_t wr_id, ibv_wc_status status, ibv_wc_opcode opcode, uint32_t qpn) {
@@ -67,63 +60,13 @@ shm::Cqe make_cqe(uint64_t wr_id, ibv_wc_status status, ibv_wc_opcode opcode, ui
   return c;
 }
 
-bool Router::poll_datapath_st(bool with_links) {
-  if (!held_cqs_.empty()) raise_due_cq_events_st(now_ns());
-  bool did = false;
-  if (with_links && remote_ != nullptr) {
-    did = remote_->poll_st(last_pass_busy_, express_input_);
-    express_input_ = false;
-  }
-  take_posted_st();
-  if (!busy_.empty()) {
-    const uint64_t now = now_ns();
-    Executor ex(this, now);
-    // Each pass starts one QP further on, so QPs competing for a full host link take turns.
-    // Executing may append QPs (peers entering ERR) but never removes any.
-    // A QP looked at stays for the next pass if the pass did something for it (there may be
-    // more), it was activated meanwhile (the router gave it work), or it has work of its
-    // own; the rest come back when marked posted or activated.
-    auto look = [&](Qp* qp) {
-      qp->woken = false;
-      const bool worked = ex.process_qp_st(qp);
-      if (worked) qp->woken = true;
-      return worked;
-    };
-    const size_t n = busy_.size();
-    const size_t start = pass_++ % n;
-    for (size_t k = 0; k < n; ++k) did |= look(busy_[(start + k) % n]);
-    for (size_t i = n; i < busy_.size(); ++i) did |= look(busy_[i]);
-    size_t kept = 0;
-    for (Qp* qp : busy_) {
-      if (qp->woken || has_own_work_st(qp, now))
-        busy_[kept++] = qp;
-      else
-        drop_busy_st(qp);
-    }
-    busy_.resize(kept);
-  }
-  // What the pass queued for other hosts goes out now, one write per host link.
-  if (remote_ != nullptr) did |= remote_->flush_st();
-  if (with_links) last_pass_busy_ = did;
-  return did;
-}
-
-bool Router::has_own_work_st(Qp* qp, uint64_t now) {
-  // A ring whose indices are corrupt has nothing this QP can do (it is failed when looked at).
-  shm::RingConsumerView sq = qp->sq();
-  const uint32_t queued = sq.available();
-  return (queued != 0 && queued <= sq.capacity()) || !qp->work().idle(now);
-}
-
-uint64_t Executor::copy_part() const {
-  return now_ - r_->short_work_ns() < kShortWorkNs ? kCopyPerPassShared : kCopyPerPass;
-}
+uint64_t Executor::copy_part() const { return ctx_.scheduler.copy_part(now_); }
 
 bool Executor::process_qp_st(Qp* qp) {
   ibv_qp_state state = qp->state();
   if (state == IBV_QPS_ERR) return flush_st(qp);
   if (state != IBV_QPS_RTS) return false;
-  if (RemotePath* remote = r_->remote()) {
+  if (RemotePath* remote = ctx_.remote) {
     if (int host = remote->peer_host(qp); host >= 0)
       return remote->process_requester_st(this, qp, host, now_);
   }
@@ -145,23 +88,24 @@ bool Executor::process_qp_st(Qp* qp) {
     uint32_t byte_len = 0;
     if (!qp->copy_send(slot, &w)) {
       status = IBV_WC_LOC_QP_OP_ERR;
-    } else if (qp->work().copied_bytes == 0 && !r_->admit_st(qp, rate_charge(w), now_)) {
+    } else if (qp->work().copied_bytes == 0 && !ctx_.scheduler.admit(qp, rate_charge(w), now_)) {
       break;  // over its rate: the WQE stays queued until paced_until_ns
     } else if (const Step step = execute_st(qp, w, &status, &byte_len); step != Step::kDone) {
       // The head WQE stays queued: for its next part, or until wait_until_ns; a message cut
       // off (its receiver went away or ran dry) starts over when it is retried.
-      if (step == Step::kWait) r_->work_st(qp).copied_bytes = 0;
+      if (step == Step::kWait) ctx_.scheduler.work(qp).copied_bytes = 0;
       return true;
     }
     const uint64_t bytes = payload_bytes(w);
-    if (qp->work().copied_bytes == 0 && bytes <= kCopyPerPassShared) r_->saw_short_work(now_);
+    if (qp->work().copied_bytes == 0 && bytes <= Scheduler::kCopyPartShared)
+      ctx_.scheduler.saw_short_work(now_);
     if (QpWork* work = qp->work_under_way) {
       work->copied_bytes = 0;
       work->rnr_attempts = work->retry_attempts = 0;
     }
     // Once the failed WQE leaves the ring the library would see an idle send queue: it must
     // not execute anything directly before the QP is in ERR.
-    if (status != IBV_WC_SUCCESS) r_->disable_direct_st(qp);
+    if (status != IBV_WC_SUCCESS) ctx_.direct.disable(qp);
     sq.pop();
     did = true;
     // A WQE that did not copy out whole is garbage: only its status counts.
@@ -197,7 +141,7 @@ bool Executor::resolve_sges_st(const shm::Sge* sges, uint32_t n, const Session* 
   for (uint32_t i = 0; i < n; ++i) {
     const shm::Sge& s = sges[i];
     if (s.length == 0) continue;
-    Mr* mr = r_->mr_by_key(s.lkey);
+    Mr* mr = ctx_.objects.mr_by_key(s.lkey);
     // A window's key is an rkey only (IBTA 10.6.7): never a local key.
     if (mr == nullptr || mr->parent != nullptr || mr->owner != owner || mr->pd != pd ||
         !mr_contains(*mr, s.addr, s.length))
@@ -212,7 +156,7 @@ Executor::Step Executor::execute_st(Qp* qp, const SendWork& w, ibv_wc_status* st
                                     uint32_t* byte_len) {
   const uint8_t op = w.hdr.opcode;
   if (proto::is_window_op(op)) {
-    *status = execute_window_op(r_, qp, w.hdr);
+    *status = execute_window_op(ctx_.objects, qp, w.hdr);
     return Step::kDone;
   }
   const bool writes_local = op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP ||
@@ -238,7 +182,7 @@ Executor::Step Executor::execute_st(Qp* qp, const SendWork& w, ibv_wc_status* st
       return Step::kDone;
     }
     deliver_frame_st(qp->owner->container()->network_id, qp, local);
-    if (RemotePath* remote = r_->remote()) remote->flood_frame_st(qp, local);
+    if (RemotePath* remote = ctx_.remote) remote->flood_frame_st(qp, local);
     return Step::kDone;
   }
   return execute_connected_st(qp, w, local, status);
@@ -252,7 +196,7 @@ Executor::Step Executor::no_peer_st(Qp* qp, ibv_wc_status* status) {
     *status = IBV_WC_RETRY_EXC_ERR;
     return Step::kDone;
   }
-  QpWork& work = r_->work_st(qp);
+  QpWork& work = ctx_.scheduler.work(qp);
   work.retry_attempts++;
   work.wait_until_ns = now_ + rc::ack_timeout_ns(qp->attr.timeout);
   return Step::kWait;
@@ -260,13 +204,13 @@ Executor::Step Executor::no_peer_st(Qp* qp, ibv_wc_status* status) {
 
 bool Executor::find_responder_st(Qp* qp, uint32_t srqn, Responder* out, bool* bad_srqn) {
   *bad_srqn = false;
-  Qp* dst = r_->qp_by_qpn(qp->attr.dest_qp_num);
-  if (dst == nullptr || !answers(*qp, *dst, r_->config().link_layer)) return false;
+  Qp* dst = ctx_.objects.qp_by_qpn(qp->attr.dest_qp_num);
+  if (dst == nullptr || !answers(*qp, *dst, ctx_.link_layer)) return false;
   if (qp->type != IBV_QPT_XRC_SEND) {
     *out = responder_of(dst);
     return true;
   }
-  Srq* srq = r_->srq_by_srqn(srqn);
+  Srq* srq = ctx_.objects.srq_by_srqn(srqn);
   if (srq == nullptr || srq->xrc != dst->xrc()) {
     *bad_srqn = true;
     return false;
@@ -282,7 +226,7 @@ Executor::Step Executor::receiver_not_ready_st(Qp* qp, const Qp* dst, ibv_wc_sta
     *status = IBV_WC_RNR_RETRY_EXC_ERR;
     return Step::kDone;
   }
-  QpWork& work = r_->work_st(qp);
+  QpWork& work = ctx_.scheduler.work(qp);
   work.rnr_attempts++;
   work.wait_until_ns = now_ + rc::rnr_timer_ns(dst->attr.min_rnr_timer);
   return Step::kWait;
@@ -330,7 +274,8 @@ Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w, const S
     const uint64_t from = std::min<uint64_t>(qp->work().copied_bytes, len);
     // The window a SEND_WITH_INV names must be the responder's to invalidate (IBTA 10.6.7.2.3):
     // else an invalid request, and nothing is placed.
-    if (from == 0 && op == IBV_WR_SEND_WITH_INV && !invalidate_remotely(r_, dst, w.hdr.rkey)) {
+    if (from == 0 && op == IBV_WR_SEND_WITH_INV &&
+        !invalidate_remotely(ctx_.objects, dst, w.hdr.rkey)) {
       complete_recv_st(rsp, rw, IBV_WC_REM_INV_REQ_ERR, IBV_WC_RECV, 0, origin_of(w, qp), 0);
       return responder_error(IBV_WC_REM_INV_REQ_ERR);
     }
@@ -344,7 +289,7 @@ Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w, const S
     if (part < len - from) hold_recv_st(rsp, &rsrc, rw);
     if (!land_send_st(local, {from, part}, rsp, &rsrc, rw, IBV_WC_RECV, flags, origin_of(w, qp), rc,
                       status)) {
-      r_->work_st(qp).copied_bytes = static_cast<uint32_t>(from + part);  // < kMaxMsgSize
+      ctx_.scheduler.work(qp).copied_bytes = static_cast<uint32_t>(from + part);  // < kMaxMsgSize
       return Step::kPartial;
     }
     return Step::kDone;
@@ -363,7 +308,7 @@ Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w, const S
     return responder_error(IBV_WC_REM_INV_REQ_ERR);
   Mr* rmr = nullptr;
   if (rlen != 0) {  // a zero-length RDMA access checks no key
-    rmr = r_->mr_by_key(w.hdr.rkey);
+    rmr = ctx_.objects.mr_by_key(w.hdr.rkey);
     if (!(dst->attr.qp_access_flags & need) ||
         !remote_access_allowed(rmr, rsp.owner, rsp.pd, dst->qpn, need, w.hdr.remote_addr, rlen))
       return responder_error(IBV_WC_REM_ACCESS_ERR);
@@ -417,7 +362,7 @@ Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w, const S
     if (err != 0) return responder_error(IBV_WC_REM_ACCESS_ERR);
   }
   if (from + part < len) {
-    r_->work_st(qp).copied_bytes = static_cast<uint32_t>(from + part);  // < kMaxMsgSize
+    ctx_.scheduler.work(qp).copied_bytes = static_cast<uint32_t>(from + part);  // < kMaxMsgSize
     return Step::kPartial;
   }
   if (op == IBV_WR_RDMA_READ) return Step::kDone;
@@ -507,7 +452,7 @@ void Executor::execute_ud_st(Qp* qp, const SendWork& w, const SegmentList& local
   const uint32_t qkey =
       (w.hdr.remote_qkey & device::kQkeyViolation) ? qp->qkey() : w.hdr.remote_qkey;
   const bool to_group = ah->attr.is_global ? proto::is_multicast_gid(ah->attr.dgid)
-                                           : r_->config().link_layer == IBV_LINK_LAYER_INFINIBAND &&
+                                           : ctx_.link_layer == IBV_LINK_LAYER_INFINIBAND &&
                                                  proto::is_multicast_lid(ah->attr.dlid);
   if (to_group) {
     // A group is addressed at QPN 0xffffff only (IBTA 10.5.2.4); the members on this host
@@ -518,19 +463,18 @@ void Executor::execute_ud_st(Qp* qp, const SendWork& w, const SegmentList& local
     deliver_multicast_st(qp->owner->container()->network_id,
                          ah->attr.is_global ? &ah->attr.dgid : nullptr, ah->attr.dlid, qkey, local,
                          ah->attr.is_global ? grh : nullptr, origin_of(w, qp));
-    if (RemotePath* remote = r_->remote()) remote->flood_datagram_st(qp, w, local, ah->attr, qkey);
+    if (RemotePath* remote = ctx_.remote) remote->flood_datagram_st(qp, w, local, ah->attr, qkey);
     return;
   }
-  if (RemotePath* remote = r_->remote()) {
+  if (RemotePath* remote = ctx_.remote) {
     if (int host = remote->host_for(ah->attr, qp->owner->container()); host >= 0) {
       remote->send_datagram_st(qp, w, local, ah->attr, qkey, host);
       return;
     }
   }
-  Qp* dst = r_->qp_by_qpn(w.hdr.remote_qpn);
+  Qp* dst = ctx_.objects.qp_by_qpn(w.hdr.remote_qpn);
   if (dst == nullptr || dst->type != IBV_QPT_UD || !can_receive(dst->state()) ||
-      !reaches(qp->owner->container(), ah->attr, dst->owner->container(),
-               r_->config().link_layer) ||
+      !reaches(qp->owner->container(), ah->attr, dst->owner->container(), ctx_.link_layer) ||
       qkey != dst->qkey())
     return;
   uint8_t grh[kGrhSize];
@@ -669,7 +613,7 @@ void Executor::consume_recv_st(RecvSource* src) {
 Origin Executor::origin_of(const SendWork& w, const Qp* src) const {
   Origin o;
   o.qpn = src->qpn;
-  o.slid = r_->config().link_layer == IBV_LINK_LAYER_ETHERNET ? 0 : src->owner->container()->lid;
+  o.slid = ctx_.link_layer == IBV_LINK_LAYER_ETHERNET ? 0 : src->owner->container()->lid;
   o.sl = src->type == IBV_QPT_UD ? 0 : src->attr.ah_attr.sl;
   o.solicited = (w.hdr.flags & shm::kWqeSolicited) != 0;
   o.has_imm = proto::carries_immediate(w.hdr.opcode);
@@ -696,8 +640,8 @@ void Executor::to_error_st(Qp* qp) {
   if (qp->state() == IBV_QPS_ERR) return;
   qp->attr.qp_state = IBV_QPS_ERR;
   if (QpWork* work = qp->work_under_way) work->wait_until_ns = 0;
-  r_->refresh_direct_st(qp);  // before anything flushes its queues
-  r_->activate(qp);
+  ctx_.direct.refresh(qp);  // before anything flushes its queues
+  ctx_.scheduler.activate(qp);
 }
 
 void Executor::qp_fatal_st(Qp* qp, const char* why) {
@@ -707,7 +651,7 @@ void Executor::qp_fatal_st(Qp* qp, const char* why) {
 }
 
 bool Executor::flush_st(Qp* qp) {
-  bool did = r_->remote() != nullptr && r_->remote()->flush_st(qp);
+  bool did = ctx_.remote != nullptr && ctx_.remote->flush_st(qp);
   // A copy under way ends with its WQE's flush.
   if (QpWork* work = qp->work_under_way) work->copied_bytes = 0;
   shm::RingStatus st;
@@ -747,7 +691,7 @@ bool Executor::flush_held_recv_st(Qp* qp) {
   HeldRecv* held = qp->held_recv();
   if (held == nullptr || !held->held) return false;
   held->held = false;
-  if (r_->srq_by_srqn(held->srqn) != held->srq) return false;  // gone with its SRQ
+  if (ctx_.objects.srq_by_srqn(held->srqn) != held->srq) return false;  // gone with its SRQ
   Cq* cq = held->srq->xrc != nullptr ? held->srq->cq : qp->recv_cq;
   post_cqe_st(cq, make_cqe(held->rw.hdr.wr_id, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, qp->qpn), false);
   return true;

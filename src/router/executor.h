@@ -1,5 +1,9 @@
 // The executor of send work and its building blocks, shared by the local data path
 // (datapath.cc) and the host-to-host engine (remote.cc). Router thread only (`_st`).
+//
+// It works with the parts of the router a PathContext names, never with the Router itself:
+// the objects it finds by number, the scheduler, the direct lines, the multicast groups and
+// flow rules, and the host-to-host engine.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -17,8 +21,24 @@
 
 namespace wharf::router {
 
-class Router;
+class DirectLines;
+class FlowRules;
+class HostObjects;
+class MulticastGroups;
+class RemotePath;
+class Scheduler;
 class Session;
+
+// What the data paths work with. The Router owns every part and outlives the context.
+struct PathContext {
+  HostObjects& objects;
+  Scheduler& scheduler;
+  DirectLines& direct;
+  const MulticastGroups& multicast;
+  const FlowRules& flows;
+  uint8_t link_layer = 0;        // RouterConfig::link_layer
+  RemotePath* remote = nullptr;  // the host-to-host engine; nullptr without a cluster
+};
 
 // What serves a request arriving at QP `qp`: whose memory it may reach (owner, pd), where its
 // receives come from (srq, else qp's own receive queue) and where they complete (cq). For RC,
@@ -76,7 +96,7 @@ shm::Cqe make_cqe(uint64_t wr_id, ibv_wc_status status, ibv_wc_opcode opcode, ui
 // Executes WQEs of one QP. Friend-free: uses only public object state.
 class Executor {
  public:
-  Executor(Router* r, uint64_t now) : r_(r), now_(now) {}
+  Executor(const PathContext& ctx, uint64_t now) : ctx_(ctx), now_(now) {}
 
   bool process_qp_st(Qp* qp);
   // How much of a long message between local QPs one pass copies (router/datapath.cc).
@@ -190,7 +210,7 @@ class Executor {
     uint8_t message[kTmhSize + kRvhSize] = {};
   };
 
-  Router* r_;
+  const PathContext& ctx_;
   uint64_t now_;
   PendingFin fin_;
 };

@@ -12,10 +12,11 @@
 
 #include "common/clock.h"
 #include "links/listener.h"
+#include "router/host_objects.h"
 #include "router/objects.h"
 #include "router/peer_rules.h"
 #include "router/remote.h"
-#include "router/router.h"
+#include "router/router_config.h"
 #include "router/session.h"
 
 namespace wharf::router {
@@ -36,8 +37,10 @@ void no_delay(int fd) {
 
 }  // namespace
 
-ExpressBroker::ExpressBroker(Router* r, const links::AddressDirectory* dir, uint32_t incarnation)
-    : r_(r), dir_(dir), incarnation_(incarnation) {}
+ExpressBroker::ExpressBroker(const RouterConfig& cfg, const HostObjects& objects,
+                             const RemotePath& remote, const links::AddressDirectory* dir,
+                             uint32_t incarnation)
+    : cfg_(cfg), objects_(objects), remote_(remote), dir_(dir), incarnation_(incarnation) {}
 
 int ExpressBroker::start() {
   epoll_.reset(epoll_create1(EPOLL_CLOEXEC));
@@ -47,8 +50,8 @@ int ExpressBroker::start() {
 }
 
 void ExpressBroker::qp_ready_st(Qp* qp, int host) {
-  if (!r_->config().express || qp->type != IBV_QPT_RC || host <= dir_->self() ||
-      qp->has_express_line() || !room_for_a_line())
+  if (!cfg_.express || qp->type != IBV_QPT_RC || host <= dir_->self() || qp->has_express_line() ||
+      !room_for_a_line())
     return;
   Pending p;
   p.outgoing = true;
@@ -172,10 +175,10 @@ bool ExpressBroker::step(Pending* p, uint64_t now) {
 }
 
 Qp* ExpressBroker::match(const Pending& p) const {
-  Qp* qp = r_->qp_by_qpn(p.src_qpn);
+  Qp* qp = objects_.qp_by_qpn(p.src_qpn);
   if (qp == nullptr || qp->type != IBV_QPT_RC || qp->attr.dest_qp_num != p.dst_qpn ||
       qp->has_express_line() || (qp->state() != IBV_QPS_RTR && qp->state() != IBV_QPS_RTS) ||
-      r_->remote()->peer_host(qp) != p.host)
+      remote_.peer_host(qp) != p.host)
     return nullptr;
   return qp;
 }
@@ -197,7 +200,7 @@ void ExpressBroker::forget_st(Qp* qp) {
 }
 
 bool ExpressBroker::room_for_a_line() const {
-  return lines_ + pending_.size() < r_->config().express_lines;
+  return lines_ + pending_.size() < cfg_.express_lines;
 }
 
 int Session::on_take_express(const proto::Handle& req, UniqueFd*, int, proto::ExpressRep* rep,

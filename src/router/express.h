@@ -28,15 +28,19 @@
 
 namespace wharf::router {
 
-class Router;
+class HostObjects;
+class RemotePath;
 struct Qp;
+struct RouterConfig;
 
 class ExpressBroker {
  public:
   // How long an accepted connection waits for its QP to become ready.
   static constexpr uint64_t kPendingNs = 5'000'000'000;
 
-  ExpressBroker(Router* r, const links::AddressDirectory* dir, uint32_t incarnation);
+  // remote: the engine whose QPs the lines serve (it owns the broker).
+  ExpressBroker(const RouterConfig& cfg, const HostObjects& objects, const RemotePath& remote,
+                const links::AddressDirectory* dir, uint32_t incarnation);
   // Listens on this host's express port. Returns 0 or an errno.
   int start();
   int epoll_fd() const { return epoll_.get(); }
@@ -74,7 +78,9 @@ class ExpressBroker {
   // RouterConfig::express_lines.
   bool room_for_a_line() const;
 
-  Router* r_;
+  const RouterConfig& cfg_;
+  const HostObjects& objects_;
+  const RemotePath& remote_;
   const links::AddressDirectory* dir_;
   uint32_t incarnation_;
   UniqueFd epoll_;

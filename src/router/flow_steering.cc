@@ -7,8 +7,8 @@
 
 #include "router/executor.h"
 #include "router/flow_match.h"
+#include "router/flow_rules.h"
 #include "router/peer_rules.h"
-#include "router/router.h"
 #include "router/session.h"
 
 namespace wharf::router {
@@ -19,33 +19,32 @@ constexpr size_t kMaxFlows = 1u << 12;
 
 }  // namespace
 
-int Router::create_flow_st(Qp* qp, uint32_t type, const proto::FlowMatch& match, uint32_t* handle) {
+int FlowRules::create(Qp* qp, uint32_t type, const proto::FlowMatch& match, uint32_t* handle) {
   if (qp->type != IBV_QPT_RAW_PACKET ||
       (type != IBV_FLOW_ATTR_NORMAL && type != IBV_FLOW_ATTR_SNIFFER) || !valid_flow_match(match))
     return EINVAL;
   const auto of_qp =
-      std::count_if(flows_.begin(), flows_.end(), [&](const FlowRule& f) { return f.qp == qp; });
-  if (static_cast<size_t>(of_qp) >= kMaxFlowsPerQp || flows_.size() >= kMaxFlows) return ENOMEM;
-  *handle = next_flow_handle_++;
-  flows_.push_back(FlowRule{*handle, qp, type == IBV_FLOW_ATTR_SNIFFER, match});
+      std::count_if(rules_.begin(), rules_.end(), [&](const Rule& f) { return f.qp == qp; });
+  if (static_cast<size_t>(of_qp) >= kMaxFlowsPerQp || rules_.size() >= kMaxFlows) return ENOMEM;
+  *handle = next_handle_++;
+  rules_.push_back(Rule{*handle, qp, type == IBV_FLOW_ATTR_SNIFFER, match});
   return 0;
 }
 
-int Router::destroy_flow_st(const Session* owner, uint32_t handle) {
-  auto it = std::find_if(flows_.begin(), flows_.end(), [&](const FlowRule& f) {
-    return f.handle == handle && f.qp->owner == owner;
-  });
-  if (it == flows_.end()) return EINVAL;
-  flows_.erase(it);
+int FlowRules::destroy(const Session* owner, uint32_t handle) {
+  auto it = std::find_if(rules_.begin(), rules_.end(),
+                         [&](const Rule& f) { return f.handle == handle && f.qp->owner == owner; });
+  if (it == rules_.end()) return EINVAL;
+  rules_.erase(it);
   return 0;
 }
 
-bool Router::has_flows(const Qp* qp) const {
-  return std::any_of(flows_.begin(), flows_.end(), [&](const FlowRule& f) { return f.qp == qp; });
+bool FlowRules::has_rules(const Qp* qp) const {
+  return std::any_of(rules_.begin(), rules_.end(), [&](const Rule& f) { return f.qp == qp; });
 }
 
-void Router::forget_flows_st(Qp* qp) {
-  std::erase_if(flows_, [&](const FlowRule& f) { return f.qp == qp; });
+void FlowRules::forget(Qp* qp) {
+  std::erase_if(rules_, [&](const Rule& f) { return f.qp == qp; });
 }
 
 void Executor::deliver_frame_st(uint32_t network, const Qp* src, const SegmentList& frame) {
@@ -55,10 +54,10 @@ void Executor::deliver_frame_st(uint32_t network, const Qp* src, const SegmentLi
   head_target.push(Segment{head, 0, 0, head_len});
   if (copy_segments(frame, head_target, head_len) != 0) return;
   const FrameFields fields = parse_frame(head, head_len);
-  const auto& flows = r_->flows();
+  const auto& flows = ctx_.flows.rules();
   // An RSS QP receives through its table; any other RAW_PACKET QP in a receiving state.
   auto receives = [](const Qp* qp) { return qp->rss() != nullptr || can_receive(qp->state()); };
-  auto takes = [&](const Router::FlowRule& f) {
+  auto takes = [&](const FlowRules::Rule& f) {
     return f.qp != src && f.qp->owner->container()->network_id == network && receives(f.qp) &&
            (f.sniffer || flow_matches(f.match, fields));
   };
@@ -68,7 +67,7 @@ void Executor::deliver_frame_st(uint32_t network, const Qp* src, const SegmentLi
     if (!takes(flows[i])) continue;
     const bool seen =
         std::any_of(flows.begin(), flows.begin() + static_cast<ptrdiff_t>(i),
-                    [&](const Router::FlowRule& f) { return f.qp == flows[i].qp && takes(f); });
+                    [&](const FlowRules::Rule& f) { return f.qp == flows[i].qp && takes(f); });
     if (seen) continue;
     Qp* dst = flows[i].qp;
     if (dst->rss() == nullptr) {

@@ -7,46 +7,46 @@
 #include <algorithm>
 
 #include "router/executor.h"
+#include "router/multicast_groups.h"
 #include "router/peer_rules.h"
-#include "router/router.h"
 #include "router/session.h"
 
 namespace wharf::router {
 
-int Router::attach_mcast_st(Qp* qp, const proto::Gid& mgid, uint16_t mlid) {
+int MulticastGroups::attach(Qp* qp, const proto::Gid& mgid, uint16_t mlid) {
   if (qp->type != IBV_QPT_UD || !proto::is_multicast_gid(mgid) ||
-      (cfg_.link_layer == IBV_LINK_LAYER_INFINIBAND && !proto::is_multicast_lid(mlid)))
+      (link_layer_ == IBV_LINK_LAYER_INFINIBAND && !proto::is_multicast_lid(mlid)))
     return EINVAL;
   size_t of_qp = 0;
-  for (const McastMember& m : mcast_) {
+  for (const Member& m : members_) {
     if (m.qp != qp) continue;
     if (m.mgid == mgid && m.mlid == mlid) return 0;
     ++of_qp;
   }
-  if (of_qp >= proto::kMaxMcastQpAttach || mcast_.size() >= proto::kMaxMcastAttachments)
+  if (of_qp >= proto::kMaxMcastQpAttach || members_.size() >= proto::kMaxMcastAttachments)
     return ENOMEM;
-  mcast_.push_back(McastMember{mgid, mlid, qp});
+  members_.push_back(Member{mgid, mlid, qp});
   return 0;
 }
 
-int Router::detach_mcast_st(Qp* qp, const proto::Gid& mgid, uint16_t mlid) {
-  auto it = std::find_if(mcast_.begin(), mcast_.end(), [&](const McastMember& m) {
+int MulticastGroups::detach(Qp* qp, const proto::Gid& mgid, uint16_t mlid) {
+  auto it = std::find_if(members_.begin(), members_.end(), [&](const Member& m) {
     return m.qp == qp && m.mgid == mgid && m.mlid == mlid;
   });
-  if (it == mcast_.end()) return EINVAL;
-  mcast_.erase(it);
+  if (it == members_.end()) return EINVAL;
+  members_.erase(it);
   return 0;
 }
 
-void Router::forget_mcast_st(Qp* qp) {
-  std::erase_if(mcast_, [&](const McastMember& m) { return m.qp == qp; });
+void MulticastGroups::forget(Qp* qp) {
+  std::erase_if(members_, [&](const Member& m) { return m.qp == qp; });
 }
 
 void Executor::deliver_multicast_st(uint32_t network_id, const proto::Gid* dgid, uint16_t dlid,
                                     uint32_t qkey, const SegmentList& payload, const uint8_t* grh,
                                     const Origin& from) {
-  const auto& members = r_->mcast_members();
-  auto matches = [&](const Router::McastMember& m) {
+  const auto& members = ctx_.multicast.members();
+  auto matches = [&](const MulticastGroups::Member& m) {
     return (dgid != nullptr ? m.mgid == *dgid : m.mlid == dlid) &&
            m.qp->owner->container()->network_id == network_id && can_receive(m.qp->state()) &&
            m.qp->qkey() == qkey;
@@ -57,7 +57,7 @@ void Executor::deliver_multicast_st(uint32_t network_id, const proto::Gid* dgid,
     if (!matches(members[i])) continue;
     const bool seen = std::any_of(
         members.begin(), members.begin() + static_cast<ptrdiff_t>(i),
-        [&](const Router::McastMember& m) { return m.qp == members[i].qp && matches(m); });
+        [&](const MulticastGroups::Member& m) { return m.qp == members[i].qp && matches(m); });
     if (!seen) deliver_ud_st(members[i].qp, payload, grh, from);
   }
 }

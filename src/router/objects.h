@@ -51,7 +51,7 @@ struct Traffic {
 struct Container {
   std::string tenant;       // empty: registered without an orchestrator, or anonymous
   std::string network;      // its virtual network in the tenant (router/peer_rules.h)
-  uint32_t network_id = 0;  // this router's number for tenant/network (Router::network_id_st)
+  uint32_t network_id = 0;  // this router's number for tenant/network (router/network_numbers.h)
   std::string name;
   uint64_t netns_ino = 0;
   uint32_t vip = 0;  // host order
@@ -118,7 +118,7 @@ struct Mr {
 };
 
 // A memory window (ibv_alloc_mw). Its key's upper 24 bits stay reserved for it while it
-// lives (Router::keys_ maps an unbound window's key to nothing).
+// lives (HostObjects maps an unbound window's key to nothing).
 struct Mw {
   uint32_t handle = 0;
   Session* owner = nullptr;
@@ -289,7 +289,7 @@ struct Qp {
   bool sq_sig_all : 1 = false;
   bool shm_shared : 1 = false;  // handed to another process (a direct-path peer)
   // active: the data path serves its queues (RTS or ERR, with a send CQ). busy: in the
-  // router's list of QPs the next pass looks at (router/router.h, busy_); woken: activated,
+  // router's list of QPs the next pass looks at (router/scheduler.h); woken: activated,
   // or given work by the pass, since the data path last looked at it.
   bool active : 1 = false;
   bool busy : 1 = false;
@@ -299,8 +299,8 @@ struct Qp {
   bool direct_revoked : 1 = false;
 
   ShmRegion shm;
-  // Its work under way, from the router's pool, while it has any (router/qp_work.h;
-  // Router::work_st takes it, Router::drop_busy_st gives it back); work() reads it.
+  // Its work under way, from the scheduler's pool, while it has any (router/qp_work.h;
+  // Scheduler::work takes it, leaving the busy list gives it back); work() reads it.
   QpWork* work_under_way = nullptr;
   // Its state in the host-to-host engine while it has any (owned by RemotePath), else
   // parked_remote.

@@ -1,7 +1,7 @@
 // Enforcing the orchestrator's policies (common/policy.h): quotas when objects are created,
 // rate limits as work requests start. A QP's own limit is the tighter of the policy's and
 // the one its application set (IBV_QP_RATE_LIMIT, ibv_modify_qp_rate_limit). A QP under any
-// rate limit leaves the direct path, so that every one of its messages passes admit_st.
+// rate limit leaves the direct path, so that every one of its messages passes Scheduler::admit.
 #include <errno.h>
 #include <spdlog/spdlog.h>
 
@@ -64,10 +64,10 @@ void Router::apply_policy_st(Container* c, const ContainerPolicy& p) {
   if (!rates_changed) return;
   const uint64_t now = now_ns();
   c->rate.configure(p.rate_bps, p.burst_bytes, now);
-  qps_.for_each([&](Qp* qp) {
+  objects_.for_each_qp([&](Qp* qp) {
     if (qp->owner->container() != c) return;
     configure_qp_rate_st(qp, now);
-    refresh_direct_st(qp);
+    direct_.refresh(qp);
   });
 }
 
@@ -116,21 +116,6 @@ int Router::check_quota_st(const Container* c, QuotaKind kind, uint64_t amount,
   spdlog::debug("container {}/{}: {} quota {} reached", c->tenant, c->name,
                 kQuotaNames[static_cast<size_t>(kind)], limit);
   return EDQUOT;
-}
-
-bool Router::admit_st(Qp* qp, uint64_t bytes, uint64_t now) {
-  TokenBucket& shared = qp->owner->container()->rate;
-  if (!qp->rate_limited() && !shared.limited()) return true;
-  uint64_t own_at = 0, shared_at = 0;
-  const bool own_ok = !qp->rate_limited() || qp->rate()->ready(now, &own_at);
-  const bool shared_ok = shared.ready(now, &shared_at);
-  if (!own_ok || !shared_ok) {
-    work_st(qp).paced_until_ns = std::max(own_at, shared_at);
-    return false;
-  }
-  if (qp->rate_limited()) qp->rate()->charge(bytes);
-  shared.charge(bytes);
-  return true;
 }
 
 }  // namespace wharf::router

@@ -2,9 +2,10 @@
 // and the pool its records come from.
 //
 // A QP's record points at a QpWork only while some of it is set: the data path takes one
-// from the router's pool when it first has something to keep (an RNR wait, a copy in parts,
-// a pacing time) and gives it back when the QP leaves the router's busy list, where a QP
-// with any of it set stays (Router::has_own_work_st). Idle QPs, the many, hold none.
+// from the scheduler's pool when it first has something to keep (an RNR wait, a copy in
+// parts, a pacing time) and gives it back when the QP leaves the busy list
+// (router/scheduler.h), where a QP with any of it set stays (Router::has_own_work_st). Idle
+// QPs, the many, hold none.
 #pragma once
 
 #include <cstddef>

@@ -13,9 +13,12 @@
 #include "proto/multicast.h"
 #include "proto/qp_rules.h"
 #include "proto/vip_gid.h"
+#include "router/cm_manager.h"
+#include "router/host_objects.h"
 #include "router/memory_window.h"
 #include "router/peer_rules.h"
-#include "router/router.h"
+#include "router/router_config.h"
+#include "router/scheduler.h"
 #include "router/session.h"
 
 namespace wharf::router {
@@ -79,11 +82,17 @@ rc::RequesterLimits requester_limits(const Qp* qp, uint64_t watchdog_ns) {
 
 }  // namespace
 
-RemotePath::RemotePath(Router* r, std::unique_ptr<links::StaticCluster> dir, uint64_t node_guid)
-    : r_(r),
+RemotePath::RemotePath(const PathContext& paths, const RouterConfig& cfg, RouterCounters& counters,
+                       CmManager& cm, NetworkNumbers& networks,
+                       std::unique_ptr<links::StaticCluster> dir)
+    : paths_(paths),
+      cfg_(cfg),
+      counters_(counters),
+      cm_(cm),
+      networks_(networks),
       dir_(std::move(dir)),
-      links_(dir_.get(), node_guid, this),
-      express_(r, dir_.get(), links_.own_incarnation()),
+      links_(dir_.get(), cfg.node_guid, this),
+      express_(cfg, paths.objects, *this, dir_.get(), links_.own_incarnation()),
       bounce_(host::kMaxSegment),
       peer_networks_(dir_->hosts().size()),
       told_(dir_->hosts().size(), false) {}
@@ -92,7 +101,7 @@ RemotePath::~RemotePath() = default;
 
 int RemotePath::start() {
   if (int e = links_.start(); e != 0) return e;
-  if (!r_->config().express) return 0;
+  if (!cfg_.express) return 0;
   if (int e = express_.start(); e != 0) {
     spdlog::warn(
         "express lines: cannot listen on the host-link port + 1 ({}): all traffic "
@@ -109,7 +118,7 @@ int RemotePath::host_for(const proto::AhAttr& ah, const Container* from) const {
     auto it = placements_.find(uint64_t{from->network_id} << 32 | vip);
     if (it != placements_.end()) h = it->second;
   }
-  if (h < 0) h = dir_->host_for(ah, r_->config().link_layer);
+  if (h < 0) h = dir_->host_for(ah, cfg_.link_layer);
   return h >= 0 && h != dir_->self() ? h : -1;
 }
 
@@ -128,7 +137,7 @@ void RemotePath::set_placement_st(uint32_t network_id, uint32_t vip, const std::
     // Every cached peer host is stale. The epoch starts its next turn, where a QP cached in
     // the last one could take its old answer for a new one: no QP keeps any.
     placement_epoch_ = 1;
-    r_->for_each_qp([](Qp* qp) { qp->peer_host_epoch = 0; });
+    paths_.objects.for_each_qp([](Qp* qp) { qp->peer_host_epoch = 0; });
   }
   const uint64_t key = uint64_t{network_id} << 32 | vip;
   const auto& hosts = dir_->hosts();
@@ -239,7 +248,7 @@ proto::host::PacketHeader RemotePath::request_header(const Qp* qp, const proto::
   h.network = peer_network(host, qp->owner->container());
   h.sl = ah.sl;
   h.dlid = ah.dlid;
-  h.slid = r_->config().link_layer == IBV_LINK_LAYER_ETHERNET ? 0 : qp->owner->container()->lid;
+  h.slid = cfg_.link_layer == IBV_LINK_LAYER_ETHERNET ? 0 : qp->owner->container()->lid;
   h.dest_qpn = dest_qpn & rc::kPsnMask;
   h.src_qpn = qp->qpn;
   return h;
@@ -460,15 +469,15 @@ class RemotePath::RequesterCalls final : public rc::RequesterPort<RemoteQpState:
     failed_ = true;
   }
   void rnr_refused(uint64_t stalled_ns, bool isolated) override {
-    Router* r = path_->r_;
-    r->counters().rnr_naks_received++;
+    RouterCounters& counters = path_->counters_;
+    counters.rnr_naks_received++;
     if (!isolated) return;
-    r->counters().watchdog_isolations++;
+    counters.watchdog_isolations++;
     spdlog::warn(
         "watchdog: QP {:#x} of pid {} made no progress for {} ms: its peer QP {:#x} on {} "
         "posts no receives; moved to error ({} QPs isolated so far)",
         qp_->qpn, qp_->owner->pid(), stalled_ns / 1000000, qp_->attr.dest_qp_num,
-        path_->dir_->hosts()[static_cast<size_t>(host_)].name, r->counters().watchdog_isolations);
+        path_->dir_->hosts()[static_cast<size_t>(host_)].name, counters.watchdog_isolations);
   }
 
  private:
@@ -487,7 +496,7 @@ bool RemotePath::process_requester_st(Executor* ex, Qp* qp, int dest, uint64_t n
   State& st = state(qp);
   auto& req = st.requester;
   RequesterCalls calls(this, ex, qp, dest);
-  const rc::RequesterLimits limits = requester_limits(qp, r_->config().watchdog_ns);
+  const rc::RequesterLimits limits = requester_limits(qp, cfg_.watchdog_ns);
   bool did = req.tick(now, limits, calls);
   if (calls.failed()) return true;
   did = send_unsent_st(ex, qp, dest, now, limits) || did;
@@ -513,7 +522,7 @@ bool RemotePath::process_requester_st(Executor* ex, Qp* qp, int dest, uint64_t n
     } else if (proto::is_window_op(o.opcode)) {
       // Acts on this host's windows only, once everything before it completed (in order).
       if (!req.idle()) break;
-      const ibv_wc_status status = execute_window_op(r_, qp, w.hdr);
+      const ibv_wc_status status = execute_window_op(paths_.objects, qp, w.hdr);
       complete_send_st(qp, o, status);
       if (status != IBV_WC_SUCCESS) {
         ex->to_error_st(qp);
@@ -547,7 +556,8 @@ bool RemotePath::process_requester_st(Executor* ex, Qp* qp, int dest, uint64_t n
         host::kMaxPacketSize);
     if (st.unsent || links_.room(dest, link_class(qp, qp->attr.ah_attr)) < need) break;
     if (!req.may_issue(kind, limits)) break;
-    if (!r_->admit_st(qp, rate_charge(w), now)) break;  // over its rate: waits, others go on
+    if (!paths_.scheduler.admit(qp, rate_charge(w), now))
+      break;  // over its rate: waits, others go on
     o.byte_len = static_cast<uint32_t>(local.total);
     did = true;
     const Fresh fresh{o.ring_index, &w, &local};
@@ -567,7 +577,7 @@ bool RemotePath::process_requester_st(Executor* ex, Qp* qp, int dest, uint64_t n
 
 bool RemotePath::flush_st(Qp* qp) {
   if (qp->remote == nullptr) return false;
-  Executor ex(r_, now_ns());
+  Executor ex(paths_, now_ns());
   RequesterCalls calls(this, &ex, qp, -1);
   bool did = qp->remote->requester.flush(calls);
   State::UcTail* tail = qp->remote->uc_tail.get();
@@ -582,7 +592,7 @@ bool RemotePath::flush_st(Qp* qp) {
 // The local connected QP a packet from `src_host` is for: it must be connected to the sender.
 // An XRC request is for a target, an XRC response for an initiator.
 Qp* RemotePath::local_qp_for(int src_host, const Packet& p, bool response) const {
-  Qp* q = r_->qp_by_qpn(p.hdr.dest_qpn);
+  Qp* q = paths_.objects.qp_by_qpn(p.hdr.dest_qpn);
   const uint8_t transport = p.hdr.opcode & 0xe0;
   const ibv_qp_type type = transport == host::kUc    ? IBV_QPT_UC
                            : transport != host::kXrc ? IBV_QPT_RC
@@ -669,7 +679,7 @@ void RemotePath::on_datagram_st(int src_host, const Packet& p) {
     if (p.deth.qkey == proto::kCmQkey && p.payload_len == proto::kCmMadSize &&
         proto::decode(p.payload, p.payload_len, &m))
       m.type == proto::kCmNetAnnounce ? on_network_announce_st(src_host, m)
-                                      : r_->cm().on_mad_st(src_host, m);
+                                      : cm_.on_mad_st(src_host, m);
     return;
   }
   if (p.hdr.dest_qpn == host::kRawFrameQpn) {
@@ -678,20 +688,20 @@ void RemotePath::on_datagram_st(int src_host, const Packet& p) {
       return;
     SegmentList frame;
     frame.push(Segment{const_cast<uint8_t*>(p.payload), 0, 0, p.payload_len});
-    Executor ex(r_, now_ns());
+    Executor ex(paths_, now_ns());
     ex.deliver_frame_st(p.hdr.network, nullptr, frame);
     return;
   }
   Qp* dst = nullptr;
   if (p.hdr.dest_qpn != proto::kMulticastQpn) {
-    dst = r_->qp_by_qpn(p.hdr.dest_qpn);
+    dst = paths_.objects.qp_by_qpn(p.hdr.dest_qpn);
     if (dst == nullptr || dst->type != IBV_QPT_UD || !can_receive(dst->state()) ||
         p.deth.qkey != dst->qkey())
       return;
     const Container* c = dst->owner->container();
     if (p.hdr.network != c->network_id) return;  // another virtual network's: dropped
     if (p.has_grh ? p.grh.dgid != c->gid
-                  : (r_->config().link_layer != IBV_LINK_LAYER_INFINIBAND || p.hdr.dlid != c->lid))
+                  : (cfg_.link_layer != IBV_LINK_LAYER_INFINIBAND || p.hdr.dlid != c->lid))
       return;
   }
   uint8_t grh[kGrhSize];
@@ -707,7 +717,7 @@ void RemotePath::on_datagram_st(int src_host, const Packet& p) {
   from.solicited = (p.hdr.flags & host::kSolicited) != 0;
   from.has_imm = p.has_imm;
   from.imm = p.imm;
-  Executor ex(r_, now_ns());
+  Executor ex(paths_, now_ns());
   if (dst == nullptr) {  // to a group: its members here, in the sender's network
     ex.deliver_multicast_st(p.hdr.network, p.has_grh ? &p.grh.dgid : nullptr, p.hdr.dlid,
                             p.deth.qkey, payload, p.has_grh ? grh : nullptr, from);
@@ -741,7 +751,7 @@ void RemotePath::announce_network_st(const std::string& tenant, const std::strin
 
 void RemotePath::announce_all_st(int host) {
   told_[static_cast<size_t>(host)] = true;
-  r_->for_each_network([&](const std::string& tenant, const std::string& network, uint32_t id) {
+  networks_.for_each([&](const std::string& tenant, const std::string& network, uint32_t id) {
     if (!send_cm_st(host, network_announce(tenant, network, id)))
       told_[static_cast<size_t>(host)] = false;
   });
@@ -751,7 +761,7 @@ void RemotePath::on_network_announce_st(int host, const proto::CmMad& m) {
   if (m.status <= 0) return;
   const std::string tenant(m.tenant.data(), strnlen(m.tenant.data(), m.tenant.size()));
   const std::string network(m.network.data(), strnlen(m.network.data(), m.network.size()));
-  peer_networks_[static_cast<size_t>(host)][r_->network_id_st(tenant, network)] =
+  peer_networks_[static_cast<size_t>(host)][networks_.number(tenant, network)] =
       static_cast<uint32_t>(m.status);
 }
 
@@ -779,11 +789,11 @@ void RemotePath::on_response_st(int src_host, const Packet& p) {
   State& st = *qp->remote;
   st.peer_incarnation = links_.incarnation(src_host);
   const uint64_t now = now_ns();
-  Executor ex(r_, now);
+  Executor ex(paths_, now);
   RequesterCalls calls(this, &ex, qp, src_host);
   st.requester.on_response(p.hdr.opcode & 0x1f, p.hdr.psn, p.has_aeth, p.aeth.syndrome,
                            p.atomic_orig, p.payload, p.payload_len, now,
-                           requester_limits(qp, r_->config().watchdog_ns), calls);
+                           requester_limits(qp, cfg_.watchdog_ns), calls);
 }
 
 // ---- Responder ----
@@ -792,7 +802,7 @@ void RemotePath::on_response_st(int src_host, const Packet& p) {
 // (C9-... 9.7.4.1), or nullptr.
 Mr* RemotePath::target_mr(const Responder& rsp, uint32_t rkey, uint64_t va, uint64_t len,
                           uint32_t need) const {
-  Mr* mr = r_->mr_by_key(rkey);
+  Mr* mr = paths_.objects.mr_by_key(rkey);
   return remote_access_allowed(mr, rsp.owner, rsp.pd, rsp.qp->qpn, need, va, len) ? mr : nullptr;
 }
 
@@ -801,7 +811,7 @@ bool RemotePath::responder_for(Qp* dst, uint32_t srqn, Responder* out) const {
     *out = responder_of(dst);
     return true;
   }
-  Srq* srq = r_->srq_by_srqn(srqn);
+  Srq* srq = paths_.objects.srq_by_srqn(srqn);
   if (srq == nullptr || srq->xrc != dst->xrc()) return false;
   *out = srq_responder(dst, srq);
   return true;
@@ -921,7 +931,7 @@ void RemotePath::on_atomic_request_st(const Responder& rsp, State& st, const Pac
       queue_response_st(dst, Response{Response::kAtomicAck, psn, host::aeth_ack(), rs.msn(), orig});
     return;
   }
-  Executor ex(r_, now_ns());
+  Executor ex(paths_, now_ns());
   auto nak = [&](host::NakCode code) {
     respond_st(dst, psn, host::aeth_nak(code));
     ex.to_error_st(dst);
@@ -984,7 +994,7 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
       }
       return;
   }
-  Executor ex(r_, now_ns());
+  Executor ex(paths_, now_ns());
   // The receive a SEND lands in stays in its queue until the message ends (one from an SRQ is
   // held by the QP meanwhile): each packet takes it again, so the QP keeps no copy of it.
   RecvSource rsrc;
@@ -1101,7 +1111,7 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
       return refuse(rs.message_psn());  // the whole WRITE goes again
     }
     // The window a SEND with Invalidate names must be the responder's (IBTA 10.6.7.2.3).
-    if (has_invalidate(op) && !invalidate_remotely(r_, dst, p.imm))
+    if (has_invalidate(op) && !invalidate_remotely(paths_.objects, dst, p.imm))
       return fail(host::kNakInvalidRequest, IBV_WC_REM_INV_REQ_ERR);
     if (is_send(op) || has_imm(op)) {
       ex.consume_recv_st(&rsrc);
@@ -1126,10 +1136,10 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
 // as soon as the connection may be (re)opened, instead of at its ACK timeout. If nobody
 // listens there any more, reopening it is refused and on_peer_gone fails them.
 void RemotePath::on_link_lost(int host) {
-  r_->cm().on_host_lost_st(host, true);  // its connection-management MADs in flight are lost
+  cm_.on_host_lost_st(host, true);  // its connection-management MADs in flight are lost
   const uint64_t at = std::max(links_.reconnect_at_ns(host), now_ns());
   for (auto& [qp, st] : states_) {
-    if (peer_host(qp) == host && st.requester.link_lost(at)) r_->activate(qp);
+    if (peer_host(qp) == host && st.requester.link_lost(at)) paths_.scheduler.activate(qp);
   }
 }
 
@@ -1139,7 +1149,7 @@ void RemotePath::on_peer_restarted(int host) {
   spdlog::info("router of {} restarted", dir_->hosts()[static_cast<size_t>(host)].name);
   peer_networks_[static_cast<size_t>(host)].clear();  // its numbers were its old incarnation's
   told_[static_cast<size_t>(host)] = false;
-  r_->cm().on_host_lost_st(host, false);
+  cm_.on_host_lost_st(host, false);
   const uint32_t now_incarnation = links_.incarnation(host);
   fail_peer_qps_st(host, "restarted", [now_incarnation](uint32_t incarnation, bool) {
     return incarnation != 0 && incarnation != now_incarnation;
@@ -1151,7 +1161,7 @@ void RemotePath::on_peer_restarted(int host) {
 void RemotePath::on_peer_gone(int host) {
   peer_networks_[static_cast<size_t>(host)].clear();
   told_[static_cast<size_t>(host)] = false;
-  r_->cm().on_host_lost_st(host, false);
+  cm_.on_host_lost_st(host, false);
   fail_peer_qps_st(host, "is not running", [](uint32_t incarnation, bool outstanding) {
     return incarnation != 0 || outstanding;
   });
@@ -1164,7 +1174,7 @@ void RemotePath::on_peer_gone(int host) {
 template <class Lost>
 void RemotePath::fail_peer_qps_st(int host, const char* why, Lost lost) {
   std::vector<Qp*> failed;
-  r_->for_each_qp([&](Qp* qp) {
+  paths_.objects.for_each_qp([&](Qp* qp) {
     const ibv_qp_state s = qp->state();
     if ((qp->type != IBV_QPT_RC && qp->type != IBV_QPT_XRC_SEND) || s < IBV_QPS_RTR ||
         s == IBV_QPS_ERR || peer_host(qp) != host)
@@ -1174,7 +1184,7 @@ void RemotePath::fail_peer_qps_st(int host, const char* why, Lost lost) {
         st != nullptr ? st->peer_incarnation : qp->parked_remote.peer_incarnation;
     if (lost(incarnation, st != nullptr && !st->requester.idle())) failed.push_back(qp);
   });
-  Executor ex(r_, now_ns());
+  Executor ex(paths_, now_ns());
   for (Qp* qp : failed) {
     RequesterCalls calls(this, &ex, qp, host);
     if (!state(qp).requester.abandon_oldest(IBV_WC_RETRY_EXC_ERR, calls))
@@ -1182,7 +1192,7 @@ void RemotePath::fail_peer_qps_st(int host, const char* why, Lost lost) {
     ex.to_error_st(qp);
   }
   if (failed.empty()) return;
-  r_->counters().peer_qps_failed += failed.size();
+  counters_.peer_qps_failed += failed.size();
   spdlog::warn("router of {} {}: {} QP(s) that used it failed",
                dir_->hosts()[static_cast<size_t>(host)].name, why, failed.size());
 }

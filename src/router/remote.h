@@ -20,6 +20,10 @@
 // The watchdog (RouterConfig::watchdog_ns) moves to ERR a QP whose peer has refused its work
 // (RNR) for longer than the limit, and says so in the log and the router's counters.
 //
+// It works with the parts of the router a PathContext names (router/executor.h), the rdma_cm
+// (whose MADs it carries), the network numbers it announces, and the router's counters;
+// never with the Router itself.
+//
 // Status: RC, UC, UD, per-class connections (DSCP), the watchdog.
 #pragma once
 
@@ -36,10 +40,13 @@
 #include "rc/responder.h"
 #include "router/executor.h"
 #include "router/express.h"
+#include "router/network_numbers.h"
 
 namespace wharf::router {
 
-class Router;
+class CmManager;
+struct RouterConfig;
+struct RouterCounters;
 
 // What the host-to-host engine keeps per QP: owned by RemotePath, found through Qp::remote.
 // The transport's state machines are rc/'s; this adds what executing requests here needs.
@@ -98,7 +105,9 @@ struct RemoteQpState {
 
 class RemotePath final : public links::HostLinks::Handler {
  public:
-  RemotePath(Router* r, std::unique_ptr<links::StaticCluster> dir, uint64_t node_guid);
+  // dir: the cluster, this host among its hosts. Every reference outlives the engine.
+  RemotePath(const PathContext& paths, const RouterConfig& cfg, RouterCounters& counters,
+             CmManager& cm, NetworkNumbers& networks, std::unique_ptr<links::StaticCluster> dir);
   ~RemotePath() override;
 
   // Listens for host links and, with RouterConfig::express, for express lines. 0 or an errno.
@@ -238,7 +247,11 @@ class RemotePath final : public links::HostLinks::Handler {
   template <class Lost>
   void fail_peer_qps_st(int host, const char* why, Lost lost);
 
-  Router* r_;
+  const PathContext& paths_;
+  const RouterConfig& cfg_;
+  RouterCounters& counters_;
+  CmManager& cm_;
+  NetworkNumbers& networks_;
   std::unique_ptr<links::StaticCluster> dir_;
   links::HostLinks links_;
   ExpressBroker express_;

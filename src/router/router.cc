@@ -61,17 +61,20 @@ uint64_t netns_of_pid(pid_t pid) {
 
 }  // namespace
 
-Router::Router(RouterConfig cfg) : cfg_(std::move(cfg)) {
-  rng_state_ = now_ns() ^ (static_cast<uint64_t>(getpid()) << 32);
+Router::Router(RouterConfig cfg)
+    : cfg_(std::move(cfg)),
+      objects_(now_ns() ^ (static_cast<uint64_t>(getpid()) << 32)),
+      direct_(objects_, cfg_.direct_path, cfg_.link_layer),
+      multicast_(cfg_.link_layer),
+      paths_{objects_, scheduler_, direct_, multicast_, flows_, cfg_.link_layer, nullptr} {
   if (cfg_.node_guid == 0)
     cfg_.node_guid = (std::hash<std::string>{}(cfg_.socket_path) & 0x0000ffffffffffffull) |
                      0x0200000000000000ull;
 }
 
 Router::~Router() {
-  // Sessions destroy their QPs next: none is in busy_ any more.
-  for (Qp* qp : busy_) drop_busy_st(qp);
-  busy_.clear();
+  // Sessions destroy their QPs next: none is looked at any more.
+  scheduler_.clear();
   sessions_.clear();
   remote_.reset();
   if (listen_.valid()) unlink(cfg_.socket_path.c_str());
@@ -136,7 +139,11 @@ int Router::start_remote() {
     cfg_.lid_base = me.lid_first;  // the cluster file decides this router's LIDs
     cfg_.lid_count = static_cast<uint16_t>(me.lid_last - me.lid_first + 1);
   }
-  remote_ = std::make_unique<RemotePath>(this, std::move(dir), cfg_.node_guid);
+  remote_ = std::make_unique<RemotePath>(paths_, cfg_, counters_, cm_, networks_, std::move(dir));
+  paths_.remote = remote_.get();
+  networks_.on_new([this](const std::string& tenant, const std::string& network, uint32_t id) {
+    remote_->announce_network_st(tenant, network, id);
+  });
   if (int e = remote_->start(); e != 0) {
     spdlog::error("host-to-host listen on port {}: {}", me.port, strerror(e));
     return e;
@@ -226,7 +233,7 @@ int Router::sleep_timeout_ms(uint64_t now) const {
     uint64_t ms = t > now ? (t - now) / 1000000 + 1 : 0;
     if (timeout_ms < 0 || static_cast<int>(ms) < timeout_ms) timeout_ms = static_cast<int>(ms);
   };
-  for (const Qp* qp : busy_) {
+  for (const Qp* qp : scheduler_.busy()) {
     const QpWork& work = qp->work();
     if (work.wait_until_ns != 0) wake_at(work.wait_until_ns);
     // A pacing time passed is no deadline (waking for it would spin).
@@ -474,13 +481,6 @@ uint16_t Router::allocate_lid() {
   return 0;
 }
 
-uint32_t Router::network_id_st(const std::string& tenant, const std::string& network) {
-  const auto next = static_cast<uint32_t>(network_ids_.size() + 1);
-  auto [it, added] = network_ids_.emplace(std::make_pair(tenant, network), next);
-  if (added && remote_ != nullptr) remote_->announce_network_st(tenant, network, it->second);
-  return it->second;
-}
-
 void Router::set_placement_st(const std::string& tenant, const std::string& network, uint32_t vip,
                               const std::string& host) {
   if (remote_ != nullptr) remote_->set_placement_st(network_id_st(tenant, network), vip, host);
@@ -517,55 +517,32 @@ Container* Router::container_by_lid(uint16_t lid) {
   return nullptr;
 }
 
-bool Router::allocate_qpn(Qp* qp) { return qps_.add(qp); }
-
-void Router::release_qpn(uint32_t qpn) { qps_.remove(qpn); }
-
-uint32_t Router::allocate_srqn(Srq* srq) {
-  for (;;) {
-    uint32_t srqn = next_srqn_;
-    next_srqn_ = next_srqn_ >= 0xffffff ? 1 : next_srqn_ + 1;
-    if (srqs_.emplace(srqn, srq).second) return srqn;
+bool Router::poll_datapath_st(bool with_links) {
+  if (!held_cqs_.empty()) raise_due_cq_events_st(now_ns());
+  bool did = false;
+  if (with_links && remote_ != nullptr) {
+    did = remote_->poll_st(last_pass_busy_, express_input_);
+    express_input_ = false;
   }
-}
-
-// Keys are index << 8 | 8 random bits, so a stale or guessed key rarely names a live MR;
-// ownership is still checked on every use.
-uint32_t Router::allocate_key(Mr* mr) {
-  for (;;) {
-    rng_state_ = rng_state_ * 6364136223846793005ull + 1442695040888963407ull;
-    uint32_t key = (next_key_index_ << 8) | static_cast<uint32_t>(rng_state_ >> 56);
-    next_key_index_ = next_key_index_ >= 0xffffff ? 1 : next_key_index_ + 1;
-    if (keys_.emplace(key, mr).second) return key;
+  take_posted_st();
+  if (!scheduler_.empty()) {
+    const uint64_t now = now_ns();
+    Executor ex(paths_, now);
+    // Executing may activate QPs (peers entering ERR) but never deactivates any.
+    did |= scheduler_.pass([&](Qp* qp) { return ex.process_qp_st(qp); },
+                           [&](Qp* qp) { return has_own_work_st(qp, now); });
   }
+  // What the pass queued for other hosts goes out now, one write per host link.
+  if (remote_ != nullptr) did |= remote_->flush_st();
+  if (with_links) last_pass_busy_ = did;
+  return did;
 }
 
-void Router::release_key(uint32_t key) { keys_.erase(key); }
-
-void Router::activate(Qp* qp) {
-  // An XRC target or an RSS QP (no send CQ) has no queues of its own to execute or flush.
-  if (qp->send_cq == nullptr) return;
-  qp->active = true;
-  qp->woken = true;
-  if (qp->busy) return;
-  qp->busy = true;
-  busy_.push_back(qp);
-}
-
-void Router::deactivate(Qp* qp) {
-  qp->active = false;
-  if (!qp->busy) return;
-  drop_busy_st(qp);
-  // Never during a pass (a control request): the order of busy_ is free.
-  busy_.erase(std::find(busy_.begin(), busy_.end(), qp));
-}
-
-void Router::drop_busy_st(Qp* qp) {
-  qp->busy = false;
-  if (qp->work_under_way != nullptr) {
-    work_pool_.put(qp->work_under_way);
-    qp->work_under_way = nullptr;
-  }
+bool Router::has_own_work_st(Qp* qp, uint64_t now) {
+  // A ring whose indices are corrupt has nothing this QP can do (it is failed when looked at).
+  shm::RingConsumerView sq = qp->sq();
+  const uint32_t queued = sq.available();
+  return (queued != 0 && queued <= sq.capacity()) || !qp->work().idle(now);
 }
 
 void Router::take_posted_st() {
@@ -575,7 +552,7 @@ void Router::take_posted_st() {
     const Session* session = s.get();
     shm::take_posted(page, [&](uint32_t mark) {
       // Any bit may be set: only a mark naming an active QP of this session counts.
-      if (Qp* qp = session->posted_qp(mark); qp != nullptr && qp->active) activate(qp);
+      if (Qp* qp = session->posted_qp(mark); qp != nullptr && qp->active) scheduler_.activate(qp);
     });
   }
 }

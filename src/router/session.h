@@ -80,7 +80,9 @@ struct OpenedQp {
 class Session {
  public:
   Session(Router* router, UniqueFd sock, pid_t pid, uid_t uid, Container* container);
-  Router* router() const { return router_; }
+  // Raises cq's completion event (Router::raise_cq_event_st: the router holds the events of
+  // moderated CQs).
+  void raise_cq_event_st(Cq* cq, bool solicited, bool success);
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;

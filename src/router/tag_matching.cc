@@ -24,7 +24,7 @@
 #include <cstring>
 
 #include "router/executor.h"
-#include "router/router.h"
+#include "router/host_objects.h"
 #include "router/session.h"
 #include "router/tag_list.h"
 
@@ -135,7 +135,7 @@ Executor::Step Executor::execute_rndv_st(Qp* qp, const SegmentList& local, const
   }
   complete_tagged_st(rsp, wr_id, IBV_WC_SUCCESS, 0, IBV_WC_TM_MATCH, tmh.tag, tmh.app_ctx);
   // The READ: the requester's QP and memory must allow it, as for any RDMA READ request.
-  Mr* mr = rvh.len != 0 ? r_->mr_by_key(rvh.rkey) : nullptr;
+  Mr* mr = rvh.len != 0 ? ctx_.objects.mr_by_key(rvh.rkey) : nullptr;
   if (!(qp->attr.qp_access_flags & IBV_ACCESS_REMOTE_READ) ||
       (rvh.len != 0 && !remote_access_allowed(mr, qp->owner, qp->pd, qp->qpn,
                                               IBV_ACCESS_REMOTE_READ, rvh.va, rvh.len)))

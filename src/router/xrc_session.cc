@@ -44,7 +44,7 @@ XrcDomain* Session::find_xrc_domain(uint32_t h) const {
 int Session::on_open_qp(const proto::OpenQpReq& req, UniqueFd*, int, proto::Handle* rep,
                         ReplyFds*) {
   XrcDomain* d = find_xrc_domain(req.xrcd);
-  Qp* qp = router_->qp_by_qpn(req.qpn);
+  Qp* qp = router_->objects().qp_by_qpn(req.qpn);
   if (d == nullptr || qp == nullptr || qp->type != IBV_QPT_XRC_RECV || qp->xrc() != d)
     return EINVAL;
   if (opened_qps_.size() >= device::kMaxQp) return ENOMEM;
@@ -60,7 +60,7 @@ Qp* Session::find_qp(uint32_t h) const {
   if ((h & proto::kOpenedQpBit) == 0) return qps_.find(h);
   const OpenedQp* q = opened_qps_.find(h);
   if (q == nullptr) return nullptr;
-  Qp* qp = router_->qp_by_qpn(q->qpn);
+  Qp* qp = router_->objects().qp_by_qpn(q->qpn);
   return qp != nullptr && qp->type == IBV_QPT_XRC_RECV && qp->xrc() == q->domain ? qp : nullptr;
 }
 

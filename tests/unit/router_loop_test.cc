@@ -219,7 +219,7 @@ class RouterControlTest : public ::testing::Test {
   void with_qp(uint32_t qpn, F fn) {
     std::promise<void> done;
     router_->post([&] {
-      Qp* qp = router_->qp_by_qpn(qpn);
+      Qp* qp = router_->objects().qp_by_qpn(qpn);
       EXPECT_NE(qp, nullptr);
       if (qp != nullptr) fn(qp);
       done.set_value();
@@ -230,8 +230,8 @@ class RouterControlTest : public ::testing::Test {
   // after one message of depth + `debt` bytes at now, relative to now (ns).
   uint64_t pace_after_debt(Qp* qp, uint64_t depth, uint64_t debt) {
     const uint64_t now = now_ns();
-    EXPECT_TRUE(router_->admit_st(qp, depth + debt, now));
-    EXPECT_FALSE(router_->admit_st(qp, 1, now));
+    EXPECT_TRUE(router_->scheduler().admit(qp, depth + debt, now));
+    EXPECT_FALSE(router_->scheduler().admit(qp, 1, now));
     return qp->work().paced_until_ns - now;
   }
 
@@ -617,7 +617,7 @@ TEST_F(RouterControlTest, TheDataPathLooksAtAQpWhenItsLibraryMarksItPosted) {
   const uint32_t qpn = make_rtr_qp(c, &rep, &qp_fd);
   ASSERT_TRUE(qp_fd.valid());
   ASSERT_EQ(to_rts(c, std::nullopt), 0);  // activated: looked at once, then left
-  EXPECT_TRUE(eventually([&] { return router_->busy_qps() == 0; }));
+  EXPECT_TRUE(eventually([&] { return router_->scheduler().size() == 0; }));
 
   TestMapping page(page_fd_.get(), shm::kContextPageSize);
   const shm::QpLayout l = shm::qp_layout(rep.sq_entries, rep.sq_slot, rep.rq_entries, rep.rq_slot);
@@ -641,7 +641,7 @@ TEST_F(RouterControlTest, TheDataPathLooksAtAQpWhenItsLibraryMarksItPosted) {
     EXPECT_FALSE(qp->busy);
     EXPECT_EQ(qp->sq().available(), 1u);
     EXPECT_EQ(qp->work_under_way, nullptr);
-    EXPECT_EQ(router_->qps_with_work(), 0u);
+    EXPECT_EQ(router_->scheduler().qps_with_work(), 0u);
   });
   // Marked (and the doorbell rung, as the library does): the router executes it. Its peer
   // QP is nobody's, so the SEND waits for its retry timer, and the QP stays looked at.
@@ -651,7 +651,7 @@ TEST_F(RouterControlTest, TheDataPathLooksAtAQpWhenItsLibraryMarksItPosted) {
     ASSERT_EQ(write(doorbell_.get(), &one, sizeof(one)), 8);
   }
   EXPECT_TRUE(eventually([&] {
-    Qp* qp = router_->qp_by_qpn(qpn);
+    Qp* qp = router_->objects().qp_by_qpn(qpn);
     return qp->work().wait_until_ns != 0 && qp->busy;
   }));
   // Its wait is kept in a record from the router's pool, which idle QPs do not hold; when
@@ -659,12 +659,12 @@ TEST_F(RouterControlTest, TheDataPathLooksAtAQpWhenItsLibraryMarksItPosted) {
   // record back.
   with_qp(qpn, [&](Qp* qp) {
     EXPECT_NE(qp->work_under_way, nullptr);
-    EXPECT_EQ(router_->qps_with_work(), 1u);
+    EXPECT_EQ(router_->scheduler().qps_with_work(), 1u);
   });
   EXPECT_TRUE(eventually([&] {
-    Qp* qp = router_->qp_by_qpn(qpn);
+    Qp* qp = router_->objects().qp_by_qpn(qpn);
     return qp->state() == IBV_QPS_ERR && !qp->busy && qp->work_under_way == nullptr &&
-           router_->qps_with_work() == 0;
+           router_->scheduler().qps_with_work() == 0;
   }));
 }
 
@@ -677,8 +677,8 @@ TEST_F(RouterControlTest, APacingTimeThatPassedIsNoDeadline) {
   ASSERT_EQ(to_rts(c, 8000), 0);
   with_qp(qpn, [&](Qp* qp) {
     const uint64_t now = now_ns();
-    router_->work_st(qp).paced_until_ns = now + 1'000'000;
-    router_->activate(qp);  // looked at in the next pass, as after a post
+    router_->scheduler().work(qp).paced_until_ns = now + 1'000'000;
+    router_->scheduler().activate(qp);  // looked at in the next pass, as after a post
     EXPECT_EQ(router_->sleep_timeout_ms(now), 2);
     EXPECT_EQ(router_->sleep_timeout_ms(now + 2'000'000), -1);
   });

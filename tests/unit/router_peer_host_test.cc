@@ -31,19 +31,21 @@ class PeerHostTest : public ::testing::Test {
     router_ = std::make_unique<Router>(cfg_);
     auto dir = std::make_unique<links::StaticCluster>();
     ASSERT_EQ(dir->load(kCluster, "a"), "");
-    path_ = std::make_unique<RemotePath>(router_.get(), std::move(dir), 1);
+    path_ = std::make_unique<RemotePath>(router_->paths(), router_->config(), router_->counters(),
+                                         router_->cm(), networks_, std::move(dir));
     container_.network_id = 7;
     session_ = std::make_unique<Session>(router_.get(), UniqueFd(), 0, 0, &container_);
     qp_.type = IBV_QPT_RC;
     qp_.owner = session_.get();
     qp_.attr.ah_attr.is_global = 1;
     qp_.attr.ah_attr.dgid = proto::gid_for_vip(peer_vip_);
-    router_->allocate_qpn(&qp_);  // the router knows it, as every QP
+    router_->objects().add_qp(&qp_);  // the router knows it, as every QP
   }
-  void TearDown() override { router_->release_qpn(qp_.qpn); }
+  void TearDown() override { router_->objects().remove_qp(qp_.qpn); }
 
   RouterConfig cfg_;
   std::unique_ptr<Router> router_;
+  NetworkNumbers networks_;
   std::unique_ptr<RemotePath> path_;
   Container container_;
   std::unique_ptr<Session> session_;

@@ -1,0 +1,50 @@
+// What wharfd is told (its flags, router/router.h takes it) and what it counts.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+#include <string>
+
+namespace wharf::router {
+
+struct RouterConfig {
+  std::string socket_path;
+  uint8_t link_layer = IBV_LINK_LAYER_INFINIBAND;
+  uint64_t spin_ns = 200000;  // keep polling this long after the last work before sleeping
+  uint64_t node_guid = 0;     // 0: derived from the socket path
+  // RC QPs connected on this host execute their sends in the library (router/direct_lines.h).
+  bool direct_path = true;
+  // RC QPs connected to QPs on other hosts move their small SENDs over express lines between
+  // the two libraries (router/express.h).
+  bool express = false;
+  // At most this many express lines at once (each a TCP connection, and in the library a
+  // descriptor and buffers): QPs beyond it go through the routers, which share a few
+  // connections per host pair however many QPs there are (SRC's state bound).
+  uint32_t express_lines = 256;
+  // LIDs this router hands out: [lid_base, lid_base + lid_count), within the unicast range
+  // 1..0xbfff. Routers of one cluster get disjoint ranges (wharf-lab: 1024 per host).
+  uint16_t lid_base = 1;
+  uint16_t lid_count = 0xbfff;
+  // Host-to-host: the cluster file (links/cluster.h) and this host's name in it; empty:
+  // this router serves only its own host.
+  std::string cluster_file;
+  std::string host_name;
+  // The watchdog: an RC QP whose peer has refused its work (RNR NAKs, rnr_retry = 7, i.e.
+  // forever) this long without any progress is moved to ERR, so it stops holding the shared
+  // host link (its probes) and the router's timers. 0: never.
+  uint64_t watchdog_ns = 60'000'000'000;
+  // rdma_cm: how long a handshake waits for the peer's next step (the REP after a REQ, the
+  // RTU after a REP, a SIDR REP) or another host's router for an address, before failing
+  // with -ETIMEDOUT, as the IB CM does when its retries run out (about a minute).
+  uint64_t cm_timeout_ns = 60'000'000'000;
+};
+
+// What the router counts; logged on SIGUSR1 (wharfd) and read by tests.
+struct RouterCounters {
+  uint64_t watchdog_isolations = 0;  // QPs the watchdog moved to ERR
+  uint64_t peer_qps_failed = 0;      // QPs failed because their peer router died or restarted
+  uint64_t rnr_naks_received = 0;    // from other hosts
+};
+
+}  // namespace wharf::router

@@ -1,0 +1,240 @@
+// Tests for the local executor (router/executor.h) on its own: it works through a
+// PathContext, so these give it one of its own (no Router, no socket, no library) and drive
+// it with the time they choose. QPs, CQs and MRs are built as the router's control path
+// builds them; work requests are written into the rings as a library writes them.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "rc/timers.h"
+#include "router/direct_lines.h"
+#include "router/executor.h"
+#include "router/flow_rules.h"
+#include "router/host_objects.h"
+#include "router/multicast_groups.h"
+#include "router/router.h"
+#include "router/scheduler.h"
+#include "router/session.h"
+#include "shm/cq_ring.h"
+
+namespace wharf::router {
+namespace {
+
+constexpr uint8_t kIb = IBV_LINK_LAYER_INFINIBAND;
+constexpr uint32_t kDepth = 8;
+constexpr uint64_t kStart = 1'000'000'000;  // the tests' clock, ns
+
+class ExecutorTest : public ::testing::Test {
+ protected:
+  ExecutorTest()
+      : objects_(42),
+        direct_(objects_, /*enabled=*/false, kIb),
+        multicast_(kIb),
+        ctx_{objects_, scheduler_, direct_, multicast_, flows_, kIb, nullptr} {
+    RouterConfig cfg;
+    cfg.socket_path = "/nonexistent/wharf-executor-test.sock";  // never started
+    router_ = std::make_unique<Router>(cfg);                    // only as the sessions' router
+    container_.lid = 7;
+    session_ = std::make_unique<Session>(router_.get(), UniqueFd(), getpid(), 0, &container_);
+    make_cq(&cq_);
+    make_qp(&a_);
+    make_qp(&b_);
+    connect(&a_, &b_);
+    connect(&b_, &a_);
+    buffer_.assign(4096, 0);
+    mr_.owner = session_.get();
+    mr_.pd = &pd_;
+    mr_.addr = mr_.iova = mr_.mapped_start = reinterpret_cast<uint64_t>(buffer_.data());
+    mr_.length = mr_.mapped_len = buffer_.size();
+    mr_.mapping = buffer_.data();
+    mr_.access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+    mr_.key = objects_.add_key(&mr_);
+  }
+  ~ExecutorTest() override {
+    scheduler_.clear();
+    objects_.remove_qp(a_.qpn);
+    objects_.remove_qp(b_.qpn);
+    objects_.remove_key(mr_.key);
+  }
+
+  void make_cq(Cq* cq) {
+    cq->owner = session_.get();
+    cq->layout = shm::cq_layout(64);
+    ASSERT_EQ(cq->shm.create("wharf-test-cq", cq->layout.total), 0);
+    cq->ring = shm::CqProducer(
+        reinterpret_cast<shm::RingHeader*>(cq->shm.data() + cq->layout.ring_off),
+        reinterpret_cast<shm::Cqe*>(cq->shm.data() + cq->layout.slots_off), cq->layout.entries);
+    cq->notify = reinterpret_cast<shm::CqNotify*>(cq->shm.data() + cq->layout.notify_off);
+    cq_reader_ = shm::CqConsumer(
+        reinterpret_cast<shm::RingHeader*>(cq->shm.data() + cq->layout.ring_off),
+        reinterpret_cast<shm::Cqe*>(cq->shm.data() + cq->layout.slots_off), cq->layout.entries);
+  }
+  void make_qp(Qp* qp) {
+    qp->owner = session_.get();
+    qp->pd = &pd_;
+    qp->send_cq = qp->recv_cq = &cq_;
+    qp->sq_entries = kDepth;
+    qp->sq_slot = shm::send_slot_size(1, 64);
+    qp->rq_entries = kDepth;
+    qp->rq_slot = shm::recv_slot_size(1);
+    ASSERT_EQ(qp->shm.create("wharf-test-qp", qp->layout().total), 0);
+    ASSERT_TRUE(objects_.add_qp(qp));
+  }
+  void connect(Qp* qp, const Qp* peer) {
+    qp->attr.qp_state = IBV_QPS_RTS;
+    qp->attr.dest_qp_num = peer->qpn;
+    qp->attr.ah_attr.dlid = container_.lid;
+    qp->attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+    qp->attr.retry_cnt = 7;
+    qp->attr.rnr_retry = 2;
+    qp->attr.min_rnr_timer = 1;  // 0.01 ms
+    qp->attr.timeout = 14;
+    scheduler_.activate(qp);
+  }
+  // What a library's ibv_post_send (send true) or ibv_post_recv writes into qp's ring: a
+  // header and its body in the next slot, then published.
+  void push(Qp* qp, bool send, const void* head, size_t head_len, const void* body,
+            size_t body_len) {
+    const shm::QpLayout l = qp->layout();
+    shm::RingProducer ring(
+        reinterpret_cast<shm::RingHeader*>(qp->shm.data() + (send ? l.sq_ring_off : l.rq_ring_off)),
+        qp->shm.data() + (send ? l.sq_slots_off : l.rq_slots_off),
+        send ? qp->sq_entries : qp->rq_entries, send ? qp->sq_slot : qp->rq_slot);
+    ring.resume();
+    shm::RingStatus st;
+    uint8_t* slot = ring.reserve(&st);
+    ASSERT_NE(slot, nullptr);
+    std::memcpy(slot, head, head_len);
+    std::memcpy(slot + head_len, body, body_len);
+    ring.commit();
+  }
+  // A receive of one SGE: `len` bytes at `offset` in buffer_.
+  void post_recv(Qp* qp, uint64_t wr_id, uint32_t offset, uint32_t len) {
+    shm::RecvWqe h{wr_id, 1, 0};
+    shm::Sge sge{reinterpret_cast<uint64_t>(buffer_.data()) + offset, len, mr_.key};
+    push(qp, false, &h, sizeof(h), &sge, sizeof(sge));
+  }
+  // A signaled inline SEND of `text`.
+  void send_inline(Qp* qp, uint64_t wr_id, const char* text) {
+    shm::SendWqe h{};
+    h.wr_id = wr_id;
+    h.opcode = IBV_WR_SEND;
+    h.flags = shm::kWqeSignaled | shm::kWqeInline;
+    h.inline_len = static_cast<uint32_t>(strlen(text));
+    push(qp, true, &h, sizeof(h), text, h.inline_len);
+  }
+  // A signaled RDMA WRITE of buffer_'s first `len` bytes to raddr/rkey.
+  void write(Qp* qp, uint64_t wr_id, uint32_t len, uint64_t raddr, uint32_t rkey) {
+    shm::SendWqe h{};
+    h.wr_id = wr_id;
+    h.opcode = IBV_WR_RDMA_WRITE;
+    h.flags = shm::kWqeSignaled;
+    h.num_sge = 1;
+    h.remote_addr = raddr;
+    h.rkey = rkey;
+    shm::Sge sge{reinterpret_cast<uint64_t>(buffer_.data()), len, mr_.key};
+    push(qp, true, &h, sizeof(h), &sge, sizeof(sge));
+  }
+  // One look of the executor at qp, at time `now`.
+  bool look(Qp* qp, uint64_t now) {
+    Executor ex(ctx_, now);
+    return ex.process_qp_st(qp);
+  }
+  std::vector<shm::Cqe> completions() {
+    std::vector<shm::Cqe> out;
+    shm::Cqe c;
+    while (cq_reader_.pop(&c)) out.push_back(c);
+    return out;
+  }
+
+  HostObjects objects_;
+  Scheduler scheduler_;
+  DirectLines direct_;
+  MulticastGroups multicast_;
+  FlowRules flows_;
+  PathContext ctx_;
+  std::unique_ptr<Router> router_;
+  Container container_;
+  std::unique_ptr<Session> session_;
+  Pd pd_;
+  Cq cq_;
+  shm::CqConsumer cq_reader_;
+  Qp a_, b_;
+  std::vector<uint8_t> buffer_;
+  Mr mr_;
+};
+
+TEST_F(ExecutorTest, ASendLandsInThePeersReceiveAndBothComplete) {
+  post_recv(&b_, 9, 100, 64);
+  send_inline(&a_, 1, "hello");
+  EXPECT_TRUE(look(&a_, kStart));
+  EXPECT_EQ(std::memcmp(buffer_.data() + 100, "hello", 5), 0);
+  const std::vector<shm::Cqe> got = completions();
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].wr_id, 9u);  // the receive first, as the responder's comes first
+  EXPECT_EQ(got[0].opcode, IBV_WC_RECV);
+  EXPECT_EQ(got[0].byte_len, 5u);
+  EXPECT_EQ(got[0].qp_num, b_.qpn);
+  EXPECT_EQ(got[0].src_qp, a_.qpn);
+  EXPECT_EQ(got[1].wr_id, 1u);
+  EXPECT_EQ(got[1].opcode, IBV_WC_SEND);
+  EXPECT_EQ(got[1].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(a_.work().copied_bytes, 0u);
+}
+
+// C9-...: no receive posted is an RNR NAK; the requester waits the responder's
+// min_rnr_timer, keeps the WQE at the head, and tries again; rnr_retry tries, then
+// RNR_RETRY_EXC_ERR. The time is the test's own.
+TEST_F(ExecutorTest, WithoutAReceiveTheSendWaitsTheRnrTimerThenRetriesAndGivesUp) {
+  send_inline(&a_, 1, "x");
+  const uint64_t wait = rc::rnr_timer_ns(b_.attr.min_rnr_timer);
+  EXPECT_TRUE(look(&a_, kStart));
+  EXPECT_EQ(a_.work().wait_until_ns, kStart + wait);
+  EXPECT_EQ(a_.work().rnr_attempts, 1);
+  EXPECT_FALSE(look(&a_, kStart + wait - 1));  // still waiting: nothing happens
+  EXPECT_TRUE(completions().empty());
+  EXPECT_TRUE(look(&a_, kStart + wait));  // second try, still no receive
+  EXPECT_EQ(a_.work().rnr_attempts, 2);
+  EXPECT_TRUE(look(&a_, kStart + 3 * wait));  // rnr_retry 2 spent
+  const std::vector<shm::Cqe> got = completions();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].wr_id, 1u);
+  EXPECT_EQ(got[0].status, IBV_WC_RNR_RETRY_EXC_ERR);
+  EXPECT_EQ(a_.state(), IBV_QPS_ERR);
+}
+
+TEST_F(ExecutorTest, AReceivePostedDuringTheRnrWaitTakesTheRetriedSend) {
+  send_inline(&a_, 1, "late");
+  const uint64_t wait = rc::rnr_timer_ns(b_.attr.min_rnr_timer);
+  EXPECT_TRUE(look(&a_, kStart));
+  post_recv(&b_, 9, 0, 64);
+  EXPECT_TRUE(look(&a_, kStart + wait));
+  const std::vector<shm::Cqe> got = completions();
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].wr_id, 9u);
+  EXPECT_EQ(got[1].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(std::memcmp(buffer_.data(), "late", 4), 0);
+  EXPECT_EQ(a_.work().rnr_attempts, 0);  // a success starts the count again
+}
+
+TEST_F(ExecutorTest, AWriteWithAKeyThePeerDoesNotHaveIsARemoteAccessError) {
+  std::memcpy(buffer_.data(), "abcd", 4);
+  write(&a_, 1, 4, reinterpret_cast<uint64_t>(buffer_.data()) + 2048, mr_.key);
+  EXPECT_TRUE(look(&a_, kStart));
+  EXPECT_EQ(std::memcmp(buffer_.data() + 2048, "abcd", 4), 0);
+  write(&a_, 2, 4, reinterpret_cast<uint64_t>(buffer_.data()) + 3000, mr_.key ^ 0x100);
+  EXPECT_TRUE(look(&a_, kStart));
+  const std::vector<shm::Cqe> got = completions();
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(got[1].wr_id, 2u);
+  EXPECT_EQ(got[1].status, IBV_WC_REM_ACCESS_ERR);
+  EXPECT_EQ(a_.state(), IBV_QPS_ERR);
+  EXPECT_EQ(buffer_[3000], 0);  // nothing written
+}
+
+}  // namespace
+}  // namespace wharf::router

@@ -1,0 +1,134 @@
+// Tests for router/scheduler.h: which QPs a data-path pass looks at, in what order, and
+// when their work records go back.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "router/scheduler.h"
+
+namespace wharf::router {
+namespace {
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  SchedulerTest() : qps_(4) {
+    for (Qp& qp : qps_) qp.send_cq = &cq_;
+  }
+  // The QPs one pass looks at, in order; each "works" if in `working`.
+  std::vector<Qp*> pass(const std::vector<Qp*>& working = {},
+                        const std::vector<Qp*>& still_busy = {}) {
+    std::vector<Qp*> seen;
+    sched_.pass(
+        [&](Qp* qp) {
+          seen.push_back(qp);
+          return std::find(working.begin(), working.end(), qp) != working.end();
+        },
+        [&](Qp* qp) {
+          return std::find(still_busy.begin(), still_busy.end(), qp) != still_busy.end();
+        });
+    return seen;
+  }
+  Cq cq_;
+  std::vector<Qp> qps_;
+  Scheduler sched_;
+};
+
+TEST_F(SchedulerTest, AnActivatedQpIsLookedAtOnceThenOnlyWhileItWorks) {
+  Qp* a = &qps_[0];
+  sched_.activate(a);
+  sched_.activate(a);  // twice: listed once
+  EXPECT_EQ(sched_.size(), 1u);
+  EXPECT_TRUE(a->active);
+  // A pass that did something for it keeps it for the next; one that did nothing lets it go.
+  EXPECT_EQ(pass({a}), std::vector<Qp*>{a});
+  EXPECT_EQ(pass(), std::vector<Qp*>{a});
+  EXPECT_TRUE(sched_.empty());
+  EXPECT_FALSE(a->busy);
+  EXPECT_TRUE(a->active);  // still served: its library's next post brings it back
+  EXPECT_EQ(pass(), std::vector<Qp*>{});
+}
+
+TEST_F(SchedulerTest, AQpWithWorkOfItsOwnStays) {
+  Qp* a = &qps_[0];
+  sched_.activate(a);
+  EXPECT_EQ(pass({}, {a}), std::vector<Qp*>{a});
+  EXPECT_EQ(pass({}, {a}), std::vector<Qp*>{a});
+  EXPECT_EQ(sched_.size(), 1u);
+  pass();
+  EXPECT_TRUE(sched_.empty());
+}
+
+TEST_F(SchedulerTest, EachPassStartsOneQpFurtherOn) {
+  for (Qp& qp : qps_) sched_.activate(&qp);
+  Qp *a = &qps_[0], *b = &qps_[1], *c = &qps_[2], *d = &qps_[3];
+  const std::vector<Qp*> all{a, b, c, d};
+  EXPECT_EQ(pass(all), (std::vector<Qp*>{a, b, c, d}));
+  EXPECT_EQ(pass(all), (std::vector<Qp*>{b, c, d, a}));
+  EXPECT_EQ(pass(all), (std::vector<Qp*>{c, d, a, b}));
+}
+
+TEST_F(SchedulerTest, AQpActivatedDuringAPassIsLookedAtInThatPass) {
+  Qp *a = &qps_[0], *b = &qps_[1];
+  sched_.activate(a);
+  std::vector<Qp*> seen;
+  sched_.pass(
+      [&](Qp* qp) {
+        seen.push_back(qp);
+        if (qp == a) sched_.activate(b);  // a's work reached its peer b
+        return false;
+      },
+      [](Qp*) { return false; });
+  EXPECT_EQ(seen, (std::vector<Qp*>{a, b}));
+  // b's look came after its activation and found nothing to do: both leave.
+  EXPECT_TRUE(sched_.empty());
+  EXPECT_FALSE(b->busy);
+  EXPECT_TRUE(b->active);
+}
+
+TEST_F(SchedulerTest, AWorkRecordGoesBackWhenItsQpLeaves) {
+  Qp *a = &qps_[0], *b = &qps_[1];
+  sched_.activate(a);
+  sched_.activate(b);
+  sched_.work(a).copied_bytes = 10;
+  sched_.work(b).rnr_attempts = 1;
+  EXPECT_EQ(sched_.qps_with_work(), 2u);
+  EXPECT_EQ(&sched_.work(a), a->work_under_way);  // one record per QP
+  pass({}, {b});
+  pass({}, {b});  // a leaves: not woken, no work of its own
+  EXPECT_EQ(a->work_under_way, nullptr);
+  EXPECT_EQ(sched_.qps_with_work(), 1u);
+  sched_.deactivate(b);
+  EXPECT_FALSE(b->active);
+  EXPECT_EQ(b->work_under_way, nullptr);
+  EXPECT_EQ(sched_.qps_with_work(), 0u);
+  EXPECT_TRUE(sched_.empty());
+}
+
+TEST_F(SchedulerTest, AQpWithoutASendCqIsNeverLookedAt) {
+  Qp target;  // an XRC target: no queues of its own
+  sched_.activate(&target);
+  EXPECT_TRUE(sched_.empty());
+  EXPECT_FALSE(target.active);
+}
+
+TEST_F(SchedulerTest, LongCopiesGoInSmallerPartsWhileShortMessagesRun) {
+  const uint64_t t = 5'000'000'000;
+  EXPECT_EQ(sched_.copy_part(t), Scheduler::kCopyPart);
+  sched_.saw_short_work(t);
+  EXPECT_EQ(sched_.copy_part(t + 1), Scheduler::kCopyPartShared);
+  EXPECT_EQ(sched_.copy_part(t + Scheduler::kShortWorkNs), Scheduler::kCopyPart);
+}
+
+TEST_F(SchedulerTest, ClearingGivesEveryRecordBack) {
+  for (Qp& qp : qps_) {
+    sched_.activate(&qp);
+    sched_.work(&qp).paced_until_ns = 1;
+  }
+  sched_.clear();
+  EXPECT_EQ(sched_.qps_with_work(), 0u);
+  for (Qp& qp : qps_) EXPECT_FALSE(qp.busy);
+}
+
+}  // namespace
+}  // namespace wharf::router
