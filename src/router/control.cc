@@ -773,7 +773,7 @@ int Session::modify_qp(Qp* qp, uint32_t attr_mask, const proto::QpAttr& attr) {
       break;
     case IBV_QPS_RTS:
     case IBV_QPS_ERR:
-      if (QpWork* work = qp->work_under_way) work->wait_until_ns = 0;
+      qp->clear_work(&QpWork::wait_until_ns);
       router_->scheduler().activate(qp);
       if (next == IBV_QPS_RTS && router_->remote() != nullptr) {
         if (const int host = router_->remote()->peer_host(qp); host >= 0)

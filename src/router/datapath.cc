@@ -639,7 +639,7 @@ void Executor::complete_recv_st(const Responder& dst, const RecvWork& rw, ibv_wc
 void Executor::to_error_st(Qp* qp) {
   if (qp->state() == IBV_QPS_ERR) return;
   qp->attr.qp_state = IBV_QPS_ERR;
-  if (QpWork* work = qp->work_under_way) work->wait_until_ns = 0;
+  qp->clear_work(&QpWork::wait_until_ns);
   ctx_.direct.refresh(qp);  // before anything flushes its queues
   ctx_.scheduler.activate(qp);
 }
@@ -653,7 +653,7 @@ void Executor::qp_fatal_st(Qp* qp, const char* why) {
 bool Executor::flush_st(Qp* qp) {
   bool did = ctx_.remote != nullptr && ctx_.remote->flush_st(qp);
   // A copy under way ends with its WQE's flush.
-  if (QpWork* work = qp->work_under_way) work->copied_bytes = 0;
+  qp->clear_work(&QpWork::copied_bytes);
   shm::RingStatus st;
   shm::RingConsumerView sq = qp->sq();
   for (int budget = kBudgetPerQp; budget > 0; --budget) {

@@ -333,6 +333,11 @@ struct Qp {
     static constexpr QpWork kNone{};
     return work_under_way != nullptr ? *work_under_way : kNone;
   }
+  // Clears one field of its work under way (without a record it is clear already).
+  template <class T>
+  void clear_work(T QpWork::*field) {
+    if (work_under_way != nullptr) work_under_way->*field = T{};
+  }
   // Its capabilities as granted (ibv_query_qp): what its slots hold, within Wharf's limits,
   // so the ring geometry is all it keeps of them; none for a QP that posts nothing of its
   // own (an XRC target, an RSS QP: queues it never uses).

@@ -86,7 +86,7 @@ void Router::configure_qp_rate_st(Qp* qp, uint64_t now) {
     if (rate == nullptr) rate = std::make_unique<TokenBucket>();
     rate->retune(bps, depth, now);
   }
-  if (QpWork* work = qp->work_under_way) work->paced_until_ns = 0;
+  qp->clear_work(&QpWork::paced_until_ns);
   // A limited QP's work goes through the router, which paces it: none on its express line.
   const bool express = cfg_.express && qp->type == IBV_QPT_RC && !qp->rate_limited() &&
                        !qp->owner->container()->rate.limited();

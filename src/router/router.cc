@@ -194,8 +194,9 @@ void Router::run(bool handle_signals) {
     // On every turn, not only with control input: a wait that ended at a CM deadline
     // returns at once, and a check gated by the control period could then be put off for
     // as long as the loop kept turning faster than that period (spinning meanwhile).
-    if (const uint64_t due = cm_.next_deadline(); due != 0 && now_ns() >= due)
-      cm_.expire_st(now_ns());
+    if (const uint64_t due = cm_.next_deadline(); due != 0) {
+      if (const uint64_t t = now_ns(); t >= due) cm_.expire_st(t);
+    }
     if (stopping_) break;
     if (!busy && now - last_work >= cfg_.spin_ns) {
       if (sleep_until_work()) last_work = now_ns();
