@@ -597,6 +597,10 @@ int Session::on_resize_cq(const proto::ResizeCqReq& req, UniqueFd*, int, proto::
                           ReplyFds* out) {
   Cq* cq = cqs_.find(req.cq);
   if (cq == nullptr || req.cqe == 0 || req.cqe > device::kMaxCqe) return EINVAL;
+  // Work requests posted before this call complete first, as a NIC would have completed them
+  // by now: a request served before the data path's next pass (a sleeping router woken by it)
+  // would count too few entries and could shrink the CQ under them.
+  router_->poll_datapath_st(/*with_links=*/false);
   const shm::CqLayout layout = shm::cq_layout(static_cast<uint32_t>(round_up_pow2(req.cqe)));
   const std::vector<Qp*> writers = router_->cq_writers_st(cq);
   for (Qp* qp : writers) router_->direct().disable(qp);

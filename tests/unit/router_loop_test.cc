@@ -13,9 +13,11 @@
 #include <chrono>
 #include <cstring>
 #include <future>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "common/clock.h"
 #include "proto/datagram.h"
@@ -666,6 +668,59 @@ TEST_F(RouterControlTest, TheDataPathLooksAtAQpWhenItsLibraryMarksItPosted) {
     return qp->state() == IBV_QPS_ERR && !qp->busy && qp->work_under_way == nullptr &&
            router_->scheduler().qps_with_work() == 0;
   }));
+}
+
+// Regression: ibv_resize_cq was served before the data path ran the work requests already
+// posted to the CQ's QPs (a sleeping router woken by the request serves it first), so it
+// counted too few completions and shrank the CQ under them: rdma-core's test_resize_cq saw
+// the resize succeed, and the router then overran the CQ.
+TEST_F(RouterControlTest, ResizingACqCountsTheCompletionsOfWorkAlreadyPosted) {
+  RawClient c(cfg_.socket_path);
+  hello(c);
+  TestMapping page(page_fd_.get(), shm::kContextPageSize);
+  ASSERT_NE(page.data, nullptr);
+  auto* ctx = reinterpret_cast<shm::ContextPage*>(page.data);
+  // Two QPs completing on CQ 1.
+  std::vector<proto::CreateQpRep> reps(2);
+  std::vector<std::unique_ptr<TestMapping>> regions;
+  for (proto::CreateQpRep& rep : reps) {
+    UniqueFd qp_fd;
+    make_rtr_qp(c, &rep, &qp_fd);
+    ASSERT_EQ(to_rts(c, std::nullopt), 0);
+    const shm::QpLayout l =
+        shm::qp_layout(rep.sq_entries, rep.sq_slot, rep.rq_entries, rep.rq_slot);
+    regions.push_back(std::make_unique<TestMapping>(qp_fd.get(), l.total));
+    ASSERT_NE(regions.back()->data, nullptr);
+  }
+  // Once the router sleeps (it said so, and its loop stopped turning), each QP gets a work
+  // request of an opcode no QP has, which completes in error in the next pass, and is marked
+  // posted without the doorbell: two completions due, where the CQ is resized to one, and
+  // only the resize request wakes the router.
+  ASSERT_TRUE(eventually([&] {
+    const uint64_t turns = router_->loop_turns();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return ctx->router_sleeping.load() != 0 && router_->loop_turns() == turns;
+  }));
+  for (size_t i = 0; i < reps.size(); ++i) {
+    const proto::CreateQpRep& rep = reps[i];
+    const shm::QpLayout l =
+        shm::qp_layout(rep.sq_entries, rep.sq_slot, rep.rq_entries, rep.rq_slot);
+    uint8_t* region = regions[i]->data;
+    shm::RingProducer sq(reinterpret_cast<shm::RingHeader*>(region + l.sq_ring_off),
+                         region + l.sq_slots_off, l.sq_entries, l.sq_slot);
+    shm::RingStatus st;
+    uint8_t* slot = sq.reserve(&st);
+    ASSERT_NE(slot, nullptr);
+    shm::SendWqe w{};
+    w.wr_id = 1;
+    w.opcode = 0xff;
+    w.flags = shm::kWqeSignaled;
+    std::memcpy(slot, &w, sizeof(w));
+    sq.commit();
+    shm::mark_posted_and_check_sleep(ctx, rep.posted_mark);
+  }
+  c.send(proto::Op::kResizeCq, proto::ResizeCqReq{1, 1});
+  EXPECT_EQ(c.status(), EINVAL);
 }
 
 // Regression: a QP paced once kept a pacing time that had passed, which the router counted
