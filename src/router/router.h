@@ -171,6 +171,9 @@ class Router {
   void accept_sessions();
   // Activates again every QP its library marked posted since the last call.
   void take_posted_st();
+  // Whether a paced QP may send again within a couple of milliseconds: the loop then spins
+  // (yielding) instead of sleeping, so a rate limit is kept to the microsecond.
+  bool pacing_due_soon_st(uint64_t now) const;
   // Whether qp needs another pass although its library marks nothing: its head WQE waits
   // (RNR, a missing peer, pacing), a long copy is under way, or its send ring holds work.
   static bool has_own_work_st(Qp* qp, uint64_t now);
