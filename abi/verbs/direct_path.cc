@@ -20,7 +20,6 @@
 #include "proto/datagram.h"
 #include "proto/device.h"
 #include "proto/qp_rules.h"
-#include "shm/direct_line.h"
 #include "shm/receive_wait.h"
 
 namespace wharf::abi {
@@ -306,7 +305,8 @@ DirectPath::Outcome DirectPath::execute(Qp* qp, const ibv_send_wr* wr, DirectSet
     }
     step = run(qp, wr, &missing, &ev);
   }
-  shm::hand_back_busy_line(line);
+  uint32_t busy = shm::kDirectBusy;
+  line->state.compare_exchange_strong(busy, shm::kDirectOn, std::memory_order_release);
   switch (step) {
     case Step::kDone: send_events(qp, ev); return Outcome::kDone;
     case Step::kToRouter: return Outcome::kToRouter;
