@@ -20,6 +20,7 @@
 #include "proto/datagram.h"
 #include "proto/device.h"
 #include "proto/qp_rules.h"
+#include "shm/direct_line.h"
 #include "shm/receive_wait.h"
 
 namespace wharf::abi {
@@ -305,8 +306,7 @@ DirectPath::Outcome DirectPath::execute(Qp* qp, const ibv_send_wr* wr, DirectSet
     }
     step = run(qp, wr, &missing, &ev);
   }
-  uint32_t busy = shm::kDirectBusy;
-  line->state.compare_exchange_strong(busy, shm::kDirectOn, std::memory_order_release);
+  shm::hand_back_busy_line(line);
   switch (step) {
     case Step::kDone: send_events(qp, ev); return Outcome::kDone;
     case Step::kToRouter: return Outcome::kToRouter;

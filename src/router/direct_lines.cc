@@ -1,6 +1,5 @@
 #include "router/direct_lines.h"
 
-#include <sched.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -8,6 +7,7 @@
 #include "common/clock.h"
 #include "router/peer_rules.h"
 #include "router/session.h"
+#include "shm/direct_line.h"
 
 namespace wharf::router {
 namespace {
@@ -42,17 +42,11 @@ Qp* DirectLines::peer_of(const Qp* qp) const {
 }
 
 bool DirectLines::wait_idle(Qp* qp) {
-  const uint64_t deadline = now_ns() + kBusyWaitNs;
-  while (qp->direct()->state.load(std::memory_order_seq_cst) == shm::kDirectBusy) {
-    if (now_ns() > deadline) {
-      spdlog::warn("QP {:#x} of pid {}: library stayed busy on the direct path; revoked", qp->qpn,
-                   qp->owner->pid());
-      qp->direct_revoked = true;
-      return false;
-    }
-    sched_yield();
-  }
-  return true;
+  if (shm::wait_while_busy(qp->direct(), now_ns() + kBusyWaitNs)) return true;
+  spdlog::warn("QP {:#x} of pid {}: library stayed busy on the direct path; revoked", qp->qpn,
+               qp->owner->pid());
+  qp->direct_revoked = true;
+  return false;
 }
 
 void DirectLines::disable(Qp* qp, bool wait_for_library) {

@@ -181,6 +181,9 @@ struct QpDirect {
   // was last reset. Equal to the send ring's producer index when the router holds nothing of
   // the QP's: only then may its library send on the express line (order).
   std::atomic<uint32_t> sq_retired;
+  // 1 while the router waits for the library to hand a Busy line back: it sleeps on `state`
+  // (a futex word), and the library wakes it (shm/direct_line.h).
+  std::atomic<uint32_t> router_waits;
 };
 
 // What a QP has moved, for `wharfctl statistic` (docs/shm-rings.md, "QP counters"): added to

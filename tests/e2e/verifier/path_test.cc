@@ -51,18 +51,22 @@ class PathTest : public VerbsTest {
   // With the long message (wr_id 1) of `big` under way, a 64-byte WRITE (wr_id 2) on
   // `small` from `src` to raddr/rkey completes before it; then the long one completes.
   // (A 64-byte SEND instead when op says so; raddr and rkey are then unused.)
+  // What is asserted is the order, not a speed: the copy takes 0.1 s to seconds (first
+  // touch of fresh mappings; under ASan and a loaded CI 5 s was once not enough), so both
+  // waits are long ones.
   void overtake(const LongPair& big, ibv_qp* small, const Buffer& src, uint64_t raddr,
                 uint32_t rkey, ibv_wr_opcode op = IBV_WR_RDMA_WRITE) {
-    usleep(5000);  // the router is into the copy, which takes far longer (50-100 ms here)
+    constexpr std::chrono::seconds kCopyBound{60};
+    usleep(5000);  // the router is into the copy, which takes far longer
     ASSERT_EQ(post_send(small, op, {{reinterpret_cast<uint64_t>(src.data), 64, src.mr->lkey}}, 2,
                         IBV_SEND_SIGNALED, raddr, rkey),
               0);
-    ibv_wc wc = wait_one(a_.cq);
+    ibv_wc wc = wait_one(a_.cq, kCopyBound);
     EXPECT_EQ(wc.wr_id, 2u);
     EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
     ibv_wc none;
     EXPECT_EQ(ibv_poll_cq(big.cq, 1, &none), 0) << "the long message finished first";
-    wc = wait_one(big.cq);
+    wc = wait_one(big.cq, kCopyBound);
     EXPECT_EQ(wc.wr_id, 1u);
     EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
   }

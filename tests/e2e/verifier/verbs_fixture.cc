@@ -371,9 +371,9 @@ void VerbsTest::rc_pair(ibv_qp** qa, ibv_qp** qb, ibv_qp_type type) {
   connect(*qb, b_, *qa, a_, access);
 }
 
-std::vector<ibv_wc> VerbsTest::wait_wc(ibv_cq* cq, int n) {
+std::vector<ibv_wc> VerbsTest::wait_wc(ibv_cq* cq, int n, std::chrono::seconds limit) {
   std::vector<ibv_wc> out;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  auto deadline = std::chrono::steady_clock::now() + limit;
   while (static_cast<int>(out.size()) < n && std::chrono::steady_clock::now() < deadline) {
     ibv_wc wc[16];
     int got = ibv_poll_cq(cq, 16, wc);
@@ -385,8 +385,8 @@ std::vector<ibv_wc> VerbsTest::wait_wc(ibv_cq* cq, int n) {
   return out;
 }
 
-ibv_wc VerbsTest::wait_one(ibv_cq* cq) {
-  std::vector<ibv_wc> wc = wait_wc(cq, 1);
+ibv_wc VerbsTest::wait_one(ibv_cq* cq, std::chrono::seconds limit) {
+  std::vector<ibv_wc> wc = wait_wc(cq, 1, limit);
   EXPECT_EQ(wc.size(), 1u);
   if (wc.size() == 1) return wc[0];
   ibv_wc none{};

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <infiniband/verbs.h>
 
+#include <chrono>
 #include <cstdint>
 #include <set>
 #include <string>
@@ -97,10 +98,11 @@ class VerbsTest : public ::testing::Test {
   // A connected RC pair a<->b with full remote access.
   void rc_pair(ibv_qp** qa, ibv_qp** qb, ibv_qp_type type = IBV_QPT_RC);
 
-  // Polls cq until n completions arrive (bounded: fails after ~5 s).
-  std::vector<ibv_wc> wait_wc(ibv_cq* cq, int n);
+  // Polls cq until n completions arrive (bounded: fails after `limit`).
+  std::vector<ibv_wc> wait_wc(ibv_cq* cq, int n,
+                              std::chrono::seconds limit = std::chrono::seconds(5));
   // The next completion of cq (a failure, and status IBV_WC_GENERAL_ERR, if none comes).
-  ibv_wc wait_one(ibv_cq* cq);
+  ibv_wc wait_one(ibv_cq* cq, std::chrono::seconds limit = std::chrono::seconds(5));
   void post_recv(ibv_qp* qp, Buffer& b, size_t off, uint32_t len, uint64_t wr_id);
   // A basic SRQ of s (max_wr receives of one SGE), and one receive posted to it.
   static ibv_srq* create_srq(Side& s, uint32_t max_wr = 16);
