@@ -17,9 +17,9 @@
 #include "proto/datagram.h"
 #include "proto/multicast.h"
 #include "proto/vip_gid.h"
+#include "router/host_objects.h"
 #include "router/peer_rules.h"
-#include "router/remote.h"
-#include "router/router.h"
+#include "router/router_config.h"
 #include "router/session.h"
 
 namespace wharf::router {
@@ -85,7 +85,7 @@ const Container* CmManager::holder_st(const Container* self, const std::string& 
   if (ip.is_loopback()) return self;
   auto v4 = ip.v4();
   if (!v4 || *v4 == 0) return nullptr;
-  return router_->container_with_vip(*v4, tenant, network);
+  return env_.container_with_vip(*v4, tenant, network);
 }
 
 int CmManager::host_of(const CmAddress& ip, const Container* asker) const {
@@ -93,11 +93,10 @@ int CmManager::host_of(const CmAddress& ip, const Container* asker) const {
   auto v4 = ip.v4();
   if (!v4 || *v4 == 0) return -2;
   if (holder_st(asker, asker->tenant, asker->network, ip) != nullptr) return kThisHost;
-  if (router_->remote() == nullptr) return -2;
   proto::AhAttr ah;
   ah.is_global = 1;
   ah.dgid = proto::gid_for_vip(*v4);
-  const int h = router_->remote()->host_for(ah, asker);
+  const int h = env_.cm_host_for(ah, asker);
   return h >= 0 ? h : -2;
 }
 
@@ -192,7 +191,7 @@ int CmManager::resolve_addr_st(CmId* id, const CmAddress* src, const CmAddress& 
     if (int err = bind_st(id, a); err != 0) return err;
   }
   id->remote = dst;
-  const bool ethernet = router_->config().link_layer == IBV_LINK_LAYER_ETHERNET;
+  const bool ethernet = cfg_.link_layer == IBV_LINK_LAYER_ETHERNET;
   if (auto mgid = group_gid(id, dst)) {  // a multicast group: resolved at once, as ARP does
     id->remote_lid = ethernet ? 0 : proto::mlid_of(*mgid);
     id->remote_gid = *mgid;
@@ -217,7 +216,7 @@ int CmManager::resolve_addr_st(CmId* id, const CmAddress* src, const CmAddress& 
     id->state = CmState::kResolving;
     id->peer_host = host;
     id->peer_comm = 0;
-    wait_st(id, timeout_ms != 0 ? uint64_t{timeout_ms} * 1000000 : router_->config().cm_timeout_ns);
+    wait_st(id, timeout_ms != 0 ? uint64_t{timeout_ms} * 1000000 : cfg_.cm_timeout_ns);
     send_st(host, mad_from(id, proto::kCmAddrQuery));
   } else {
     post_st(id, RDMA_CM_EVENT_ADDR_ERROR, -EHOSTUNREACH);
@@ -226,7 +225,7 @@ int CmManager::resolve_addr_st(CmId* id, const CmAddress* src, const CmAddress& 
 }
 
 std::optional<proto::Gid> CmManager::group_gid(const CmId* id, const CmAddress& a) const {
-  const bool ethernet = router_->config().link_layer == IBV_LINK_LAYER_ETHERNET;
+  const bool ethernet = cfg_.link_layer == IBV_LINK_LAYER_ETHERNET;
   if (auto v4 = a.v4()) {
     if ((*v4 >> 28) != 0xe) return std::nullopt;  // 224.0.0.0/4
     const uint8_t ip[4] = {static_cast<uint8_t>(*v4 >> 24), static_cast<uint8_t>(*v4 >> 16),
@@ -242,7 +241,7 @@ int CmManager::join_multicast_st(CmId* id, const CmAddress& group) {
   auto mgid = group_gid(id, group);
   if (!mgid) return EINVAL;
   proto::CmEventMsg ev = event_for(id, RDMA_CM_EVENT_MULTICAST_JOIN, 0);
-  const bool ethernet = router_->config().link_layer == IBV_LINK_LAYER_ETHERNET;
+  const bool ethernet = cfg_.link_layer == IBV_LINK_LAYER_ETHERNET;
   ev.remote_lid = ethernet ? 0 : proto::mlid_of(*mgid);
   ev.remote_gid = *mgid;
   ev.dst = group.to_wire();
@@ -291,7 +290,7 @@ CmId* CmManager::find_listener(const Container* c, uint16_t ps, const CmAddress&
 }
 
 bool CmManager::owns_qp(const CmId* id, uint32_t qpn) const {
-  const Qp* qp = router_->objects().qp_by_qpn(qpn);
+  const Qp* qp = objects_.qp_by_qpn(qpn);
   return qp != nullptr && qp->owner->container() == container_of(id);
 }
 
@@ -306,7 +305,7 @@ int CmManager::connect_st(CmId* id, const proto::CmConnParam& p) {
   id->state = CmState::kConnecting;
   id->peer_host = host;
   id->peer_comm = 0;
-  wait_st(id, router_->config().cm_timeout_ns);
+  wait_st(id, cfg_.cm_timeout_ns);
   proto::CmMad m = mad_from(id, is_ud(id) ? proto::kCmSidrReq : proto::kCmReq);
   m.param = p;
   send_st(host, m);
@@ -328,7 +327,7 @@ int CmManager::accept_st(CmId* id, const proto::CmConnParam& p) {
     id->peer_comm = 0;
   } else {
     id->state = CmState::kAccepted;
-    wait_st(id, router_->config().cm_timeout_ns);
+    wait_st(id, cfg_.cm_timeout_ns);
     send_to_peer_st(id, m);
   }
   return 0;
@@ -439,7 +438,7 @@ proto::CmMad CmManager::mad_from(const CmId* id, uint8_t type) const {
   m.ps = id->ps;
   m.sender_comm = id->comm;
   m.receiver_comm = id->peer_comm;
-  m.lid = router_->config().link_layer == IBV_LINK_LAYER_ETHERNET ? 0 : c->lid;
+  m.lid = cfg_.link_layer == IBV_LINK_LAYER_ETHERNET ? 0 : c->lid;
   m.gid = c->gid;
   set_name(&m.tenant, c->tenant);
   set_name(&m.network, c->network);
@@ -459,7 +458,7 @@ void CmManager::send_to_peer_st(CmId* id, proto::CmMad m) {
 // never answered, at once.
 void CmManager::send_st(int host, const proto::CmMad& m) {
   if (host == kThisHost) return on_mad_st(kThisHost, m);
-  if (router_->remote() != nullptr && router_->remote()->send_cm_st(host, m)) return;
+  if (env_.send_cm_st(host, m)) return;
   proto::CmMad failed;
   failed.sender_comm = m.receiver_comm;
   failed.receiver_comm = m.sender_comm;
@@ -575,6 +574,9 @@ void CmManager::on_request_st(int from, const proto::CmMad& m) {
   auto dst = CmAddress::from_wire(m.dst);
   auto src = CmAddress::from_wire(m.src);
   if (!dst || !src || m.sender_comm == 0) return;
+  // A REQ seen before (hostile, or a peer's repeat): its passive id exists already.
+  for (const auto& [comm, id] : by_comm_)
+    if (!id->active && id->peer_host == from && id->peer_comm == m.sender_comm) return;
   // Loopback names the requester's own container, so only requests from this router may use it.
   const Container* self = nullptr;
   if (from == kThisHost) {
@@ -601,6 +603,7 @@ void CmManager::on_request_st(int from, const proto::CmMad& m) {
   made->peer_comm = m.sender_comm;
   made->listener = l;
   CmId* n = l->owner->adopt_cm_id(std::move(made));
+  add_st(n);
   n->channel->users++;
   l->requests.push_back(n);
   proto::CmEventMsg ev = event_for(n, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
@@ -620,7 +623,7 @@ void CmManager::on_addr_query_st(int from, const proto::CmMad& m) {
   if (c == nullptr) {
     r.status = -EHOSTUNREACH;
   } else {
-    r.lid = router_->config().link_layer == IBV_LINK_LAYER_ETHERNET ? 0 : c->lid;
+    r.lid = cfg_.link_layer == IBV_LINK_LAYER_ETHERNET ? 0 : c->lid;
     r.gid = c->gid;
   }
   send_st(from, r);
@@ -724,7 +727,7 @@ void CmManager::post_st(CmId* id, const proto::CmEventMsg& ev) {
     return;
   }
   ch->backlog.push_back(buf);
-  if (!flush_st(ch)) router_->watch_cm_channel_st(ch);
+  if (!flush_st(ch)) env_.watch_cm_channel_st(ch);
 }
 
 bool CmManager::flush_st(CmChannel* ch) {

@@ -9,6 +9,10 @@
 // asker's tenant and network. Every change reaches the libraries as CmEventMsg datagrams on
 // their event channels.
 //
+// It works with the router's configuration, its QPs (HostObjects) and a CmEnvironment: the
+// containers, the hosts and event channels around it. The Router is one; tests make others
+// (a network that loses MADs, say).
+//
 // Threading: router thread only (as everything the router holds).
 #pragma once
 
@@ -24,11 +28,32 @@
 
 namespace wharf::router {
 
-class Router;
+class HostObjects;
+struct RouterConfig;
+
+// What the connection manager needs from around it.
+class CmEnvironment {
+ public:
+  virtual ~CmEnvironment() = default;
+  // The registered container of this host in virtual network tenant/network that holds vIP
+  // `vip` (host order), or nullptr.
+  virtual const Container* container_with_vip(uint32_t vip, const std::string& tenant,
+                                              const std::string& network) const = 0;
+  // The index of the other host serving address vector `ah` for container `from`; -1 when
+  // none does (or there is no cluster).
+  virtual int cm_host_for(const proto::AhAttr& ah, const Container* from) const = 0;
+  // Sends one MAD to another host's router. False when it cannot go now (no cluster, no
+  // link, the link's queue full).
+  virtual bool send_cm_st(int host, const proto::CmMad& m) = 0;
+  // ch's socket is full: call CmManager::flush_st(ch) once it has room.
+  virtual void watch_cm_channel_st(CmChannel* ch) = 0;
+};
 
 class CmManager {
  public:
-  explicit CmManager(Router* router) : router_(router) {}
+  // Every reference outlives the manager.
+  CmManager(const RouterConfig& cfg, const HostObjects& objects, CmEnvironment& env)
+      : cfg_(cfg), objects_(objects), env_(env) {}
 
   // A new id of a session: gets its communication ID.
   void add_st(CmId* id);
@@ -105,7 +130,9 @@ class CmManager {
   // The MGID of multicast address `a` for id (proto/multicast.h), or nullopt if `a` is not one.
   std::optional<proto::Gid> group_gid(const CmId* id, const CmAddress& a) const;
 
-  Router* router_;
+  const RouterConfig& cfg_;
+  const HostObjects& objects_;
+  CmEnvironment& env_;
   std::map<PortKey, std::vector<CmId*>> ports_;
   std::unordered_map<uint32_t, CmId*> by_comm_;
   std::multimap<uint64_t, uint32_t> deadlines_;  // deadline -> comm; stale entries are skipped

@@ -30,9 +30,7 @@ bool valid_port_space(uint16_t ps, uint8_t qp_type) {
 
 CmId* Session::adopt_cm_id(std::unique_ptr<CmId> id) {
   id->owner = this;
-  CmId* raw = cm_ids_.add(std::move(id));
-  router_->cm().add_st(raw);
-  return raw;
+  return cm_ids_.add(std::move(id));
 }
 
 void Session::destroy_cm_state() {
@@ -90,7 +88,9 @@ int Session::on_cm_create_id(const proto::CmCreateIdReq& req, UniqueFd*, int, pr
   id->ps = req.ps;
   id->qp_type = req.qp_type;
   ch->users++;
-  rep->handle = adopt_cm_id(std::move(id))->handle;
+  CmId* made = adopt_cm_id(std::move(id));
+  router_->cm().add_st(made);
+  rep->handle = made->handle;
   return 0;
 }
 

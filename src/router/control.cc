@@ -549,12 +549,10 @@ int Session::on_create_cq(const proto::CreateCqReq& req, UniqueFd*, int, proto::
   if (req.channel != 0 && (ch = channels_.find(req.channel)) == nullptr) return EINVAL;
   auto cq = std::make_unique<Cq>();
   cq->owner = this;
-  cq->layout = shm::cq_layout(static_cast<uint32_t>(round_up_pow2(req.cqe)));
-  if (int err = cq->shm.create("wharf-cq", cq->layout.total); err != 0) return err;
-  cq->ring = shm::CqProducer(
-      reinterpret_cast<shm::RingHeader*>(cq->shm.data() + cq->layout.ring_off),
-      reinterpret_cast<shm::Cqe*>(cq->shm.data() + cq->layout.slots_off), cq->layout.entries);
-  cq->notify = reinterpret_cast<shm::CqNotify*>(cq->shm.data() + cq->layout.notify_off);
+  const shm::CqLayout layout = shm::cq_layout(static_cast<uint32_t>(round_up_pow2(req.cqe)));
+  ShmRegion region;
+  if (int err = region.create("wharf-cq", layout.total); err != 0) return err;
+  cq->use_region(std::move(region), layout);
   cq->channel = ch;
   if (ch != nullptr) ch->users++;
   Cq* raw = cqs_.add(std::move(cq));
@@ -622,10 +620,7 @@ int Session::on_resize_cq(const proto::ResizeCqReq& req, UniqueFd*, int, proto::
     hdr->producer.value.store(waiting, std::memory_order_relaxed);
     auto* notify = reinterpret_cast<shm::CqNotify*>(fresh.data() + layout.notify_off);
     notify->arm.store(cq->notify->arm.load(std::memory_order_acquire), std::memory_order_release);
-    cq->shm = std::move(fresh);
-    cq->layout = layout;
-    cq->ring = shm::CqProducer(hdr, slots, layout.entries);
-    cq->notify = notify;
+    cq->use_region(std::move(fresh), layout);
     rep->cq = cq->handle;
     rep->entries = layout.entries;
     out->add(cq->shm.fd());

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/policy.h"
@@ -147,6 +148,16 @@ struct Cq {
   // Event moderation (ibv_modify_cq). A moderated CQ is written by the router only: the QPs
   // that would write it on the direct path keep their lines Off.
   CqModeration moderation;
+
+  // Makes `region`, laid out as `l` and already holding whatever entries it should, the CQ's
+  // memory: the ring and the notify word point into it from now on.
+  void use_region(ShmRegion region, const shm::CqLayout& l) {
+    shm = std::move(region);
+    layout = l;
+    ring = shm::CqProducer(reinterpret_cast<shm::RingHeader*>(shm.data() + l.ring_off),
+                           reinterpret_cast<shm::Cqe*>(shm.data() + l.slots_off), l.entries);
+    notify = reinterpret_cast<shm::CqNotify*>(shm.data() + l.notify_off);
+  }
 };
 
 struct Srq {

@@ -198,7 +198,7 @@ void Router::run(bool handle_signals) {
       if (const uint64_t t = now_ns(); t >= due) cm_.expire_st(t);
     }
     if (stopping_) break;
-    if (!busy && now - last_work >= cfg_.spin_ns && !pacing_due_soon_st(now)) {
+    if (!busy && now - last_work >= cfg_.spin_ns && !next_wake_st(now).pacing_soon) {
       if (sleep_until_work()) last_work = now_ns();
       last_control = now_ns();
     } else if (!busy) {
@@ -207,18 +207,6 @@ void Router::run(bool handle_signals) {
     }
   }
   spdlog::info("wharfd stopping");
-}
-
-bool Router::pacing_due_soon_st(uint64_t now) const {
-  // A sleep lasts whole milliseconds, and its wake-up can come much later when applications
-  // poll on every core (CI saw a 1 Gbit/s limit give 0.044 Gbit/s, one message per ~12 ms):
-  // a rate limit would pay for both.
-  constexpr uint64_t kPacingSpinNs = 2'000'000;
-  for (const Qp* qp : scheduler_.busy()) {
-    const uint64_t at = qp->work().paced_until_ns;
-    if (at > now && at - now <= kPacingSpinNs) return true;
-  }
-  return false;
 }
 
 // Announces sleep to every session, re-checks for work (a producer may have published just
@@ -234,28 +222,36 @@ bool Router::sleep_until_work() {
   // Host-link input needs no re-check: the wait below watches the links' epoll fd.
   bool busy = poll_datapath_st(false);
   // A stop consumed by an earlier poll_control() would never wake this wait.
-  if (!busy && !stopping_) poll_control(sleep_timeout_ms(now_ns()));
+  if (!busy && !stopping_) poll_control(next_wake_st(now_ns()).timeout_ms);
   for (auto& [fd, s] : sessions_)
     if (s->page() != nullptr) s->page()->router_sleeping.store(0, std::memory_order_relaxed);
   return busy;
 }
 
-int Router::sleep_timeout_ms(uint64_t now) const {
-  int timeout_ms = -1;
+Router::WakePlan Router::next_wake_st(uint64_t now) const {
+  // A sleep lasts whole milliseconds, and its wake-up can come much later when applications
+  // poll on every core (CI saw a 1 Gbit/s limit give 0.044 Gbit/s, one message per ~12 ms):
+  // a rate limit would pay for both, so a pacing time this close is spun for.
+  constexpr uint64_t kPacingSpinNs = 2'000'000;
+  WakePlan plan;
   auto wake_at = [&](uint64_t t) {
     uint64_t ms = t > now ? (t - now) / 1000000 + 1 : 0;
-    if (timeout_ms < 0 || static_cast<int>(ms) < timeout_ms) timeout_ms = static_cast<int>(ms);
+    if (plan.timeout_ms < 0 || static_cast<int>(ms) < plan.timeout_ms)
+      plan.timeout_ms = static_cast<int>(ms);
   };
   for (const Qp* qp : scheduler_.busy()) {
     const QpWork& work = qp->work();
     if (work.wait_until_ns != 0) wake_at(work.wait_until_ns);
     // A pacing time passed is no deadline (waking for it would spin).
-    if (work.paced_until_ns > now) wake_at(work.paced_until_ns);
+    if (work.paced_until_ns > now) {
+      wake_at(work.paced_until_ns);
+      if (work.paced_until_ns - now <= kPacingSpinNs) plan.pacing_soon = true;
+    }
   }
   if (remote_ != nullptr && remote_->next_deadline() != 0) wake_at(remote_->next_deadline());
   if (cm_.next_deadline() != 0) wake_at(cm_.next_deadline());
   if (!held_cqs_.empty()) wake_at(next_cq_event_due());
-  return timeout_ms;
+  return plan;
 }
 
 bool Router::poll_control(int timeout_ms) {
@@ -505,6 +501,14 @@ const Container* Router::container_with_vip(uint32_t vip, const std::string& ten
     if (c->registered && c->vip == vip && c->tenant == tenant && c->network == network)
       return c.get();
   return nullptr;
+}
+
+int Router::cm_host_for(const proto::AhAttr& ah, const Container* from) const {
+  return remote_ != nullptr ? remote_->host_for(ah, from) : -1;
+}
+
+bool Router::send_cm_st(int host, const proto::CmMad& m) {
+  return remote_ != nullptr && remote_->send_cm_st(host, m);
 }
 
 void Router::watch_cm_channel_st(CmChannel* ch) {

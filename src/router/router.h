@@ -35,10 +35,11 @@ namespace wharf::router {
 
 class RemotePath;
 
-class Router {
+// A CmEnvironment to its connection manager (router/cm_manager.h).
+class Router final : private CmEnvironment {
  public:
   explicit Router(RouterConfig cfg);
-  ~Router();
+  ~Router() override;
 
   // Binds the socket. Returns 0 or an errno (logged).
   int start();
@@ -82,7 +83,7 @@ class Router {
   // The registered container of virtual network tenant/network that holds vIP `vip` (host
   // order), or nullptr.
   const Container* container_with_vip(uint32_t vip, const std::string& tenant,
-                                      const std::string& network) const;
+                                      const std::string& network) const override;
   // This router's number for virtual network tenant/network (router/network_numbers.h).
   uint32_t network_id_st(const std::string& tenant, const std::string& network) {
     return networks_.number(tenant, network);
@@ -96,7 +97,7 @@ class Router {
   // ---- rdma_cm (router/cm_manager.h) ----
   CmManager& cm() { return cm_; }
   // Has the loop write ch's held-back events once its socket has room (EPOLLOUT), and stop.
-  void watch_cm_channel_st(CmChannel* ch);
+  void watch_cm_channel_st(CmChannel* ch) override;
   void unwatch_cm_channel_st(CmChannel* ch);
 
   XrcDomains& xrc_domains() { return xrc_domains_; }
@@ -159,9 +160,16 @@ class Router {
   // Public for tests.
  public:
   bool sleep_until_work();
-  // How long sleep_until_work may block, in ms (-1: until input): until the first retry,
-  // pacing, rdma_cm or moderation deadline. Public for tests.
-  int sleep_timeout_ms(uint64_t now) const;
+  // The loop's next wake-up. Public for tests.
+  struct WakePlan {
+    // How long sleep_until_work may block, in ms (-1: until input): until the first retry,
+    // pacing, rdma_cm or moderation deadline.
+    int timeout_ms = -1;
+    // A paced QP may send again within a couple of milliseconds: the loop then spins
+    // (yielding) instead of sleeping, so a rate limit is kept to the microsecond.
+    bool pacing_soon = false;
+  };
+  WakePlan next_wake_st(uint64_t now) const;
   // Serves ready control input (new sessions, requests, signals, stop); waits up to
   // timeout_ms (-1: forever) for some. True if a library connected or sent a request.
   // Public for tests.
@@ -171,9 +179,6 @@ class Router {
   void accept_sessions();
   // Activates again every QP its library marked posted since the last call.
   void take_posted_st();
-  // Whether a paced QP may send again within a couple of milliseconds: the loop then spins
-  // (yielding) instead of sleeping, so a rate limit is kept to the microsecond.
-  bool pacing_due_soon_st(uint64_t now) const;
   // Whether qp needs another pass although its library marks nothing: its head WQE waits
   // (RNR, a missing peer, pacing), a long copy is under way, or its send ring holds work.
   static bool has_own_work_st(Qp* qp, uint64_t now);
@@ -182,6 +187,9 @@ class Router {
   uint16_t allocate_lid();  // 0 when the range is exhausted
   void run_posted();
   int start_remote();
+  // CmEnvironment: MADs to other hosts go on the host-to-host engine's links.
+  int cm_host_for(const proto::AhAttr& ah, const Container* from) const override;
+  bool send_cm_st(int host, const proto::CmMad& m) override;
 
   RouterConfig cfg_;
   RouterCounters counters_;
@@ -212,7 +220,7 @@ class Router {
   bool express_input_ = false;    // the express broker's fd was readable (poll_control)
   std::vector<Cq*> held_cqs_;     // moderated CQs holding back an event
   std::unique_ptr<RemotePath> remote_;
-  CmManager cm_{this};
+  CmManager cm_{cfg_, objects_, *this};
   std::unordered_map<int, CmChannel*> watched_cm_channels_;  // by fd
   uint32_t next_lid_step_ = 0;  // where the search for a free LID starts, down from the top
 };

@@ -113,8 +113,9 @@ class Session {
   int modify_qp(Qp* qp, uint32_t attr_mask, const proto::QpAttr& attr);
 
   uid_t uid() const { return uid_; }
-  // Takes an rdma_cm id the CmManager made for this session (a connection request on one of
-  // its listeners); gives it its handle.
+  // Takes an rdma_cm id made for this session (by the library, or by the CmManager for a
+  // connection request on one of its listeners); gives it its handle. The caller then hands
+  // it to the CmManager (add_st).
   CmId* adopt_cm_id(std::unique_ptr<CmId> id);
 
  private:

@@ -62,12 +62,10 @@ class ExecutorTest : public ::testing::Test {
 
   void make_cq(Cq* cq) {
     cq->owner = session_.get();
-    cq->layout = shm::cq_layout(64);
-    ASSERT_EQ(cq->shm.create("wharf-test-cq", cq->layout.total), 0);
-    cq->ring = shm::CqProducer(
-        reinterpret_cast<shm::RingHeader*>(cq->shm.data() + cq->layout.ring_off),
-        reinterpret_cast<shm::Cqe*>(cq->shm.data() + cq->layout.slots_off), cq->layout.entries);
-    cq->notify = reinterpret_cast<shm::CqNotify*>(cq->shm.data() + cq->layout.notify_off);
+    const shm::CqLayout layout = shm::cq_layout(64);
+    ShmRegion region;
+    ASSERT_EQ(region.create("wharf-test-cq", layout.total), 0);
+    cq->use_region(std::move(region), layout);
     cq_reader_ = shm::CqConsumer(
         reinterpret_cast<shm::RingHeader*>(cq->shm.data() + cq->layout.ring_off),
         reinterpret_cast<shm::Cqe*>(cq->shm.data() + cq->layout.slots_off), cq->layout.entries);

@@ -723,19 +723,26 @@ TEST_F(RouterControlTest, ResizingACqCountsTheCompletionsOfWorkAlreadyPosted) {
   EXPECT_EQ(c.status(), EINVAL);
 }
 
-// Regression: a QP paced once kept a pacing time that had passed, which the router counted
-// as a deadline due now: it never slept again.
-TEST_F(RouterControlTest, APacingTimeThatPassedIsNoDeadline) {
+// A pacing time is a deadline while it is ahead: the loop spins for one within 2 ms (a
+// sleep lasts whole milliseconds and may wake far later: CI saw a 1 Gbit/s limit give
+// 0.044 Gbit/s), sleeps until a later one, and ignores one that passed (regression: a QP
+// paced once kept a pacing time that had passed, counted as due now: the router never
+// slept again).
+TEST_F(RouterControlTest, APacingTimeIsADeadlineWhileItIsAhead) {
   RawClient c(cfg_.socket_path);
   hello(c);
   const uint32_t qpn = make_rtr_qp(c);
   ASSERT_EQ(to_rts(c, 8000), 0);
   with_qp(qpn, [&](Qp* qp) {
     const uint64_t now = now_ns();
-    router_->scheduler().work(qp).paced_until_ns = now + 1'000'000;
+    router_->scheduler().work(qp).paced_until_ns = now + 5'000'000;
     router_->scheduler().activate(qp);  // looked at in the next pass, as after a post
-    EXPECT_EQ(router_->sleep_timeout_ms(now), 2);
-    EXPECT_EQ(router_->sleep_timeout_ms(now + 2'000'000), -1);
+    EXPECT_EQ(router_->next_wake_st(now).timeout_ms, 6);
+    EXPECT_FALSE(router_->next_wake_st(now).pacing_soon);
+    EXPECT_EQ(router_->next_wake_st(now + 4'000'000).timeout_ms, 2);
+    EXPECT_TRUE(router_->next_wake_st(now + 3'500'000).pacing_soon);
+    EXPECT_EQ(router_->next_wake_st(now + 5'000'000).timeout_ms, -1);
+    EXPECT_FALSE(router_->next_wake_st(now + 5'000'000).pacing_soon);
   });
 }
 
