@@ -273,16 +273,23 @@ bool interrupts_a_read(const sigset_t& pending, const sigset_t& old_mask) {
   return false;
 }
 
-// Spins up to the budget for a sign that an event was raised. Signals are held back while it
-// spins: one that arrives then would otherwise run its handler and be forgotten, and the read()
-// that follows would sleep through it (a program whose timer signal ends its wait, as qperf's
-// does, would hang). Returns true when such a signal came and no event did: the caller then
-// ends the wait with EINTR, as the read() would have. The handlers run before it returns.
-bool spin_for_event(CompChannel* ch) {
-  const uint64_t budget = event_spin_ns();
-  if (budget == 0 || event_raised(ch)) return false;
+// Whether the application lets ibv_get_cq_event wait on ch: its fd lacks O_NONBLOCK (asked
+// on every wait: an application may set it at any time, and a nonblocking wait never spins).
+bool may_wait(CompChannel* ch) {
   const int flags = fcntl(ch->channel.fd, F_GETFL);
-  if (flags < 0 || (flags & O_NONBLOCK)) return false;  // the application asked not to wait
+  return flags >= 0 && (flags & O_NONBLOCK) == 0;
+}
+
+// Spins up to the budget until look() says the wait is over. Signals are held back while it
+// spins: one that arrives then would otherwise run its handler and be forgotten, and the
+// read() or poll() that follows would sleep through it (a program whose timer signal ends
+// its wait, as qperf's does, would hang). Returns true when such a signal came and look()
+// never said so: the caller then ends the wait with EINTR, as the read() would have. The
+// handlers run before it returns.
+template <class Look>
+bool spin_until(Look look) {
+  const uint64_t budget = event_spin_ns();
+  if (budget == 0) return false;
   sigset_t all, old_mask, pending;
   sigfillset(&all);
   if (pthread_sigmask(SIG_BLOCK, &all, &old_mask) != 0) return false;
@@ -292,9 +299,9 @@ bool spin_for_event(CompChannel* ch) {
   uint64_t now = now_ns();
   const uint64_t deadline = now + budget;
   uint64_t next_check = now + kSignalCheckNs;
-  bool raised = false;
+  bool over = false;
   bool interrupted = false;
-  while (!(raised = event_raised(ch)) && now < deadline) {
+  while (!(over = look()) && now < deadline) {
     __builtin_ia32_pause();
     now = now_ns();
     if (now >= next_check) {
@@ -306,10 +313,16 @@ bool spin_for_event(CompChannel* ch) {
       }
     }
   }
-  if (!raised && !interrupted)
+  if (!over && !interrupted)
     interrupted = sigpending(&pending) == 0 && interrupts_a_read(pending, old_mask);
   pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
-  return interrupted && !raised;
+  return interrupted && !over;
+}
+
+// Spins for a sign in shared memory that an event was raised (spin_until).
+bool spin_for_event(CompChannel* ch) {
+  if (event_spin_ns() == 0 || event_raised(ch) || !may_wait(ch)) return false;
+  return spin_until([&] { return event_raised(ch); });
 }
 
 // The express lines of the channel's CQs, each once (a QP whose send and receive CQs share
@@ -335,32 +348,41 @@ int express_lines(CompChannel* ch, Qp** qps, pollfd* fds) {
 }
 
 // While the channel's CQs have express lines, the Messages and acknowledgements that arrive
-// on them raise the events: until one is raised, sleep in poll() on the lines and the channel
-// together and service the lines that have input. An event the service raises on this very
-// channel is handed to this thread in *caught instead of through the channel's socket. 0, or
-// -1 with errno EINTR as the read() would have ended.
+// on them raise the events: until one is raised, service the lines (spinning first, as
+// spin_for_event does, then asleep in poll() on the lines and the channel together). An
+// event the service raises on this very channel is handed to this thread in *caught instead
+// of through the channel's socket. 0, or -1 with errno EINTR as the read() would have ended.
 int wait_with_express_lines(CompChannel* ch, Cq** caught) {
   Qp* qps[kMaxLines];
   pollfd fds[kMaxLines + 1];
   *caught = nullptr;
+  // Each line once per look: a second service finding nothing new would acknowledge at once,
+  // and the lone Ack would wake the peer just before this thread's next Message carries it
+  // (after acknowledge() below, nothing is owed: a look may then be repeated).
+  int n = 0;
+  auto look = [&] {
+    catch_express_events(&ch->channel);
+    for (int i = 0; i < n; ++i) qps[i]->express.service(qps[i]);
+    *caught = caught_express_event();
+    return *caught != nullptr || event_raised(ch);
+  };
   for (bool first = true;; first = false) {
-    const int n = express_lines(ch, qps, fds);
+    n = express_lines(ch, qps, fds);
     if (n == 0) return 0;
-    if (!first) {
-      // Each line once: a second service finding nothing new would acknowledge at once, and
-      // the lone Ack would wake the peer just before this thread's next Message carries it.
-      catch_express_events(&ch->channel);
-      for (int i = 0; i < n; ++i) qps[i]->express.service(qps[i]);
-      *caught = caught_express_event();
-      if (*caught != nullptr) return 0;
-    }
+    if (!first && look()) return 0;
     if (event_raised(ch)) return 0;
-    if (first) {
-      const int flags = fcntl(ch->channel.fd, F_GETFL);
-      if (flags < 0 || (flags & O_NONBLOCK)) return 0;  // the application asked not to wait
-    }
-    // About to sleep: what was executed is acknowledged now, not with a later frame.
+    if (first && !may_wait(ch)) return 0;  // the application asked not to wait
+    // About to wait: what was executed is acknowledged now, not with a later frame.
     for (int i = 0; i < n; ++i) qps[i]->express.acknowledge(qps[i]);
+    if (first) {
+      // A round trip between hosts is about as long as a sleep and its wake-up cost: what
+      // comes within the spin budget is taken without either.
+      if (spin_until(look)) {
+        errno = EINTR;
+        return -1;
+      }
+      if (*caught != nullptr || event_raised(ch)) return 0;
+    }
     fds[0] = pollfd{ch->channel.fd, POLLIN, 0};
     if (poll(fds, static_cast<nfds_t>(n) + 1, -1) < 0 && errno == EINTR) return -1;
     if (fds[0].revents != 0) return 0;

@@ -3,6 +3,7 @@
 // must not change: data, order across the line and the routers, RNR waits, completions of a
 // receiver that never polls, policy (a rate-limited QP stays with its router).
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -385,6 +386,69 @@ TEST_F(ExpressTest, AReceiverThatNeverPollsStillCompletesTheSender) {
   EXPECT_EQ(express_msgs(ra) - before, 8u);
   EXPECT_EQ(wait_wc(b_.cq, 8).size(), 8u);
   EXPECT_EQ(std::memcmp(dst.data, src.data, 8 * 64), 0);
+}
+
+// A thread waiting for an event of a CQ whose QP has a line spins on the line, then sleeps
+// on the line and the channel together: a Message arriving ends the wait with the event. A
+// channel the application then sets O_NONBLOCK is answered as it asks, EAGAIN, at once.
+TEST_F(ExpressTest, AnEventWaitEndsWithTheLinesMessageAndHonoursANonBlockingChannel) {
+  ibv_comp_channel* channel = ibv_create_comp_channel(b_.ctx);
+  ASSERT_NE(channel, nullptr);
+  ibv_cq* cq = ibv_create_cq(b_.ctx, 64, nullptr, channel, 0);
+  ASSERT_NE(cq, nullptr);
+  Side eb = b_;
+  eb.cq = cq;  // qb completes on the channel's CQ
+  Pair p = express_pair(a_, eb, 4096, 4096);
+  auto wait_for_event = [&](int* err) {
+    ibv_cq* got = nullptr;
+    void* ctx = nullptr;
+    const int rc = ibv_get_cq_event(channel, &got, &ctx);
+    *err = rc == 0 ? 0 : errno;
+    if (rc == 0) ibv_ack_cq_events(got, 1);
+    return rc == 0 && got == cq;
+  };
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(round);
+    post_recv(p.qb, p.dst, 0, 64, 7);
+    ASSERT_EQ(ibv_req_notify_cq(cq, 0), 0);
+    std::thread sender([&] {
+      usleep(50000);  // the waiter is asleep by then
+      EXPECT_EQ(send_from(p.qa, p.src, 0, 64, 8), 0);
+    });
+    int err = 0;
+    EXPECT_TRUE(wait_for_event(&err)) << strerror(err);
+    sender.join();
+    EXPECT_EQ(wait_wc(cq, 1).size(), 1u);
+    EXPECT_EQ(wait_wc(a_.cq, 1).size(), 1u);
+  }
+  const int flags = fcntl(channel->fd, F_GETFL);
+  ASSERT_EQ(fcntl(channel->fd, F_SETFL, flags | O_NONBLOCK), 0);
+  post_recv(p.qb, p.dst, 0, 64, 9);
+  ASSERT_EQ(ibv_req_notify_cq(cq, 0), 0);
+  std::atomic<bool> returned{false};
+  int err = 0;
+  std::thread waiter([&] {
+    EXPECT_FALSE(wait_for_event(&err));
+    returned = true;
+  });
+  for (int i = 0; i < 200 && !returned; ++i) usleep(10000);
+  EXPECT_TRUE(returned) << "ibv_get_cq_event waited on a channel set O_NONBLOCK";
+  if (!returned) EXPECT_EQ(send_from(p.qa, p.src, 0, 64, 10), 0);  // ends the wait
+  waiter.join();
+  if (returned) {
+    EXPECT_EQ(err, EAGAIN);
+    EXPECT_EQ(send_from(p.qa, p.src, 0, 64, 10), 0);
+  }
+  EXPECT_EQ(wait_wc(a_.cq, 1).size(), 1u);
+  EXPECT_EQ(wait_wc(cq, 1).size(), 1u);
+  EXPECT_EQ(ibv_destroy_qp(p.qa), 0);
+  EXPECT_EQ(ibv_destroy_qp(p.qb), 0);
+  ibv_cq* pending = nullptr;
+  void* ctx = nullptr;
+  if (ibv_get_cq_event(channel, &pending, &ctx) == 0) ibv_ack_cq_events(pending, 1);
+  EXPECT_EQ(ibv_destroy_cq(cq), 0);
+  EXPECT_EQ(ibv_destroy_comp_channel(channel), 0);
+  release_buffers(p);
 }
 
 // The routers pace a rate-limited QP: its sends stop going on the line (and come back to it
