@@ -48,15 +48,17 @@ class PathTest : public VerbsTest {
       EXPECT_EQ(ibv_destroy_srq(p.srq), 0);
     }
   }
+  // How long a wait for a long message may last: its copy takes 0.1 s to seconds (first
+  // touch of fresh mappings), and under ASan on a loaded CI 5 s were not enough, twice.
+  // These tests assert orders and contents, never a speed.
+  static constexpr std::chrono::seconds kCopyBound{60};
+
   // With the long message (wr_id 1) of `big` under way, a 64-byte WRITE (wr_id 2) on
   // `small` from `src` to raddr/rkey completes before it; then the long one completes.
   // (A 64-byte SEND instead when op says so; raddr and rkey are then unused.)
-  // What is asserted is the order, not a speed: the copy takes 0.1 s to seconds (first
-  // touch of fresh mappings; under ASan and a loaded CI 5 s was once not enough), so both
-  // waits are long ones.
+  // What is asserted is the order, not a speed, so both waits are long ones (kCopyBound).
   void overtake(const LongPair& big, ibv_qp* small, const Buffer& src, uint64_t raddr,
                 uint32_t rkey, ibv_wr_opcode op = IBV_WR_RDMA_WRITE) {
-    constexpr std::chrono::seconds kCopyBound{60};
     usleep(5000);  // the router is into the copy, which takes far longer
     ASSERT_EQ(post_send(small, op, {{reinterpret_cast<uint64_t>(src.data), 64, src.mr->lkey}}, 2,
                         IBV_SEND_SIGNALED, raddr, rkey),
@@ -588,10 +590,10 @@ TEST_F(PathTest, ASendCutOffByItsReceiverStartsOverInTheNextReceive) {
   ASSERT_EQ(ibv_modify_qp(big.peer, &attr, IBV_QP_STATE), 0);
   connect(big.peer, b_, big.qp, a_, kFullAccess);
   post_recv(big.peer, second, 0, static_cast<uint32_t>(kLen), 10);
-  ibv_wc wc = wait_one(big.cq);  // the requester retries within its retry count
+  ibv_wc wc = wait_one(big.cq, kCopyBound);  // the requester retries within its retry count
   EXPECT_EQ(wc.wr_id, 1u);
   EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
-  wc = wait_one(b_.cq);
+  wc = wait_one(b_.cq, kCopyBound);
   EXPECT_EQ(wc.wr_id, 10u);
   EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
   EXPECT_EQ(wc.byte_len, kLen);
