@@ -280,19 +280,23 @@ bool may_wait(CompChannel* ch) {
   return flags >= 0 && (flags & O_NONBLOCK) == 0;
 }
 
+// How a spin ended: look() said the wait is over, the budget ran out, or a signal came that
+// would have interrupted a read().
+enum class SpinEnd { kLooked, kTimedOut, kInterrupted };
+
 // Spins up to the budget until look() says the wait is over. Signals are held back while it
 // spins: one that arrives then would otherwise run its handler and be forgotten, and the
 // read() or poll() that follows would sleep through it (a program whose timer signal ends
-// its wait, as qperf's does, would hang). Returns true when such a signal came and look()
-// never said so: the caller then ends the wait with EINTR, as the read() would have. The
-// handlers run before it returns.
+// its wait, as qperf's does, would hang). kInterrupted when such a signal came and look()
+// never said the wait is over: the caller then ends the wait with EINTR, as the read() would
+// have. The handlers run before it returns.
 template <class Look>
-bool spin_until(Look look) {
+SpinEnd spin_until(Look look) {
   const uint64_t budget = event_spin_ns();
-  if (budget == 0) return false;
+  if (budget == 0) return SpinEnd::kTimedOut;
   sigset_t all, old_mask, pending;
   sigfillset(&all);
-  if (pthread_sigmask(SIG_BLOCK, &all, &old_mask) != 0) return false;
+  if (pthread_sigmask(SIG_BLOCK, &all, &old_mask) != 0) return SpinEnd::kTimedOut;
   // A signal held back ends the spin early; looking for one costs a system call, so it is
   // done every kSignalCheckNs.
   constexpr uint64_t kSignalCheckNs = 2000;
@@ -316,13 +320,15 @@ bool spin_until(Look look) {
   if (!over && !interrupted)
     interrupted = sigpending(&pending) == 0 && interrupts_a_read(pending, old_mask);
   pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
-  return interrupted && !over;
+  if (over) return SpinEnd::kLooked;
+  return interrupted ? SpinEnd::kInterrupted : SpinEnd::kTimedOut;
 }
 
-// Spins for a sign in shared memory that an event was raised (spin_until).
+// Spins for a sign in shared memory that an event was raised (spin_until). True when a
+// signal interrupted it.
 bool spin_for_event(CompChannel* ch) {
   if (event_spin_ns() == 0 || event_raised(ch) || !may_wait(ch)) return false;
-  return spin_until([&] { return event_raised(ch); });
+  return spin_until([&] { return event_raised(ch); }) == SpinEnd::kInterrupted;
 }
 
 // The express lines of the channel's CQs, each once (a QP whose send and receive CQs share
@@ -369,19 +375,19 @@ int wait_with_express_lines(CompChannel* ch, Cq** caught) {
   for (bool first = true;; first = false) {
     n = express_lines(ch, qps, fds);
     if (n == 0) return 0;
-    if (!first && look()) return 0;
-    if (event_raised(ch)) return 0;
+    if (first ? event_raised(ch) : look()) return 0;
     if (first && !may_wait(ch)) return 0;  // the application asked not to wait
     // About to wait: what was executed is acknowledged now, not with a later frame.
     for (int i = 0; i < n; ++i) qps[i]->express.acknowledge(qps[i]);
     if (first) {
       // A round trip between hosts is about as long as a sleep and its wake-up cost: what
-      // comes within the spin budget is taken without either.
-      if (spin_until(look)) {
-        errno = EINTR;
-        return -1;
+      // comes within the spin budget is taken without either. An event raised after the
+      // last look is in the channel's socket, which poll() watches.
+      switch (spin_until(look)) {
+        case SpinEnd::kLooked: return 0;
+        case SpinEnd::kInterrupted: errno = EINTR; return -1;
+        case SpinEnd::kTimedOut: break;
       }
-      if (*caught != nullptr || event_raised(ch)) return 0;
     }
     fds[0] = pollfd{ch->channel.fd, POLLIN, 0};
     if (poll(fds, static_cast<nfds_t>(n) + 1, -1) < 0 && errno == EINTR) return -1;

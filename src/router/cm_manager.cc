@@ -25,6 +25,11 @@
 namespace wharf::router {
 namespace {
 
+// CmManager::by_request_'s key: the requester's host (kThisHost included) and its comm.
+uint64_t request_key(int host, uint32_t comm) {
+  return uint64_t{static_cast<uint32_t>(host)} << 32 | comm;
+}
+
 // The Linux default ip_local_port_range, which the kernel's rdma_cm uses too.
 constexpr uint32_t kEphemeralFirst = 32768;
 constexpr uint32_t kEphemeralCount = 60999 - 32768 + 1;
@@ -426,6 +431,7 @@ void CmManager::destroy_st(CmId* id) {
   if (id->channel != nullptr) id->channel->users--;
   id->channel = nullptr;
   by_comm_.erase(id->comm);  // its deadline, if any, is skipped when it comes
+  if (id->requester_comm != 0) by_request_.erase(request_key(id->peer_host, id->requester_comm));
 }
 
 // ---- MADs ----
@@ -489,20 +495,19 @@ void CmManager::answer_st(int host, const proto::CmMad& to, uint8_t type, int32_
 // asked, before the peer's ID is known). A REJ naming nobody is for the passive id whose
 // requester it comes from (the requester went away before it knew that id).
 CmId* CmManager::receiver_st(int from, const proto::CmMad& m) const {
-  if (m.receiver_comm == 0) {
-    if (m.type != proto::kCmRej) return nullptr;
-    for (const auto& [comm, id] : by_comm_)
-      if (id->state == CmState::kRequested && id->peer_host == from &&
-          id->peer_comm == m.sender_comm)
-        return id;
-    return nullptr;
-  }
+  if (m.receiver_comm == 0)
+    return m.type == proto::kCmRej ? made_for_request(from, m.sender_comm) : nullptr;
   auto it = by_comm_.find(m.receiver_comm);
   if (it == by_comm_.end()) return nullptr;
   CmId* id = it->second;
   if (id->peer_host != from || (id->peer_comm != 0 && id->peer_comm != m.sender_comm))
     return nullptr;
   return id;
+}
+
+CmId* CmManager::made_for_request(int from, uint32_t comm) const {
+  auto it = by_request_.find(request_key(from, comm));
+  return it == by_request_.end() ? nullptr : it->second;
 }
 
 void CmManager::on_mad_st(int from, const proto::CmMad& m) {
@@ -575,8 +580,7 @@ void CmManager::on_request_st(int from, const proto::CmMad& m) {
   auto src = CmAddress::from_wire(m.src);
   if (!dst || !src || m.sender_comm == 0) return;
   // A REQ seen before (hostile, or a peer's repeat): its passive id exists already.
-  for (const auto& [comm, id] : by_comm_)
-    if (!id->active && id->peer_host == from && id->peer_comm == m.sender_comm) return;
+  if (made_for_request(from, m.sender_comm) != nullptr) return;
   // Loopback names the requester's own container, so only requests from this router may use it.
   const Container* self = nullptr;
   if (from == kThisHost) {
@@ -601,9 +605,11 @@ void CmManager::on_request_st(int from, const proto::CmMad& m) {
   made->remote_gid = m.gid;
   made->peer_host = from;
   made->peer_comm = m.sender_comm;
+  made->requester_comm = m.sender_comm;
   made->listener = l;
   CmId* n = l->owner->adopt_cm_id(std::move(made));
   add_st(n);
+  by_request_[request_key(from, m.sender_comm)] = n;
   n->channel->users++;
   l->requests.push_back(n);
   proto::CmEventMsg ev = event_for(n, RDMA_CM_EVENT_CONNECT_REQUEST, 0);

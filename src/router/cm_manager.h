@@ -114,6 +114,8 @@ class CmManager {
   void send_to_peer_st(CmId* id, proto::CmMad m);
   void answer_st(int host, const proto::CmMad& to, uint8_t type, int32_t status);
   CmId* receiver_st(int from, const proto::CmMad& m) const;
+  // The passive id made for the REQ that comm on host `from` sent, if it is still there.
+  CmId* made_for_request(int from, uint32_t comm) const;
   void on_request_st(int from, const proto::CmMad& m);
   void on_addr_query_st(int from, const proto::CmMad& m);
   // Ends whatever the id was doing with its peer and reports it: REJECTED / UNREACHABLE
@@ -135,6 +137,8 @@ class CmManager {
   CmEnvironment& env_;
   std::map<PortKey, std::vector<CmId*>> ports_;
   std::unordered_map<uint32_t, CmId*> by_comm_;
+  // Passive ids by the REQ that made them: requester's host << 32 | requester's comm.
+  std::unordered_map<uint64_t, CmId*> by_request_;
   std::multimap<uint64_t, uint32_t> deadlines_;  // deadline -> comm; stale entries are skipped
   uint32_t next_comm_ = 1;
   uint32_t next_ephemeral_ = 0;

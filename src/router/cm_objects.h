@@ -90,6 +90,8 @@ struct CmId {
   // or, while kResolving, the host asked.
   int peer_host = kThisHost;
   uint32_t peer_comm = 0;
+  // Passive: the comm of the requester whose REQ made this id (peer_comm until it ends).
+  uint32_t requester_comm = 0;
   // While kConnecting, kAccepted or kResolving: when waiting fails (CmManager::expire_st).
   uint64_t deadline_ns = 0;
   CmId* listener = nullptr;     // passive, while kRequested: whose request this is

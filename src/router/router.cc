@@ -198,21 +198,25 @@ void Router::run(bool handle_signals) {
       if (const uint64_t t = now_ns(); t >= due) cm_.expire_st(t);
     }
     if (stopping_) break;
-    if (!busy && now - last_work >= cfg_.spin_ns && !next_wake_st(now).pacing_soon) {
-      if (sleep_until_work()) last_work = now_ns();
-      last_control = now_ns();
-    } else if (!busy) {
-      // Idle but still spinning: let applications that share our core run.
-      sched_yield();
+    if (busy) continue;
+    if (now - last_work >= cfg_.spin_ns) {
+      const WakePlan plan = next_wake_st(now);
+      if (!plan.pacing_soon) {
+        if (sleep_until_work(plan.timeout_ms)) last_work = now_ns();
+        last_control = now_ns();
+        continue;
+      }
     }
+    // Idle but still spinning: let applications that share our core run.
+    sched_yield();
   }
   spdlog::info("wharfd stopping");
 }
 
 // Announces sleep to every session, re-checks for work (a producer may have published just
 // before seeing the announcement), then blocks in epoll until a doorbell, a control
-// message or the next retry deadline. Returns true if woken by work.
-bool Router::sleep_until_work() {
+// message or timeout_ms (next_wake_st's, -1: none). Returns true if woken by work.
+bool Router::sleep_until_work(int timeout_ms) {
   if (stopping_) return false;
   for (auto& [fd, s] : sessions_)
     if (s->page() != nullptr) s->page()->router_sleeping.store(1, std::memory_order_relaxed);
@@ -222,7 +226,7 @@ bool Router::sleep_until_work() {
   // Host-link input needs no re-check: the wait below watches the links' epoll fd.
   bool busy = poll_datapath_st(false);
   // A stop consumed by an earlier poll_control() would never wake this wait.
-  if (!busy && !stopping_) poll_control(next_wake_st(now_ns()).timeout_ms);
+  if (!busy && !stopping_) poll_control(timeout_ms);
   for (auto& [fd, s] : sessions_)
     if (s->page() != nullptr) s->page()->router_sleeping.store(0, std::memory_order_relaxed);
   return busy;

@@ -155,11 +155,11 @@ class Router final : private CmEnvironment {
   uint64_t loop_turns() const { return loop_turns_.load(std::memory_order_relaxed); }
 
  private:
-  // Announces sleep, re-polls, then blocks for control input, a doorbell or the next retry
-  // deadline; never blocks once a stop was requested. Returns true if it found work.
-  // Public for tests.
+  // Announces sleep, re-polls, then blocks for control input, a doorbell or timeout_ms (the
+  // next deadline, next_wake_st's; -1: none); never blocks once a stop was requested. Returns
+  // true if it found work. Public for tests.
  public:
-  bool sleep_until_work();
+  bool sleep_until_work(int timeout_ms);
   // The loop's next wake-up. Public for tests.
   struct WakePlan {
     // How long sleep_until_work may block, in ms (-1: until input): until the first retry,

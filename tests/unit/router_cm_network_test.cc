@@ -98,7 +98,9 @@ class SimHost final : public CmEnvironment {
     ev.event = UINT32_MAX;
     uint8_t buf[proto::kCmEventSize + 8];
     const ssize_t n = recv(events_.get(), buf, sizeof(buf), 0);
-    if (n > 0) EXPECT_TRUE(proto::decode(buf, static_cast<size_t>(n), &ev));
+    if (n > 0) {
+      EXPECT_TRUE(proto::decode(buf, static_cast<size_t>(n), &ev));
+    }
     return ev;
   }
   bool quiet() { return next_event().event == UINT32_MAX; }
@@ -185,8 +187,9 @@ class CmNetworkTest : public ::testing::Test {
     p.initiator_depth = 1;
     return p;
   }
-  // A connection from A to B's listener, established on both sides; *passive is B's id.
-  CmId* connected(CmId** passive) {
+  // A's connection request to B's listener, accepted there: *passive is B's id, and the REP
+  // is in flight.
+  CmId* accepted(CmId** passive) {
     CmId* id = routed_client();
     EXPECT_EQ(a_.cm().connect_st(id, param(a_.qpn())), 0);
     deliver_all();
@@ -194,6 +197,11 @@ class CmNetworkTest : public ::testing::Test {
     *passive = SimHost::request_of(server_);
     b_.track(*passive);
     EXPECT_EQ(b_.cm().accept_st(*passive, param(b_.qpn())), 0);
+    return id;
+  }
+  // A connection from A to B's listener, established on both sides; *passive is B's id.
+  CmId* connected(CmId** passive) {
+    CmId* id = accepted(passive);
     deliver_all();
     EXPECT_EQ(a_.next_event().event, RDMA_CM_EVENT_CONNECT_RESPONSE);
     EXPECT_EQ(a_.cm().establish_st(id), 0);  // the library's RTU
@@ -279,13 +287,8 @@ TEST_F(CmNetworkTest, ALostRequestTimesOutAfterTheCmTimeout) {
 // A lost REP: the passive side times out (UNREACHABLE) and rejects, so the requester, still
 // waiting, hears REJECTED rather than waiting out its own timer.
 TEST_F(CmNetworkTest, ALostReplyFailsBothSides) {
-  CmId* id = routed_client();
-  ASSERT_EQ(a_.cm().connect_st(id, param(a_.qpn())), 0);
-  deliver_all();
-  ASSERT_EQ(b_.next_event().event, RDMA_CM_EVENT_CONNECT_REQUEST);
-  CmId* passive = SimHost::request_of(server_);
-  b_.track(passive);
-  ASSERT_EQ(b_.cm().accept_st(passive, param(b_.qpn())), 0);
+  CmId* passive = nullptr;
+  CmId* id = accepted(&passive);
   net_.flight.clear();  // the REP is lost
   b_.cm().expire_st(b_.cm().next_deadline());
   proto::CmEventMsg ev = b_.next_event();
@@ -298,6 +301,24 @@ TEST_F(CmNetworkTest, ALostReplyFailsBothSides) {
   EXPECT_EQ(id->state, CmState::kClosed);
   a_.cm().expire_st(a_.cm().next_deadline());  // its own timer, when it comes: nothing more
   EXPECT_TRUE(a_.quiet());
+}
+
+// A requester whose REP was lost gives up and rejects naming nobody (it never learned the
+// passive side's communication ID): the passive side, which accepted, hears REJECTED at once
+// rather than waiting out its own timer.
+TEST_F(CmNetworkTest, ARejectNamingNobodyReachesTheAcceptedPassiveSide) {
+  CmId* passive = nullptr;
+  CmId* id = accepted(&passive);
+  net_.flight.clear();  // the REP is lost
+  a_.cm().expire_st(id->deadline_ns);
+  EXPECT_EQ(a_.next_event().event, RDMA_CM_EVENT_UNREACHABLE);
+  ASSERT_EQ(net_.flight.size(), 1u);
+  EXPECT_EQ(net_.flight.front().mad.type, proto::kCmRej);
+  EXPECT_EQ(net_.flight.front().mad.receiver_comm, 0u);
+  deliver_all();
+  EXPECT_EQ(b_.next_event().event, RDMA_CM_EVENT_REJECTED);
+  EXPECT_EQ(passive->state, CmState::kClosed);
+  EXPECT_TRUE(b_.quiet());
 }
 
 // A REQ that arrives twice (a peer's repeat, or a forged copy) makes one request.

@@ -60,8 +60,8 @@ TEST(RouterLoopTest, StopConsumedByControlPollNeverLetsTheLoopSleep) {
     Router r(cfg);
     if (r.start() != 0) _exit(2);
     r.stop();
-    r.poll_control(0);  // consumes the wake-up, as the loop's periodic poll does
-    r.sleep_until_work();
+    r.poll_control(0);       // consumes the wake-up, as the loop's periodic poll does
+    r.sleep_until_work(-1);  // no deadline: only the stop may end it
   }));
 }
 
