@@ -2,7 +2,9 @@
 # A/B of two builds of Wharf between lab hosts, in one run: qperf rc_bw 1 MiB (as the
 # engine-latency acceptance check measures it) with build A's routers and library, then build
 # B's, alternating ROUNDS times, each round a fresh lab; in every lab also qperf tcp_bw 1 MiB
-# between the same two containers, the baseline. Medians and ratios.
+# between the same two containers, the baseline, and between the two hosts' namespaces, the
+# path an express line takes (docs/PERFORMANCE.md, "Why rc_bw / tcp_bw is a coin toss").
+# Medians and ratios.
 #
 #   sudo bash bench/qperf_bw.sh BUILD_A BUILD_B [ROUNDS] [RUNS]    # e.g. build-main build
 #
@@ -22,6 +24,7 @@ command -v qperf > /dev/null || { echo "qperf_bw.sh: needs qperf" >&2; exit 1; }
 stop_server() {
   # shellcheck disable=SC2046  # one pid per word
   kill $(ip netns pids "wharf-qbs$$" 2> /dev/null) 2> /dev/null || true
+  pkill -f "qperf -lp 19766" 2> /dev/null || true
 }
 bench_cleanup() { stop_server; }
 lab_bench_work qperf-bw
@@ -29,7 +32,8 @@ lab_bench_work qperf-bw
 # qperf's "bw = V unit" lines in GB/s, one per line.
 gbs() { awk '/bw *=/ {v = $3; if ($4 == "MB/sec") v /= 1000; print v}'; }
 
-# One lab with BUILD's routers: appends its rc_bw figures to WORK/NAME-rc, tcp_bw to NAME-tcp.
+# One lab with BUILD's routers: appends its rc_bw figures to WORK/NAME-rc, tcp_bw to NAME-tcp,
+# and tcp_bw between the hosts' namespaces to NAME-hosts.
 round() {
   local build=$1 name=$2 out
   "$LAB" up --hosts 2 --wharfd "$build/bin/wharfd" > "$WORK/up.log"
@@ -42,6 +46,10 @@ round() {
     sh -c "for i in \$(seq $RUNS); do qperf -lp 19765 -ws 20 -t 2 -m 1m 198.18.1.11 rc_bw tcp_bw; done" 2>&1)
   echo "$out" | awk '/^rc_bw:/ {f = 1; next} /^tcp_bw:/ {f = 0} f' | gbs >> "$WORK/$name-rc"
   echo "$out" | awk '/^tcp_bw:/ {f = 1; next} /^rc_bw:/ {f = 0} f' | gbs >> "$WORK/$name-tcp"
+  ip netns exec wharf-lab-h1 timeout 60 qperf -lp 19766 > /dev/null 2>&1 &
+  ip netns exec wharf-lab-h2 sh -c \
+    "for i in \$(seq $RUNS); do qperf -lp 19766 -ws 20 -t 2 -m 1m 198.19.0.1 tcp_bw; done" |
+    gbs >> "$WORK/$name-hosts"
   stop_server
   wait $srv || true
   "$LAB" down > /dev/null
@@ -58,5 +66,7 @@ echo "| qperf 1 MiB, GB/s (median of $((ROUNDS * RUNS))) | A: $A | B: $B | B/A |
 echo "|---|---|---|---|"
 echo "| rc_bw | $(med a-rc) | $(med b-rc) | $(ratio "$(med a-rc)" "$(med b-rc)") |"
 echo "| tcp_bw (baseline) | $(med a-tcp) | $(med b-tcp) | $(ratio "$(med a-tcp)" "$(med b-tcp)") |"
+echo "| tcp_bw between the hosts' namespaces | $(med a-hosts) | $(med b-hosts) | $(ratio "$(med a-hosts)" "$(med b-hosts)") |"
 echo "| rc_bw / tcp_bw | $(ratio "$(med a-tcp)" "$(med a-rc)") | $(ratio "$(med b-tcp)" "$(med b-rc)") | |"
+echo "| rc_bw / tcp_bw between the hosts | $(ratio "$(med a-hosts)" "$(med a-rc)") | $(ratio "$(med b-hosts)" "$(med b-rc)") | |"
 echo "all runs: A rc $(tr '\n' ' ' < "$WORK/a-rc"); B rc $(tr '\n' ' ' < "$WORK/b-rc")" >&2
