@@ -174,14 +174,15 @@ class Router final : private CmEnvironment {
   // timeout_ms (-1: forever) for some. True if a library connected or sent a request.
   // Public for tests.
   bool poll_control(int timeout_ms);
+  // Whether qp needs another pass although its library marks nothing: its head WQE waits
+  // (RNR, a missing peer, pacing), a long copy is under way, or its send ring holds work.
+  // Public for tests that run passes of their own.
+  static bool has_own_work_st(Qp* qp, uint64_t now);
 
  private:
   void accept_sessions();
   // Activates again every QP its library marked posted since the last call.
   void take_posted_st();
-  // Whether qp needs another pass although its library marks nothing: its head WQE waits
-  // (RNR, a missing peer, pacing), a long copy is under way, or its send ring holds work.
-  static bool has_own_work_st(Qp* qp, uint64_t now);
   void close_session(int fd);
   void handle_session_input(Session* s);
   uint16_t allocate_lid();  // 0 when the range is exhausted

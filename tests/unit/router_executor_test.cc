@@ -19,6 +19,7 @@
 #include "router/scheduler.h"
 #include "router/session.h"
 #include "shm/cq_ring.h"
+#include "support/router_rings.h"
 
 namespace wharf::router {
 namespace {
@@ -66,9 +67,7 @@ class ExecutorTest : public ::testing::Test {
     ShmRegion region;
     ASSERT_EQ(region.create("wharf-test-cq", layout.total), 0);
     cq->use_region(std::move(region), layout);
-    cq_reader_ = shm::CqConsumer(
-        reinterpret_cast<shm::RingHeader*>(cq->shm.data() + cq->layout.ring_off),
-        reinterpret_cast<shm::Cqe*>(cq->shm.data() + cq->layout.slots_off), cq->layout.entries);
+    cq_reader_ = test_support::cq_reader(*cq);
   }
   void make_qp(Qp* qp) {
     qp->owner = session_.get();
@@ -92,22 +91,10 @@ class ExecutorTest : public ::testing::Test {
     qp->attr.timeout = 14;
     scheduler_.activate(qp);
   }
-  // What a library's ibv_post_send (send true) or ibv_post_recv writes into qp's ring: a
-  // header and its body in the next slot, then published.
-  void push(Qp* qp, bool send, const void* head, size_t head_len, const void* body,
-            size_t body_len) {
-    const shm::QpLayout l = qp->layout();
-    shm::RingProducer ring(
-        reinterpret_cast<shm::RingHeader*>(qp->shm.data() + (send ? l.sq_ring_off : l.rq_ring_off)),
-        qp->shm.data() + (send ? l.sq_slots_off : l.rq_slots_off),
-        send ? qp->sq_entries : qp->rq_entries, send ? qp->sq_slot : qp->rq_slot);
-    ring.resume();
-    shm::RingStatus st;
-    uint8_t* slot = ring.reserve(&st);
-    ASSERT_NE(slot, nullptr);
-    std::memcpy(slot, head, head_len);
-    std::memcpy(slot + head_len, body, body_len);
-    ring.commit();
+  // What a library's ibv_post_send (send true) or ibv_post_recv writes into qp's ring.
+  static void push(Qp* qp, bool send, const void* head, size_t head_len, const void* body,
+                   size_t body_len) {
+    ASSERT_TRUE(test_support::push_wqe(qp, send, head, head_len, body, body_len));
   }
   // A receive of one SGE: `len` bytes at `offset` in buffer_.
   void post_recv(Qp* qp, uint64_t wr_id, uint32_t offset, uint32_t len) {
