@@ -211,7 +211,7 @@ class Requester {
       return true;
     }
     if (now < ack_deadline_ns_) return did;
-    if (retry_attempts_ >= l.retry_cnt) {
+    if (out_of_retries(l.timeout, retry_attempts_, l.retry_cnt)) {
       fail_oldest(port, IBV_WC_RETRY_EXC_ERR);
       return true;
     }

@@ -14,10 +14,18 @@ inline constexpr uint32_t kRnrTimerUs[32] = {
 
 inline constexpr uint64_t rnr_timer_ns(uint8_t field) { return kRnrTimerUs[field & 31] * 1000ull; }
 
-// Local ACK timeout 4.096 us * 2^timeout (IBTA 9.7.6.1.3); 0 = infinite, polled every 100 ms.
+// Local ACK timeout 4.096 us * 2^timeout (IBTA 9.7.6.1.3). 0 is infinite: the requester
+// never gives up (out_of_retries), but still sends again every 100 ms, which costs a silent
+// peer one packet a tenth of a second and recovers a request a lost link dropped.
 inline constexpr uint64_t ack_timeout_ns(uint8_t timeout) {
   if (timeout == 0) return 100000000ull;
   return 4096ull << std::min<uint8_t>(timeout, 31);
+}
+
+// Whether a requester that has sent again `attempts` times after a local ACK timeout
+// `timeout` fails with RETRY_EXC_ERR: after retry_cnt attempts, never with timeout 0.
+inline constexpr bool out_of_retries(uint8_t timeout, uint32_t attempts, uint8_t retry_cnt) {
+  return timeout != 0 && attempts >= retry_cnt;
 }
 
 // rnr_retry 7 means "retry for ever" (IBTA 9.7.5.2.8).

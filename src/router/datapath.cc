@@ -189,10 +189,11 @@ Executor::Step Executor::execute_st(Qp* qp, const SendWork& w, ibv_wc_status* st
 }
 
 // RC: the peer did not answer (missing, wrong address, not ready): retry after the local
-// ACK timeout, retry_cnt times, then RETRY_EXC_ERR. UC: the message is silently lost.
+// ACK timeout, retry_cnt times (for ever with timeout 0), then RETRY_EXC_ERR. UC: the
+// message is silently lost.
 Executor::Step Executor::no_peer_st(Qp* qp, ibv_wc_status* status) {
   if (qp->type != IBV_QPT_RC) return Step::kDone;
-  if (qp->work().retry_attempts >= qp->attr.retry_cnt) {
+  if (rc::out_of_retries(qp->attr.timeout, qp->work().retry_attempts, qp->attr.retry_cnt)) {
     *status = IBV_WC_RETRY_EXC_ERR;
     return Step::kDone;
   }

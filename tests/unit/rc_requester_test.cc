@@ -174,6 +174,21 @@ TEST_F(RequesterTest, RetryExceededOnlyAfterRetryCountTimeouts) {
   EXPECT_EQ(port.failures, 1);
 }
 
+// A local ACK timeout of 0 is infinite (IBTA 9.7.6.1.3): the request goes again every
+// 100 ms for as long as nobody answers, and never fails, whatever retry_cnt says.
+TEST_F(RequesterTest, AnInfiniteAckTimeoutSendsAgainButNeverFails) {
+  limits.timeout = 0;
+  limits.retry_cnt = 1;
+  req.issue(1, RequestKind::kMessage, 1, now, limits, port);
+  for (int i = 0; i < 300; ++i) {  // past retry_cnt, and past any 8-bit count of attempts
+    EXPECT_EQ(req.deadline(), now + (i + 1) * ack_timeout_ns(0));
+    EXPECT_TRUE(req.tick(req.deadline(), limits, port));
+  }
+  EXPECT_TRUE(port.done.empty());
+  EXPECT_EQ(port.failures, 0);
+  EXPECT_EQ(port.sent.size(), 301u);
+}
+
 // A message the link takes in several goes: the ACK timer counts from its last packet sent,
 // not from when it was issued, and an idle window ignores the call.
 TEST_F(RequesterTest, TheAckTimerRunsFromTheLastPacketTransmitted) {

@@ -191,6 +191,34 @@ TEST_F(ExecutorTest, WithoutAReceiveTheSendWaitsTheRnrTimerThenRetriesAndGivesUp
   EXPECT_EQ(a_.state(), IBV_QPS_ERR);
 }
 
+// Nobody answers at the peer's QPN: retry_cnt tries after the local ACK timeout, then
+// RETRY_EXC_ERR; with timeout 0 (infinite, IBTA 9.7.6.1.3) the tries never end.
+TEST_F(ExecutorTest, ASendToNobodyFailsAfterItsRetriesUnlessItsAckTimeoutIsInfinite) {
+  a_.attr.dest_qp_num = 0xabcdef;  // no such QP
+  a_.attr.retry_cnt = 1;
+  send_inline(&a_, 1, "x");
+  uint64_t now = kStart;
+  EXPECT_TRUE(look(&a_, now));
+  EXPECT_TRUE(completions().empty());
+  EXPECT_TRUE(look(&a_, a_.work().wait_until_ns));  // the one retry finds nobody either
+  std::vector<shm::Cqe> got = completions();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].status, IBV_WC_RETRY_EXC_ERR);
+
+  b_.attr.dest_qp_num = 0xabcdef;
+  b_.attr.timeout = 0;
+  b_.attr.retry_cnt = 1;
+  send_inline(&b_, 2, "y");
+  now = kStart;
+  for (int i = 0; i < 300; ++i) {
+    EXPECT_TRUE(look(&b_, now));
+    EXPECT_EQ(b_.work().wait_until_ns, now + rc::ack_timeout_ns(0));
+    now = b_.work().wait_until_ns;
+  }
+  EXPECT_TRUE(completions().empty());
+  EXPECT_EQ(b_.state(), IBV_QPS_RTS);
+}
+
 TEST_F(ExecutorTest, AReceivePostedDuringTheRnrWaitTakesTheRetriedSend) {
   send_inline(&a_, 1, "late");
   const uint64_t wait = rc::rnr_timer_ns(b_.attr.min_rnr_timer);
