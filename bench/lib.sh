@@ -57,3 +57,23 @@ ab_table() {
     echo "| $name | $va | $vb | $(awk -v x="$va" -v y="$vb" 'BEGIN {printf "%.2f", y / x}') |"
   done
 }
+
+# free_port: a TCP port of loopback nobody listens on now.
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# wait_http URL: until something answers there (10 s at most).
+wait_http() { for _ in $(seq 100); do curl -s -o /dev/null "$1" && return 0; sleep 0.1; done; return 1; }
+
+# start_etcd DIR: a private etcd on loopback, its data in DIR; sets ETCD_URL
+# (http://127.0.0.1:PORT) and ETCD_PID once it answers. The caller stops it.
+start_etcd() {
+  local ep pp
+  ep=$(free_port)
+  pp=$(free_port)
+  etcd --name bench --data-dir "$1/etcd" --listen-client-urls "http://127.0.0.1:$ep" \
+    --advertise-client-urls "http://127.0.0.1:$ep" --listen-peer-urls "http://127.0.0.1:$pp" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$pp" --initial-cluster "bench=http://127.0.0.1:$pp" \
+    > "$1/etcd.log" 2>&1 &
+  ETCD_PID=$!
+  ETCD_URL=http://127.0.0.1:$ep
+  wait_http "$ETCD_URL/version"
+}

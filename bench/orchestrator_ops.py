@@ -9,9 +9,11 @@ network n (198.18.0.0/16), then times COUNT container creations on bench-h1 (eac
 an address and a LID of the host's range with compare-and-set), COUNT policy updates and
 COUNT deletions, split over THREADS client threads; prints one line per operation:
 "create 1234.5 ops/s". Removes what it made (the host's entry lapses with its lease).
+Presents the admin token in the file $WHARF_TOKEN_FILE (else the token $WHARF_TOKEN).
 """
 import http.client
 import json
+import os
 import socket
 import sys
 import threading
@@ -27,9 +29,20 @@ def client(url):
     return conn
 
 
+def token():
+    path = os.environ.get('WHARF_TOKEN_FILE')
+    if path:
+        with open(path) as f:
+            return f.read().strip()
+    return os.environ.get('WHARF_TOKEN', '')
+
+
+TOKEN = token()
+
+
 def call(conn, method, path, body=None):
     conn.request(method, path, json.dumps(body) if body is not None else None,
-                 {'Content-Type': 'application/json'})
+                 {'Content-Type': 'application/json', 'Authorization': 'Bearer ' + TOKEN})
     r = conn.getresponse()
     data = r.read()
     if r.status != 200:

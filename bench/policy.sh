@@ -31,14 +31,14 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_http() { for _ in $(seq 100); do curl -s -o /dev/null "$1" && return 0; sleep 0.1; done; return 1; }
-. "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib.sh"  # median
+. "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib.sh"  # median, free_port, wait_http, start_etcd
 ctl() { "$B/bin/wharfctl" "$@"; }
 
 PORT=$(free_port)
 export WHARF_ORCHESTRATOR=http://127.0.0.1:$PORT
-"$B/bin/wharf-orchestrator" --listen "127.0.0.1:$PORT" --store "sqlite:$WORK/orch.db" > "$WORK/orch.log" 2>&1 &
+export WHARF_TOKEN_FILE=$WORK/admin.token # the orchestrator's first start writes it
+"$B/bin/wharf-orchestrator" --listen "127.0.0.1:$PORT" --store "sqlite:$WORK/orch.db" \
+  --admin-token-file "$WHARF_TOKEN_FILE" > "$WORK/orch.log" 2>&1 &
 PIDS+=($!)
 wait_http "$WHARF_ORCHESTRATOR/v1/tenants"
 SOCK=$WORK/wharfd.sock
@@ -109,26 +109,22 @@ lat_max=$(printf '%s\n' "${lat[@]}" | sort -g | tail -1)
 ops() {  # ops STORE: "create/policy/delete" ops/s for 1 and 8 threads
   local port out1 out8
   port=$(free_port)
-  "$B/bin/wharf-orchestrator" --listen "127.0.0.1:$port" --store "$1" > "$WORK/ops-orch.log" 2>&1 &
+  local token=$WORK/ops-$port.token
+  "$B/bin/wharf-orchestrator" --listen "127.0.0.1:$port" --store "$1" --admin-token-file "$token" \
+    > "$WORK/ops-orch.log" 2>&1 &
   local pid=$!
   wait_http "http://127.0.0.1:$port/v1/tenants"
-  out1=$(python3 bench/orchestrator_ops.py "http://127.0.0.1:$port" 300 1)
-  out8=$(python3 bench/orchestrator_ops.py "http://127.0.0.1:$port" 800 8)
+  out1=$(WHARF_TOKEN_FILE=$token python3 bench/orchestrator_ops.py "http://127.0.0.1:$port" 300 1)
+  out8=$(WHARF_TOKEN_FILE=$token python3 bench/orchestrator_ops.py "http://127.0.0.1:$port" 800 8)
   kill $pid && wait $pid 2> /dev/null || true
   for op in create policy delete; do
     echo "$op $(awk -v o=$op '$1 == o {print $2}' <<< "$out1") $(awk -v o=$op '$1 == o {print $2}' <<< "$out8")"
   done
 }
 SQLITE_OPS=$(ops "sqlite:$WORK/ops.db")
-EP=$(free_port)
-PEERP=$(free_port)
-etcd --name bench --data-dir "$WORK/etcd" --listen-client-urls "http://127.0.0.1:$EP" \
-  --advertise-client-urls "http://127.0.0.1:$EP" --listen-peer-urls "http://127.0.0.1:$PEERP" \
-  --initial-advertise-peer-urls "http://127.0.0.1:$PEERP" --initial-cluster "bench=http://127.0.0.1:$PEERP" \
-  > "$WORK/etcd.log" 2>&1 &
-PIDS+=($!)
-wait_http "http://127.0.0.1:$EP/version"
-ETCD_OPS=$(ops "etcd:http://127.0.0.1:$EP")
+start_etcd "$WORK"
+PIDS+=("$ETCD_PID")
+ETCD_OPS=$(ops "etcd:$ETCD_URL")
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a / b}'; }
 {

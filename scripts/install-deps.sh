@@ -16,7 +16,7 @@ PACKAGES=(
   # an unmodified TCP program run over rsockets by rdma-core's librspreload
   iperf3
   # libraries
-  libspdlog-dev libcli11-dev nlohmann-json3-dev libcpp-httplib-dev libsqlite3-dev
+  libspdlog-dev libcli11-dev nlohmann-json3-dev libcpp-httplib-dev libsqlite3-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   # test harnesses: network namespaces and veth, ABI check (readelf, python3), e2e helpers
   iproute2 procps util-linux binutils python3 perl

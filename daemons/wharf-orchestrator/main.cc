@@ -5,14 +5,27 @@
 
 #include <CLI/CLI.hpp>
 #include <atomic>
+#include <ctime>
 #include <exception>
+#include <filesystem>
 #include <string>
 #include <thread>
 
 #include "control/api.h"
 #include "control/kv_store.h"
+#include "control/tokens.h"
 
 namespace {
+
+// The directory the orchestrator keeps its files in: a SQLite store's, else /var/lib/wharf.
+std::string state_dir(const std::string& store_url) {
+  constexpr std::string_view kSqlite = "sqlite:";
+  if (store_url.rfind(kSqlite, 0) == 0) {
+    const std::filesystem::path db(store_url.substr(kSqlite.size()));
+    return db.has_parent_path() ? db.parent_path().string() : ".";
+  }
+  return "/var/lib/wharf";
+}
 
 int run_orchestrator(int argc, char** argv) {
   CLI::App app{"wharf-orchestrator - Wharf's control plane: tenants, networks, containers"};
@@ -24,7 +37,21 @@ int run_orchestrator(int argc, char** argv) {
   app.add_option("--store", store_url, "sqlite:PATH or etcd:http://HOST:PORT")
       ->capture_default_str()
       ->envname("WHARF_ORCHESTRATOR_STORE");
+  std::string admin_token_file;
+  std::string audit_log;
+  app.add_option("--admin-token-file", admin_token_file,
+                 "where the first start writes the admin token (default: beside a SQLite "
+                 "store, else /var/lib/wharf/orchestrator-admin.token)")
+      ->envname("WHARF_ORCHESTRATOR_ADMIN_TOKEN_FILE");
+  app.add_option("--audit-log", audit_log,
+                 "the file every change request is logged to (default: beside the admin token, "
+                 "orchestrator-audit.log)")
+      ->envname("WHARF_ORCHESTRATOR_AUDIT_LOG");
   CLI11_PARSE(app, argc, argv);
+  if (admin_token_file.empty())
+    admin_token_file = state_dir(store_url) + "/orchestrator-admin.token";
+  if (audit_log.empty())
+    audit_log = std::filesystem::path(admin_token_file).parent_path() / "orchestrator-audit.log";
   const size_t colon = listen.rfind(':');
   int port = -1;
   if (colon != std::string::npos) {
@@ -51,14 +78,29 @@ int run_orchestrator(int argc, char** argv) {
     spdlog::error("store {}: {}", store_url, st.message());
     return 1;
   }
-  wharf::control::ApiServer api(store.get());
+  std::error_code mkdir_failed;
+  std::filesystem::create_directories(std::filesystem::path(admin_token_file).parent_path(),
+                                      mkdir_failed);
+  wharf::control::TokenStore tokens(store.get());
+  bool made = false;
+  st = wharf::control::bootstrap_admin_token(&tokens, admin_token_file, std::time(nullptr), &made);
+  if (!st.is_ok()) {
+    spdlog::error("admin token: {}", st.message());
+    return 1;
+  }
+  if (made)
+    spdlog::info(
+        "first start: an admin token is in {} (mode 0600); give it to wharfctl as "
+        "WHARF_TOKEN_FILE={}",
+        admin_token_file, admin_token_file);
+  wharf::control::ApiServer api(store.get(), audit_log);
   const int bound = api.bind(listen.substr(0, colon), port);
   if (bound < 0) {
     spdlog::error("cannot listen on {}", listen);
     return 1;
   }
-  spdlog::info("wharf-orchestrator: serving on {}:{} with store {}", listen.substr(0, colon), bound,
-               store_url);
+  spdlog::info("wharf-orchestrator: serving on {}:{} with store {}, audit log {}",
+               listen.substr(0, colon), bound, store_url, audit_log);
   std::atomic<bool> served{false};
   std::thread waiter([&] {
     const timespec tick{0, 200'000'000};  // to notice that serve() ended by itself

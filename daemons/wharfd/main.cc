@@ -8,6 +8,7 @@
 
 #include "control/cidr.h"
 #include "control/container_watch.h"
+#include "control/credentials.h"
 #include "control/host_agent.h"
 #include "router/remote.h"
 #include "router/router.h"
@@ -99,6 +100,12 @@ int run_wharfd(int argc, char** argv) {
                  "lease that lapses when the router dies, and enforce the policies of the "
                  "containers placed on it")
       ->envname("WHARF_ORCHESTRATOR");
+  std::string token_file;
+  app.add_option("--token-file", token_file,
+                 "a file holding the token (host or admin) to present to the orchestrator, read "
+                 "at each registration and watch, so a rotated token is picked up; else "
+                 "$WHARF_TOKEN")
+      ->envname("WHARF_TOKEN_FILE");
   app.add_option("--host-ttl", host_ttl, "Seconds the host's entry outlives the router")
       ->check(CLI::Range(1, 3600))
       ->capture_default_str()
@@ -147,9 +154,10 @@ int run_wharfd(int argc, char** argv) {
       me.address = self.address;
       me.subnet = {self.subnet, self.prefix};
     }
-    agent = std::make_unique<wharf::control::HostAgent>(orchestrator, me, host_ttl);
+    agent = std::make_unique<wharf::control::HostAgent>(
+        orchestrator, wharf::control::TokenSource(token_file), me, host_ttl);
     watch = std::make_unique<wharf::control::ContainerWatch>(
-        orchestrator, cfg.host_name,
+        orchestrator, wharf::control::TokenSource(token_file), cfg.host_name,
         [&router](const std::string& tenant, const std::string& name,
                   const wharf::ContainerPolicy& policy) {
           router.post(

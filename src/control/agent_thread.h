@@ -4,19 +4,33 @@
 
 #include <httplib.h>
 #include <signal.h>
+#include <spdlog/spdlog.h>
 
 #include <memory>
 #include <string>
 #include <thread>
 #include <utility>
 
+#include "control/credentials.h"
+
 namespace wharf::control {
 
-// A client for url ("http://HOST:PORT"): a dead orchestrator costs the caller seconds, never
-// the router's loop.
+// Makes c present the token `source` has now; a token that cannot be read is logged and none
+// presented (the orchestrator answers 401, and the caller retries as for any refusal).
+inline void present_token(httplib::Client* c, const TokenSource& source) {
+  std::string token;
+  std::string why;
+  if (!source.get(&token, &why)) spdlog::warn("orchestrator token: {}", why);
+  c->set_bearer_token_auth(token.c_str());
+}
+
+// A client for url ("http://HOST:PORT") presenting the token `source` has now: a dead
+// orchestrator costs the caller seconds, never the router's loop.
 inline std::unique_ptr<httplib::Client> make_agent_client(const std::string& url,
+                                                          const TokenSource& source,
                                                           int read_timeout_s) {
   auto c = std::make_unique<httplib::Client>(url);
+  present_token(c.get(), source);
   c->set_connection_timeout(2);
   c->set_read_timeout(read_timeout_s);
   c->set_tcp_nodelay(true);  // a request's headers and body go in separate writes

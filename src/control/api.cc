@@ -1,9 +1,12 @@
 #include "control/api.h"
 
+#include <fcntl.h>
 #include <httplib.h>
+#include <unistd.h>
 
 #include <charconv>
 #include <cstdint>
+#include <ctime>
 #include <nlohmann/json.hpp>
 
 #include "control/policy_json.h"
@@ -87,10 +90,74 @@ json to_json(const ContainerInfo& c) {
   return j;
 }
 
+json to_json(const TokenRecord& r) {
+  return {{"id", r.id},     {"role", role_name(r.role)}, {"tenant", r.tenant},
+          {"name", r.name}, {"created", r.created},      {"expires", r.expires}};
+}
+
+// The audit log, appended to and readable by its owner only (it names who changed what).
+FILE* open_audit_log(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return nullptr;
+  FILE* f = ::fdopen(fd, "a");
+  if (f == nullptr) ::close(fd);
+  return f;
+}
+
+int64_t unix_now() { return static_cast<int64_t>(std::time(nullptr)); }
+
+// Which roles may use each kind of route. `own_tenant`: a tenant-admin only for the tenant
+// the route names (kListing: the routes filter what it sees to its own).
+struct RouteAccess {
+  bool admin, tenant_admin, viewer, host, own_tenant;
+};
+constexpr RouteAccess kRouteAccess[] = {
+    //                 admin  tenant-admin viewer host   own_tenant
+    /* kAdmin */ {true, false, false, false, false},
+    /* kTenantRead */ {true, true, true, false, true},
+    /* kTenantWrite */ {true, true, false, false, true},
+    /* kListing */ {true, true, true, true, false},
+    /* kHostWrite */ {true, false, false, true, false},
+    /* kHostRead */ {true, false, true, true, false},
+    /* kStore */ {true, false, false, true, false},
+};
+
+bool role_may(Access access, Role role) {
+  const RouteAccess& a = kRouteAccess[static_cast<size_t>(access)];
+  switch (role) {
+    case Role::kAdmin: return a.admin;
+    case Role::kTenantAdmin: return a.tenant_admin;
+    case Role::kViewer: return a.viewer;
+    case Role::kHost: return a.host;
+  }
+  return false;
+}
+
+// The bearer token of an Authorization header; "" if there is none.
+std::string bearer_token(const httplib::Request& req) {
+  const std::string h = req.get_header_value("Authorization");
+  constexpr std::string_view kScheme = "Bearer ";
+  return h.size() > kScheme.size() && h.compare(0, kScheme.size(), kScheme) == 0
+             ? h.substr(kScheme.size())
+             : std::string();
+}
+
+void refuse(httplib::Response& res, int status, const std::string& why) {
+  res.status = status;
+  if (status == 401) res.set_header("WWW-Authenticate", "Bearer");
+  res.set_content(json{{"error", why}}.dump(), "application/json");
+}
+
 }  // namespace
 
-ApiServer::ApiServer(KvStore* store)
-    : store_(store), registry_(store), http_(std::make_unique<httplib::Server>()) {
+ApiServer::ApiServer(KvStore* store, const std::string& audit_log)
+    : store_(store),
+      registry_(store),
+      tokens_(store),
+      http_(std::make_unique<httplib::Server>()),
+      audit_(audit_log.empty() ? nullptr : open_audit_log(audit_log), &std::fclose) {
+  if (!audit_log.empty() && audit_ == nullptr)
+    throw std::runtime_error("cannot open the audit log " + audit_log);
   // Every router keeps a watch waiting: more threads than httplib's default of about eight.
   http_->new_task_queue = [] { return new httplib::ThreadPool(kServerThreads); };
   // httplib writes a response's headers and body separately: with Nagle's algorithm the body
@@ -109,155 +176,272 @@ int ApiServer::bind(const std::string& host, int port) {
 void ApiServer::serve() { http_->listen_after_bind(); }
 void ApiServer::stop() { http_->stop(); }
 
+bool ApiServer::authorize(Access access, const httplib::Request& req, httplib::Response& res,
+                          TokenRecord* who) {
+  const std::string token = bearer_token(req);
+  if (token.empty()) {
+    refuse(res, 401, "this API needs a token: Authorization: Bearer TOKEN");
+    return false;
+  }
+  Status st = tokens_.verify(token, unix_now(), who);
+  if (st.code() == Status::Code::kNotFound) {
+    refuse(res, 401, st.message());
+    return false;
+  }
+  if (!st.is_ok()) {
+    reply(res, st);
+    return false;
+  }
+  const bool own = !kRouteAccess[static_cast<size_t>(access)].own_tenant ||
+                   who->role != Role::kTenantAdmin ||
+                   (req.matches.size() > 1 && req.matches[1] == who->tenant);
+  if (role_may(access, who->role) && own) return true;
+  refuse(
+      res, 403,
+      std::string("a ") + role_name(who->role) + " token may not " + req.method + " " + req.path);
+  return false;
+}
+
+void ApiServer::audit(const httplib::Request& req, const httplib::Response& res,
+                      const TokenRecord* who) {
+  if (audit_ == nullptr || req.method == "GET") return;
+  std::array<char, 32> when{};
+  const time_t now = std::time(nullptr);
+  tm utc{};
+  std::strftime(when.data(), when.size(), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &utc));
+  const json line = {{"time", when.data()},
+                     {"token", who != nullptr ? json(who->id) : json(nullptr)},
+                     {"role", who != nullptr ? json(role_name(who->role)) : json(nullptr)},
+                     {"tenant", who != nullptr ? json(who->tenant) : json(nullptr)},
+                     {"method", req.method},
+                     {"path", req.path},
+                     {"status", res.status}};
+  const std::string text = line.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+  std::lock_guard<std::mutex> lock(audit_mutex_);
+  std::fwrite(text.data(), 1, text.size(), audit_.get());
+  std::fflush(audit_.get());
+}
+
+std::function<void(const httplib::Request&, httplib::Response&)> ApiServer::guarded(Access access,
+                                                                                    Handler h) {
+  return [this, access, h = std::move(h)](const httplib::Request& req, httplib::Response& res) {
+    TokenRecord who;
+    const bool allowed = authorize(access, req, res, &who);
+    if (allowed) h(req, res, who);
+    audit(req, res, allowed || !who.id.empty() ? &who : nullptr);
+  };
+}
+
+void ApiServer::token_routes() {
+  using Req = const httplib::Request&;
+  using Res = httplib::Response&;
+  using Who = const TokenRecord&;
+  httplib::Server& s = *http_;
+  s.Get("/v1/tokens", guarded(Access::kAdmin, [this](Req, Res res, Who) {
+          std::vector<TokenRecord> all;
+          Status st = tokens_.list(&all);
+          json out = json::array();
+          for (const TokenRecord& r : all) out.push_back(to_json(r));
+          reply(res, st, out);
+        }));
+  s.Post("/v1/tokens", guarded(Access::kAdmin, [this](Req req, Res res, Who) {
+           json b;
+           if (!body_object(req, res, &b)) return;
+           Role role = Role::kViewer;
+           const auto ttl = b.find("ttl");
+           if (!parse_role(field(b, "role"), &role) ||
+               (ttl != b.end() && (!ttl->is_number_unsigned() || ttl->get<uint64_t>() > INT32_MAX)))
+             return reply(res, Status::error(Code::kInvalidArgument,
+                                             "expected {\"role\": admin|tenant-admin|viewer|host"
+                                             "[, \"tenant\": T, \"name\": N, \"ttl\": seconds]}"));
+           std::string token;
+           TokenRecord r;
+           Status st =
+               tokens_.add(role, field(b, "tenant"), field(b, "name"),
+                           ttl == b.end() ? 0 : ttl->get<int64_t>(), unix_now(), &token, &r);
+           json out = to_json(r);
+           out["token"] = token;
+           reply(res, st, out);
+         }));
+  s.Delete(R"(/v1/tokens/([^/]+))", guarded(Access::kAdmin, [this](Req req, Res res, Who) {
+             reply(res, tokens_.del(req.matches[1]));
+           }));
+}
+
 void ApiServer::routes() {
   using Req = const httplib::Request&;
   using Res = httplib::Response&;
+  using Who = const TokenRecord&;
   httplib::Server& s = *http_;
+  token_routes();
 
-  s.Get("/v1/tenants", [this](Req, Res res) {
-    std::vector<std::string> tenants;
-    Status st = registry_.list_tenants(&tenants);
-    reply(res, st, tenants);
-  });
-  s.Post("/v1/tenants", [this](Req req, Res res) {
-    json b;
-    if (body_object(req, res, &b)) reply(res, registry_.add_tenant(field(b, "name")));
-  });
-  s.Delete(R"(/v1/tenants/([^/]+))",
-           [this](Req req, Res res) { reply(res, registry_.del_tenant(req.matches[1])); });
+  s.Get("/v1/tenants", guarded(Access::kListing, [this](Req, Res res, Who who) {
+          std::vector<std::string> tenants;
+          Status st = registry_.list_tenants(&tenants);
+          // A tenant-admin sees its own tenant only.
+          if (who.role == Role::kTenantAdmin)
+            std::erase_if(tenants, [&](const std::string& t) { return t != who.tenant; });
+          reply(res, st, tenants);
+        }));
+  s.Post("/v1/tenants", guarded(Access::kAdmin, [this](Req req, Res res, Who) {
+           json b;
+           if (body_object(req, res, &b)) reply(res, registry_.add_tenant(field(b, "name")));
+         }));
+  s.Delete(R"(/v1/tenants/([^/]+))", guarded(Access::kAdmin, [this](Req req, Res res, Who) {
+             reply(res, registry_.del_tenant(req.matches[1]));
+           }));
 
-  s.Get(R"(/v1/tenants/([^/]+)/networks)", [this](Req req, Res res) {
-    std::vector<NetworkInfo> nets;
-    Status st = registry_.list_networks(req.matches[1], &nets);
-    json out = json::array();
-    for (const NetworkInfo& n : nets)
-      out.push_back({{"name", n.name}, {"cidr", format_cidr(n.cidr)}});
-    reply(res, st, out);
-  });
-  s.Post(R"(/v1/tenants/([^/]+)/networks)", [this](Req req, Res res) {
-    json b;
-    if (body_object(req, res, &b))
-      reply(res, registry_.add_network(req.matches[1], field(b, "name"), field(b, "cidr")));
-  });
-  s.Delete(R"(/v1/tenants/([^/]+)/networks/([^/]+))", [this](Req req, Res res) {
-    reply(res, registry_.del_network(req.matches[1], req.matches[2]));
-  });
+  s.Get(R"(/v1/tenants/([^/]+)/networks)",
+        guarded(Access::kTenantRead, [this](Req req, Res res, Who) {
+          std::vector<NetworkInfo> nets;
+          Status st = registry_.list_networks(req.matches[1], &nets);
+          json out = json::array();
+          for (const NetworkInfo& n : nets)
+            out.push_back({{"name", n.name}, {"cidr", format_cidr(n.cidr)}});
+          reply(res, st, out);
+        }));
+  s.Post(R"(/v1/tenants/([^/]+)/networks)",
+         guarded(Access::kTenantWrite, [this](Req req, Res res, Who) {
+           json b;
+           if (body_object(req, res, &b))
+             reply(res, registry_.add_network(req.matches[1], field(b, "name"), field(b, "cidr")));
+         }));
+  s.Delete(R"(/v1/tenants/([^/]+)/networks/([^/]+))",
+           guarded(Access::kTenantWrite, [this](Req req, Res res, Who) {
+             reply(res, registry_.del_network(req.matches[1], req.matches[2]));
+           }));
 
-  s.Get("/v1/containers", [this](Req req, Res res) {
-    std::vector<ContainerInfo> all;
-    Status st = registry_.list_containers(req.get_param_value("tenant"), &all);
-    json out = json::array();
-    for (const ContainerInfo& c : all) out.push_back(to_json(c));
-    reply(res, st, out);
-  });
-  s.Post(R"(/v1/tenants/([^/]+)/containers)", [this](Req req, Res res) {
-    json b;
-    if (!body_object(req, res, &b)) return;
-    uint32_t vip = 0;
-    const std::string vip_text = field(b, "vip");
-    if (!vip_text.empty() && !parse_ipv4(vip_text, &vip))
-      return reply(
-          res, Status::error(Code::kInvalidArgument, "vip '" + vip_text + "' is not an address"));
-    ContainerInfo c;
-    Status st = registry_.add_container(req.matches[1], field(b, "network"), field(b, "name"),
-                                        field(b, "host"), vip, &c);
-    reply(res, st, to_json(c));
-  });
-  s.Get(R"(/v1/tenants/([^/]+)/containers/([^/]+))", [this](Req req, Res res) {
-    ContainerInfo c;
-    Status st = registry_.get_container(req.matches[1], req.matches[2], &c);
-    reply(res, st, to_json(c));
-  });
-  s.Post(R"(/v1/tenants/([^/]+)/containers/([^/]+)/move)", [this](Req req, Res res) {
-    json b;
-    if (!body_object(req, res, &b)) return;
-    ContainerInfo c;
-    Status st = registry_.move_container(req.matches[1], req.matches[2], field(b, "host"), &c);
-    reply(res, st, to_json(c));
-  });
-  s.Post(R"(/v1/tenants/([^/]+)/containers/([^/]+)/policy)", [this](Req req, Res res) {
-    json change;
-    if (!body_object(req, res, &change)) return;
-    ContainerInfo c;
-    Status st = registry_.update_policy(
-        req.matches[1], req.matches[2],
-        [&](ContainerPolicy* p) { return apply_policy_change(change, p); }, &c);
-    reply(res, st, to_json(c));
-  });
-  s.Delete(R"(/v1/tenants/([^/]+)/containers/([^/]+))", [this](Req req, Res res) {
-    reply(res, registry_.del_container(req.matches[1], req.matches[2]));
-  });
+  s.Get("/v1/containers", guarded(Access::kListing, [this](Req req, Res res, Who who) {
+          std::string tenant = req.get_param_value("tenant");
+          // A tenant-admin lists its own tenant's containers only.
+          if (who.role == Role::kTenantAdmin) {
+            if (!tenant.empty() && tenant != who.tenant)
+              return refuse(res, 403,
+                            "a tenant-admin token of " + who.tenant + " may not list " + tenant);
+            tenant = who.tenant;
+          }
+          std::vector<ContainerInfo> all;
+          Status st = registry_.list_containers(tenant, &all);
+          json out = json::array();
+          for (const ContainerInfo& c : all) out.push_back(to_json(c));
+          reply(res, st, out);
+        }));
+  s.Post(R"(/v1/tenants/([^/]+)/containers)",
+         guarded(Access::kTenantWrite, [this](Req req, Res res, Who) {
+           json b;
+           if (!body_object(req, res, &b)) return;
+           uint32_t vip = 0;
+           const std::string vip_text = field(b, "vip");
+           if (!vip_text.empty() && !parse_ipv4(vip_text, &vip))
+             return reply(res, Status::error(Code::kInvalidArgument,
+                                             "vip '" + vip_text + "' is not an address"));
+           ContainerInfo c;
+           Status st = registry_.add_container(req.matches[1], field(b, "network"),
+                                               field(b, "name"), field(b, "host"), vip, &c);
+           reply(res, st, to_json(c));
+         }));
+  s.Get(R"(/v1/tenants/([^/]+)/containers/([^/]+))",
+        guarded(Access::kTenantRead, [this](Req req, Res res, Who) {
+          ContainerInfo c;
+          Status st = registry_.get_container(req.matches[1], req.matches[2], &c);
+          reply(res, st, to_json(c));
+        }));
+  s.Post(R"(/v1/tenants/([^/]+)/containers/([^/]+)/move)",
+         guarded(Access::kTenantWrite, [this](Req req, Res res, Who) {
+           json b;
+           if (!body_object(req, res, &b)) return;
+           ContainerInfo c;
+           Status st =
+               registry_.move_container(req.matches[1], req.matches[2], field(b, "host"), &c);
+           reply(res, st, to_json(c));
+         }));
+  s.Post(R"(/v1/tenants/([^/]+)/containers/([^/]+)/policy)",
+         guarded(Access::kTenantWrite, [this](Req req, Res res, Who) {
+           json change;
+           if (!body_object(req, res, &change)) return;
+           ContainerInfo c;
+           Status st = registry_.update_policy(
+               req.matches[1], req.matches[2],
+               [&](ContainerPolicy* p) { return apply_policy_change(change, p); }, &c);
+           reply(res, st, to_json(c));
+         }));
+  s.Delete(R"(/v1/tenants/([^/]+)/containers/([^/]+))",
+           guarded(Access::kTenantWrite, [this](Req req, Res res, Who) {
+             reply(res, registry_.del_container(req.matches[1], req.matches[2]));
+           }));
 
-  s.Post("/v1/hosts", [this](Req req, Res res) {
-    json b;
-    if (!body_object(req, res, &b)) return;
-    HostInfo h;
-    h.name = field(b, "name");
-    const auto ttl = b.find("ttl");
-    if (!Registry::host_from_json(b, &h) || ttl == b.end() || !ttl->is_number_unsigned() ||
-        ttl->get<uint64_t>() > INT32_MAX)
-      return reply(res, Status::error(Code::kInvalidArgument,
-                                      "expected {\"name\", \"address\": A.B.C.D, \"ttl\": "
-                                      "1-3600, \"lid_first\": N, \"lid_last\": M[, "
-                                      "\"subnet\": A.B.C.D/N]}"));
-    int64_t lease = 0;
-    Status st = registry_.add_host(h, static_cast<int64_t>(ttl->get<uint64_t>()), &lease);
-    reply(res, st, {{"lease", lease}});
-  });
-  s.Post(R"(/v1/hosts/([^/]+)/keepalive)", [this](Req req, Res res) {
-    json b;
-    if (!body_object(req, res, &b)) return;
-    const auto lease = b.find("lease");
-    if (lease == b.end() || !lease->is_number_integer())
-      return reply(res, Status::error(Code::kInvalidArgument, "expected {\"lease\": N}"));
-    reply(res, store_->keep_alive(lease->get<int64_t>()));
-  });
-  s.Get("/v1/kv", [this](Req req, Res res) {
-    std::string prefix;
-    if (!prefix_param(req, res, &prefix)) return;
-    std::vector<KeyValue> kvs;
-    int64_t rev = 0;
-    Status st = store_->range(prefix, &kvs, &rev);
-    json items = json::array();
-    for (const KeyValue& kv : kvs)
-      items.push_back({{"key", kv.key}, {"value", kv.value}, {"mod_revision", kv.mod_revision}});
-    reply(res, st, {{"revision", rev}, {"kvs", items}});
-  });
-  s.Get("/v1/watch", [this](Req req, Res res) {
-    std::string prefix;
-    if (!prefix_param(req, res, &prefix)) return;
-    int64_t from = 0;
-    int64_t timeout_ms = 0;
-    if (!int_param(req, "revision", 0, &from) || from == 0 ||
-        !int_param(req, "timeout_ms", 10000, &timeout_ms) || timeout_ms > 60000)
-      return reply(res, Status::error(Code::kInvalidArgument,
-                                      "expected revision=N (N > 0) and timeout_ms=0-60000"));
-    std::unique_ptr<Watch> w;
-    std::vector<WatchEvent> events;
-    Status st = store_->watch(prefix, from, &w);
-    if (st.is_ok()) st = w->next(&events, std::chrono::milliseconds(timeout_ms));
-    json out = json::array();
-    int64_t next = from;
-    for (const WatchEvent& e : events) {
-      out.push_back({{"type", e.type == WatchEvent::Type::kPut ? "put" : "delete"},
-                     {"key", e.kv.key},
-                     {"value", e.kv.value},
-                     {"mod_revision", e.kv.mod_revision}});
-      next = std::max(next, e.kv.mod_revision + 1);
-    }
-    reply(res, st, {{"events", out}, {"next", next}});
-  });
-  s.Get("/v1/hosts", [this](Req, Res res) {
-    std::vector<HostInfo> hosts;
-    Status st = registry_.list_hosts(&hosts);
-    json out = json::array();
-    for (const HostInfo& h : hosts) {
-      json j = {{"name", h.name}, {"lease", h.lease}};
-      Registry::host_to_json(h, &j);
-      out.push_back(j);
-    }
-    reply(res, st, out);
-  });
+  s.Post("/v1/hosts", guarded(Access::kHostWrite, [this](Req req, Res res, Who) {
+           json b;
+           if (!body_object(req, res, &b)) return;
+           HostInfo h;
+           h.name = field(b, "name");
+           const auto ttl = b.find("ttl");
+           if (!Registry::host_from_json(b, &h) || ttl == b.end() || !ttl->is_number_unsigned() ||
+               ttl->get<uint64_t>() > INT32_MAX)
+             return reply(res, Status::error(Code::kInvalidArgument,
+                                             "expected {\"name\", \"address\": A.B.C.D, \"ttl\": "
+                                             "1-3600, \"lid_first\": N, \"lid_last\": M[, "
+                                             "\"subnet\": A.B.C.D/N]}"));
+           int64_t lease = 0;
+           Status st = registry_.add_host(h, static_cast<int64_t>(ttl->get<uint64_t>()), &lease);
+           reply(res, st, {{"lease", lease}});
+         }));
+  s.Post(R"(/v1/hosts/([^/]+)/keepalive)",
+         guarded(Access::kHostWrite, [this](Req req, Res res, Who) {
+           json b;
+           if (!body_object(req, res, &b)) return;
+           const auto lease = b.find("lease");
+           if (lease == b.end() || !lease->is_number_integer())
+             return reply(res, Status::error(Code::kInvalidArgument, "expected {\"lease\": N}"));
+           reply(res, store_->keep_alive(lease->get<int64_t>()));
+         }));
+  s.Get("/v1/kv", guarded(Access::kStore, [this](Req req, Res res, Who) {
+          std::string prefix;
+          if (!prefix_param(req, res, &prefix)) return;
+          std::vector<KeyValue> kvs;
+          int64_t rev = 0;
+          Status st = store_->range(prefix, &kvs, &rev);
+          json items = json::array();
+          for (const KeyValue& kv : kvs)
+            items.push_back(
+                {{"key", kv.key}, {"value", kv.value}, {"mod_revision", kv.mod_revision}});
+          reply(res, st, {{"revision", rev}, {"kvs", items}});
+        }));
+  s.Get("/v1/watch", guarded(Access::kStore, [this](Req req, Res res, Who) {
+          std::string prefix;
+          if (!prefix_param(req, res, &prefix)) return;
+          int64_t from = 0;
+          int64_t timeout_ms = 0;
+          if (!int_param(req, "revision", 0, &from) || from == 0 ||
+              !int_param(req, "timeout_ms", 10000, &timeout_ms) || timeout_ms > 60000)
+            return reply(res, Status::error(Code::kInvalidArgument,
+                                            "expected revision=N (N > 0) and timeout_ms=0-60000"));
+          std::unique_ptr<Watch> w;
+          std::vector<WatchEvent> events;
+          Status st = store_->watch(prefix, from, &w);
+          if (st.is_ok()) st = w->next(&events, std::chrono::milliseconds(timeout_ms));
+          json out = json::array();
+          int64_t next = from;
+          for (const WatchEvent& e : events) {
+            out.push_back({{"type", e.type == WatchEvent::Type::kPut ? "put" : "delete"},
+                           {"key", e.kv.key},
+                           {"value", e.kv.value},
+                           {"mod_revision", e.kv.mod_revision}});
+            next = std::max(next, e.kv.mod_revision + 1);
+          }
+          reply(res, st, {{"events", out}, {"next", next}});
+        }));
+  s.Get("/v1/hosts", guarded(Access::kHostRead, [this](Req, Res res, Who) {
+          std::vector<HostInfo> hosts;
+          Status st = registry_.list_hosts(&hosts);
+          json out = json::array();
+          for (const HostInfo& h : hosts) {
+            json j = {{"name", h.name}, {"lease", h.lease}};
+            Registry::host_to_json(h, &j);
+            out.push_back(j);
+          }
+          reply(res, st, out);
+        }));
 }
 
 }  // namespace wharf::control

@@ -27,25 +27,53 @@
 //                                               revision to ask for next}
 //          waits up to T ms (default 10000, at most 60000) for a change at or after N under
 //          P; 410 when N is older than the history the store keeps (list again).
-// P must start with "/wharf/". Errors: {"error": message} with 400 (bad input), 404 (unknown
-// object), 409 (exists, in use, overlaps, no address left), 503 (store unreachable) or 500.
+// P must start with "/wharf/". And, for admins, the credentials (control/tokens.h):
+//   GET    /v1/tokens                        -> [{"id","role","tenant","name","created",
+//                                               "expires"}, ...]
+//   POST   /v1/tokens                        {"role"[,"tenant","name","ttl"]} -> the same
+//                                            and "token": the only copy of the secret
+//   DELETE /v1/tokens/ID
+// Every request carries "Authorization: Bearer TOKEN"; which roles may use a route is
+// kRouteAccess's row in api.cc. Errors: {"error": message} with 400 (bad input), 401 (no
+// token, or one that is unknown, expired or deleted), 403 (the token's role may not do
+// that), 404 (unknown object), 409 (exists, in use, overlaps, no address left), 503 (store
+// unreachable) or 500. Every request but a GET is written to the audit log, refused or not:
+// one JSON object a line, {"time","token","role","tenant","method","path","status"}.
 #pragma once
 
+#include <cstdio>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "control/kv_store.h"
 #include "control/registry.h"
+#include "control/tokens.h"
 
 namespace httplib {
 class Server;
-}
+struct Request;
+struct Response;
+}  // namespace httplib
 
 namespace wharf::control {
 
+// Who may use a kind of route (one row each in api.cc's kRouteAccess).
+enum class Access {
+  kAdmin,        // tokens
+  kTenantRead,   // GET /v1/tenants/T/...: admins, viewers, T's tenant-admins
+  kTenantWrite,  // changes under /v1/tenants/T/: admins, T's tenant-admins
+  kListing,      // GET /v1/tenants, /v1/containers: all roles, a tenant-admin its own only
+  kHostWrite,    // a host's registration and keep-alive: admins, hosts
+  kHostRead,     // GET /v1/hosts: admins, viewers, hosts
+  kStore,        // the raw store, /v1/kv and /v1/watch: admins, hosts
+};
+
 class ApiServer {
  public:
-  explicit ApiServer(KvStore* store);
+  // audit_log: the file every request but a GET is appended to ("" for none).
+  explicit ApiServer(KvStore* store, const std::string& audit_log = "");
   ~ApiServer();
   ApiServer(const ApiServer&) = delete;
   ApiServer& operator=(const ApiServer&) = delete;
@@ -57,11 +85,24 @@ class ApiServer {
   void stop();
 
  private:
+  using Handler =
+      std::function<void(const httplib::Request&, httplib::Response&, const TokenRecord&)>;
+  // h, run only for a caller whose token passes `access` (else 401 or 403), and audited.
+  std::function<void(const httplib::Request&, httplib::Response&)> guarded(Access access,
+                                                                           Handler h);
+  // Whether the request's token passes `access`; if not, the refusal is written to res.
+  bool authorize(Access access, const httplib::Request& req, httplib::Response& res,
+                 TokenRecord* who);
+  void audit(const httplib::Request& req, const httplib::Response& res, const TokenRecord* who);
   void routes();
+  void token_routes();
 
   KvStore* store_;
   Registry registry_;
+  TokenStore tokens_;
   std::unique_ptr<httplib::Server> http_;
+  std::mutex audit_mutex_;
+  std::unique_ptr<FILE, int (*)(FILE*)> audit_;  // guarded by audit_mutex_
 };
 
 }  // namespace wharf::control

@@ -22,13 +22,14 @@ constexpr int kReadTimeoutS = kWatchTimeoutMs / 1000 + 5;
 
 }  // namespace
 
-ContainerWatch::ContainerWatch(std::string orchestrator, std::string host, Report report,
-                               Place place)
+ContainerWatch::ContainerWatch(std::string orchestrator, TokenSource token, std::string host,
+                               Report report, Place place)
     : orchestrator_(std::move(orchestrator)),
+      token_(std::move(token)),
       host_(std::move(host)),
       report_(std::move(report)),
       place_(std::move(place)),
-      client_(make_agent_client(orchestrator_, kReadTimeoutS)) {
+      client_(make_agent_client(orchestrator_, token_, kReadTimeoutS)) {
   thread_ = spawn_without_signals([this] { run(); });
 }
 
@@ -78,6 +79,7 @@ void ContainerWatch::update(const std::string& key, const std::string* value) {
 }
 
 bool ContainerWatch::list(int64_t* next_revision) {
+  present_token(client_.get(), token_);  // a rotated token counts from the next list
   auto r = client_->Get(std::string("/v1/kv?prefix=") + Registry::kContainerPrefix);
   const json j = r && r->status == 200 ? json::parse(r->body, nullptr, false) : json();
   if (!j.is_object() || !j.contains("revision") || !j["revision"].is_number_integer() ||
@@ -105,6 +107,7 @@ bool ContainerWatch::list(int64_t* next_revision) {
 }
 
 int ContainerWatch::watch(int64_t* revision) {
+  present_token(client_.get(), token_);
   auto r = client_->Get(std::string("/v1/watch?prefix=") + Registry::kContainerPrefix +
                         "&revision=" + std::to_string(*revision) +
                         "&timeout_ms=" + std::to_string(kWatchTimeoutMs));

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "common/policy.h"
+#include "control/credentials.h"
 
 namespace httplib {
 class Client;
@@ -36,7 +37,9 @@ class ContainerWatch {
   using Place = std::function<void(const std::string& tenant, const std::string& network,
                                    uint32_t vip, const std::string& host)>;
 
-  ContainerWatch(std::string orchestrator, std::string host, Report report, Place place);
+  // token: where a host or admin token comes from (read again before each list and watch).
+  ContainerWatch(std::string orchestrator, TokenSource token, std::string host, Report report,
+                 Place place);
   ~ContainerWatch();  // stops the thread, interrupting a pending watch
   ContainerWatch(const ContainerWatch&) = delete;
   ContainerWatch& operator=(const ContainerWatch&) = delete;
@@ -62,6 +65,7 @@ class ContainerWatch {
   };
 
   const std::string orchestrator_;
+  const TokenSource token_;
   const std::string host_;
   const Report report_;
   const Place place_;

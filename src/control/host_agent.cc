@@ -15,8 +15,11 @@ constexpr int kReadTimeoutS = 5;
 
 }  // namespace
 
-HostAgent::HostAgent(std::string orchestrator, HostInfo host, int ttl_seconds)
-    : orchestrator_(std::move(orchestrator)), host_(std::move(host)), ttl_seconds_(ttl_seconds) {
+HostAgent::HostAgent(std::string orchestrator, TokenSource token, HostInfo host, int ttl_seconds)
+    : orchestrator_(std::move(orchestrator)),
+      token_(std::move(token)),
+      host_(std::move(host)),
+      ttl_seconds_(ttl_seconds) {
   thread_ = spawn_without_signals([this] { run(); });
 }
 
@@ -32,7 +35,7 @@ HostAgent::~HostAgent() {
 bool HostAgent::register_host(int64_t* lease) {
   nlohmann::json body = {{"name", host_.name}, {"ttl", ttl_seconds_}};
   Registry::host_to_json(host_, &body);
-  auto r = make_agent_client(orchestrator_, kReadTimeoutS)
+  auto r = make_agent_client(orchestrator_, token_, kReadTimeoutS)
                ->Post("/v1/hosts", body.dump(), "application/json");
   if (!r || r->status != 200) {
     spdlog::warn("orchestrator {}: could not register host {}: {}", orchestrator_, host_.name,
@@ -48,7 +51,7 @@ bool HostAgent::register_host(int64_t* lease) {
 }
 
 bool HostAgent::keep_alive(int64_t lease) {
-  auto r = make_agent_client(orchestrator_, kReadTimeoutS)
+  auto r = make_agent_client(orchestrator_, token_, kReadTimeoutS)
                ->Post("/v1/hosts/" + host_.name + "/keepalive",
                       nlohmann::json{{"lease", lease}}.dump(), "application/json");
   return r && r->status == 200;

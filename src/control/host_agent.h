@@ -11,14 +11,16 @@
 #include <string>
 #include <thread>
 
+#include "control/credentials.h"
 #include "control/registry.h"
 
 namespace wharf::control {
 
 class HostAgent {
  public:
-  // orchestrator: "http://HOST:PORT"; host: what to register (its lease is not used).
-  HostAgent(std::string orchestrator, HostInfo host, int ttl_seconds);
+  // orchestrator: "http://HOST:PORT", token: where a host or admin token comes from;
+  // host: what to register (its lease is not used).
+  HostAgent(std::string orchestrator, TokenSource token, HostInfo host, int ttl_seconds);
   ~HostAgent();  // stops the thread; the entry then lapses with its lease
   HostAgent(const HostAgent&) = delete;
   HostAgent& operator=(const HostAgent&) = delete;
@@ -29,6 +31,7 @@ class HostAgent {
   bool keep_alive(int64_t lease);
 
   const std::string orchestrator_;
+  const TokenSource token_;
   const HostInfo host_;
   const int ttl_seconds_;
   std::mutex mu_;

@@ -35,9 +35,9 @@ PORT=$(free_port)
 P1=$(free_port)
 P2=$(free_port)
 export WHARF_ORCHESTRATOR="http://127.0.0.1:$PORT"
-"$BIN/wharf-orchestrator" --listen "127.0.0.1:$PORT" --store "sqlite:$WORK/orch.db" > "$WORK/orch.log" 2>&1 &
+"$BIN/wharf-orchestrator" --listen "127.0.0.1:$PORT" --store "sqlite:$WORK/orch.db" --admin-token-file "$WHARF_TOKEN_FILE" > "$WORK/orch.log" 2>&1 &
 PIDS+=($!)
-wait_for 10 curl -sf -o /dev/null "$WHARF_ORCHESTRATOR/v1/tenants" || fail "orchestrator did not start"
+wait_for 10 orchestrator_up || fail "orchestrator did not start"
 cat > "$WORK/cluster" << EOF
 h1 127.0.0.2 198.18.93.0/24 1-1024 $P1
 h2 127.0.0.3 198.18.94.0/24 1025-2048 $P2

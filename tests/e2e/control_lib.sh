@@ -7,9 +7,12 @@
 # Needs BIN (the directory holding wharf-run and wharfctl).
 
 # control_init TAG: WORK=/tmp/wharf-TAG.XXXXXX; on exit every pid in PIDS is killed, every
-# container named in NAMES removed (wharf-run --cleanup) and WORK deleted.
+# container named in NAMES removed (wharf-run --cleanup) and WORK deleted. The orchestrator a
+# test starts writes its admin token to WHARF_TOKEN_FILE (--admin-token-file), where wharfctl,
+# wharfd and wharf-run read it.
 control_init() {
   WORK=$(mktemp -d "/tmp/wharf-$1.XXXXXX")
+  export WHARF_TOKEN_FILE=$WORK/admin.token
   PIDS=()
   NAMES=()
   trap control_cleanup EXIT
@@ -42,3 +45,10 @@ wait_for() {
 }
 
 ctl() { "$BIN/wharfctl" "$@"; }
+
+# orchestrator_up: the orchestrator at WHARF_ORCHESTRATOR has written its admin token and
+# answers a request made with it.
+orchestrator_up() {
+  [[ -s $WHARF_TOKEN_FILE ]] &&
+    curl -sf -o /dev/null -H "Authorization: Bearer $(cat "$WHARF_TOKEN_FILE")" "$WHARF_ORCHESTRATOR/v1/tenants"
+}

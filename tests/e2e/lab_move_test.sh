@@ -40,10 +40,10 @@ ip link add "$UPLINK" type veth peer name uplink netns wharf-lab-sw || fail "upl
 ip -n wharf-lab-sw link set uplink master switch up
 ip addr add 198.19.0.200/24 dev "$UPLINK"
 ip link set "$UPLINK" up
-"$BIN/wharf-orchestrator" --listen "198.19.0.200:$PORT" --store "sqlite:$WORK/orch.db" \
+"$BIN/wharf-orchestrator" --listen "198.19.0.200:$PORT" --store "sqlite:$WORK/orch.db" --admin-token-file "$WHARF_TOKEN_FILE" \
   > "$WORK/orch.log" 2>&1 &
 PIDS+=($!)
-wait_for 10 curl -sf -o /dev/null "$WHARF_ORCHESTRATOR/v1/tenants" || fail "orchestrator did not start"
+wait_for 10 orchestrator_up || fail "orchestrator did not start"
 hosts_up() { [[ $(ctl host show | grep -c "subnet 198.18.[12].0/24") == 2 ]]; }
 wait_for 20 hosts_up || fail "the lab's routers did not register: $(ctl host show 2>&1)"
 

@@ -6,7 +6,9 @@
 # restarted on the same store has lost nothing, and a router (wharfd --orchestrator) keeps
 # its host's entry, with its LID range, alive until it is killed, after which the entry
 # expires with its lease. A container has no LID until it is placed on a registered host,
-# then one of that host's range.
+# then one of that host's range. Credentials: the first start writes an admin token; wharfctl
+# without one, or with a deleted one, is refused; a tenant-admin token made with `wharfctl
+# token add` sees and changes its own tenant only; the audit log names who changed what.
 # Needs WHARF_BIN_DIR (wharf-orchestrator, wharfctl, wharfd); etcd for the etcd backend (exit
 # 77 if missing). Everything it starts listens on loopback and is removed on exit.
 set -uo pipefail
@@ -48,11 +50,14 @@ fi
 
 PORT=$(free_port)
 export WHARF_ORCHESTRATOR="http://127.0.0.1:$PORT"
+export WHARF_TOKEN_FILE=$WORK/admin.token # what wharfctl and wharfd present
 start_orchestrator() {
-  "$BIN/wharf-orchestrator" --listen "127.0.0.1:$PORT" --store "$STORE" >> "$WORK/orch.log" 2>&1 &
+  "$BIN/wharf-orchestrator" --listen "127.0.0.1:$PORT" --store "$STORE" \
+    --admin-token-file "$WHARF_TOKEN_FILE" --audit-log "$WORK/audit.log" >> "$WORK/orch.log" 2>&1 &
   ORCH=$!
   PIDS+=("$ORCH")
   wait_http "$WHARF_ORCHESTRATOR/v1/tenants" || fail "orchestrator did not start: $(cat "$WORK/orch.log")"
+  [[ -s $WHARF_TOKEN_FILE ]] || fail "no admin token in $WHARF_TOKEN_FILE: $(cat "$WORK/orch.log")"
 }
 ctl() { "$BIN/wharfctl" "$@"; }
 # expect_fail CODE WORDS -- ARGS: wharfctl exits CODE and its message contains WORDS.
@@ -67,6 +72,10 @@ expect_fail() {
 }
 
 start_orchestrator
+[[ $(stat -c %a "$WHARF_TOKEN_FILE") == 600 ]] || fail "the admin token's file is not mode 600"
+expect_fail 1 "is empty" -- -t /dev/null tenant show
+WHARF_TOKEN_FILE= WHARF_TOKEN= expect_fail 1 "needs a token" -- tenant show
+WHARF_TOKEN_FILE= WHARF_TOKEN=wharf_nonsense expect_fail 1 "unknown" -- tenant show
 ctl tenant add red || fail "tenant add"
 ctl tenant add blue || fail "tenant add"
 ctl network add net1 tenant red cidr 198.18.1.0/24 || fail "network add"
@@ -107,7 +116,7 @@ expect_fail 2 "unknown keyword" -- quota set c1 tenant red qps 4
 expect_fail 1 "no container" -- quota set nosuch tenant red qp 1
 expect_fail 1 "priority must be 0-7" -- container set c1 tenant red priority 8
 code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -d '{"ratelimit": {"rate": -5}}' \
-  "$WHARF_ORCHESTRATOR/v1/tenants/red/containers/c1/policy")
+  -H "Authorization: Bearer $(cat "$WHARF_TOKEN_FILE")" "$WHARF_ORCHESTRATOR/v1/tenants/red/containers/c1/policy")
 [[ $code == 400 ]] || fail "a negative rate through the API answered $code"
 
 # A killed orchestrator loses nothing.
@@ -146,4 +155,21 @@ done
 
 ctl container del c1 tenant red || fail "container del"
 expect_fail 1 "still has" -- tenant del blue
+
+# A tenant-admin token: its own tenant only; deleted, it is refused.
+ctl token add tenant-admin tenant blue name ci > "$WORK/blue.out" || fail "token add"
+[[ $(head -1 "$WORK/blue.out") == "token "*" role tenant-admin" ]] || fail "token add printed $(cat "$WORK/blue.out")"
+tail -1 "$WORK/blue.out" > "$WORK/blue.token"
+blue_id=$(head -1 "$WORK/blue.out" | cut -d' ' -f2)
+[[ $(ctl token show | grep -c "^token $blue_id role tenant-admin tenant blue name ci ") == 1 ]] ||
+  fail "token show: $(ctl token show)"
+[[ $(ctl -t "$WORK/blue.token" tenant show) == "tenant blue" ]] || fail "blue's admin sees $(ctl -t "$WORK/blue.token" tenant show)"
+ctl -t "$WORK/blue.token" network add net2 tenant blue cidr 198.18.7.0/24 || fail "blue's admin cannot add to blue"
+expect_fail 1 "may not" -- -t "$WORK/blue.token" network add net2 tenant red cidr 198.18.7.0/24
+expect_fail 1 "may not" -- -t "$WORK/blue.token" tenant add green
+expect_fail 1 "may not" -- -t "$WORK/blue.token" token show
+ctl token del "$blue_id" || fail "token del"
+expect_fail 1 "unknown" -- -t "$WORK/blue.token" tenant show
+grep -q '"method":"POST","path":"/v1/tenants/red/networks","role":"tenant-admin","status":403,"tenant":"blue"' "$WORK/audit.log" ||
+  fail "the audit log lacks blue's refused change: $(tail -3 "$WORK/audit.log")"
 echo "PASS ($BACKEND)"

@@ -26,9 +26,9 @@ CLIENT=198.18.96.3
 
 PORT=$(free_port)
 export WHARF_ORCHESTRATOR="http://127.0.0.1:$PORT"
-"$BIN/wharf-orchestrator" --listen "127.0.0.1:$PORT" --store "sqlite:$WORK/orch.db" > "$WORK/orch.log" 2>&1 &
+"$BIN/wharf-orchestrator" --listen "127.0.0.1:$PORT" --store "sqlite:$WORK/orch.db" --admin-token-file "$WHARF_TOKEN_FILE" > "$WORK/orch.log" 2>&1 &
 PIDS+=($!)
-wait_for 10 curl -sf -o /dev/null "$WHARF_ORCHESTRATOR/v1/tenants" || fail "orchestrator did not start"
+wait_for 10 orchestrator_up || fail "orchestrator did not start"
 SOCK=$WORK/wharfd.sock
 "$BIN/wharfd" --socket "$SOCK" --host o1 --orchestrator "$WHARF_ORCHESTRATOR" > "$WORK/wharfd.log" 2>&1 &
 PIDS+=($!)

@@ -31,10 +31,10 @@ PORT=$(free_port)
 export WHARF_ORCHESTRATOR="http://127.0.0.1:$PORT"
 SOCK=$WORK/wharfd.sock
 start_orchestrator() {
-  "$BIN/wharf-orchestrator" --listen "127.0.0.1:$PORT" --store "sqlite:$WORK/orch.db" >> "$WORK/orch.log" 2>&1 &
+  "$BIN/wharf-orchestrator" --listen "127.0.0.1:$PORT" --store "sqlite:$WORK/orch.db" --admin-token-file "$WHARF_TOKEN_FILE" >> "$WORK/orch.log" 2>&1 &
   ORCH=$!
   PIDS+=("$ORCH")
-  wait_for 10 curl -sf -o /dev/null "$WHARF_ORCHESTRATOR/v1/tenants" || fail "orchestrator did not start"
+  wait_for 10 orchestrator_up || fail "orchestrator did not start"
 }
 start_router() {
   "$BIN/wharfd" --socket "$SOCK" --host p1 --orchestrator "$WHARF_ORCHESTRATOR" >> "$WORK/wharfd.log" 2>&1 &

@@ -1,10 +1,13 @@
 // The orchestrator's HTTP API (control/api.h) on a SQLite store, through a real HTTP client:
-// status codes for each kind of refusal, and the list-then-watch protocol routers follow.
+// status codes for each kind of refusal, the list-then-watch protocol routers follow, and who
+// may do what with which token (401, 403, tenants' own objects, the audit log).
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <stdlib.h>
 
+#include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -14,6 +17,7 @@
 
 #include "control/api.h"
 #include "control/kv_store.h"
+#include "control/tokens.h"
 #include "support/tcp_sockets.h"
 
 namespace wharf::control {
@@ -29,12 +33,12 @@ class ApiTest : public ::testing::Test {
     dir_ = dir;
     Status st = open_kv_store("sqlite:" + dir_ + "/state.db", &store_);
     ASSERT_TRUE(st.is_ok()) << st.message();
-    api_ = std::make_unique<ApiServer>(store_.get());
+    api_ = std::make_unique<ApiServer>(store_.get(), audit_log());
     port_ = api_->bind("127.0.0.1", 0);
     ASSERT_GT(port_, 0);
     server_ = std::thread([this] { api_->serve(); });
-    client_ = std::make_unique<httplib::Client>("127.0.0.1", port_);
-    client_->set_read_timeout(30);
+    admin_ = token(Role::kAdmin);
+    client_ = client(admin_);
   }
   void TearDown() override {
     if (api_ != nullptr) api_->stop();
@@ -45,14 +49,41 @@ class ApiTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
 
-  // Status code and parsed body of one request.
+  std::string audit_log() const { return dir_ + "/audit.log"; }
+
+  // A new token of `role` made in the store (ttl_seconds 0: never expires; made_at: when).
+  std::string token(Role role, const std::string& tenant = "", int64_t ttl_seconds = 0,
+                    int64_t made_at = std::time(nullptr)) {
+    TokenStore tokens(store_.get());
+    std::string secret;
+    TokenRecord r;
+    Status st = tokens.add(role, tenant, "test", ttl_seconds, made_at, &secret, &r);
+    EXPECT_TRUE(st.is_ok()) << st.message();
+    return secret;
+  }
+
+  // A client presenting `bearer` ("" : none).
+  std::unique_ptr<httplib::Client> client(const std::string& bearer) const {
+    auto c = std::make_unique<httplib::Client>("127.0.0.1", port_);
+    c->set_read_timeout(30);
+    if (!bearer.empty()) c->set_bearer_token_auth(bearer.c_str());
+    return c;
+  }
+
+  // Status code and parsed body of one request, by `c` (default: the admin's client).
   std::pair<int, json> call(const std::string& method, const std::string& path,
-                            const json& body = nullptr) {
-    httplib::Result r = method == "GET"      ? client_->Get(path)
-                        : method == "DELETE" ? client_->Delete(path)
-                                             : client_->Post(path, body.dump(), "application/json");
+                            const json& body = nullptr, httplib::Client* c = nullptr) {
+    if (c == nullptr) c = client_.get();
+    httplib::Result r = method == "GET"      ? c->Get(path)
+                        : method == "DELETE" ? c->Delete(path)
+                                             : c->Post(path, body.dump(), "application/json");
     if (!r) return {0, nullptr};
     return {r->status, json::parse(r->body, nullptr, false)};
+  }
+  int code(const std::string& bearer, const std::string& method, const std::string& path,
+           const json& body = json::object()) {
+    auto c = client(bearer);
+    return call(method, path, body, c.get()).first;
   }
 
   // Tenant red, its network n (198.18.1.0/24) and its container a, placed on host h1.
@@ -72,6 +103,7 @@ class ApiTest : public ::testing::Test {
   std::unique_ptr<ApiServer> api_;
   int port_ = 0;
   std::thread server_;
+  std::string admin_;
   std::unique_ptr<httplib::Client> client_;
 };
 
@@ -215,6 +247,7 @@ TEST_F(ApiTest, ABadPolicyChangeIsRefusedAndChangesNothing) {
 // connection (in this process) must have TCP_NODELAY.
 TEST_F(ApiTest, TheServerSendsWithoutNaglesDelay) {
   httplib::Client kept("127.0.0.1", port_);
+  kept.set_bearer_token_auth(admin_.c_str());
   kept.set_keep_alive(true);
   auto r = kept.Get("/v1/tenants");
   ASSERT_TRUE(r && r->status == 200);  // the connection stays open for the next request
@@ -245,8 +278,8 @@ TEST_F(ApiTest, ARouterListsThenWatchesFromTheNextRevision) {
   // A change made while the watch waits ends it.
   std::thread writer([this] {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    httplib::Client other("127.0.0.1", port_);
-    other.Post("/v1/tenants", json{{"name", "blue"}}.dump(), "application/json");
+    auto other = client(admin_);
+    other->Post("/v1/tenants", json{{"name", "blue"}}.dump(), "application/json");
   });
   auto [c1, changes] =
       call("GET", "/v1/watch?prefix=/wharf/tenant/&revision=" + std::to_string(next) +
@@ -257,6 +290,140 @@ TEST_F(ApiTest, ARouterListsThenWatchesFromTheNextRevision) {
   EXPECT_EQ(changes["events"][0]["type"], "put");
   EXPECT_EQ(changes["events"][0]["key"], "/wharf/tenant/blue");
   EXPECT_EQ(changes["next"], changes["events"][0]["mod_revision"].get<int64_t>() + 1);
+}
+
+// Every kind of route refuses a request without a token, or with a malformed, unknown,
+// expired or deleted one, with 401, and changes nothing.
+TEST_F(ApiTest, ARequestWithoutAValidTokenIsUnauthorizedAndChangesNothing) {
+  add_container_red_a();
+  const std::string expired = token(Role::kAdmin, "", 60, std::time(nullptr) - 3600);
+  const std::string deleted = token(Role::kAdmin);
+  auto [listed, tokens] = call("GET", "/v1/tokens");
+  ASSERT_EQ(listed, 200);
+  for (const json& t : tokens) {
+    EXPECT_FALSE(t.contains("sha256")) << "a token listing shows its hash";
+    EXPECT_FALSE(t.contains("token")) << "a token listing shows its secret";
+  }
+  const std::string deleted_id = deleted.substr(6, 16);
+  ASSERT_EQ(call("DELETE", "/v1/tokens/" + deleted_id).first, 200);
+  const std::string wrong_secret =
+      admin_.substr(0, admin_.size() - 1) + (admin_.back() == '0' ? "1" : "0");
+  const std::vector<std::pair<std::string, std::string>> requests = {
+      {"GET", "/v1/tenants"},
+      {"POST", "/v1/tenants"},
+      {"DELETE", "/v1/tenants/red"},
+      {"GET", "/v1/tenants/red/networks"},
+      {"POST", "/v1/tenants/red/containers"},
+      {"DELETE", "/v1/tenants/red/containers/a"},
+      {"GET", "/v1/containers"},
+      {"POST", "/v1/hosts"},
+      {"GET", "/v1/hosts"},
+      {"GET", "/v1/kv?prefix=/wharf/"},
+      {"GET", "/v1/watch?prefix=/wharf/&revision=1&timeout_ms=0"},
+      {"GET", "/v1/tokens"},
+      {"POST", "/v1/tokens"}};
+  for (const std::string& bad :
+       {std::string(), std::string("wharf_nonsense"), expired, deleted, wrong_secret})
+    for (const auto& [method, path] : requests)
+      EXPECT_EQ(code(bad, method, path, {{"name", "evil"}, {"role", "admin"}}), 401)
+          << method << " " << path << " with '" << bad << "'";
+  auto [code_after, tenants] = call("GET", "/v1/tenants");
+  EXPECT_EQ(tenants, json::array({"red"}));
+  auto [c, a] = call("GET", "/v1/tenants/red/containers/a");
+  EXPECT_EQ(c, 200) << "a refused DELETE removed the container";
+}
+
+TEST_F(ApiTest, ATenantAdminSeesAndChangesItsOwnTenantOnly) {
+  add_container_red_a();
+  ASSERT_EQ(call("POST", "/v1/tenants", {{"name", "blue"}}).first, 200);
+  const std::string red = token(Role::kTenantAdmin, "red");
+  auto rc = client(red);
+  EXPECT_EQ(call("GET", "/v1/tenants", nullptr, rc.get()).second, json::array({"red"}));
+  auto [listed, containers] = call("GET", "/v1/containers", nullptr, rc.get());
+  ASSERT_EQ(listed, 200);
+  ASSERT_EQ(containers.size(), 1u);
+  EXPECT_EQ(containers[0]["name"], "a");
+  EXPECT_EQ(code(red, "GET", "/v1/containers?tenant=blue"), 403);
+  EXPECT_EQ(code(red, "GET", "/v1/tenants/red/containers/a"), 200);
+  EXPECT_EQ(code(red, "POST", "/v1/tenants/red/containers/a/policy", {{"priority", 2}}), 200);
+  // Another tenant's objects, tenants themselves, hosts, the raw store and tokens: refused.
+  EXPECT_EQ(code(red, "GET", "/v1/tenants/blue/networks"), 403);
+  EXPECT_EQ(
+      code(red, "POST", "/v1/tenants/blue/networks", {{"name", "n"}, {"cidr", "10.0.0.0/24"}}),
+      403);
+  EXPECT_EQ(code(red, "POST", "/v1/tenants", {{"name", "green"}}), 403);
+  EXPECT_EQ(code(red, "DELETE", "/v1/tenants/red"), 403);
+  EXPECT_EQ(code(red, "POST", "/v1/hosts", {{"name", "h9"}}), 403);
+  EXPECT_EQ(code(red, "GET", "/v1/kv?prefix=/wharf/"), 403);
+  EXPECT_EQ(code(red, "POST", "/v1/tokens", {{"role", "admin"}}), 403);
+  auto [c, blue_networks] = call("GET", "/v1/tenants/blue/networks");
+  EXPECT_EQ(blue_networks, json::array()) << "a refused request changed another tenant";
+}
+
+TEST_F(ApiTest, AViewerReadsAndAHostRegistersAndFollowsTheStore) {
+  add_container_red_a();
+  const std::string viewer = token(Role::kViewer);
+  EXPECT_EQ(code(viewer, "GET", "/v1/tenants"), 200);
+  EXPECT_EQ(code(viewer, "GET", "/v1/tenants/red/containers/a"), 200);
+  EXPECT_EQ(code(viewer, "GET", "/v1/hosts"), 200);
+  EXPECT_EQ(code(viewer, "POST", "/v1/tenants", {{"name", "green"}}), 403);
+  EXPECT_EQ(code(viewer, "POST", "/v1/tenants/red/containers/a/policy", {{"priority", 2}}), 403);
+  EXPECT_EQ(code(viewer, "GET", "/v1/kv?prefix=/wharf/"), 403);
+
+  const std::string host = token(Role::kHost);
+  EXPECT_EQ(code(host, "POST", "/v1/hosts",
+                 {{"name", "h1"},
+                  {"address", "127.0.0.1"},
+                  {"ttl", 10},
+                  {"lid_first", 1},
+                  {"lid_last", 100}}),
+            200);
+  EXPECT_EQ(code(host, "GET", "/v1/kv?prefix=/wharf/container/"), 200);
+  EXPECT_EQ(code(host, "GET", "/v1/watch?prefix=/wharf/&revision=1&timeout_ms=0"), 200);
+  EXPECT_EQ(code(host, "POST", "/v1/tenants", {{"name", "green"}}), 403);
+  EXPECT_EQ(code(host, "DELETE", "/v1/tenants/red/containers/a"), 403);
+  EXPECT_EQ(code(host, "GET", "/v1/tokens"), 403);
+}
+
+TEST_F(ApiTest, AnAdminMakesAndDeletesTokensWhoseSecretOnlyTheAnswerHolds) {
+  auto [made, t] =
+      call("POST", "/v1/tokens",
+           {{"role", "tenant-admin"}, {"tenant", "red"}, {"name", "ci"}, {"ttl", 3600}});
+  ASSERT_EQ(made, 200) << t.dump();
+  EXPECT_EQ(t["role"], "tenant-admin");
+  EXPECT_EQ(t["expires"].get<int64_t>() - t["created"].get<int64_t>(), 3600);
+  const std::string secret = t["token"].get<std::string>();
+  EXPECT_EQ(code(secret, "GET", "/v1/tenants"), 200);
+  EXPECT_EQ(call("POST", "/v1/tokens", {{"role", "tenant-admin"}}).first, 400);  // no tenant
+  EXPECT_EQ(call("POST", "/v1/tokens", {{"role", "viewer"}, {"tenant", "red"}}).first, 400);
+  EXPECT_EQ(call("POST", "/v1/tokens", {{"role", "root"}}).first, 400);
+  EXPECT_EQ(call("POST", "/v1/tokens", {{"role", "viewer"}, {"ttl", -1}}).first, 400);
+  ASSERT_EQ(call("DELETE", "/v1/tokens/" + t["id"].get<std::string>()).first, 200);
+  EXPECT_EQ(code(secret, "GET", "/v1/tenants"), 401);
+  EXPECT_EQ(call("DELETE", "/v1/tokens/" + t["id"].get<std::string>()).first, 404);
+}
+
+// Every request but a GET is logged with who made it and what it got, refused ones too;
+// reads are not.
+TEST_F(ApiTest, TheAuditLogHasEveryChangeRequestWithItsCallerAndOutcome) {
+  ASSERT_EQ(call("POST", "/v1/tenants", {{"name", "red"}}).first, 200);
+  ASSERT_EQ(call("GET", "/v1/tenants").first, 200);
+  ASSERT_EQ(code("", "DELETE", "/v1/tenants/red"), 401);
+  ASSERT_EQ(code(token(Role::kViewer), "POST", "/v1/tenants", {{"name", "x"}}), 403);
+  std::ifstream in(audit_log());
+  std::vector<json> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(json::parse(line));
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0]["method"], "POST");
+  EXPECT_EQ(lines[0]["path"], "/v1/tenants");
+  EXPECT_EQ(lines[0]["status"], 200);
+  EXPECT_EQ(lines[0]["role"], "admin");
+  EXPECT_EQ(lines[0]["token"], admin_.substr(6, 16));
+  EXPECT_EQ(lines[1]["status"], 401);
+  EXPECT_TRUE(lines[1]["token"].is_null());
+  EXPECT_EQ(lines[2]["status"], 403);
+  EXPECT_EQ(lines[2]["role"], "viewer");
+  for (const json& l : lines) EXPECT_TRUE(l["time"].is_string());
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "common/unique_fd.h"
 #include "container/record.h"
 #include "container/sysfs_tree.h"
+#include "control/credentials.h"
 #include "netns.h"
 #include "network.h"
 #include "options.h"
@@ -110,7 +111,13 @@ int run(Options o) {
   if (!session.router_info(&router_info)) return kExitSetupFailed;
   uint16_t lid = 0;  // the orchestrator's for the container; 0: the router picks
   if (!o.tenant.empty()) {
-    Placement p{o.orchestrator, o.tenant, o.network, o.name, router_info.host, o.vip};
+    std::string token;
+    std::string why;
+    if (!control::TokenSource(o.token_file).get(&token, &why)) {
+      std::fprintf(stderr, "wharf-run: %s\n", why.c_str());
+      return kExitSetupFailed;
+    }
+    Placement p{o.orchestrator, token, o.tenant, o.network, o.name, router_info.host, o.vip};
     if (p.host.empty()) {
       std::fprintf(stderr,
                    "wharf-run: router %s has no host name; start wharfd with --orchestrator and "
@@ -242,6 +249,10 @@ int parse_and_run(int argc, char** argv) {
   app.add_option("--orchestrator", o.orchestrator,
                  "wharf-orchestrator's http://HOST:PORT, used with --tenant (default: "
                  "$WHARF_ORCHESTRATOR or http://127.0.0.1:7480)");
+  app.add_option("--token-file", o.token_file,
+                 "A file holding the token to present to the orchestrator (admin or the "
+                 "tenant's tenant-admin); else $WHARF_TOKEN")
+      ->envname("WHARF_TOKEN_FILE");
   app.add_option("--tenant", o.tenant,
                  "Run as container NAME of this tenant: the orchestrator keeps its record and "
                  "address (moved to this router's host if it ran elsewhere), gives it a LID of "

@@ -41,6 +41,7 @@ bool place_container(const Placement& p, uint32_t* vip, uint16_t* lid) {
   http.set_connection_timeout(5);
   http.set_read_timeout(30);
   http.set_tcp_nodelay(true);  // a request's headers and body go in separate writes
+  if (!p.token.empty()) http.set_bearer_token_auth(p.token.c_str());
   const std::string containers = "/v1/tenants/" + p.tenant + "/containers";
   json body = {{"name", p.name}, {"network", p.network}, {"host", p.host}};
   if (p.vip != 0) body["vip"] = format_ipv4(p.vip);

@@ -11,6 +11,7 @@ namespace wharf::run {
 
 struct Placement {
   std::string orchestrator;  // http://HOST:PORT
+  std::string token;         // presented to it (control/credentials.h); "" for none
   std::string tenant;
   std::string network;
   std::string name;

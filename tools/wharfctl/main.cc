@@ -11,14 +11,18 @@
 //   wharfctl ratelimit { set NAME tenant T [rate RATE] [qp_rate RATE] [burst SIZE]
 //                      | del NAME tenant T | show [NAME tenant T | tenant T] }
 //   wharfctl host show
+//   wharfctl token     { add ROLE [tenant T] [name N] [ttl SECONDS] | del ID | show }
 //   wharfctl resource show [qp|cq|mr|pd|cm_id] [container NAME] [tenant T]
 //   wharfctl statistic show [qp] [container NAME] [tenant T]
-// NAME of quota and ratelimit is a container's. A quota of "unlimited" and a rate of 0 lift
+// NAME of quota and ratelimit is a container's. ROLE: admin, tenant-admin (needs tenant),
+// viewer or host (control/tokens.h); `token add` prints the new token, whose secret the
+// orchestrator does not keep. A quota of "unlimited" and a rate of 0 lift
 // that limit; `del` lifts them all. RATE and SIZE in tc's units (control/units.h).
 // Options: -j (JSON output), -p (pretty JSON), -o URL (the orchestrator; default
-// $WHARF_ORCHESTRATOR or http://127.0.0.1:7480), -r PATH (for `resource` and `statistic`: this
-// host's router socket; default $WHARF_ROUTER or /run/wharf/wharfd.sock). Exit status 0, 1 for a
-// refused request, 2 for bad usage.
+// $WHARF_ORCHESTRATOR or http://127.0.0.1:7480), -t FILE (a file holding the token to present;
+// default $WHARF_TOKEN_FILE, else the token $WHARF_TOKEN), -r PATH (for `resource` and `statistic`:
+// this host's router socket; default $WHARF_ROUTER or /run/wharf/wharfd.sock). Exit status 0, 1 for
+// a refused request, 2 for bad usage.
 #include <httplib.h>
 #include <stdlib.h>
 
@@ -31,6 +35,7 @@
 #include <vector>
 
 #include "common/policy.h"
+#include "control/credentials.h"
 #include "control/units.h"
 #include "proto/router_dump.h"
 
@@ -39,7 +44,7 @@ namespace {
 using nlohmann::json;
 
 constexpr const char* kUsage =
-    "usage: wharfctl [-j] [-p] [-o URL] OBJECT COMMAND [NAME] [KEY VALUE]...\n"
+    "usage: wharfctl [-j] [-p] [-o URL] [-t TOKEN_FILE] OBJECT COMMAND [NAME] [KEY VALUE]...\n"
     "  tenant    { add NAME | del NAME | show }\n"
     "  network   { add NAME tenant T cidr A.B.C.D/N | del NAME tenant T | show tenant T }\n"
     "  container { add NAME tenant T network N host H [vip A.B.C.D]\n"
@@ -50,6 +55,8 @@ constexpr const char* kUsage =
     "  ratelimit { set NAME tenant T [rate RATE] [qp_rate RATE] [burst SIZE]\n"
     "            | del NAME tenant T | show [NAME tenant T | tenant T] }\n"
     "  host      show\n"
+    "  token     { add ROLE [tenant T] [name N] [ttl SECONDS] | del ID | show }\n"
+    "            ROLE: admin, tenant-admin (with tenant), viewer, host\n"
     "  resource  show [qp|cq|mr|pd|cm_id] [container NAME] [tenant T]   (this host's router, -r "
     "PATH)\n"
     "  statistic show [qp] [container NAME] [tenant T]                 (this host's router, -r "
@@ -71,6 +78,7 @@ struct Options {
   bool json_out = false;
   bool pretty = false;
   std::string url;
+  std::string token_file;
   std::string router;
 };
 
@@ -97,6 +105,10 @@ class Client {
     http_.set_connection_timeout(5);
     http_.set_read_timeout(30);
     http_.set_tcp_nodelay(true);  // a request's headers and body go in separate writes
+    std::string token;
+    std::string why;
+    if (!wharf::control::TokenSource(o.token_file).get(&token, &why)) fail(why);
+    if (!token.empty()) http_.set_bearer_token_auth(token.c_str());
   }
 
   // Sends the request; on success returns the answer's JSON, else prints the error and exits.
@@ -406,6 +418,39 @@ int run(const Options& o, const std::vector<std::string>& args) {
     if (cmd == "show") return show_resources(o, args);
   } else if (object == "statistic") {
     if (cmd == "show") return show_statistics(o, args);
+  } else if (object == "token") {
+    static const std::vector<const char*> kTokenFields = {"role", "tenant", "name", "created",
+                                                          "expires"};
+    if (cmd == "add") {
+      auto kv = pairs(args, 3, {}, {"tenant", "name", "ttl"});
+      json body = {{"role", name()}};
+      for (const char* k : {"tenant", "name"})
+        if (kv.count(k) != 0) body[k] = kv[k];
+      if (kv.count("ttl") != 0) body["ttl"] = count_arg("ttl", kv["ttl"]);
+      json made = c.call("POST", "/v1/tokens", body);
+      if (o.json_out)
+        print(o, json::array({made}), "token", {});
+      else
+        printf("token %s role %s\n%s\n", text(made, "id").c_str(), text(made, "role").c_str(),
+               text(made, "token").c_str());
+      return 0;
+    }
+    if (cmd == "del") {
+      pairs(args, 3, {});
+      c.call("DELETE", "/v1/tokens/" + name());
+      return 0;
+    }
+    if (cmd == "show") {
+      pairs(args, 2, {});
+      const json list = c.call("GET", "/v1/tokens");
+      if (o.json_out) return print(o, list, "token", {}), 0;
+      for (const json& t : list) {  // a line is named by the token's id
+        std::string line = "token " + text(t, "id");
+        for (const char* k : kTokenFields) line += std::string(" ") + k + " " + text(t, k);
+        printf("%s\n", line.c_str());
+      }
+      return 0;
+    }
   } else if (object == "host") {
     if (cmd == "show") {
       pairs(args, 2, {});
@@ -438,6 +483,9 @@ int main(int argc, char** argv) {
       } else if (a == "-o") {
         if (i + 1 >= argc) throw Usage{"-o needs a URL"};
         o.url = argv[++i];
+      } else if (a == "-t") {
+        if (i + 1 >= argc) throw Usage{"-t needs the token file's path"};
+        o.token_file = argv[++i];
       } else if (a == "-r") {
         if (i + 1 >= argc) throw Usage{"-r needs the router's socket path"};
         o.router = argv[++i];
