@@ -1,4 +1,5 @@
 // wharfd: the per-host router, the software RNIC shared by all containers on the host.
+#include <grp.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 
@@ -41,6 +42,11 @@ int run_wharfd(int argc, char** argv) {
   app.add_option("--socket", cfg.socket_path, "Unix socket the verbs libraries connect to")
       ->capture_default_str()
       ->envname("WHARF_SOCKET");
+  std::string socket_group;
+  app.add_option("--socket-group", socket_group,
+                 "Group (name or number) whose members may use the socket besides its owner "
+                 "(mode 0660); default: the router's own group")
+      ->envname("WHARF_SOCKET_GROUP");
   app.add_option("--link-layer", link_layer, "Port link layer: ib (LIDs) or eth (GIDs only)")
       ->check(CLI::IsMember({"ib", "eth"}))
       ->capture_default_str()
@@ -125,6 +131,19 @@ int run_wharfd(int argc, char** argv) {
   if (!cfg.host_name.empty() && cfg.cluster_file.empty() && orchestrator.empty()) {
     fprintf(stderr, "wharfd: --host goes with --cluster or --orchestrator\n");
     return 2;
+  }
+  if (!socket_group.empty()) {
+    const group* g = getgrnam(socket_group.c_str());
+    const bool number = socket_group.size() <= 9 &&
+                        socket_group.find_first_not_of("0123456789") == std::string::npos;
+    if (g != nullptr) {
+      cfg.socket_gid = g->gr_gid;
+    } else if (number) {
+      cfg.socket_gid = std::stoll(socket_group);
+    } else {
+      fprintf(stderr, "wharfd: --socket-group %s: no such group\n", socket_group.c_str());
+      return 2;
+    }
   }
   cfg.lid_base = static_cast<uint16_t>(lid_base);
   cfg.lid_count = static_cast<uint16_t>(lid_count);

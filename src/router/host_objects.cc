@@ -1,18 +1,21 @@
 #include "router/host_objects.h"
 
+#include <sys/random.h>
+
 namespace wharf::router {
 namespace {
 
-constexpr uint32_t kMaxIndex = 0xffffff;  // keys' index and SRQ numbers are 24 bits
+constexpr uint32_t kMaxIndex = 0xffffff;  // SRQ numbers are 24 bits
 
 }  // namespace
 
 uint32_t HostObjects::add_key(Mr* mr) {
   for (;;) {
-    rng_state_ = rng_state_ * 6364136223846793005ull + 1442695040888963407ull;  // Knuth's LCG
-    const uint32_t key = (next_key_index_ << 8) | static_cast<uint32_t>(rng_state_ >> 56);
-    next_key_index_ = next_key_index_ >= kMaxIndex ? 1 : next_key_index_ + 1;
-    if (keys_.emplace(key, mr).second) return key;
+    uint32_t key = 0;
+    // Blocks only before the kernel's pool is first seeded (early boot), never after.
+    while (getrandom(&key, sizeof(key), 0) != static_cast<ssize_t>(sizeof(key))) {
+    }
+    if (key != 0 && key != UINT32_MAX && keys_.emplace(key, mr).second) return key;
   }
 }
 

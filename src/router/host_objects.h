@@ -15,9 +15,6 @@ namespace wharf::router {
 
 class HostObjects {
  public:
-  // seed: where the random part of keys starts (a new one per router process).
-  explicit HostObjects(uint64_t seed) : rng_state_(seed) {}
-
   // ---- QPs (numbers as router/qps_by_number.h gives them) ----
   // Gives qp a number no other QP of this host has (qp->qpn); false when the host has
   // QpsByNumber::kMaxQps QPs.
@@ -32,8 +29,9 @@ class HostObjects {
 
   // ---- Keys of registrations and memory windows ----
   // A new key naming mr (nullptr: reserved for a memory window, naming nothing yet). Keys
-  // are an index (24 bits) and 8 random bits, so a stale or guessed key rarely names a live
-  // MR; ownership is still checked on every use.
+  // are 32 random bits from the kernel (never 0 or 0xffffffff), so a guessed key names a
+  // live MR with a chance of (registrations / 2^32) (issue #19; an RNIC's key has an index
+  // and 8 random bits); ownership is still checked on every use.
   uint32_t add_key(Mr* mr);
   void remove_key(uint32_t key) { keys_.erase(key); }
   // Key `key` names `mr` from now on (a re-registration keeps its keys; a bound window).
@@ -57,8 +55,6 @@ class HostObjects {
   QpsByNumber qps_;
   std::unordered_map<uint32_t, Mr*> keys_;   // by lkey/rkey
   std::unordered_map<uint32_t, Srq*> srqs_;  // by SRQ number
-  uint64_t rng_state_;
-  uint32_t next_key_index_ = 1;
   uint32_t next_srqn_ = 1;
 };
 

@@ -9,11 +9,17 @@
 // Freed slots are reused oldest first, so a destroyed QP's number comes back only after every
 // other free slot served a QP and its own slot went through 253 more QPs: late packets for an
 // old QP find no QP rather than its successor.
+// Numbers are not sequential (issue #19): the table grows kGrowBy slots at a time, handed out
+// in a random order, and each slot's generations start at a random one, so a QP's number
+// says nothing about the next one's (the kernel's randomness, std::random_device).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <numeric>
+#include <random>
 #include <vector>
 
 #include "proto/device.h"
@@ -30,17 +36,9 @@ class QpsByNumber {
   // Gives qp a number (qp->qpn) and adds it. False (qp->qpn untouched) when kMaxQps QPs
   // have numbers.
   bool add(Qp* qp) {
-    uint32_t slot;
-    if (!free_.empty()) {
-      slot = free_.front();
-      free_.pop_front();
-    } else if (slots_.size() < kMaxQps) {
-      slot = static_cast<uint32_t>(slots_.size());
-      slots_.push_back(nullptr);
-      generations_.push_back(kFirstGeneration);
-    } else {
-      return false;
-    }
+    if (free_.empty() && !grow()) return false;
+    const uint32_t slot = free_.front();
+    free_.pop_front();
     qp->qpn = static_cast<uint32_t>(generations_[slot]) << kSlotBits | slot;
     slots_[slot] = qp;
     ++size_;
@@ -60,8 +58,7 @@ class QpsByNumber {
     if (find(qpn) == nullptr) return;
     const uint32_t slot = qpn & (kMaxQps - 1);
     slots_[slot] = nullptr;
-    generations_[slot] =
-        generations_[slot] == kLastGeneration ? kFirstGeneration : generations_[slot] + 1;
+    generations_[slot] = next_generation(generations_[slot]);
     free_.push_back(slot);
     --size_;
   }
@@ -78,6 +75,29 @@ class QpsByNumber {
  private:
   static constexpr uint8_t kFirstGeneration = 1;    // slot 0 and 1 are then 0x10000, 0x10001
   static constexpr uint8_t kLastGeneration = 0xfe;  // the last slot then 0xfeffff
+  static constexpr uint32_t kGrowBy = 256;
+
+  static uint8_t next_generation(uint8_t g) {
+    return g == kLastGeneration ? kFirstGeneration : static_cast<uint8_t>(g + 1);
+  }
+
+  // Adds up to kGrowBy free slots in a random order, each at a random first generation.
+  // False when the table has kMaxQps slots.
+  bool grow() {
+    const auto first = static_cast<uint32_t>(slots_.size());
+    const uint32_t n = std::min<uint32_t>(kGrowBy, kMaxQps - first);
+    if (n == 0) return false;
+    std::random_device kernel;  // getrandom(2); control path only
+    std::mt19937 gen(kernel());
+    std::uniform_int_distribution<int> generation(kFirstGeneration, kLastGeneration);
+    std::vector<uint32_t> order(n);
+    std::iota(order.begin(), order.end(), first);
+    std::shuffle(order.begin(), order.end(), gen);
+    slots_.resize(first + n, nullptr);
+    for (uint32_t i = 0; i < n; ++i) generations_.push_back(static_cast<uint8_t>(generation(gen)));
+    free_.insert(free_.end(), order.begin(), order.end());
+    return true;
+  }
 
   std::vector<Qp*> slots_;
   std::vector<uint8_t> generations_;  // of each slot: its current or next QP's

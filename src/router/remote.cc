@@ -785,7 +785,10 @@ void RemotePath::on_packet(int src_host, const Packet& p) {
 
 void RemotePath::on_response_st(int src_host, const Packet& p) {
   Qp* qp = local_qp_for(src_host, p, /*response=*/true);
-  if (qp == nullptr || qp->remote == nullptr) return;
+  if (qp == nullptr || qp->remote == nullptr) {
+    ++counters_.stray_packets_dropped;
+    return;
+  }
   State& st = *qp->remote;
   st.peer_incarnation = links_.incarnation(src_host);
   const uint64_t now = now_ns();
@@ -956,8 +959,10 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
   // IBA: silently dropped; so is anything from another virtual network, as if nobody were
   // there (the requester retries until RETRY_EXC_ERR).
   if (dst == nullptr || !can_receive(dst->state()) ||
-      p.hdr.network != dst->owner->container()->network_id)
+      p.hdr.network != dst->owner->container()->network_id) {
+    ++counters_.stray_packets_dropped;
     return;
+  }
   State& st = state(dst);
   rc::Responder& rs = st.responder;
   st.requester_host = src_host;

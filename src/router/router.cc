@@ -63,7 +63,6 @@ uint64_t netns_of_pid(pid_t pid) {
 
 Router::Router(RouterConfig cfg)
     : cfg_(std::move(cfg)),
-      objects_(now_ns() ^ (static_cast<uint64_t>(getpid()) << 32)),
       direct_(objects_, cfg_.direct_path, cfg_.link_layer),
       multicast_(cfg_.link_layer),
       paths_{objects_, scheduler_, direct_, multicast_, flows_, cfg_.link_layer, nullptr} {
@@ -97,8 +96,10 @@ int Router::start() {
   unlink(staging.c_str());
   if (bind(listen_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
       listen(listen_.get(), 128) != 0 ||
-      chmod(staging.c_str(), 0666) != 0 ||  // containers run as any user; identity is SO_PEERCRED
-      rename(staging.c_str(), cfg_.socket_path.c_str()) != 0) {
+      // Applications connect as their user: root, or a member of the socket's group.
+      (cfg_.socket_gid >= 0 &&
+       chown(staging.c_str(), static_cast<uid_t>(-1), static_cast<gid_t>(cfg_.socket_gid)) != 0) ||
+      chmod(staging.c_str(), 0660) != 0 || rename(staging.c_str(), cfg_.socket_path.c_str()) != 0) {
     int err = errno;
     spdlog::error("cannot listen on {}: {}", cfg_.socket_path, strerror(err));
     unlink(staging.c_str());
@@ -271,9 +272,11 @@ bool Router::poll_control(int timeout_ms) {
       signalfd_siginfo si;
       while (read(signal_.get(), &si, sizeof(si)) == sizeof(si)) {
         if (si.ssi_signo == SIGUSR1) {
-          spdlog::warn("counters: watchdog_isolations={} peer_qps_failed={} rnr_naks_received={}",
-                       counters_.watchdog_isolations, counters_.peer_qps_failed,
-                       counters_.rnr_naks_received);
+          spdlog::warn(
+              "counters: watchdog_isolations={} peer_qps_failed={} rnr_naks_received={} "
+              "stray_packets_dropped={}",
+              counters_.watchdog_isolations, counters_.peer_qps_failed, counters_.rnr_naks_received,
+              counters_.stray_packets_dropped);
         } else {
           stopping_ = true;
         }

@@ -10,6 +10,9 @@ namespace wharf::router {
 
 struct RouterConfig {
   std::string socket_path;
+  // The socket is mode 0660: its owner (the router's user) and this group may connect
+  // (docs/SECURITY.md). -1: the router's own group.
+  int64_t socket_gid = -1;
   uint8_t link_layer = IBV_LINK_LAYER_INFINIBAND;
   uint64_t spin_ns = 200000;  // keep polling this long after the last work before sleeping
   uint64_t node_guid = 0;     // 0: derived from the socket path
@@ -45,6 +48,10 @@ struct RouterCounters {
   uint64_t watchdog_isolations = 0;  // QPs the watchdog moved to ERR
   uint64_t peer_qps_failed = 0;      // QPs failed because their peer router died or restarted
   uint64_t rnr_naks_received = 0;    // from other hosts
+  // RC and UC packets from other hosts that no QP here takes: an unknown QPN, a QP not
+  // connected to the sending host and QP or not receiving, or another virtual network's
+  // (dropped silently, IBA 9.6.1).
+  uint64_t stray_packets_dropped = 0;
 };
 
 }  // namespace wharf::router

@@ -113,7 +113,7 @@ class RemoteHost {
  public:
   RemoteHost(const std::string& cluster, const char* name, uint16_t lid, uint32_t vip,
              size_t memory = kMemory)
-      : objects_(lid), direct_(objects_, /*enabled=*/false, kIb), multicast_(kIb) {
+      : direct_(objects_, /*enabled=*/false, kIb), multicast_(kIb) {
     cfg_.socket_path = "/nonexistent/wharf-remote-path-test.sock";  // never started
     cfg_.node_guid = 0x0200000000000000ull | lid;
     cfg_.express = false;

@@ -46,7 +46,7 @@ struct SimNet {
 class SimHost final : public CmEnvironment {
  public:
   SimHost(int index, SimNet* net, const std::vector<SimHost*>* hosts)
-      : index_(index), net_(net), hosts_(hosts), objects_(1000 + index) {
+      : index_(index), net_(net), hosts_(hosts) {
     cfg_.socket_path = "/nonexistent/wharf-cm-network-test.sock";  // never started
     router_ = std::make_unique<Router>(cfg_);                      // only as the session's
     container_.tenant = "acme";

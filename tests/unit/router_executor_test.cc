@@ -31,10 +31,10 @@ constexpr uint64_t kStart = 1'000'000'000;  // the tests' clock, ns
 class ExecutorTest : public ::testing::Test {
  protected:
   ExecutorTest()
-      : objects_(42),
-        direct_(objects_, /*enabled=*/false, kIb),
-        multicast_(kIb),
-        ctx_{objects_, scheduler_, direct_, multicast_, flows_, kIb, nullptr} {
+      : direct_(objects_, /*enabled=*/false, kIb), multicast_(kIb), ctx_{objects_, scheduler_,
+                                                                         direct_,  multicast_,
+                                                                         flows_,   kIb,
+                                                                         nullptr} {
     RouterConfig cfg;
     cfg.socket_path = "/nonexistent/wharf-executor-test.sock";  // never started
     router_ = std::make_unique<Router>(cfg);                    // only as the sessions' router

@@ -9,18 +9,30 @@
 namespace wharf::router {
 namespace {
 
-TEST(HostObjectsTest, KeysAreUniqueCarryARandomByteAndNameTheirMrUntilRemoved) {
-  HostObjects objects(12345);
+// Keys are 32 random bits (issue #19): no key says anything about the next, so a forged
+// peer or a tenant cannot aim at another's registration by counting from its own.
+TEST(HostObjectsTest, KeysAreUniqueRandomAndNameTheirMrUntilRemoved) {
+  HostObjects objects;
   Mr a, b;
   std::set<uint32_t> keys;
-  std::set<uint32_t> low_bytes;
+  std::set<uint32_t> high_bytes, low_bytes;
+  int consecutive = 0;
+  uint32_t previous = 0;
   for (int i = 0; i < 1000; ++i) {
     const uint32_t k = objects.add_key(i % 2 == 0 ? &a : &b);
     EXPECT_TRUE(keys.insert(k).second) << k;
-    EXPECT_EQ(k >> 8, static_cast<uint32_t>(i + 1));  // the index part counts up from 1
+    EXPECT_NE(k, 0u);
+    EXPECT_NE(k, 0xffffffffu);
+    EXPECT_EQ(objects.mr_by_key(k), i % 2 == 0 ? &a : &b);
+    high_bytes.insert(k >> 24);
     low_bytes.insert(k & 0xff);
+    // What a sequential index would give: the same upper 24 bits plus one.
+    if (i > 0 && (k >> 8) == (previous >> 8) + 1) ++consecutive;
+    previous = k;
   }
-  EXPECT_GT(low_bytes.size(), 100u);  // the low byte is not guessable from the index
+  EXPECT_GT(high_bytes.size(), 200u);
+  EXPECT_GT(low_bytes.size(), 200u);
+  EXPECT_LT(consecutive, 5);
   const uint32_t first = *keys.begin();
   EXPECT_TRUE(objects.key_in_use(first));
   objects.remove_key(first);
@@ -30,7 +42,7 @@ TEST(HostObjectsTest, KeysAreUniqueCarryARandomByteAndNameTheirMrUntilRemoved) {
 }
 
 TEST(HostObjectsTest, AReservedKeyNamesNothingUntilBound) {
-  HostObjects objects(1);
+  HostObjects objects;
   Mr mr;
   const uint32_t window = objects.add_key(nullptr);
   EXPECT_TRUE(objects.key_in_use(window));
@@ -43,7 +55,7 @@ TEST(HostObjectsTest, AReservedKeyNamesNothingUntilBound) {
 }
 
 TEST(HostObjectsTest, SrqNumbersStartAtOneAndAreNotReusedWhileTaken) {
-  HostObjects objects(1);
+  HostObjects objects;
   Srq s, t;
   const uint32_t first = objects.add_srq(&s);
   EXPECT_EQ(first, 1u);
@@ -57,15 +69,15 @@ TEST(HostObjectsTest, SrqNumbersStartAtOneAndAreNotReusedWhileTaken) {
 }
 
 TEST(HostObjectsTest, QpsAreFoundByTheNumberTheyAreGiven) {
-  HostObjects objects(1);
+  HostObjects objects;
   std::vector<Qp> qps(3);
   for (Qp& qp : qps) ASSERT_TRUE(objects.add_qp(&qp));
   for (Qp& qp : qps) EXPECT_EQ(objects.qp_by_qpn(qp.qpn), &qp);
   objects.remove_qp(qps[1].qpn);
   EXPECT_EQ(objects.qp_by_qpn(qps[1].qpn), nullptr);
-  std::vector<Qp*> seen;
-  objects.for_each_qp([&](Qp* qp) { seen.push_back(qp); });
-  EXPECT_EQ(seen, (std::vector<Qp*>{&qps[0], &qps[2]}));
+  std::set<Qp*> seen;
+  objects.for_each_qp([&](Qp* qp) { EXPECT_TRUE(seen.insert(qp).second); });
+  EXPECT_EQ(seen, (std::set<Qp*>{&qps[0], &qps[2]}));
 }
 
 }  // namespace

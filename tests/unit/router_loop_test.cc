@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -63,6 +64,23 @@ TEST(RouterLoopTest, StopConsumedByControlPollNeverLetsTheLoopSleep) {
     r.poll_control(0);       // consumes the wake-up, as the loop's periodic poll does
     r.sleep_until_work(-1);  // no deadline: only the stop may end it
   }));
+}
+
+// The socket admits its owner and one group only (issue #19, docs/SECURITY.md): mode 0660,
+// the router's group unless one is configured.
+TEST(RouterLoopTest, TheSocketIsForItsOwnerAndItsGroupOnly) {
+  for (const int64_t gid : {int64_t{-1}, int64_t{12345}}) {
+    TempSocket sock;
+    RouterConfig cfg;
+    cfg.socket_path = sock.path();
+    cfg.socket_gid = gid;
+    Router r(cfg);
+    ASSERT_EQ(r.start(), 0);
+    struct stat st {};
+    ASSERT_EQ(stat(sock.path().c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0660u);
+    EXPECT_EQ(st.st_gid, gid < 0 ? getegid() : static_cast<gid_t>(gid));
+  }
 }
 
 TEST(RouterLoopTest, StopFromAnotherThreadEndsAnIdleRouter) {

@@ -33,19 +33,36 @@ TEST(QpsByNumberTest, NumbersAreNeverSpecialAndFitTheWire) {
   QpsByNumber qps;
   std::vector<Qp> all(3000);
   std::set<uint32_t> given;
-  // Churn one slot through every generation, then many slots.
-  for (int round = 0; round < 600; ++round) {
+  // Churn one QP through every generation of every slot of the first growth, and more.
+  const int rounds = 254 * 256 + 300;
+  for (int round = 0; round < rounds; ++round) {
     ASSERT_TRUE(qps.add(&all[0]));
     given.insert(all[0].qpn);
     EXPECT_GE(all[0].qpn, 0x10000u);
     EXPECT_LT(all[0].qpn, 0xffffffu);  // 24 bits, and never the multicast QPN
     qps.remove(all[0].qpn);
   }
-  EXPECT_EQ(given.size(), 254u);  // the slot's generations 1..254, then again
+  EXPECT_EQ(given.size(), 254u * 256u);  // each slot's generations 1..254, then again
   for (Qp& qp : all) {
     ASSERT_TRUE(qps.add(&qp));
     EXPECT_LE(qp.qpn, 0xfeffffu);
   }
+}
+
+// Numbers are not sequential (issue #19): a QP's number says nothing about the next one's,
+// neither its slot (the low 16 bits) nor its generation.
+TEST(QpsByNumberTest, ConsecutiveQpsDoNotGetConsecutiveNumbers) {
+  QpsByNumber qps;
+  std::vector<Qp> all(200);
+  int next_slot = 0;
+  std::set<uint32_t> generations;
+  for (size_t i = 0; i < all.size(); ++i) {
+    ASSERT_TRUE(qps.add(&all[i]));
+    generations.insert(all[i].qpn >> 16);
+    if (i > 0 && (all[i].qpn & 0xffff) == (all[i - 1].qpn & 0xffff) + 1) ++next_slot;
+  }
+  EXPECT_LT(next_slot, 10);
+  EXPECT_GT(generations.size(), 100u);
 }
 
 // A destroyed QP's number does not come back while other free slots wait: late packets for

@@ -108,6 +108,23 @@ TEST_F(RemotePathTest, AWritePastTheEndOfThePeersRegistrationIsARemoteAccessErro
   expect_write_refused(b_.address(kMemory - 2), b_.rkey());
 }
 
+// A responder takes RC requests only from the host and QP it is connected to (issue #19):
+// a's WRITE to b, whose QP is connected to another QPN, is dropped and counted; a retries
+// until RETRY_EXC_ERR and b's memory is untouched.
+TEST_F(RemotePathTest, ARequestFromAQpTheResponderIsNotConnectedToIsDroppedAndCounted) {
+  b_.qp().attr.dest_qp_num = a_.qp().qpn ^ 0x10000;  // the same slot, another generation
+  a_.qp().attr.timeout = 8;                          // 1 ms
+  a_.qp().attr.retry_cnt = 2;
+  std::memcpy(a_.memory(0), "abcd", 4);
+  a_.post_send(work(IBV_WR_RDMA_WRITE, 1, b_.address(0), b_.rkey()), 0, 4);
+  ASSERT_TRUE(run_until([&] { return a_.completions().size() == 1; }));
+  EXPECT_EQ(a_.completions()[0].status, IBV_WC_RETRY_EXC_ERR);
+  EXPECT_EQ(b_.counters().stray_packets_dropped, 3u);  // the request and its two retries
+  EXPECT_EQ(std::vector<uint8_t>(b_.memory(0), b_.memory(kMemory)),
+            std::vector<uint8_t>(kMemory, 0));
+  EXPECT_EQ(b_.qp().state(), IBV_QPS_RTS);
+}
+
 // 9.7.5.2.8: rnr_retry 0 allows no retry at all: the first RNR NAK fails the SEND.
 TEST_F(RemotePathTest, ASendWithoutAReceiveAndNoRnrRetriesFailsWithRnrRetryExceeded) {
   a_.qp().attr.rnr_retry = 0;
