@@ -88,6 +88,21 @@ int run_wharfd(int argc, char** argv) {
       ->envname("WHARF_CLUSTER");
   app.add_option("--host", cfg.host_name, "This host's name in the cluster file")
       ->envname("WHARF_HOST");
+  std::string link_security = "auth";
+  app.add_option("--link-security", link_security,
+                 "auth: every link to another router starts with a TLS 1.3 handshake in which "
+                 "both prove they are hosts of the cluster (--link-ca, --link-cert, "
+                 "--link-key); off: links are not authenticated (trusted networks only)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auth", "off"}))
+      ->envname("WHARF_LINK_SECURITY");
+  app.add_option("--link-ca", cfg.link_ca, "The cluster CA's certificate (PEM)")
+      ->envname("WHARF_LINK_CA");
+  app.add_option("--link-cert", cfg.link_cert,
+                 "This host's certificate (PEM), signed by the cluster CA, naming --host")
+      ->envname("WHARF_LINK_CERT");
+  app.add_option("--link-key", cfg.link_key, "The private key of --link-cert (PEM)")
+      ->envname("WHARF_LINK_KEY");
   app.add_option("--watchdog-ms", watchdog_ms,
                  "Move to error an RC QP whose peer on another host has refused its work (RNR, "
                  "rnr_retry 7) this long without progress; 0: never")
@@ -130,6 +145,19 @@ int run_wharfd(int argc, char** argv) {
   }
   if (!cfg.host_name.empty() && cfg.cluster_file.empty() && orchestrator.empty()) {
     fprintf(stderr, "wharfd: --host goes with --cluster or --orchestrator\n");
+    return 2;
+  }
+  if (link_security == "off") {
+    cfg.link_ca.clear();
+    cfg.link_cert.clear();
+    cfg.link_key.clear();
+    if (!cfg.cluster_file.empty())
+      spdlog::warn("--link-security off: links to other routers are not authenticated");
+  } else if (!cfg.cluster_file.empty() &&
+             (cfg.link_ca.empty() || cfg.link_cert.empty() || cfg.link_key.empty())) {
+    fprintf(stderr,
+            "wharfd: --cluster with --link-security auth (the default) needs --link-ca, "
+            "--link-cert and --link-key (or --link-security off on a trusted network)\n");
     return 2;
   }
   if (!socket_group.empty()) {

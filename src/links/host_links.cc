@@ -76,7 +76,9 @@ struct HostLinks::Conn {
   int host = -1;  // outgoing: the peer; incoming: learned from its Hello
   int dscp = 0;   // outgoing: the class it carries
   bool outgoing = false;
-  bool connected = false;  // the TCP connection is established
+  bool connected = false;      // the TCP connection is established
+  bool authenticated = false;  // connected, and its TLS handshake (if any) passed
+  bool handshake_wants_out = false;
   bool hello_done = false;
   bool watching_out = false;
   bool dirty = false;           // in dirty_: has packets queued since the last flush()
@@ -87,13 +89,16 @@ struct HostLinks::Conn {
   std::unique_ptr<Conn> probe;  // outgoing, stalled: the connection that may replace it
   Conn* probe_for = nullptr;    // a probe: the stalled connection it would replace
   ByteQueue rx;
-  ByteQueue tx;        // not yet written to the socket
-  size_t tx_peak = 0;  // outgoing: the most tx held since the last trim_queues()
+  ByteQueue tx;                        // not yet written to the socket
+  size_t tx_peak = 0;                  // outgoing: the most tx held since the last trim_queues()
+  LinkTls::Session tls;                // the handshake under way
+  uint64_t handshake_deadline_ns = 0;  // while tls: when the peer has failed
+  LinkTls::Cert peer_cert;             // incoming, authenticated: checked against its Hello
 };
 
 HostLinks::HostLinks(const AddressDirectory* dir, uint64_t node_guid, Handler* handler,
-                     size_t send_budget)
-    : dir_(dir), handler_(handler), send_budget_(send_budget) {
+                     size_t send_budget, const LinkTls* tls)
+    : dir_(dir), handler_(handler), tls_(tls), send_budget_(send_budget) {
   const size_t n = dir->hosts().size();
   out_.resize(n);
   incarnation_.assign(n, 0);
@@ -117,7 +122,8 @@ int HostLinks::start() {
 
 void HostLinks::watch(Conn* c) {
   if (!c->fd.valid()) return;
-  const bool want_out = !c->connected || !c->tx.empty();
+  const bool want_out =
+      !c->connected || c->handshake_wants_out || (c->authenticated && !c->tx.empty());
   epoll_event ev{};
   ev.events = EPOLLIN | (want_out ? EPOLLOUT : 0u);
   ev.data.ptr = c;
@@ -208,7 +214,7 @@ bool HostLinks::send(int host, uint8_t tclass, const proto::host::Packet& p, Fil
   queued_ += total;
   c->tx_peak = std::max(c->tx_peak, c->tx.size());
   // Written by flush(), once per connection however many packets were queued.
-  if (c->connected && !c->dirty) {
+  if (c->authenticated && !c->dirty) {
     c->dirty = true;
     dirty_.push_back(c);
   }
@@ -259,6 +265,8 @@ void HostLinks::bury(std::unique_ptr<Conn> c) {
   c->dirty = false;
   if (c->outgoing) queued_ -= c->tx.size();
   c->tx.clear();
+  if (c->tls != nullptr) --handshakes_;
+  c->tls.reset();
   if (c->fd.valid()) epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c->fd.get(), nullptr);
   c->fd.reset();
   buried_.push_back(std::move(c));
@@ -284,7 +292,7 @@ void HostLinks::accept_all() {
     tune(fd.get());
     auto c = std::make_unique<Conn>(&tx_memory_);
     c->fd = std::move(fd);
-    c->connected = true;
+    connected(c.get(), now_ns());
     proto::encode(hello_, c->tx.append(proto::host::kHelloSize), proto::host::kHelloSize);
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLOUT;
@@ -313,6 +321,17 @@ bool HostLinks::handle_hello(Conn* c, const uint8_t* bytes) {
     spdlog::warn("host link: unexpected peer '{}'", name);
     return false;
   }
+  // An incoming peer is who its certificate says (an outgoing one was checked at the
+  // handshake against the host dialled).
+  if (tls_ != nullptr && !c->outgoing && !LinkTls::names(c->peer_cert.get(), name)) {
+    spdlog::warn(
+        "host link: a peer whose certificate does not name it claimed to be '{}'; "
+        "disconnected",
+        name);
+    ++refused_peers_;
+    return false;
+  }
+  c->peer_cert.reset();
   c->host = host;
   c->hello_done = true;
   if (c->outgoing) backoff_ns_ = 0;
@@ -411,13 +430,16 @@ void HostLinks::replace_stalled(Conn* stalled) {
   const int host = stalled->host;
   std::unique_ptr<Conn> fresh = std::move(stalled->probe);
   fresh->probe_for = nullptr;
-  fresh->connected = true;
-  watch(fresh.get());
+  Conn* f = fresh.get();
+  connected(f, now_ns());
+  watch(f);
   reset_on_close(stalled->fd.get());
   place(host, stalled->dscp, std::move(fresh));
   spdlog::warn("link to {} stalled; replaced by a new connection",
                dir_->hosts()[static_cast<size_t>(host)].name);
   handler_->on_link_lost(host);
+  // The dialling end speaks first in TLS: no event would start its handshake.
+  if (!f->authenticated && !authenticate(f)) close_conn(f, false);
 }
 
 // Reads what is ready, up to kReadBudget: a chunk at a time into the scratch buffer all
@@ -484,6 +506,7 @@ bool HostLinks::dispatch(Conn* c, const uint8_t* bytes, size_t len, size_t* used
 }
 
 bool HostLinks::write_conn(Conn* c) {
+  if (!c->authenticated) return true;  // the Hello waits for the handshake
   while (!c->tx.empty()) {
     ssize_t n = ::send(c->fd.get(), c->tx.data(), c->tx.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
     if (n > 0) {
@@ -522,8 +545,85 @@ uint64_t HostLinks::next_wakeup_ns() const {
   for (const Conn* c : outgoing_) {
     if (!c->fd.valid()) consider(c->connect_at_ns);
     if (c->in_flight) consider(next_check_ns_);
+    if (c->tls != nullptr) consider(c->handshake_deadline_ns);
   }
+  if (handshakes_ > 0)
+    for (const auto& c : in_)
+      if (c->tls != nullptr) consider(c->handshake_deadline_ns);
   return next;
+}
+
+void HostLinks::connected(Conn* c, uint64_t now) {
+  c->connected = true;
+  if (tls_ == nullptr) {
+    c->authenticated = true;
+    return;
+  }
+  c->tls = tls_->start(c->fd.get(), c->outgoing);
+  c->handshake_deadline_ns = now + kHandshakeNs;
+  ++handshakes_;
+}
+
+bool HostLinks::authenticate(Conn* c) {
+  std::string why;
+  const char* peer =
+      c->outgoing ? dir_->hosts()[static_cast<size_t>(c->host)].name.c_str() : "a peer";
+  const LinkTls::Step step =
+      c->tls == nullptr ? LinkTls::Step::kFailed : LinkTls::handshake(c->tls.get(), &why);
+  if (step == LinkTls::Step::kWantRead || step == LinkTls::Step::kWantWrite) {
+    // Watched for output only while TLS must write: a writable socket would otherwise wake
+    // the loop on every pass until the peer answers.
+    c->handshake_wants_out = step == LinkTls::Step::kWantWrite;
+    if (c->handshake_wants_out != c->watching_out) watch(c);
+    return true;
+  }
+  if (step == LinkTls::Step::kFailed) {
+    spdlog::warn("host link: {} failed to authenticate: {}; disconnected", peer, why);
+    ++refused_peers_;
+    return false;
+  }
+  LinkTls::Cert cert = LinkTls::peer_certificate(c->tls.get());
+  c->tls.reset();
+  --handshakes_;
+  c->handshake_wants_out = false;
+  if (c->outgoing && !LinkTls::names(cert.get(), peer)) {
+    spdlog::warn(
+        "host link: the certificate of the router at {}'s address does not name it; "
+        "disconnected",
+        peer);
+    ++refused_peers_;
+    return false;
+  }
+  c->peer_cert = std::move(cert);
+  c->authenticated = true;
+  const uint64_t took_ns = now_ns() + kHandshakeNs - c->handshake_deadline_ns;
+  spdlog::info("host link {} {}: authenticated in {:.1f} ms", c->outgoing ? "to" : "from", peer,
+               static_cast<double>(took_ns) / 1e6);
+  watch(c);
+  return true;
+}
+
+void HostLinks::expire_handshakes(uint64_t now) {
+  for (size_t i = 0; i < outgoing_.size();) {
+    Conn* c = outgoing_[i];
+    if (c->tls != nullptr && now >= c->handshake_deadline_ns) {
+      spdlog::warn("host link: {} did not finish its handshake in time; disconnected",
+                   dir_->hosts()[static_cast<size_t>(c->host)].name);
+      ++refused_peers_;
+      close_conn(c, true);  // takes it out of outgoing_
+      continue;
+    }
+    ++i;
+  }
+  for (auto it = in_.begin(); it != in_.end();) {
+    if ((*it)->tls != nullptr && now >= (*it)->handshake_deadline_ns) {
+      spdlog::warn("host link: a peer did not finish its handshake in time; disconnected");
+      ++refused_peers_;
+      it = bury_incoming(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 bool HostLinks::poll() {
@@ -536,6 +636,7 @@ bool HostLinks::poll() {
     if (i < outgoing_.size() && outgoing_[i] == c) ++i;
   }
   if (now >= next_check_ns_) check_stalls(now);
+  if (handshakes_ > 0) expire_handshakes(now);
   if (now >= next_trim_ns_) {
     trim_queues(false);
     next_trim_ns_ = now + kTrimEveryNs;
@@ -559,7 +660,14 @@ bool HostLinks::poll() {
         connect_failed(c, err);
         continue;
       }
-      c->connected = true;
+      connected(c, now);
+    }
+    if (!c->authenticated) {
+      if (!authenticate(c)) {
+        close_conn(c, true);
+        continue;
+      }
+      if (!c->authenticated) continue;  // the handshake goes on
     }
     if ((events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !read_conn(c)) {
       close_conn(c, true);

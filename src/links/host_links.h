@@ -6,7 +6,11 @@
 // connections the peer opened. A host pair therefore shares a few connections however many
 // QPs talk (SRC: state grows with hosts, not with QP pairs). Each connection's packets carry
 // the DSCP of its class (the upper six bits of the IBA traffic class, as RoCE v2 maps it).
-// Both ends start with a Hello and agree on a version.
+// Both ends start with a Hello and agree on a version. With a LinkTls (links/link_tls.h)
+// each connection first runs a TLS 1.3 handshake that authenticates both routers: nothing is
+// written to or read from it as a link before that, a peer whose certificate the cluster CA
+// did not sign or that names another host than its Hello is disconnected, and so is one that
+// has not finished the handshake within kHandshakeNs. None of these changes any state.
 // A broken outgoing connection is reopened with exponential backoff; whatever was queued on
 // it is dropped (the QPs above retransmit what was not acknowledged).
 //
@@ -32,6 +36,7 @@
 #include "common/unique_fd.h"
 #include "links/byte_queue.h"
 #include "links/cluster.h"
+#include "links/link_tls.h"
 #include "proto/host_wire.h"
 
 namespace wharf::links {
@@ -55,8 +60,9 @@ class HostLinks {
   };
 
   // `send_budget`: the bytes all outgoing queues together may hold (see kSendBudget).
+  // `tls`: authenticates every connection (nullptr: none; it must outlive the links).
   HostLinks(const AddressDirectory* dir, uint64_t node_guid, Handler* handler,
-            size_t send_budget = kSendBudget);
+            size_t send_budget = kSendBudget, const LinkTls* tls = nullptr);
   ~HostLinks();
   HostLinks(const HostLinks&) = delete;
   HostLinks& operator=(const HostLinks&) = delete;
@@ -119,6 +125,10 @@ class HostLinks {
   static constexpr uint64_t kStallCheckNs = 50'000'000;
   // A probe not established by then is abandoned for a new one (its SYN was lost).
   static constexpr uint64_t kProbeEveryNs = 100'000'000;
+  // A connection whose TLS handshake has not finished by then is closed.
+  static constexpr uint64_t kHandshakeNs = 2'000'000'000;
+  // Peers that failed to authenticate, since start (each is logged).
+  uint64_t refused_peers() const { return refused_peers_; }
 
  private:
   struct Conn;
@@ -140,6 +150,12 @@ class HostLinks {
   // how many bytes they took. False: close the connection.
   bool dispatch(Conn* c, const uint8_t* bytes, size_t len, size_t* used);
   bool write_conn(Conn* c);
+  // c is connected: starts its TLS handshake, or with no LinkTls marks it authenticated.
+  void connected(Conn* c, uint64_t now_ns);
+  // Moves c's handshake on. False: the peer failed; close the connection.
+  bool authenticate(Conn* c);
+  // Closes connections whose handshake outlived kHandshakeNs.
+  void expire_handshakes(uint64_t now_ns);
   // The peer's Hello, the kHelloSize bytes at `bytes`. False: close the connection.
   bool handle_hello(Conn* c, const uint8_t* bytes);
   void watch(Conn* c);
@@ -169,6 +185,9 @@ class HostLinks {
 
   const AddressDirectory* dir_;
   Handler* handler_;
+  const LinkTls* tls_;
+  uint64_t refused_peers_ = 0;
+  size_t handshakes_ = 0;  // connections whose handshake is under way
   // The capacity of every connection's tx queue (declared before them: outlives them).
   size_t tx_memory_ = 0;
   proto::host::Hello hello_;

@@ -91,7 +91,12 @@ RemotePath::RemotePath(const PathContext& paths, const RouterConfig& cfg, Router
       cm_(cm),
       networks_(networks),
       dir_(std::move(dir)),
-      links_(dir_.get(), cfg.node_guid, this),
+      tls_(cfg.link_cert.empty()
+               ? nullptr
+               : links::LinkTls::load(cfg.link_ca, cfg.link_cert, cfg.link_key,
+                                      dir_->hosts()[static_cast<size_t>(dir_->self())].name,
+                                      &tls_error_)),
+      links_(dir_.get(), cfg.node_guid, this, links::HostLinks::kSendBudget, tls_.get()),
       express_(cfg, paths.objects, *this, dir_.get(), links_.own_incarnation()),
       bounce_(host::kMaxSegment),
       peer_networks_(dir_->hosts().size()),
@@ -100,6 +105,10 @@ RemotePath::RemotePath(const PathContext& paths, const RouterConfig& cfg, Router
 RemotePath::~RemotePath() = default;
 
 int RemotePath::start() {
+  if (!cfg_.link_cert.empty() && tls_ == nullptr) {
+    spdlog::error("host links: {}", tls_error_);
+    return EINVAL;
+  }
   if (int e = links_.start(); e != 0) return e;
   if (!cfg_.express) return 0;
   if (int e = express_.start(); e != 0) {

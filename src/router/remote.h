@@ -113,6 +113,8 @@ class RemotePath final : public links::HostLinks::Handler {
   // Listens for host links and, with RouterConfig::express, for express lines. 0 or an errno.
   int start();
   int epoll_fd() const { return links_.epoll_fd(); }
+  // Peers refused at the links' authentication since start (links::HostLinks).
+  uint64_t refused_peers() const { return links_.refused_peers(); }
   ExpressBroker& express() { return express_; }
   const links::AddressDirectory& directory() const { return *dir_; }
 
@@ -253,6 +255,8 @@ class RemotePath final : public links::HostLinks::Handler {
   CmManager& cm_;
   NetworkNumbers& networks_;
   std::unique_ptr<links::StaticCluster> dir_;
+  std::string tls_error_;                // why the LinkTls the config asks for cannot be had
+  std::unique_ptr<links::LinkTls> tls_;  // nullptr: links not authenticated
   links::HostLinks links_;
   ExpressBroker express_;
   // The last look at the host links (CLOCK_MONOTONIC ns) and whether it moved anything (read

@@ -33,6 +33,11 @@ struct RouterConfig {
   // this router serves only its own host.
   std::string cluster_file;
   std::string host_name;
+  // With link_cert set, every link to another router is authenticated (links/link_tls.h):
+  // the cluster CA, this host's certificate (naming host_name) and its key, PEM files.
+  std::string link_ca;
+  std::string link_cert;
+  std::string link_key;
   // The watchdog: an RC QP whose peer has refused its work (RNR NAKs, rnr_retry = 7, i.e.
   // forever) this long without any progress is moved to ERR, so it stops holding the shared
   // host link (its probes) and the router's timers. 0: never.

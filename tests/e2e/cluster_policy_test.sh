@@ -42,8 +42,10 @@ cat > "$WORK/cluster" << EOF
 h1 127.0.0.2 198.18.93.0/24 1-1024 $P1
 h2 127.0.0.3 198.18.94.0/24 1025-2048 $P2
 EOF
+"$BIN/wharf-lab" certs "$WORK/tls" h1 h2 # the routers authenticate their links
 for h in h1 h2; do
   "$BIN/wharfd" --socket "$WORK/$h.sock" --cluster "$WORK/cluster" --host "$h" \
+    --link-ca "$WORK/tls/ca.pem" --link-cert "$WORK/tls/$h.pem" --link-key "$WORK/tls/$h.key" \
     --orchestrator "$WHARF_ORCHESTRATOR" > "$WORK/$h.log" 2>&1 &
   PIDS+=($!)
   wait_for 10 test -S "$WORK/$h.sock" || fail "wharfd $h did not start"

@@ -4,86 +4,30 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
-#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
-#include <memory>
 #include <thread>
 #include <vector>
 
 #include "common/unique_fd.h"
 #include "links/host_links.h"
 #include "support/free_ports.h"
+#include "support/host_links_ends.h"
 
 namespace wharf::links {
 namespace {
 
 namespace host = proto::host;
 
-std::string cluster_text(uint16_t port1, uint16_t port2) {
-  return "a 127.0.0.1 198.18.1.0/24 1-1024 " + std::to_string(port1) +
-         "\nb 127.0.0.1 198.18.2.0/24 1025-2048 " + std::to_string(port2) + "\n";
-}
-
-struct Recorder : HostLinks::Handler {
-  std::vector<uint32_t> psns;
-  std::vector<std::vector<uint8_t>> payloads;
-  int link_lost = 0;
-  int restarted = 0;
-  int gone = 0;
-  void on_packet(int, const host::Packet& p) override {
-    psns.push_back(p.hdr.psn);
-    payloads.emplace_back(p.payload, p.payload + p.payload_len);
-  }
-  void on_link_lost(int) override { ++link_lost; }
-  void on_peer_restarted(int) override { ++restarted; }
-  void on_peer_gone(int) override { ++gone; }
-};
-
-struct End {
-  StaticCluster dir;
-  Recorder rec;
-  std::unique_ptr<HostLinks> links;
-  End(const std::string& text, const char* name, size_t budget = HostLinks::kSendBudget) {
-    EXPECT_EQ(dir.load(text, name), "");
-    links = std::make_unique<HostLinks>(&dir, 0x1234, &rec, budget);
-    EXPECT_EQ(links->start(), 0);
-  }
-};
-
-host::Packet packet(uint32_t psn, const std::vector<uint8_t>& payload) {
-  host::Packet p;
-  p.hdr.opcode = host::opcode_of(host::kRc, host::kSendOnly);
-  p.hdr.dest_qpn = 0x100;
-  p.hdr.src_qpn = 0x101;
-  p.hdr.psn = psn;
-  p.payload = payload.data();
-  p.payload_len = static_cast<uint32_t>(payload.size());
-  EXPECT_TRUE(host::finish_packet(&p));
-  return p;
-}
-
-template <class Done>
-bool pump(std::vector<End*> ends, Done done) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    for (End* e : ends) e->links->poll();
-  }
-  return true;
-}
-
-// Two free ports for the two ends of one test.
-std::string free_cluster_text() {
-  const int port = test_support::free_ports(2);
-  EXPECT_NE(port, 0) << "no free pair of ports";
-  return cluster_text(static_cast<uint16_t>(port), static_cast<uint16_t>(port + 1));
-}
+using test_support::cluster_text;
+using test_support::End;
+using test_support::free_cluster_text;
+using test_support::packet;
+using test_support::pump;
 
 TEST(HostLinksTest, PacketsArriveWholeAndInOrder) {
   const std::string text = free_cluster_text();
@@ -270,16 +214,6 @@ TEST(HostLinksTest, APeerThatRestartsIsNoticed) {
   }));
 }
 
-// Runs `cmd` with /bin/sh; true if it exited 0.
-bool run(const std::string& cmd) { return std::system(cmd.c_str()) == 0; }
-
-// Polls the ends for `span`, whatever happens.
-void pump_for(std::vector<End*> ends, std::chrono::milliseconds span) {
-  auto end = std::chrono::steady_clock::now() + span;
-  while (std::chrono::steady_clock::now() < end)
-    for (End* e : ends) e->links->poll();
-}
-
 // The path between the two ends is cut (every packet dropped, no reset, as a failed switch
 // does) with bytes in flight, long enough for TCP to retransmit on its timer. TCP alone would
 // wait out its doubled timer after the path returns; the link instead replaces the stalled
@@ -287,44 +221,12 @@ void pump_for(std::vector<End*> ends, std::chrono::milliseconds span) {
 // the QPs above resend at once. In a network namespace of its own, with an nftables rule.
 TEST(HostLinksTest, AStalledConnectionIsReplacedWhenThePathReturns) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root (a network namespace and nftables)";
-  ASSERT_EQ(unshare(CLONE_NEWNET), 0) << "unshare(CLONE_NEWNET)";
-  ASSERT_TRUE(run("ip link set lo up"));
-  ASSERT_TRUE(run("nft --version > /dev/null")) << "nftables missing: scripts/install-deps.sh";
+  ASSERT_NO_FATAL_FAILURE(test_support::enter_own_network());
   const int port = test_support::free_ports(2);
   ASSERT_NE(port, 0);
   End a(cluster_text(static_cast<uint16_t>(port), static_cast<uint16_t>(port + 1)), "a");
   End b(cluster_text(static_cast<uint16_t>(port), static_cast<uint16_t>(port + 1)), "b");
-  std::vector<uint8_t> one(100, 1);
-  ASSERT_TRUE(a.links->send(1, 0, packet(1, one)));
-  ASSERT_TRUE(pump({&a, &b}, [&] { return b.rec.psns.size() == 1; }));
-
-  const std::string ports = "{ " + std::to_string(port) + ", " + std::to_string(port + 1) + " }";
-  // Dropped on the way in: to the sender the packets left (on the way out, the kernel would
-  // see the drop and keep them unsent, a different state).
-  ASSERT_TRUE(
-      run("nft add table inet cut && nft add chain inet cut in "
-          "'{ type filter hook input priority 0; policy accept; }' && "
-          "nft add rule inet cut in tcp dport " +
-          ports +
-          " drop && "
-          "nft add rule inet cut in tcp sport " +
-          ports + " drop"));
-  ASSERT_TRUE(a.links->send(1, 0, packet(2, one)));
-  // TCP's first retransmission timeout is at least 200 ms; probes start after it and fail.
-  pump_for({&a, &b}, std::chrono::milliseconds(1000));
-  EXPECT_EQ(a.rec.link_lost, 0) << "replaced while the path was still cut";
-  EXPECT_EQ(b.rec.psns.size(), 1u);
-
-  ASSERT_TRUE(run("nft delete table inet cut"));
-  ASSERT_TRUE(pump({&a, &b}, [&] { return a.rec.link_lost > 0 && b.rec.link_lost > 0; }))
-      << "the stalled connection was not replaced (a lost " << a.rec.link_lost << ", b lost "
-      << b.rec.link_lost << ")";
-  EXPECT_EQ(a.rec.link_lost, 1);
-  EXPECT_EQ(b.rec.link_lost, 1);
-  // What the QPs resend now goes on the new connection.
-  ASSERT_TRUE(a.links->send(1, 0, packet(3, one)));
-  ASSERT_TRUE(pump({&a, &b}, [&] { return b.rec.psns.back() == 3; }));
-  EXPECT_EQ(a.rec.restarted + b.rec.restarted + a.rec.gone + b.rec.gone, 0);
+  ASSERT_NO_FATAL_FAILURE(test_support::cut_the_path_and_let_it_return(&a, &b, port));
 }
 
 }  // namespace

@@ -54,7 +54,9 @@ class Cluster {
  private:
   static std::string name(int i) { return std::string(1, static_cast<char>('a' + i)); }
   std::unique_ptr<RouterProcess> start(int i) {
-    std::vector<std::string> args{"--cluster", file_, "--host", name(i)};
+    // Unauthenticated links: the FakePeer speaks the host wire protocol in plaintext, and
+    // the links' authentication has tests of its own (links_host_links_test).
+    std::vector<std::string> args{"--cluster", file_, "--host", name(i), "--link-security", "off"};
     args.insert(args.end(), router_args_.begin(), router_args_.end());
     return std::make_unique<RouterProcess>(args);
   }

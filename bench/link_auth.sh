@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# What authenticating the links between routers costs (issue #19), in one run: cross-host
+# `ib_write_bw` 1 MiB between wharf-lab hosts with `--link-security off` (A) and `auth` (B,
+# wharf-lab's default), alternating REPS times; medians and B/A; and the handshake times
+# the routers logged ("authenticated in X ms", every link of every B round).
+#
+#   sudo bash bench/link_auth.sh BUILD [REPS]    # e.g. build
+#
+# Needs root (namespaces), perftest and a BUILD with bin/wharfd and bin/wharf-run.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+BUILD=$(readlink -f "$1")
+REPS=${2:-3}
+LAB=$PWD/tools/wharf-lab/wharf-lab
+. bench/lib.sh # lab_bench_checks, lab_bench_work, median
+lab_bench_checks link_auth.sh "$BUILD"
+lab_bench_work link-auth
+. "$PWD/bench/lab_perftest.sh"
+
+# round NAME [WHARFD-OPTIONS...]: appends the MB/s of one ib_write_bw to WORK/NAME.
+round() {
+  local name=$1
+  shift
+  "$LAB" up --hosts 2 --wharfd "$BUILD/bin/wharfd" -- "$@" > "$WORK/up.log"
+  lab_perftest "$BUILD" 4 ib_write_bw -d wharf0 -s 1048576 -n 2000 >> "$WORK/$name"
+  grep -ho "authenticated in [0-9.]* ms" /run/wharf-lab/h*/wharfd.log | awk '{print $3}' \
+    >> "$WORK/handshakes" || true
+  "$LAB" down > /dev/null
+}
+
+echo "Measuring ($REPS rounds of each, alternating) ..." >&2
+: > "$WORK/handshakes"
+for _ in $(seq "$REPS"); do
+  round a --link-security off
+  round b
+done
+va=$(median < "$WORK/a")
+vb=$(median < "$WORK/b")
+echo "| ib_write_bw 1 MiB between hosts, MB/s (median of $REPS) | A: --link-security off | B: auth | B/A |"
+echo "|---|---|---|---|"
+echo "| $BUILD | $va | $vb | $(awk -v x="$va" -v y="$vb" 'BEGIN {printf "%.2f", y / x}') |"
+echo "handshakes (ms, $(wc -l < "$WORK/handshakes") links): median $(median < "$WORK/handshakes")," \
+  "max $(sort -g "$WORK/handshakes" | tail -1)"
