@@ -23,6 +23,8 @@ PACKAGES=(
   # the host-to-host tests look at the DSCP of the routers' packets, and cut paths with
   # nftables rules (a switch that drops everything, a loopback that drops a port)
   tcpdump nftables
+  # wharf-lab certs: the CA and host certificates the routers authenticate their links with
+  openssl
   # the orchestrator's cluster store (tests start a real etcd on loopback), and the HTTP
   # client its end-to-end test talks to the orchestrator with
   etcd-server curl
