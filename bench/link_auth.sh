@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# What authenticating the links between routers costs (issue #19), in one run: cross-host
-# `ib_write_bw` 1 MiB between wharf-lab hosts with `--link-security off` (A) and `auth` (B,
-# wharf-lab's default), alternating REPS times; medians and B/A; and the handshake times
-# the routers logged ("authenticated in X ms", every link of every B round).
+# What securing the links between routers costs (issue #19), in one run: cross-host
+# `ib_write_bw` 1 MiB between wharf-lab hosts with `--link-security off` (A), `auth` (B,
+# wharf-lab's default) and `encrypt` (C), alternating REPS times; medians, B/A and C/A; and
+# the handshake times the routers logged ("authenticated in X ms", every link of every B and
+# C round).
 #
 #   sudo bash bench/link_auth.sh BUILD [REPS]    # e.g. build
 #
@@ -33,11 +34,14 @@ echo "Measuring ($REPS rounds of each, alternating) ..." >&2
 for _ in $(seq "$REPS"); do
   round a --link-security off
   round b
+  round c --link-security encrypt
 done
 va=$(median < "$WORK/a")
 vb=$(median < "$WORK/b")
-echo "| ib_write_bw 1 MiB between hosts, MB/s (median of $REPS) | A: --link-security off | B: auth | B/A |"
-echo "|---|---|---|---|"
-echo "| $BUILD | $va | $vb | $(awk -v x="$va" -v y="$vb" 'BEGIN {printf "%.2f", y / x}') |"
+vc=$(median < "$WORK/c")
+ratio() { awk -v x="$1" -v y="$2" 'BEGIN {printf "%.2f", y / x}'; }
+echo "| ib_write_bw 1 MiB between hosts, MB/s (median of $REPS) | A: --link-security off | B: auth | C: encrypt | B/A | C/A |"
+echo "|---|---|---|---|---|---|"
+echo "| $BUILD | $va | $vb | $vc | $(ratio "$va" "$vb") | $(ratio "$va" "$vc") |"
 echo "handshakes (ms, $(wc -l < "$WORK/handshakes") links): median $(median < "$WORK/handshakes")," \
   "max $(sort -g "$WORK/handshakes" | tail -1)"

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "control/api.h"
+#include "control/host_ca.h"
 #include "control/kv_store.h"
 #include "control/tokens.h"
 
@@ -31,7 +32,8 @@ int run_orchestrator(int argc, char** argv) {
   CLI::App app{"wharf-orchestrator - Wharf's control plane: tenants, networks, containers"};
   std::string listen = "127.0.0.1:7480";
   std::string store_url = "sqlite:/var/lib/wharf/orchestrator.db";
-  app.add_option("--listen", listen, "HOST:PORT to serve the HTTP/JSON API on (PORT 0: any)")
+  app.add_option("--listen", listen,
+                 "HOST:PORT to serve the HTTP/JSON API on (PORT 0: any); HTTPS with --tls-cert")
       ->capture_default_str()
       ->envname("WHARF_ORCHESTRATOR_LISTEN");
   app.add_option("--store", store_url, "sqlite:PATH or etcd:http://HOST:PORT")
@@ -47,11 +49,29 @@ int run_orchestrator(int argc, char** argv) {
                  "the file every change request is logged to (default: beside the admin token, "
                  "orchestrator-audit.log)")
       ->envname("WHARF_ORCHESTRATOR_AUDIT_LOG");
+  std::string link_ca_dir;
+  app.add_option("--link-ca-dir", link_ca_dir,
+                 "the cluster CA that signs routers' link certificates when they join with a "
+                 "join token (ca.pem, ca.key; made on first start; default: beside the admin "
+                 "token, link-ca/)")
+      ->envname("WHARF_ORCHESTRATOR_LINK_CA_DIR");
+  wharf::control::ApiTls tls;
+  app.add_option("--tls-cert", tls.cert_file,
+                 "serve HTTPS (TLS 1.2 or later) with this certificate (PEM, the chain after it), "
+                 "naming the orchestrator's address or host name; needs --tls-key")
+      ->envname("WHARF_TLS_CERT");
+  app.add_option("--tls-key", tls.key_file, "the private key (PEM) of --tls-cert")
+      ->envname("WHARF_TLS_KEY");
   CLI11_PARSE(app, argc, argv);
+  if (tls.cert_file.empty() != tls.key_file.empty()) {
+    spdlog::error("--tls-cert and --tls-key go together (or neither, for plain HTTP)");
+    return 2;
+  }
   if (admin_token_file.empty())
     admin_token_file = state_dir(store_url) + "/orchestrator-admin.token";
-  if (audit_log.empty())
-    audit_log = std::filesystem::path(admin_token_file).parent_path() / "orchestrator-audit.log";
+  const std::filesystem::path beside = std::filesystem::path(admin_token_file).parent_path();
+  if (audit_log.empty()) audit_log = beside / "orchestrator-audit.log";
+  if (link_ca_dir.empty()) link_ca_dir = beside / "link-ca";
   const size_t colon = listen.rfind(':');
   int port = -1;
   if (colon != std::string::npos) {
@@ -79,8 +99,11 @@ int run_orchestrator(int argc, char** argv) {
     return 1;
   }
   std::error_code mkdir_failed;
-  std::filesystem::create_directories(std::filesystem::path(admin_token_file).parent_path(),
-                                      mkdir_failed);
+  if (!beside.empty()) std::filesystem::create_directories(beside, mkdir_failed);
+  if (mkdir_failed) {
+    spdlog::error("cannot make {}: {}", beside.string(), mkdir_failed.message());
+    return 1;
+  }
   wharf::control::TokenStore tokens(store.get());
   bool made = false;
   st = wharf::control::bootstrap_admin_token(&tokens, admin_token_file, std::time(nullptr), &made);
@@ -93,14 +116,32 @@ int run_orchestrator(int argc, char** argv) {
         "first start: an admin token is in {} (mode 0600); give it to wharfctl as "
         "WHARF_TOKEN_FILE={}",
         admin_token_file, admin_token_file);
-  wharf::control::ApiServer api(store.get(), audit_log);
+  std::unique_ptr<wharf::control::HostCa> link_ca;
+  st = wharf::control::HostCa::open(link_ca_dir, &link_ca);
+  if (!st.is_ok()) {
+    spdlog::error("link CA: {}", st.message());
+    return 1;
+  }
+  spdlog::info("link CA in {}: routers join with `wharfctl token add join host NAME` tokens",
+               link_ca_dir);
+  // Throws when the certificate or key cannot be loaded: never plain HTTP instead.
+  wharf::control::ApiServer api(store.get(), audit_log, tls, link_ca.get());
   const int bound = api.bind(listen.substr(0, colon), port);
   if (bound < 0) {
     spdlog::error("cannot listen on {}", listen);
     return 1;
   }
-  spdlog::info("wharf-orchestrator: serving on {}:{} with store {}, audit log {}",
-               listen.substr(0, colon), bound, store_url, audit_log);
+  spdlog::info("wharf-orchestrator: serving on {}:{} ({}) with store {}, audit log {}",
+               listen.substr(0, colon), bound,
+               tls.cert_file.empty() ? "plain HTTP" : "HTTPS, certificate " + tls.cert_file,
+               store_url, audit_log);
+  const std::string host = listen.substr(0, colon);
+  const bool loopback = host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
+  if (tls.cert_file.empty() && !loopback)
+    spdlog::warn(
+        "plain HTTP on {}: tokens travel in clear; give --tls-cert and --tls-key unless the "
+        "network is trusted (docs/SECURITY.md)",
+        host);
   std::atomic<bool> served{false};
   std::thread waiter([&] {
     const timespec tick{0, 200'000'000};  // to notice that serve() ended by itself

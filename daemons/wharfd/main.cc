@@ -4,13 +4,16 @@
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
+#include <cstdlib>
 #include <exception>
 #include <string>
 
+#include "control/api_client.h"
 #include "control/cidr.h"
 #include "control/container_watch.h"
 #include "control/credentials.h"
 #include "control/host_agent.h"
+#include "control/link_join.h"
 #include "router/remote.h"
 #include "router/router.h"
 
@@ -61,13 +64,16 @@ int run_wharfd(int argc, char** argv) {
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str()
       ->envname("WHARF_DIRECT_PATH");
-  app.add_option("--express", express,
-                 "on: RC QPs connected to QPs on other hosts move their small SENDs over a TCP "
-                 "connection per QP pair that the routers set up and the two libraries use "
-                 "(express lines); off: everything between hosts goes through the routers")
-      ->envname("WHARF_EXPRESS")
-      ->check(CLI::IsMember({"on", "off"}))
-      ->capture_default_str();
+  CLI::Option* express_option =
+      app.add_option(
+             "--express", express,
+             "on: RC QPs connected to QPs on other hosts move their small SENDs over a TCP "
+             "connection per QP pair that the routers set up and the two libraries use (express "
+             "lines); off: everything between hosts goes through the routers. Off with "
+             "--link-security encrypt (express lines are not encrypted)")
+          ->envname("WHARF_EXPRESS")
+          ->check(CLI::IsMember({"on", "off"}))
+          ->capture_default_str();
   app.add_option("--express-lines", express_lines,
                  "At most this many express lines at once (a TCP connection each); QPs beyond "
                  "them go through the routers")
@@ -92,9 +98,11 @@ int run_wharfd(int argc, char** argv) {
   app.add_option("--link-security", link_security,
                  "auth: every link to another router starts with a TLS 1.3 handshake in which "
                  "both prove they are hosts of the cluster (--link-ca, --link-cert, "
-                 "--link-key); off: links are not authenticated (trusted networks only)")
+                 "--link-key); encrypt: the same, and every byte after it travels in TLS "
+                 "records (fabrics with on-path attackers); off: links are not authenticated "
+                 "(trusted networks only)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"auth", "off"}))
+      ->check(CLI::IsMember({"auth", "encrypt", "off"}))
       ->envname("WHARF_LINK_SECURITY");
   app.add_option("--link-ca", cfg.link_ca, "The cluster CA's certificate (PEM)")
       ->envname("WHARF_LINK_CA");
@@ -114,19 +122,34 @@ int run_wharfd(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(uint64_t{1}, uint64_t{3600000}))
       ->envname("WHARF_CM_TIMEOUT_MS");
-  std::string orchestrator;
+  wharf::control::ApiEndpoint orchestrator;
   int host_ttl = 10;
-  app.add_option("--orchestrator", orchestrator,
-                 "http://HOST:PORT of wharf-orchestrator: register this host (--host) there on a "
-                 "lease that lapses when the router dies, and enforce the policies of the "
-                 "containers placed on it")
+  app.add_option("--orchestrator", orchestrator.url,
+                 "http://HOST:PORT or https://HOST:PORT of wharf-orchestrator: register this host "
+                 "(--host) there on a lease that lapses when the router dies, and enforce the "
+                 "policies of the containers placed on it")
       ->envname("WHARF_ORCHESTRATOR");
+  app.add_option("--tls-ca", orchestrator.ca_file, wharf::control::kTlsCaHelp)
+      ->envname("WHARF_TLS_CA");
   std::string token_file;
   app.add_option("--token-file", token_file,
                  "a file holding the token (host or admin) to present to the orchestrator, read "
                  "at each registration and watch, so a rotated token is picked up; else "
                  "$WHARF_TOKEN")
       ->envname("WHARF_TOKEN_FILE");
+  std::string join_token_file;
+  app.add_option("--join-token-file", join_token_file,
+                 "A file holding a one-time join token (wharfctl token add join host NAME): "
+                 "unless --link-dir holds credentials already, the router makes its key and has "
+                 "the orchestrator's cluster CA sign a certificate for --host, kept in --link-dir "
+                 "with a host token for its registrations")
+      ->envname("WHARF_JOIN_TOKEN_FILE");
+  std::string link_dir = "/var/lib/wharf/link";
+  app.add_option("--link-dir", link_dir,
+                 "The link credentials a router got by joining (ca.pem, host.pem, host.key, "
+                 "host.token), used when --link-ca, --link-cert and --link-key are not given")
+      ->capture_default_str()
+      ->envname("WHARF_LINK_DIR");
   app.add_option("--host-ttl", host_ttl, "Seconds the host's entry outlives the router")
       ->check(CLI::Range(1, 3600))
       ->capture_default_str()
@@ -139,13 +162,47 @@ int run_wharfd(int argc, char** argv) {
     fprintf(stderr, "wharfd: --lid-base + --lid-count - 1 must not exceed 0xbfff (49151)\n");
     return 2;
   }
-  if (cfg.host_name.empty() && (!cfg.cluster_file.empty() || !orchestrator.empty())) {
+  if (cfg.host_name.empty() && (!cfg.cluster_file.empty() || !orchestrator.url.empty())) {
     fprintf(stderr, "wharfd: --cluster and --orchestrator need --host\n");
     return 2;
   }
-  if (!cfg.host_name.empty() && cfg.cluster_file.empty() && orchestrator.empty()) {
+  if (!cfg.host_name.empty() && cfg.cluster_file.empty() && orchestrator.url.empty()) {
     fprintf(stderr, "wharfd: --host goes with --cluster or --orchestrator\n");
     return 2;
+  }
+  if (!orchestrator.url.empty()) {
+    const wharf::Status api = wharf::control::check_api_endpoint(orchestrator);
+    if (!api.is_ok()) {
+      fprintf(stderr, "wharfd: %s\n", api.message().c_str());
+      return 2;
+    }
+  }
+  if (!join_token_file.empty() && orchestrator.url.empty()) {
+    fprintf(stderr, "wharfd: --join-token-file goes with --orchestrator\n");
+    return 2;
+  }
+  if (!join_token_file.empty() && !wharf::control::joined(link_dir)) {
+    std::string join_token, why;
+    if (!wharf::control::TokenSource(join_token_file).get(&join_token, &why)) {
+      fprintf(stderr, "wharfd: --join-token-file: %s\n", why.c_str());
+      return 2;
+    }
+    const wharf::Status joined =
+        wharf::control::join_cluster(orchestrator, join_token, cfg.host_name, link_dir);
+    if (!joined.is_ok()) {
+      fprintf(stderr, "wharfd: joining the cluster as %s: %s\n", cfg.host_name.c_str(),
+              joined.message().c_str());
+      return 1;
+    }
+    spdlog::info("joined the cluster as {}: link credentials in {}", cfg.host_name, link_dir);
+  }
+  if (link_security != "off" && cfg.link_cert.empty() && wharf::control::joined(link_dir)) {
+    const wharf::control::LinkFiles got = wharf::control::link_files(link_dir);
+    cfg.link_ca = got.ca;
+    cfg.link_cert = got.cert;
+    cfg.link_key = got.key;
+    // The host token that came with the certificate, unless another was given.
+    if (token_file.empty() && getenv("WHARF_TOKEN") == nullptr) token_file = got.token;
   }
   if (link_security == "off") {
     cfg.link_ca.clear();
@@ -156,10 +213,12 @@ int run_wharfd(int argc, char** argv) {
   } else if (!cfg.cluster_file.empty() &&
              (cfg.link_ca.empty() || cfg.link_cert.empty() || cfg.link_key.empty())) {
     fprintf(stderr,
-            "wharfd: --cluster with --link-security auth (the default) needs --link-ca, "
-            "--link-cert and --link-key (or --link-security off on a trusted network)\n");
+            "wharfd: --cluster with --link-security auth (the default) or encrypt needs "
+            "--link-ca, --link-cert and --link-key, or credentials from joining "
+            "(--join-token-file, --link-dir), or --link-security off on a trusted network\n");
     return 2;
   }
+  cfg.link_encrypt = link_security == "encrypt";
   if (!socket_group.empty()) {
     const group* g = getgrnam(socket_group.c_str());
     const bool number = socket_group.size() <= 9 &&
@@ -183,13 +242,24 @@ int run_wharfd(int argc, char** argv) {
   cfg.cm_timeout_ns = cm_timeout_ms * 1000000;
   cfg.direct_path = direct_path == "on";
   cfg.express = express == "on";
+  if (cfg.link_encrypt && cfg.express) {
+    // Express lines carry SENDs between the libraries in clear, past the encrypted links.
+    if (express_option->count() > 0) {
+      fprintf(stderr,
+              "wharfd: --express on cannot go with --link-security encrypt: express lines "
+              "are not encrypted\n");
+      return 2;
+    }
+    cfg.express = false;
+    spdlog::info("--link-security encrypt: express lines off (they are not encrypted)");
+  }
   cfg.express_lines = express_lines;
   raise_fd_limit();
   wharf::router::Router router(cfg);
   if (router.start() != 0) return 1;
   std::unique_ptr<wharf::control::HostAgent> agent;
   std::unique_ptr<wharf::control::ContainerWatch> watch;
-  if (!orchestrator.empty()) {
+  if (!orchestrator.url.empty()) {
     // LIDs as start() left them (the cluster file's, when it names them); in a cluster, the
     // host's address on the links between routers and its container subnet.
     const wharf::router::RouterConfig& running = router.config();

@@ -1,5 +1,6 @@
 // What the router's helpers that talk to the orchestrator (HostAgent, ContainerWatch) share:
-// an HTTP client whose failures cost seconds, and a thread that takes no signals.
+// an API client (control/api_client.h) whose failures cost seconds, and a thread that takes no
+// signals.
 #pragma once
 
 #include <httplib.h>
@@ -11,6 +12,7 @@
 #include <thread>
 #include <utility>
 
+#include "control/api_client.h"
 #include "control/credentials.h"
 
 namespace wharf::control {
@@ -24,16 +26,14 @@ inline void present_token(httplib::Client* c, const TokenSource& source) {
   c->set_bearer_token_auth(token.c_str());
 }
 
-// A client for url ("http://HOST:PORT") presenting the token `source` has now: a dead
-// orchestrator costs the caller seconds, never the router's loop.
-inline std::unique_ptr<httplib::Client> make_agent_client(const std::string& url,
+// A client for the orchestrator presenting the token `source` has now: a dead orchestrator
+// costs the caller seconds, never the router's loop.
+inline std::unique_ptr<httplib::Client> make_agent_client(const ApiEndpoint& api,
                                                           const TokenSource& source,
                                                           int read_timeout_s) {
-  auto c = std::make_unique<httplib::Client>(url);
+  constexpr int kConnectTimeoutS = 2;
+  auto c = make_api_client(api, "", kConnectTimeoutS, read_timeout_s);
   present_token(c.get(), source);
-  c->set_connection_timeout(2);
-  c->set_read_timeout(read_timeout_s);
-  c->set_tcp_nodelay(true);  // a request's headers and body go in separate writes
   return c;
 }
 

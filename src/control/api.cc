@@ -2,12 +2,17 @@
 
 #include <fcntl.h>
 #include <httplib.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <unistd.h>
 
 #include <charconv>
 #include <cstdint>
+#include <cstring>
 #include <ctime>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
 
 #include "control/policy_json.h"
 
@@ -18,6 +23,7 @@ using Code = Status::Code;
 using nlohmann::json;
 
 constexpr size_t kServerThreads = 64;
+constexpr size_t kMaxPathBytes = 4096;
 
 int http_status(Code code) {
   switch (code) {
@@ -91,7 +97,7 @@ json to_json(const ContainerInfo& c) {
 }
 
 json to_json(const TokenRecord& r) {
-  return {{"id", r.id},     {"role", role_name(r.role)}, {"tenant", r.tenant},
+  return {{"id", r.id},     {"role", role_name(r.role)}, {"tenant", r.tenant},  {"host", r.host},
           {"name", r.name}, {"created", r.created},      {"expires", r.expires}};
 }
 
@@ -106,20 +112,22 @@ FILE* open_audit_log(const std::string& path) {
 
 int64_t unix_now() { return static_cast<int64_t>(std::time(nullptr)); }
 
-// Which roles may use each kind of route. `own_tenant`: a tenant-admin only for the tenant
-// the route names (kListing: the routes filter what it sees to its own).
+// Which roles may use each kind of route. `own_scope`: a tenant-admin only for the tenant
+// the route names, a join token only for the host it names (kListing: the routes filter what
+// a tenant-admin sees to its own).
 struct RouteAccess {
-  bool admin, tenant_admin, viewer, host, own_tenant;
+  bool admin, tenant_admin, viewer, host, join, own_scope;
 };
 constexpr RouteAccess kRouteAccess[] = {
-    //                 admin  tenant-admin viewer host   own_tenant
-    /* kAdmin */ {true, false, false, false, false},
-    /* kTenantRead */ {true, true, true, false, true},
-    /* kTenantWrite */ {true, true, false, false, true},
-    /* kListing */ {true, true, true, true, false},
-    /* kHostWrite */ {true, false, false, true, false},
-    /* kHostRead */ {true, false, true, true, false},
-    /* kStore */ {true, false, false, true, false},
+    //                 admin  tenant-admin viewer host   join   own_scope
+    /* kAdmin */ {true, false, false, false, false, false},
+    /* kTenantRead */ {true, true, true, false, false, true},
+    /* kTenantWrite */ {true, true, false, false, false, true},
+    /* kListing */ {true, true, true, true, false, false},
+    /* kHostWrite */ {true, false, false, true, false, false},
+    /* kHostRead */ {true, false, true, true, false, false},
+    /* kStore */ {true, false, false, true, false, false},
+    /* kJoin */ {true, false, false, false, true, true},
 };
 
 bool role_may(Access access, Role role) {
@@ -129,6 +137,7 @@ bool role_may(Access access, Role role) {
     case Role::kTenantAdmin: return a.tenant_admin;
     case Role::kViewer: return a.viewer;
     case Role::kHost: return a.host;
+    case Role::kJoin: return a.join;
   }
   return false;
 }
@@ -145,16 +154,64 @@ std::string bearer_token(const httplib::Request& req) {
 void refuse(httplib::Response& res, int status, const std::string& why) {
   res.status = status;
   if (status == 401) res.set_header("WWW-Authenticate", "Bearer");
-  res.set_content(json{{"error", why}}.dump(), "application/json");
+  // why may quote the path, whose bytes need not be UTF-8.
+  res.set_content(json{{"error", why}}.dump(-1, ' ', false, json::error_handler_t::replace),
+                  "application/json");
+}
+
+// Why OpenSSL failed: the first error it queued (the cause; later ones say where it was
+// noticed), a system error as errno's text. The queue is emptied.
+std::string tls_error() {
+  const unsigned long e = ERR_peek_error();
+  const char* reason =
+      ERR_SYSTEM_ERROR(e) ? std::strerror(ERR_GET_REASON(e)) : ERR_reason_error_string(e);
+  ERR_clear_error();
+  return reason != nullptr ? reason : "unknown error";
+}
+
+// The API's TLS context: TLS 1.2 or later (1.2 with forward-secret AEAD suites only), no
+// compression or renegotiation, and the certificate chain and the key that matches it.
+bool setup_tls(SSL_CTX* ctx, const ApiTls& tls, std::string* why) {
+  SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION);
+  if (SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1 ||
+      SSL_CTX_set_cipher_list(ctx, "ECDHE+AESGCM:ECDHE+CHACHA20") != 1) {
+    *why = "cannot set up TLS: " + tls_error();
+    return false;
+  }
+  if (SSL_CTX_use_certificate_chain_file(ctx, tls.cert_file.c_str()) != 1) {
+    *why = "cannot load the TLS certificate " + tls.cert_file + ": " + tls_error();
+    return false;
+  }
+  if (SSL_CTX_use_PrivateKey_file(ctx, tls.key_file.c_str(), SSL_FILETYPE_PEM) != 1 ||
+      SSL_CTX_check_private_key(ctx) != 1) {
+    *why = "cannot load the TLS key " + tls.key_file + " (of certificate " + tls.cert_file +
+           "): " + tls_error();
+    return false;
+  }
+  return true;
+}
+
+// A plain HTTP server, or an HTTPS one when tls names files; throws when it cannot be had.
+std::unique_ptr<httplib::Server> make_server(const ApiTls& tls) {
+  if (tls.cert_file.empty() && tls.key_file.empty()) return std::make_unique<httplib::Server>();
+  if (tls.cert_file.empty() || tls.key_file.empty())
+    throw std::runtime_error("TLS needs both a certificate and its key");
+  std::string why;
+  auto server = std::make_unique<httplib::SSLServer>(
+      [&](SSL_CTX& ctx) { return setup_tls(&ctx, tls, &why); });
+  if (!server->is_valid()) throw std::runtime_error(why.empty() ? "cannot set up TLS" : why);
+  return server;
 }
 
 }  // namespace
 
-ApiServer::ApiServer(KvStore* store, const std::string& audit_log)
+ApiServer::ApiServer(KvStore* store, const std::string& audit_log, const ApiTls& tls,
+                     const HostCa* ca)
     : store_(store),
       registry_(store),
       tokens_(store),
-      http_(std::make_unique<httplib::Server>()),
+      ca_(ca),
+      http_(make_server(tls)),
       audit_(audit_log.empty() ? nullptr : open_audit_log(audit_log), &std::fclose) {
   if (!audit_log.empty() && audit_ == nullptr)
     throw std::runtime_error("cannot open the audit log " + audit_log);
@@ -164,6 +221,17 @@ ApiServer::ApiServer(KvStore* store, const std::string& audit_log)
   // waits for the client's delayed ACK, 40 ms on a kept-alive connection.
   http_->set_tcp_nodelay(true);
   routes();
+  // Every request is routed by handle(), so that the fuzz target exercises what is served.
+  const auto serve = [this](const httplib::Request& req, httplib::Response& res) {
+    handle(req, res);
+  };
+  const char* const kAnyPath = R"([\s\S]*)";  // "." would not match a decoded newline
+  http_->Get(kAnyPath, serve)
+      .Post(kAnyPath, serve)
+      .Put(kAnyPath, serve)
+      .Patch(kAnyPath, serve)
+      .Delete(kAnyPath, serve)
+      .Options(kAnyPath, serve);
 }
 
 ApiServer::~ApiServer() = default;
@@ -176,8 +244,8 @@ int ApiServer::bind(const std::string& host, int port) {
 void ApiServer::serve() { http_->listen_after_bind(); }
 void ApiServer::stop() { http_->stop(); }
 
-bool ApiServer::authorize(Access access, const httplib::Request& req, httplib::Response& res,
-                          TokenRecord* who) {
+bool ApiServer::authorize(Access access, const httplib::Request& req, const std::smatch& path,
+                          httplib::Response& res, TokenRecord* who) {
   const std::string token = bearer_token(req);
   if (token.empty()) {
     refuse(res, 401, "this API needs a token: Authorization: Bearer TOKEN");
@@ -192,9 +260,10 @@ bool ApiServer::authorize(Access access, const httplib::Request& req, httplib::R
     reply(res, st);
     return false;
   }
-  const bool own = !kRouteAccess[static_cast<size_t>(access)].own_tenant ||
-                   who->role != Role::kTenantAdmin ||
-                   (req.matches.size() > 1 && req.matches[1] == who->tenant);
+  const std::string& scope = who->role == Role::kTenantAdmin ? who->tenant : who->host;
+  const bool scoped = who->role == Role::kTenantAdmin || who->role == Role::kJoin;
+  const bool own = !kRouteAccess[static_cast<size_t>(access)].own_scope || !scoped ||
+                   (path.size() > 1 && path[1] == scope);
   if (role_may(access, who->role) && own) return true;
   refuse(
       res, 403,
@@ -222,226 +291,275 @@ void ApiServer::audit(const httplib::Request& req, const httplib::Response& res,
   std::fflush(audit_.get());
 }
 
-std::function<void(const httplib::Request&, httplib::Response&)> ApiServer::guarded(Access access,
-                                                                                    Handler h) {
-  return [this, access, h = std::move(h)](const httplib::Request& req, httplib::Response& res) {
-    TokenRecord who;
-    const bool allowed = authorize(access, req, res, &who);
-    if (allowed) h(req, res, who);
-    audit(req, res, allowed || !who.id.empty() ? &who : nullptr);
-  };
+void ApiServer::add(const char* method, const char* path, Access access, Handler h) {
+  routes_.push_back({method, std::regex(path), access, std::move(h)});
+}
+
+void ApiServer::handle(const httplib::Request& req, httplib::Response& res) {
+  // HEAD is GET without the body, as httplib's own routing has it.
+  const bool head = req.method == "HEAD";
+  std::smatch path;
+  const Route* route = nullptr;
+  // std::regex recurses once per character: the path is bounded before it is matched
+  // (httplib refuses request lines of over 8 KiB, and no route's names are that long).
+  const bool too_long = req.path.size() > kMaxPathBytes;
+  for (size_t i = 0; !too_long && route == nullptr && i < routes_.size(); ++i) {
+    const Route& r = routes_[i];
+    if ((r.method == req.method || (head && r.method == "GET")) &&
+        std::regex_match(req.path, path, r.path))
+      route = &r;
+  }
+  TokenRecord who;
+  bool allowed = false;
+  if (too_long) {
+    refuse(res, 400, "the path is longer than " + std::to_string(kMaxPathBytes) + " bytes");
+  } else if (route == nullptr) {
+    refuse(res, 404, "no route " + req.method + " " + req.path);
+  } else {
+    allowed = authorize(route->access, req, path, res, &who);
+    if (allowed) route->handler(req, path, res, who);
+  }
+  audit(req, res, allowed || !who.id.empty() ? &who : nullptr);
 }
 
 void ApiServer::token_routes() {
   using Req = const httplib::Request&;
   using Res = httplib::Response&;
   using Who = const TokenRecord&;
-  httplib::Server& s = *http_;
-  s.Get("/v1/tokens", guarded(Access::kAdmin, [this](Req, Res res, Who) {
-          std::vector<TokenRecord> all;
-          Status st = tokens_.list(&all);
-          json out = json::array();
-          for (const TokenRecord& r : all) out.push_back(to_json(r));
-          reply(res, st, out);
-        }));
-  s.Post("/v1/tokens", guarded(Access::kAdmin, [this](Req req, Res res, Who) {
-           json b;
-           if (!body_object(req, res, &b)) return;
-           Role role = Role::kViewer;
-           const auto ttl = b.find("ttl");
-           if (!parse_role(field(b, "role"), &role) ||
-               (ttl != b.end() && (!ttl->is_number_unsigned() || ttl->get<uint64_t>() > INT32_MAX)))
-             return reply(res, Status::error(Code::kInvalidArgument,
-                                             "expected {\"role\": admin|tenant-admin|viewer|host"
-                                             "[, \"tenant\": T, \"name\": N, \"ttl\": seconds]}"));
-           std::string token;
-           TokenRecord r;
-           Status st =
-               tokens_.add(role, field(b, "tenant"), field(b, "name"),
-                           ttl == b.end() ? 0 : ttl->get<int64_t>(), unix_now(), &token, &r);
-           json out = to_json(r);
-           out["token"] = token;
-           reply(res, st, out);
-         }));
-  s.Delete(R"(/v1/tokens/([^/]+))", guarded(Access::kAdmin, [this](Req req, Res res, Who) {
-             reply(res, tokens_.del(req.matches[1]));
-           }));
+  using Path = const std::smatch&;
+  add("GET", "/v1/tokens", Access::kAdmin, [this](Req, Path, Res res, Who) {
+    std::vector<TokenRecord> all;
+    Status st = tokens_.list(&all);
+    json out = json::array();
+    for (const TokenRecord& r : all) out.push_back(to_json(r));
+    reply(res, st, out);
+  });
+  add("POST", "/v1/tokens", Access::kAdmin, [this](Req req, Path, Res res, Who) {
+    json b;
+    if (!body_object(req, res, &b)) return;
+    Role role = Role::kViewer;
+    const auto ttl = b.find("ttl");
+    const std::string tenant = field(b, "tenant"), host = field(b, "host");
+    if (!parse_role(field(b, "role"), &role) || (role == Role::kJoin && !tenant.empty()) ||
+        (role != Role::kJoin && !host.empty()) ||
+        (ttl != b.end() && (!ttl->is_number_unsigned() || ttl->get<uint64_t>() > INT32_MAX)))
+      return reply(res, Status::error(Code::kInvalidArgument,
+                                      "expected {\"role\": admin|tenant-admin|viewer|host|join"
+                                      "[, \"tenant\": T | \"host\": H, \"name\": N, "
+                                      "\"ttl\": seconds]}"));
+    std::string token;
+    TokenRecord r;
+    // A tenant-admin's tenant or a join token's host (only a join token has a host, and it
+    // no tenant, as checked above; TokenStore::add checks the rest).
+    Status st = tokens_.add(role, tenant.empty() ? host : tenant, field(b, "name"),
+                            ttl == b.end() ? 0 : ttl->get<int64_t>(), unix_now(), &token, &r);
+    json out = to_json(r);
+    out["token"] = token;
+    reply(res, st, out);
+  });
+  add("DELETE", R"(/v1/tokens/([^/]+))", Access::kAdmin,
+      [this](Req, Path m, Res res, Who) { reply(res, tokens_.del(m[1])); });
+}
+
+// A router's link certificate: the CA signs its request for the host the path names (a
+// join token's own, kRouteAccess), then the join token is used up; the router gets a host
+// token for its registrations with it.
+void ApiServer::certificate_routes() {
+  using Req = const httplib::Request&;
+  using Res = httplib::Response&;
+  using Who = const TokenRecord&;
+  using Path = const std::smatch&;
+  add("POST", R"(/v1/hosts/([^/]+)/certificate)", Access::kJoin,
+      [this](Req req, Path m, Res res, Who who) {
+        if (ca_ == nullptr)
+          return reply(
+              res, Status::error(Code::kNotFound, "this orchestrator issues no link certificates"));
+        json b;
+        if (!body_object(req, res, &b)) return;
+        std::string certificate;
+        Status st = ca_->sign(field(b, "csr"), m[1], &certificate);
+        if (!st.is_ok()) return reply(res, st);
+        bool used = true;
+        if (who.role == Role::kJoin) st = tokens_.use_once(who.id, &used);
+        if (!st.is_ok()) return reply(res, st);
+        // Another request with the same token got here first.
+        if (!used) return refuse(res, 401, "the join token has been used");
+        std::string token;
+        TokenRecord host;
+        st = tokens_.add(Role::kHost, "", "joined " + std::string(m[1]), 0, unix_now(), &token,
+                         &host);
+        reply(res, st,
+              {{"certificate", certificate}, {"ca", ca_->certificate_pem()}, {"token", token}});
+      });
 }
 
 void ApiServer::routes() {
   using Req = const httplib::Request&;
   using Res = httplib::Response&;
   using Who = const TokenRecord&;
-  httplib::Server& s = *http_;
+  using Path = const std::smatch&;
   token_routes();
+  certificate_routes();
 
-  s.Get("/v1/tenants", guarded(Access::kListing, [this](Req, Res res, Who who) {
-          std::vector<std::string> tenants;
-          Status st = registry_.list_tenants(&tenants);
-          // A tenant-admin sees its own tenant only.
-          if (who.role == Role::kTenantAdmin)
-            std::erase_if(tenants, [&](const std::string& t) { return t != who.tenant; });
-          reply(res, st, tenants);
-        }));
-  s.Post("/v1/tenants", guarded(Access::kAdmin, [this](Req req, Res res, Who) {
-           json b;
-           if (body_object(req, res, &b)) reply(res, registry_.add_tenant(field(b, "name")));
-         }));
-  s.Delete(R"(/v1/tenants/([^/]+))", guarded(Access::kAdmin, [this](Req req, Res res, Who) {
-             reply(res, registry_.del_tenant(req.matches[1]));
-           }));
+  add("GET", "/v1/tenants", Access::kListing, [this](Req, Path, Res res, Who who) {
+    std::vector<std::string> tenants;
+    Status st = registry_.list_tenants(&tenants);
+    // A tenant-admin sees its own tenant only.
+    if (who.role == Role::kTenantAdmin)
+      std::erase_if(tenants, [&](const std::string& t) { return t != who.tenant; });
+    reply(res, st, tenants);
+  });
+  add("POST", "/v1/tenants", Access::kAdmin, [this](Req req, Path, Res res, Who) {
+    json b;
+    if (body_object(req, res, &b)) reply(res, registry_.add_tenant(field(b, "name")));
+  });
+  add("DELETE", R"(/v1/tenants/([^/]+))", Access::kAdmin,
+      [this](Req, Path m, Res res, Who) { reply(res, registry_.del_tenant(m[1])); });
 
-  s.Get(R"(/v1/tenants/([^/]+)/networks)",
-        guarded(Access::kTenantRead, [this](Req req, Res res, Who) {
-          std::vector<NetworkInfo> nets;
-          Status st = registry_.list_networks(req.matches[1], &nets);
-          json out = json::array();
-          for (const NetworkInfo& n : nets)
-            out.push_back({{"name", n.name}, {"cidr", format_cidr(n.cidr)}});
-          reply(res, st, out);
-        }));
-  s.Post(R"(/v1/tenants/([^/]+)/networks)",
-         guarded(Access::kTenantWrite, [this](Req req, Res res, Who) {
-           json b;
-           if (body_object(req, res, &b))
-             reply(res, registry_.add_network(req.matches[1], field(b, "name"), field(b, "cidr")));
-         }));
-  s.Delete(R"(/v1/tenants/([^/]+)/networks/([^/]+))",
-           guarded(Access::kTenantWrite, [this](Req req, Res res, Who) {
-             reply(res, registry_.del_network(req.matches[1], req.matches[2]));
-           }));
+  add("GET", R"(/v1/tenants/([^/]+)/networks)", Access::kTenantRead,
+      [this](Req, Path m, Res res, Who) {
+        std::vector<NetworkInfo> nets;
+        Status st = registry_.list_networks(m[1], &nets);
+        json out = json::array();
+        for (const NetworkInfo& n : nets)
+          out.push_back({{"name", n.name}, {"cidr", format_cidr(n.cidr)}});
+        reply(res, st, out);
+      });
+  add("POST", R"(/v1/tenants/([^/]+)/networks)", Access::kTenantWrite,
+      [this](Req req, Path m, Res res, Who) {
+        json b;
+        if (body_object(req, res, &b))
+          reply(res, registry_.add_network(m[1], field(b, "name"), field(b, "cidr")));
+      });
+  add("DELETE", R"(/v1/tenants/([^/]+)/networks/([^/]+))", Access::kTenantWrite,
+      [this](Req, Path m, Res res, Who) { reply(res, registry_.del_network(m[1], m[2])); });
 
-  s.Get("/v1/containers", guarded(Access::kListing, [this](Req req, Res res, Who who) {
-          std::string tenant = req.get_param_value("tenant");
-          // A tenant-admin lists its own tenant's containers only.
-          if (who.role == Role::kTenantAdmin) {
-            if (!tenant.empty() && tenant != who.tenant)
-              return refuse(res, 403,
-                            "a tenant-admin token of " + who.tenant + " may not list " + tenant);
-            tenant = who.tenant;
-          }
-          std::vector<ContainerInfo> all;
-          Status st = registry_.list_containers(tenant, &all);
-          json out = json::array();
-          for (const ContainerInfo& c : all) out.push_back(to_json(c));
-          reply(res, st, out);
-        }));
-  s.Post(R"(/v1/tenants/([^/]+)/containers)",
-         guarded(Access::kTenantWrite, [this](Req req, Res res, Who) {
-           json b;
-           if (!body_object(req, res, &b)) return;
-           uint32_t vip = 0;
-           const std::string vip_text = field(b, "vip");
-           if (!vip_text.empty() && !parse_ipv4(vip_text, &vip))
-             return reply(res, Status::error(Code::kInvalidArgument,
-                                             "vip '" + vip_text + "' is not an address"));
-           ContainerInfo c;
-           Status st = registry_.add_container(req.matches[1], field(b, "network"),
-                                               field(b, "name"), field(b, "host"), vip, &c);
-           reply(res, st, to_json(c));
-         }));
-  s.Get(R"(/v1/tenants/([^/]+)/containers/([^/]+))",
-        guarded(Access::kTenantRead, [this](Req req, Res res, Who) {
-          ContainerInfo c;
-          Status st = registry_.get_container(req.matches[1], req.matches[2], &c);
-          reply(res, st, to_json(c));
-        }));
-  s.Post(R"(/v1/tenants/([^/]+)/containers/([^/]+)/move)",
-         guarded(Access::kTenantWrite, [this](Req req, Res res, Who) {
-           json b;
-           if (!body_object(req, res, &b)) return;
-           ContainerInfo c;
-           Status st =
-               registry_.move_container(req.matches[1], req.matches[2], field(b, "host"), &c);
-           reply(res, st, to_json(c));
-         }));
-  s.Post(R"(/v1/tenants/([^/]+)/containers/([^/]+)/policy)",
-         guarded(Access::kTenantWrite, [this](Req req, Res res, Who) {
-           json change;
-           if (!body_object(req, res, &change)) return;
-           ContainerInfo c;
-           Status st = registry_.update_policy(
-               req.matches[1], req.matches[2],
-               [&](ContainerPolicy* p) { return apply_policy_change(change, p); }, &c);
-           reply(res, st, to_json(c));
-         }));
-  s.Delete(R"(/v1/tenants/([^/]+)/containers/([^/]+))",
-           guarded(Access::kTenantWrite, [this](Req req, Res res, Who) {
-             reply(res, registry_.del_container(req.matches[1], req.matches[2]));
-           }));
+  add("GET", "/v1/containers", Access::kListing, [this](Req req, Path, Res res, Who who) {
+    std::string tenant = req.get_param_value("tenant");
+    // A tenant-admin lists its own tenant's containers only.
+    if (who.role == Role::kTenantAdmin) {
+      if (!tenant.empty() && tenant != who.tenant)
+        return refuse(res, 403,
+                      "a tenant-admin token of " + who.tenant + " may not list " + tenant);
+      tenant = who.tenant;
+    }
+    std::vector<ContainerInfo> all;
+    Status st = registry_.list_containers(tenant, &all);
+    json out = json::array();
+    for (const ContainerInfo& c : all) out.push_back(to_json(c));
+    reply(res, st, out);
+  });
+  add("POST", R"(/v1/tenants/([^/]+)/containers)", Access::kTenantWrite,
+      [this](Req req, Path m, Res res, Who) {
+        json b;
+        if (!body_object(req, res, &b)) return;
+        uint32_t vip = 0;
+        const std::string vip_text = field(b, "vip");
+        if (!vip_text.empty() && !parse_ipv4(vip_text, &vip))
+          return reply(res, Status::error(Code::kInvalidArgument,
+                                          "vip '" + vip_text + "' is not an address"));
+        ContainerInfo c;
+        Status st = registry_.add_container(m[1], field(b, "network"), field(b, "name"),
+                                            field(b, "host"), vip, &c);
+        reply(res, st, to_json(c));
+      });
+  add("GET", R"(/v1/tenants/([^/]+)/containers/([^/]+))", Access::kTenantRead,
+      [this](Req, Path m, Res res, Who) {
+        ContainerInfo c;
+        Status st = registry_.get_container(m[1], m[2], &c);
+        reply(res, st, to_json(c));
+      });
+  add("POST", R"(/v1/tenants/([^/]+)/containers/([^/]+)/move)", Access::kTenantWrite,
+      [this](Req req, Path m, Res res, Who) {
+        json b;
+        if (!body_object(req, res, &b)) return;
+        ContainerInfo c;
+        Status st = registry_.move_container(m[1], m[2], field(b, "host"), &c);
+        reply(res, st, to_json(c));
+      });
+  add("POST", R"(/v1/tenants/([^/]+)/containers/([^/]+)/policy)", Access::kTenantWrite,
+      [this](Req req, Path m, Res res, Who) {
+        json change;
+        if (!body_object(req, res, &change)) return;
+        ContainerInfo c;
+        Status st = registry_.update_policy(
+            m[1], m[2], [&](ContainerPolicy* p) { return apply_policy_change(change, p); }, &c);
+        reply(res, st, to_json(c));
+      });
+  add("DELETE", R"(/v1/tenants/([^/]+)/containers/([^/]+))", Access::kTenantWrite,
+      [this](Req, Path m, Res res, Who) { reply(res, registry_.del_container(m[1], m[2])); });
 
-  s.Post("/v1/hosts", guarded(Access::kHostWrite, [this](Req req, Res res, Who) {
-           json b;
-           if (!body_object(req, res, &b)) return;
-           HostInfo h;
-           h.name = field(b, "name");
-           const auto ttl = b.find("ttl");
-           if (!Registry::host_from_json(b, &h) || ttl == b.end() || !ttl->is_number_unsigned() ||
-               ttl->get<uint64_t>() > INT32_MAX)
-             return reply(res, Status::error(Code::kInvalidArgument,
-                                             "expected {\"name\", \"address\": A.B.C.D, \"ttl\": "
-                                             "1-3600, \"lid_first\": N, \"lid_last\": M[, "
-                                             "\"subnet\": A.B.C.D/N]}"));
-           int64_t lease = 0;
-           Status st = registry_.add_host(h, static_cast<int64_t>(ttl->get<uint64_t>()), &lease);
-           reply(res, st, {{"lease", lease}});
-         }));
-  s.Post(R"(/v1/hosts/([^/]+)/keepalive)",
-         guarded(Access::kHostWrite, [this](Req req, Res res, Who) {
-           json b;
-           if (!body_object(req, res, &b)) return;
-           const auto lease = b.find("lease");
-           if (lease == b.end() || !lease->is_number_integer())
-             return reply(res, Status::error(Code::kInvalidArgument, "expected {\"lease\": N}"));
-           reply(res, store_->keep_alive(lease->get<int64_t>()));
-         }));
-  s.Get("/v1/kv", guarded(Access::kStore, [this](Req req, Res res, Who) {
-          std::string prefix;
-          if (!prefix_param(req, res, &prefix)) return;
-          std::vector<KeyValue> kvs;
-          int64_t rev = 0;
-          Status st = store_->range(prefix, &kvs, &rev);
-          json items = json::array();
-          for (const KeyValue& kv : kvs)
-            items.push_back(
-                {{"key", kv.key}, {"value", kv.value}, {"mod_revision", kv.mod_revision}});
-          reply(res, st, {{"revision", rev}, {"kvs", items}});
-        }));
-  s.Get("/v1/watch", guarded(Access::kStore, [this](Req req, Res res, Who) {
-          std::string prefix;
-          if (!prefix_param(req, res, &prefix)) return;
-          int64_t from = 0;
-          int64_t timeout_ms = 0;
-          if (!int_param(req, "revision", 0, &from) || from == 0 ||
-              !int_param(req, "timeout_ms", 10000, &timeout_ms) || timeout_ms > 60000)
-            return reply(res, Status::error(Code::kInvalidArgument,
-                                            "expected revision=N (N > 0) and timeout_ms=0-60000"));
-          std::unique_ptr<Watch> w;
-          std::vector<WatchEvent> events;
-          Status st = store_->watch(prefix, from, &w);
-          if (st.is_ok()) st = w->next(&events, std::chrono::milliseconds(timeout_ms));
-          json out = json::array();
-          int64_t next = from;
-          for (const WatchEvent& e : events) {
-            out.push_back({{"type", e.type == WatchEvent::Type::kPut ? "put" : "delete"},
-                           {"key", e.kv.key},
-                           {"value", e.kv.value},
-                           {"mod_revision", e.kv.mod_revision}});
-            next = std::max(next, e.kv.mod_revision + 1);
-          }
-          reply(res, st, {{"events", out}, {"next", next}});
-        }));
-  s.Get("/v1/hosts", guarded(Access::kHostRead, [this](Req, Res res, Who) {
-          std::vector<HostInfo> hosts;
-          Status st = registry_.list_hosts(&hosts);
-          json out = json::array();
-          for (const HostInfo& h : hosts) {
-            json j = {{"name", h.name}, {"lease", h.lease}};
-            Registry::host_to_json(h, &j);
-            out.push_back(j);
-          }
-          reply(res, st, out);
-        }));
+  add("POST", "/v1/hosts", Access::kHostWrite, [this](Req req, Path, Res res, Who) {
+    json b;
+    if (!body_object(req, res, &b)) return;
+    HostInfo h;
+    h.name = field(b, "name");
+    const auto ttl = b.find("ttl");
+    if (!Registry::host_from_json(b, &h) || ttl == b.end() || !ttl->is_number_unsigned() ||
+        ttl->get<uint64_t>() > INT32_MAX)
+      return reply(res, Status::error(Code::kInvalidArgument,
+                                      "expected {\"name\", \"address\": A.B.C.D, \"ttl\": "
+                                      "1-3600, \"lid_first\": N, \"lid_last\": M[, "
+                                      "\"subnet\": A.B.C.D/N]}"));
+    int64_t lease = 0;
+    Status st = registry_.add_host(h, static_cast<int64_t>(ttl->get<uint64_t>()), &lease);
+    reply(res, st, {{"lease", lease}});
+  });
+  add("POST", R"(/v1/hosts/([^/]+)/keepalive)", Access::kHostWrite,
+      [this](Req req, Path, Res res, Who) {
+        json b;
+        if (!body_object(req, res, &b)) return;
+        const auto lease = b.find("lease");
+        if (lease == b.end() || !lease->is_number_integer())
+          return reply(res, Status::error(Code::kInvalidArgument, "expected {\"lease\": N}"));
+        reply(res, store_->keep_alive(lease->get<int64_t>()));
+      });
+  add("GET", "/v1/kv", Access::kStore, [this](Req req, Path, Res res, Who) {
+    std::string prefix;
+    if (!prefix_param(req, res, &prefix)) return;
+    std::vector<KeyValue> kvs;
+    int64_t rev = 0;
+    Status st = store_->range(prefix, &kvs, &rev);
+    json items = json::array();
+    for (const KeyValue& kv : kvs)
+      items.push_back({{"key", kv.key}, {"value", kv.value}, {"mod_revision", kv.mod_revision}});
+    reply(res, st, {{"revision", rev}, {"kvs", items}});
+  });
+  add("GET", "/v1/watch", Access::kStore, [this](Req req, Path, Res res, Who) {
+    std::string prefix;
+    if (!prefix_param(req, res, &prefix)) return;
+    int64_t from = 0;
+    int64_t timeout_ms = 0;
+    if (!int_param(req, "revision", 0, &from) || from == 0 ||
+        !int_param(req, "timeout_ms", 10000, &timeout_ms) || timeout_ms > 60000)
+      return reply(res, Status::error(Code::kInvalidArgument,
+                                      "expected revision=N (N > 0) and timeout_ms=0-60000"));
+    std::unique_ptr<Watch> w;
+    std::vector<WatchEvent> events;
+    Status st = store_->watch(prefix, from, &w);
+    if (st.is_ok()) st = w->next(&events, std::chrono::milliseconds(timeout_ms));
+    json out = json::array();
+    int64_t next = from;
+    for (const WatchEvent& e : events) {
+      out.push_back({{"type", e.type == WatchEvent::Type::kPut ? "put" : "delete"},
+                     {"key", e.kv.key},
+                     {"value", e.kv.value},
+                     {"mod_revision", e.kv.mod_revision}});
+      next = std::max(next, e.kv.mod_revision + 1);
+    }
+    reply(res, st, {{"events", out}, {"next", next}});
+  });
+  add("GET", "/v1/hosts", Access::kHostRead, [this](Req, Path, Res res, Who) {
+    std::vector<HostInfo> hosts;
+    Status st = registry_.list_hosts(&hosts);
+    json out = json::array();
+    for (const HostInfo& h : hosts) {
+      json j = {{"name", h.name}, {"lease", h.lease}};
+      Registry::host_to_json(h, &j);
+      out.push_back(j);
+    }
+    reply(res, st, out);
+  });
 }
 
 }  // namespace wharf::control

@@ -28,25 +28,36 @@
 //          waits up to T ms (default 10000, at most 60000) for a change at or after N under
 //          P; 410 when N is older than the history the store keeps (list again).
 // P must start with "/wharf/". And, for admins, the credentials (control/tokens.h):
-//   GET    /v1/tokens                        -> [{"id","role","tenant","name","created",
-//                                               "expires"}, ...]
-//   POST   /v1/tokens                        {"role"[,"tenant","name","ttl"]} -> the same
-//                                            and "token": the only copy of the secret
+//   GET    /v1/tokens                        -> [{"id","role","tenant","host","name",
+//                                               "created","expires"}, ...]
+//   POST   /v1/tokens                        {"role"[,"tenant"|"host","name","ttl"]} -> the
+//                                            same and "token": the only copy of the secret
 //   DELETE /v1/tokens/ID
+// and, for a router joining with its join token (or an admin), its link certificate
+// (control/host_ca.h, control/link_join.h); a join token is used up by its first success:
+//   POST   /v1/hosts/H/certificate           {"csr": PEM} -> {"certificate": PEM for H,
+//                                               "ca": PEM, "token": a new host token}
 // Every request carries "Authorization: Bearer TOKEN"; which roles may use a route is
 // kRouteAccess's row in api.cc. Errors: {"error": message} with 400 (bad input), 401 (no
 // token, or one that is unknown, expired or deleted), 403 (the token's role may not do
-// that), 404 (unknown object), 409 (exists, in use, overlaps, no address left), 503 (store
-// unreachable) or 500. Every request but a GET is written to the audit log, refused or not:
-// one JSON object a line, {"time","token","role","tenant","method","path","status"}.
+// that), 404 (unknown object or route), 409 (exists, in use, overlaps, no address left), 410
+// (watch history compacted), 503 (store unreachable) or 500. Every request but a GET is
+// written to the audit log, refused or not: one JSON object a line,
+// {"time","token","role","tenant","method","path","status"}.
+// In transit the tokens are only as safe as the connection: with ApiTls the API is served
+// over HTTPS (TLS 1.2 or later), and clients verify it (control/api_client.h); without it,
+// over plain HTTP (docs/SECURITY.md says when that is acceptable).
 #pragma once
 
 #include <cstdio>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <regex>
 #include <string>
+#include <vector>
 
+#include "control/host_ca.h"
 #include "control/kv_store.h"
 #include "control/registry.h"
 #include "control/tokens.h"
@@ -68,12 +79,24 @@ enum class Access {
   kHostWrite,    // a host's registration and keep-alive: admins, hosts
   kHostRead,     // GET /v1/hosts: admins, viewers, hosts
   kStore,        // the raw store, /v1/kv and /v1/watch: admins, hosts
+  kJoin,         // a host's certificate, /v1/hosts/H/certificate: admins, H's join token
+};
+
+// The certificate (chain) and private key, PEM files, of an API served over TLS.
+struct ApiTls {
+  std::string cert_file;
+  std::string key_file;
 };
 
 class ApiServer {
  public:
-  // audit_log: the file every request but a GET is appended to ("" for none).
-  explicit ApiServer(KvStore* store, const std::string& audit_log = "");
+  // audit_log: the file every request but a GET is appended to ("" for none). tls: serve
+  // HTTPS with that certificate and key (TLS 1.2 or later); both empty: plain HTTP. Throws
+  // std::runtime_error when the audit log cannot be opened, or only one of tls's files is
+  // given, or they cannot be loaded (never falls back to plain HTTP).
+  // ca: the cluster CA that signs routers' link certificates (nullptr: none is issued).
+  explicit ApiServer(KvStore* store, const std::string& audit_log = "", const ApiTls& tls = {},
+                     const HostCa* ca = nullptr);
   ~ApiServer();
   ApiServer(const ApiServer&) = delete;
   ApiServer& operator=(const ApiServer&) = delete;
@@ -84,22 +107,37 @@ class ApiServer {
   void serve();
   void stop();
 
+  // Answers one request as parsed by httplib (method, decoded path, query params, headers,
+  // body): routes it by method and path, checks its token, runs the route's handler and
+  // audits it. Everything the server answers goes through here; the fuzz target calls it
+  // without a socket. May be called from any thread.
+  void handle(const httplib::Request& req, httplib::Response& res);
+
  private:
-  using Handler =
-      std::function<void(const httplib::Request&, httplib::Response&, const TokenRecord&)>;
-  // h, run only for a caller whose token passes `access` (else 401 or 403), and audited.
-  std::function<void(const httplib::Request&, httplib::Response&)> guarded(Access access,
-                                                                           Handler h);
+  // A route's handler, run only for a caller whose token passes the route's access; `path`
+  // holds the route pattern's captures (tenant, container, ...).
+  using Handler = std::function<void(const httplib::Request&, const std::smatch& path,
+                                     httplib::Response&, const TokenRecord&)>;
+  struct Route {
+    std::string method;  // GET, POST or DELETE
+    std::regex path;     // matched against the whole decoded path
+    Access access;
+    Handler handler;
+  };
+  void add(const char* method, const char* path, Access access, Handler h);
   // Whether the request's token passes `access`; if not, the refusal is written to res.
-  bool authorize(Access access, const httplib::Request& req, httplib::Response& res,
-                 TokenRecord* who);
+  bool authorize(Access access, const httplib::Request& req, const std::smatch& path,
+                 httplib::Response& res, TokenRecord* who);
   void audit(const httplib::Request& req, const httplib::Response& res, const TokenRecord* who);
   void routes();
   void token_routes();
+  void certificate_routes();
 
   KvStore* store_;
   Registry registry_;
   TokenStore tokens_;
+  const HostCa* ca_;
+  std::vector<Route> routes_;  // filled by the constructor, read-only after
   std::unique_ptr<httplib::Server> http_;
   std::mutex audit_mutex_;
   std::unique_ptr<FILE, int (*)(FILE*)> audit_;  // guarded by audit_mutex_

@@ -22,7 +22,7 @@ constexpr int kReadTimeoutS = kWatchTimeoutMs / 1000 + 5;
 
 }  // namespace
 
-ContainerWatch::ContainerWatch(std::string orchestrator, TokenSource token, std::string host,
+ContainerWatch::ContainerWatch(ApiEndpoint orchestrator, TokenSource token, std::string host,
                                Report report, Place place)
     : orchestrator_(std::move(orchestrator)),
       token_(std::move(token)),
@@ -84,7 +84,7 @@ bool ContainerWatch::list(int64_t* next_revision) {
   const json j = r && r->status == 200 ? json::parse(r->body, nullptr, false) : json();
   if (!j.is_object() || !j.contains("revision") || !j["revision"].is_number_integer() ||
       !j.contains("kvs") || !j["kvs"].is_array()) {
-    spdlog::warn("orchestrator {}: cannot list containers: {}", orchestrator_,
+    spdlog::warn("orchestrator {}: cannot list containers: {}", orchestrator_.url,
                  r ? "HTTP " + std::to_string(r->status) : httplib::to_string(r.error()));
     return false;
   }
@@ -140,10 +140,10 @@ void ContainerWatch::run() {
     if (revision == 0) {
       pause = !list(&revision);
     } else if (const int status = watch(&revision); status == 410) {
-      spdlog::info("orchestrator {}: watch history compacted; listing again", orchestrator_);
+      spdlog::info("orchestrator {}: watch history compacted; listing again", orchestrator_.url);
       revision = 0;
     } else if (status != 0) {
-      spdlog::warn("orchestrator {}: container watch failed ({}); retrying", orchestrator_,
+      spdlog::warn("orchestrator {}: container watch failed ({}); retrying", orchestrator_.url,
                    status < 0 ? "no answer" : "HTTP " + std::to_string(status));
       pause = true;
     }

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "common/policy.h"
+#include "control/api_client.h"
 #include "control/credentials.h"
 
 namespace httplib {
@@ -37,8 +38,9 @@ class ContainerWatch {
   using Place = std::function<void(const std::string& tenant, const std::string& network,
                                    uint32_t vip, const std::string& host)>;
 
-  // token: where a host or admin token comes from (read again before each list and watch).
-  ContainerWatch(std::string orchestrator, TokenSource token, std::string host, Report report,
+  // orchestrator: its URL and CA (control/api_client.h); token: where a host or admin token
+  // comes from (read again before each list and watch).
+  ContainerWatch(ApiEndpoint orchestrator, TokenSource token, std::string host, Report report,
                  Place place);
   ~ContainerWatch();  // stops the thread, interrupting a pending watch
   ContainerWatch(const ContainerWatch&) = delete;
@@ -64,7 +66,7 @@ class ContainerWatch {
     std::string host;
   };
 
-  const std::string orchestrator_;
+  const ApiEndpoint orchestrator_;
   const TokenSource token_;
   const std::string host_;
   const Report report_;

@@ -15,7 +15,7 @@ constexpr int kReadTimeoutS = 5;
 
 }  // namespace
 
-HostAgent::HostAgent(std::string orchestrator, TokenSource token, HostInfo host, int ttl_seconds)
+HostAgent::HostAgent(ApiEndpoint orchestrator, TokenSource token, HostInfo host, int ttl_seconds)
     : orchestrator_(std::move(orchestrator)),
       token_(std::move(token)),
       host_(std::move(host)),
@@ -38,7 +38,7 @@ bool HostAgent::register_host(int64_t* lease) {
   auto r = make_agent_client(orchestrator_, token_, kReadTimeoutS)
                ->Post("/v1/hosts", body.dump(), "application/json");
   if (!r || r->status != 200) {
-    spdlog::warn("orchestrator {}: could not register host {}: {}", orchestrator_, host_.name,
+    spdlog::warn("orchestrator {}: could not register host {}: {}", orchestrator_.url, host_.name,
                  r ? r->body : httplib::to_string(r.error()));
     return false;
   }
@@ -46,7 +46,8 @@ bool HostAgent::register_host(int64_t* lease) {
   if (!j.is_object() || !j.contains("lease") || !j["lease"].is_number_integer()) return false;
   *lease = j["lease"].get<int64_t>();
   spdlog::info("orchestrator {}: host {} registered with LIDs {}-{} (lease {}, {} s)",
-               orchestrator_, host_.name, host_.lid_first, host_.lid_last, *lease, ttl_seconds_);
+               orchestrator_.url, host_.name, host_.lid_first, host_.lid_last, *lease,
+               ttl_seconds_);
   return true;
 }
 
@@ -67,7 +68,7 @@ void HostAgent::run() {
     bool ok = lease != 0 && keep_alive(lease);
     if (!ok) {
       if (lease != 0)
-        spdlog::warn("orchestrator {}: lost the lease of host {}", orchestrator_, host_.name);
+        spdlog::warn("orchestrator {}: lost the lease of host {}", orchestrator_.url, host_.name);
       lease = 0;
       ok = register_host(&lease);
     }

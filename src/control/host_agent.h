@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 
+#include "control/api_client.h"
 #include "control/credentials.h"
 #include "control/registry.h"
 
@@ -18,9 +19,9 @@ namespace wharf::control {
 
 class HostAgent {
  public:
-  // orchestrator: "http://HOST:PORT", token: where a host or admin token comes from;
-  // host: what to register (its lease is not used).
-  HostAgent(std::string orchestrator, TokenSource token, HostInfo host, int ttl_seconds);
+  // orchestrator: its URL and CA (control/api_client.h), token: where a host or admin token
+  // comes from; host: what to register (its lease is not used).
+  HostAgent(ApiEndpoint orchestrator, TokenSource token, HostInfo host, int ttl_seconds);
   ~HostAgent();  // stops the thread; the entry then lapses with its lease
   HostAgent(const HostAgent&) = delete;
   HostAgent& operator=(const HostAgent&) = delete;
@@ -30,7 +31,7 @@ class HostAgent {
   bool register_host(int64_t* lease);
   bool keep_alive(int64_t lease);
 
-  const std::string orchestrator_;
+  const ApiEndpoint orchestrator_;
   const TokenSource token_;
   const HostInfo host_;
   const int ttl_seconds_;

@@ -1,10 +1,8 @@
 #include "control/tokens.h"
 
-#include <fcntl.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
@@ -12,7 +10,8 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "common/unique_fd.h"
+#include "control/files.h"
+#include "control/host_ca.h"
 #include "control/registry.h"
 
 namespace wharf::control {
@@ -27,7 +26,8 @@ constexpr size_t kSecretHex = 64;
 constexpr size_t kSha256Hex = 64;
 const std::string kRecordPrefix = "/wharf-auth/token/";
 
-constexpr std::array<const char*, 4> kRoleNames = {"admin", "tenant-admin", "viewer", "host"};
+constexpr std::array<const char*, 5> kRoleNames = {"admin", "tenant-admin", "viewer", "host",
+                                                   "join"};
 
 bool is_hex(std::string_view s, size_t len) {
   if (s.size() != len) return false;
@@ -60,20 +60,13 @@ std::string sha256_hex(std::string_view text) {
   return to_hex(md.data(), len);
 }
 
-// Writes text to path, readable by its owner only: a new file renamed over the old, so no
-// reader ever sees a part of it and no earlier mode survives.
-bool write_private_file(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".new";
-  ::unlink(tmp.c_str());
-  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!fd.valid()) return false;
-  const bool written =
-      ::fchmod(fd.get(), 0600) == 0 &&
-      ::write(fd.get(), text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
-      ::fsync(fd.get()) == 0;
-  if (written && ::rename(tmp.c_str(), path.c_str()) == 0) return true;
-  ::unlink(tmp.c_str());
-  return false;
+// A tenant-admin belongs to exactly one tenant and a join token to one host; no other role
+// to either.
+bool scope_fits(Role role, const std::string& tenant, const std::string& host) {
+  if ((role == Role::kTenantAdmin) != !tenant.empty()) return false;
+  if ((role == Role::kJoin) != !host.empty()) return false;
+  return (tenant.empty() || Registry::valid_name(tenant)) &&
+         (host.empty() || valid_host_name(host));
 }
 
 bool int_field(const json& j, const char* name, int64_t* out) {
@@ -117,8 +110,9 @@ bool split_token(std::string_view token, std::string* id, std::string* secret) {
 }
 
 std::string encode_token_record(const TokenRecord& r) {
-  return json{{"role", role_name(r.role)}, {"tenant", r.tenant},   {"name", r.name},
-              {"created", r.created},      {"expires", r.expires}, {"sha256", r.sha256}}
+  return json{
+      {"role", role_name(r.role)}, {"tenant", r.tenant},   {"host", r.host},    {"name", r.name},
+      {"created", r.created},      {"expires", r.expires}, {"sha256", r.sha256}}
       .dump();
 }
 
@@ -133,20 +127,25 @@ bool decode_token_record(std::string_view id, std::string_view json_text, TokenR
       !int_field(j, "created", &r.created) || !int_field(j, "expires", &r.expires) ||
       !string_field(j, "sha256", &r.sha256) || !is_hex(r.sha256, kSha256Hex))
     return false;
-  // A tenant-admin belongs to exactly one tenant; no other role to any.
-  if ((r.role == Role::kTenantAdmin) != !r.tenant.empty()) return false;
-  if (!r.tenant.empty() && !Registry::valid_name(r.tenant)) return false;
+  // Records from before join tokens have no host.
+  if (j.contains("host") && !string_field(j, "host", &r.host)) return false;
+  if (!scope_fits(r.role, r.tenant, r.host)) return false;
   *out = std::move(r);
   return true;
 }
 
-Status TokenStore::add(Role role, const std::string& tenant, const std::string& name,
+Status TokenStore::add(Role role, const std::string& scope, const std::string& name,
                        int64_t ttl_seconds, int64_t now, std::string* token, TokenRecord* out) {
-  if ((role == Role::kTenantAdmin) != !tenant.empty())
+  const std::string tenant = role == Role::kTenantAdmin ? scope : "";
+  const std::string host = role == Role::kJoin ? scope : "";
+  if (tenant.empty() && host.empty() && !scope.empty())
     return Status::error(Code::kInvalidArgument,
-                         "a tenant-admin token needs a tenant, and only it");
-  if (!tenant.empty() && !Registry::valid_name(tenant))
-    return Status::error(Code::kInvalidArgument, "'" + tenant + "' is not a tenant name");
+                         std::string("a ") + role_name(role) + " token has no tenant or host");
+  if (!scope_fits(role, tenant, host))
+    return Status::error(Code::kInvalidArgument,
+                         role == Role::kJoin
+                             ? "a join token needs a host name (letters, digits, '.', '-', '_')"
+                             : "a tenant-admin token needs a tenant name");
   if (name.size() > 63)
     return Status::error(Code::kInvalidArgument, "a token's name is at most 63 characters");
   if (ttl_seconds < 0)
@@ -154,8 +153,10 @@ Status TokenStore::add(Role role, const std::string& tenant, const std::string& 
   TokenRecord r;
   r.role = role;
   r.tenant = tenant;
+  r.host = host;
   r.name = name;
   r.created = now;
+  if (role == Role::kJoin && ttl_seconds == 0) ttl_seconds = kJoinTtl;
   r.expires = ttl_seconds == 0 ? 0 : now + ttl_seconds;
   const std::string secret = random_hex(kSecretHex / 2);
   r.id = random_hex(kIdHex / 2);
@@ -182,6 +183,13 @@ Status TokenStore::del(const std::string& id) {
   Status st = store_->del(kRecordPrefix + id, &deleted, &rev);
   if (st.is_ok() && !deleted) return Status::error(Code::kNotFound, "no token " + id);
   return st;
+}
+
+Status TokenStore::use_once(const std::string& id, bool* used) {
+  // One delete succeeds, however many race: the store says which.
+  const Status st = del(id);
+  *used = st.is_ok();
+  return st.code() == Code::kNotFound ? Status::ok() : st;
 }
 
 Status TokenStore::list(std::vector<TokenRecord>* out) {
@@ -236,7 +244,7 @@ Status bootstrap_admin_token(TokenStore* tokens, const std::string& path, int64_
   TokenRecord r;
   st = tokens->add(Role::kAdmin, "", "bootstrap", 0, now, &token, &r);
   if (!st.is_ok()) return st;
-  if (!write_private_file(path, token + "\n")) {
+  if (!write_file_replacing(path, token + "\n", 0600)) {
     const int err = errno;
     (void)tokens->del(r.id);
     return Status::error(Code::kInternal,

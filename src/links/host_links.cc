@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "common/clock.h"
 #include "links/listener.h"
@@ -94,6 +95,24 @@ struct HostLinks::Conn {
   LinkTls::Session tls;                // the handshake under way
   uint64_t handshake_deadline_ns = 0;  // while tls: when the peer has failed
   LinkTls::Cert peer_cert;             // incoming, authenticated: checked against its Hello
+  LinkTls::Session records;            // authenticated, with `encrypt`: the bytes go through it
+
+  // The link's bytes, as recv() and send() move them: through the TLS records or the socket.
+  ssize_t receive(uint8_t* to, size_t n) {
+    return records ? LinkTls::read(records.get(), to, n, &record_error)
+                   : recv(fd.get(), to, n, MSG_DONTWAIT);
+  }
+  ssize_t transmit(const uint8_t* from, size_t n) {
+    return records ? LinkTls::write(records.get(), from, n, &record_error)
+                   : ::send(fd.get(), from, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+  }
+  // Bytes the TLS session read from the socket and receive() has not returned yet.
+  bool buffered() const { return records && LinkTls::buffered(records.get()); }
+  // Puts what transmit() gathered on the socket: as LinkTls::flush (1 without a session).
+  int push() { return records ? LinkTls::flush(records.get()) : 1; }
+  // Bytes transmit() took that are not on the socket yet.
+  bool unpushed() const { return records && LinkTls::unflushed(records.get()); }
+  std::string record_error;  // why receive() or transmit() failed with EPROTO
 };
 
 HostLinks::HostLinks(const AddressDirectory* dir, uint64_t node_guid, Handler* handler,
@@ -122,8 +141,8 @@ int HostLinks::start() {
 
 void HostLinks::watch(Conn* c) {
   if (!c->fd.valid()) return;
-  const bool want_out =
-      !c->connected || c->handshake_wants_out || (c->authenticated && !c->tx.empty());
+  const bool want_out = !c->connected || c->handshake_wants_out ||
+                        (c->authenticated && (!c->tx.empty() || c->unpushed()));
   epoll_event ev{};
   ev.events = EPOLLIN | (want_out ? EPOLLOUT : 0u);
   ev.data.ptr = c;
@@ -267,6 +286,7 @@ void HostLinks::bury(std::unique_ptr<Conn> c) {
   c->tx.clear();
   if (c->tls != nullptr) --handshakes_;
   c->tls.reset();
+  c->records.reset();
   if (c->fd.valid()) epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c->fd.get(), nullptr);
   c->fd.reset();
   buried_.push_back(std::move(c));
@@ -449,14 +469,17 @@ void HostLinks::replace_stalled(Conn* stalled) {
 // back into the scratch buffer. A connection holds at most one packet between reads,
 // however busy. False: close the connection.
 bool HostLinks::read_conn(Conn* c) {
-  for (size_t budget = 0; budget < kReadBudget;) {
+  // Past the budget, what a TLS session already holds is read too: the socket would not wake
+  // the loop for it.
+  for (size_t budget = 0; budget < kReadBudget || c->buffered();) {
     const bool finishing = !c->rx.empty();
     const size_t want = finishing ? unit_size(c) - c->rx.size() : kReadChunk;
     uint8_t* const at = finishing ? c->rx.append(want) : scratch_.get();
-    const ssize_t n = recv(c->fd.get(), at, want, MSG_DONTWAIT);
+    const ssize_t n = c->receive(at, want);
     if (finishing) c->rx.unappend(want - static_cast<size_t>(std::max<ssize_t>(n, 0)));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    if (n < 0 && errno == EPROTO) record_refused(c);
     if (n <= 0) return false;  // what arrived before the end was handled by earlier rounds
     budget += static_cast<size_t>(n);
     if (finishing) {
@@ -508,7 +531,7 @@ bool HostLinks::dispatch(Conn* c, const uint8_t* bytes, size_t len, size_t* used
 bool HostLinks::write_conn(Conn* c) {
   if (!c->authenticated) return true;  // the Hello waits for the handshake
   while (!c->tx.empty()) {
-    ssize_t n = ::send(c->fd.get(), c->tx.data(), c->tx.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    const ssize_t n = c->transmit(c->tx.data(), c->tx.size());
     if (n > 0) {
       c->tx.consume(static_cast<size_t>(n));
       if (c->outgoing) queued_ -= static_cast<size_t>(n);
@@ -517,14 +540,16 @@ bool HostLinks::write_conn(Conn* c) {
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    if (n < 0 && errno == EPROTO) record_refused(c);
     return false;
   }
+  if (c->push() < 0) return false;
   if (!c->outgoing) {
     c->tx.shrink(kQueueKeep);  // it carried just the Hello
   } else if (tx_memory_ > queue_memory_limit()) {
     trim_queues(true);
   }
-  const bool want_out = !c->tx.empty();
+  const bool want_out = !c->tx.empty() || c->unpushed();
   if (want_out != c->watching_out) watch(c);
   return true;
 }
@@ -583,7 +608,15 @@ bool HostLinks::authenticate(Conn* c) {
     return false;
   }
   LinkTls::Cert cert = LinkTls::peer_certificate(c->tls.get());
-  c->tls.reset();
+  if (tls_->encrypts() && !LinkTls::gather_writes(c->tls.get())) {
+    spdlog::warn("host link {} {}: no memory for its TLS records; disconnected",
+                 c->outgoing ? "to" : "from", peer);
+    return false;
+  }
+  if (tls_->encrypts())
+    c->records = std::move(c->tls);
+  else
+    c->tls.reset();
   --handshakes_;
   c->handshake_wants_out = false;
   if (c->outgoing && !LinkTls::names(cert.get(), peer)) {
@@ -601,6 +634,14 @@ bool HostLinks::authenticate(Conn* c) {
                static_cast<double>(took_ns) / 1e6);
   watch(c);
   return true;
+}
+
+void HostLinks::record_refused(Conn* c) {
+  ++refused_records_;
+  spdlog::warn("host link {} {}: a TLS record failed its check ({}); disconnected",
+               c->outgoing ? "to" : "from",
+               c->host < 0 ? "a peer" : dir_->hosts()[static_cast<size_t>(c->host)].name,
+               c->record_error);
 }
 
 void HostLinks::expire_handshakes(uint64_t now) {
@@ -669,11 +710,13 @@ bool HostLinks::poll() {
       }
       if (!c->authenticated) continue;  // the handshake goes on
     }
-    if ((events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !read_conn(c)) {
+    // A session may hold what it read ahead during its handshake.
+    const bool readable = (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0;
+    if ((readable || c->buffered()) && !read_conn(c)) {
       close_conn(c, true);
       continue;
     }
-    if (!c->tx.empty() && !write_conn(c)) close_conn(c, true);
+    if ((!c->tx.empty() || c->unpushed()) && !write_conn(c)) close_conn(c, true);
   }
   did |= flush();
   buried_.clear();

@@ -10,7 +10,9 @@
 // each connection first runs a TLS 1.3 handshake that authenticates both routers: nothing is
 // written to or read from it as a link before that, a peer whose certificate the cluster CA
 // did not sign or that names another host than its Hello is disconnected, and so is one that
-// has not finished the handshake within kHandshakeNs. None of these changes any state.
+// has not finished the handshake within kHandshakeNs. None of these changes any state. With
+// a LinkTls that encrypts, everything after the handshake goes through TLS records, and a
+// record that fails its check closes the connection (counted: refused_records).
 // A broken outgoing connection is reopened with exponential backoff; whatever was queued on
 // it is dropped (the QPs above retransmit what was not acknowledged).
 //
@@ -129,6 +131,9 @@ class HostLinks {
   static constexpr uint64_t kHandshakeNs = 2'000'000'000;
   // Peers that failed to authenticate, since start (each is logged).
   uint64_t refused_peers() const { return refused_peers_; }
+  // With `encrypt`: connections closed because a TLS record failed its check (changed or
+  // forged on the way), since start (each is logged).
+  uint64_t refused_records() const { return refused_records_; }
 
  private:
   struct Conn;
@@ -154,6 +159,8 @@ class HostLinks {
   void connected(Conn* c, uint64_t now_ns);
   // Moves c's handshake on. False: the peer failed; close the connection.
   bool authenticate(Conn* c);
+  // c's session refused a record: counts and logs it (the caller closes c).
+  void record_refused(Conn* c);
   // Closes connections whose handshake outlived kHandshakeNs.
   void expire_handshakes(uint64_t now_ns);
   // The peer's Hello, the kHelloSize bytes at `bytes`. False: close the connection.
@@ -187,6 +194,7 @@ class HostLinks {
   Handler* handler_;
   const LinkTls* tls_;
   uint64_t refused_peers_ = 0;
+  uint64_t refused_records_ = 0;
   size_t handshakes_ = 0;  // connections whose handshake is under way
   // The capacity of every connection's tx queue (declared before them: outlives them).
   size_t tx_memory_ = 0;

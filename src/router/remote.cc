@@ -95,7 +95,7 @@ RemotePath::RemotePath(const PathContext& paths, const RouterConfig& cfg, Router
                ? nullptr
                : links::LinkTls::load(cfg.link_ca, cfg.link_cert, cfg.link_key,
                                       dir_->hosts()[static_cast<size_t>(dir_->self())].name,
-                                      &tls_error_)),
+                                      cfg.link_encrypt, &tls_error_)),
       links_(dir_.get(), cfg.node_guid, this, links::HostLinks::kSendBudget, tls_.get()),
       express_(cfg, paths.objects, *this, dir_.get(), links_.own_incarnation()),
       bounce_(host::kMaxSegment),

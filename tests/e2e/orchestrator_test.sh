@@ -8,7 +8,8 @@
 # expires with its lease. A container has no LID until it is placed on a registered host,
 # then one of that host's range. Credentials: the first start writes an admin token; wharfctl
 # without one, or with a deleted one, is refused; a tenant-admin token made with `wharfctl
-# token add` sees and changes its own tenant only; the audit log names who changed what.
+# token add` sees and changes its own tenant only; the audit log names who changed what. A
+# router joins with a one-time join token (a certificate for its host, a host token) once.
 # Needs WHARF_BIN_DIR (wharf-orchestrator, wharfctl, wharfd); etcd for the etcd backend (exit
 # 77 if missing). Everything it starts listens on loopback and is removed on exit.
 set -uo pipefail
@@ -152,6 +153,43 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 [[ -z $(ctl host show) ]] || fail "the dead router's host entry did not expire"
+
+# A router joins with a one-time join token: it gets a certificate of the orchestrator's
+# cluster CA for its host, and a host token it then registers with; the token is used up.
+ctl token add join host hr2 > "$WORK/join.out" || fail "token add join"
+tail -1 "$WORK/join.out" > "$WORK/join.token"
+join_router() { # join_router LINK-DIR: wharfd hr2 joining with join.token, its own token only
+  env -u WHARF_TOKEN_FILE "$BIN/wharfd" --socket "$WORK/wharfd2.sock" --host hr2 \
+    --orchestrator "$WHARF_ORCHESTRATOR" --join-token-file "$WORK/join.token" --link-dir "$1" \
+    --host-ttl 2 --lid-base 2201 --lid-count 10 > "$WORK/wharfd2.log" 2>&1 &
+  ROUTER=$!
+  PIDS+=("$ROUTER")
+}
+join_router "$WORK/link"
+for _ in $(seq 100); do
+  ctl host show | grep -q "^host hr2 " && break
+  sleep 0.1
+done
+ctl host show | grep -q "^host hr2 " ||
+  fail "the joined router did not register with its host token: $(cat "$WORK/wharfd2.log")"
+openssl verify -CAfile "$WORK/link/ca.pem" "$WORK/link/host.pem" > /dev/null ||
+  fail "the joined router's certificate is not the cluster CA's"
+openssl x509 -in "$WORK/link/host.pem" -noout -ext subjectAltName | grep -q "DNS:hr2" ||
+  fail "the certificate does not name hr2"
+[[ $(stat -c %a "$WORK/link/host.key") == 600 ]] || fail "the router's key is not private"
+[[ -z $(ctl token show | grep " role join ") ]] || fail "the join token outlived its use"
+kill -9 "$ROUTER"
+wait "$ROUTER" 2> /dev/null
+join_router "$WORK/link" # joined already: the used token is not needed again
+sleep 1
+kill -0 "$ROUTER" 2> /dev/null || fail "a joined router did not restart: $(cat "$WORK/wharfd2.log")"
+kill -9 "$ROUTER"
+wait "$ROUTER" 2> /dev/null
+join_router "$WORK/link2" # a used token joins no one
+wait "$ROUTER"
+rc=$?
+[[ $rc == 1 ]] && grep -q "refused the join token" "$WORK/wharfd2.log" ||
+  fail "a used join token: exit $rc, $(cat "$WORK/wharfd2.log")"
 
 ctl container del c1 tenant red || fail "container del"
 expect_fail 1 "still has" -- tenant del blue

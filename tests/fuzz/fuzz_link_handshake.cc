@@ -48,7 +48,7 @@ const LinkTls& server() {
   static const std::unique_ptr<LinkTls> tls = [] {
     const auto b = certs.host("b");
     std::string why;
-    auto t = LinkTls::load(certs.ca(), b.cert, b.key, "b", &why);
+    auto t = LinkTls::load(certs.ca(), b.cert, b.key, "b", false, &why);
     if (t == nullptr) {
       std::fprintf(stderr, "fuzz_link_handshake: no server context: %s\n", why.c_str());
       std::abort();

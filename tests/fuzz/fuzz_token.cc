@@ -4,12 +4,13 @@
 //
 // Checked for every input: an accepted token is exactly "wharf_" + its id + "_" + its secret,
 // both lowercase hex of 16 and 64 digits; an accepted record has a known role, a tenant exactly
-// when it is a tenant-admin, non-negative times and a 64-digit hash, and encodes to a record
-// that decodes to the same fields.
+// when it is a tenant-admin, a valid host exactly when it is a join token, non-negative times and a
+// 64-digit hash, and encodes to a record that decodes to the same fields.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
+#include "control/host_ca.h"
 #include "control/tokens.h"
 #include "fuzz_check.h"
 
@@ -37,14 +38,17 @@ void check_record(const std::string& text) {
   WHARF_FUZZ_CHECK(r.id == "0123456789abcdef", "record id misread");
   WHARF_FUZZ_CHECK((r.role == Role::kTenantAdmin) == !r.tenant.empty(),
                    "a tenant on a record that is not a tenant-admin's, or none on one that is");
+  WHARF_FUZZ_CHECK(
+      (r.role == Role::kJoin) == !r.host.empty() && (r.host.empty() || valid_host_name(r.host)),
+      "a host on a record that is not a join token's, none on one that is, or a bad one");
   WHARF_FUZZ_CHECK(r.created >= 0 && r.expires >= 0, "negative time accepted");
   WHARF_FUZZ_CHECK(lower_hex(r.sha256, 64), "hash is not 64 hex digits");
   TokenRecord back;
   WHARF_FUZZ_CHECK(decode_token_record(r.id, encode_token_record(r), &back),
                    "an accepted record does not round-trip");
-  WHARF_FUZZ_CHECK(back.role == r.role && back.tenant == r.tenant && back.name == r.name &&
-                       back.created == r.created && back.expires == r.expires &&
-                       back.sha256 == r.sha256,
+  WHARF_FUZZ_CHECK(back.role == r.role && back.tenant == r.tenant && back.host == r.host &&
+                       back.name == r.name && back.created == r.created &&
+                       back.expires == r.expires && back.sha256 == r.sha256,
                    "a record round-trips to other fields");
 }
 

@@ -1,6 +1,7 @@
 // Certificates for tests of authenticated host links (links/link_tls.h), made with OpenSSL's
 // API as `wharf-lab certs` makes them with its CLI: EC P-256 CAs, self-signed, and host
-// certificates they signed whose CN and DNS subject alternative name are the host's name.
+// certificates they signed whose CN and DNS subject alternative name are the host's name (or
+// the names given, as the orchestrator's API certificate names its addresses).
 // PEM files in a fresh directory under /tmp, removed with everything in it when the object
 // goes. Every CA has the same subject name, so a certificate of another CA differs from the
 // cluster's only by its signature.
@@ -54,11 +55,14 @@ class TestCerts {
 
   // A certificate naming host `name`, signed by CA `ca`, and its key (made at every call:
   // <ca>-<name>.pem and .key, replacing earlier ones). Empty names if they could not be made.
-  Host host(const std::string& name, const std::string& ca = kClusterCa) {
+  // alt_names: its subject alternative names in OpenSSL's syntax ("DNS:localhost,IP:127.0.0.1");
+  // "": DNS:<name>.
+  Host host(const std::string& name, const std::string& ca = kClusterCa,
+            const std::string& alt_names = "") {
     const Ca* c = find_or_make(ca);
     if (c == nullptr) return {};
     Key key(EVP_EC_gen("P-256"));
-    const std::string subject_alt_name = "DNS:" + name;
+    const std::string subject_alt_name = alt_names.empty() ? "DNS:" + name : alt_names;
     Cert cert = make_cert(name, key.get(), c,
                           {{NID_basic_constraints, "critical,CA:FALSE"},
                            {NID_key_usage, "critical,digitalSignature"},

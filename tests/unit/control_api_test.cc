@@ -1,9 +1,11 @@
 // The orchestrator's HTTP API (control/api.h) on a SQLite store, through a real HTTP client:
 // status codes for each kind of refusal, the list-then-watch protocol routers follow, and who
-// may do what with which token (401, 403, tenants' own objects, the audit log).
+// may do what with which token (401, 403, tenants' own objects, the audit log), and routers
+// joining with one-time join tokens.
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <ctime>
 #include <filesystem>
@@ -16,7 +18,10 @@
 #include <vector>
 
 #include "control/api.h"
+#include "control/files.h"
+#include "control/host_ca.h"
 #include "control/kv_store.h"
+#include "control/link_join.h"
 #include "control/tokens.h"
 #include "support/tcp_sockets.h"
 
@@ -33,7 +38,8 @@ class ApiTest : public ::testing::Test {
     dir_ = dir;
     Status st = open_kv_store("sqlite:" + dir_ + "/state.db", &store_);
     ASSERT_TRUE(st.is_ok()) << st.message();
-    api_ = std::make_unique<ApiServer>(store_.get(), audit_log());
+    ASSERT_TRUE(HostCa::open(dir_ + "/link-ca", &ca_).is_ok());
+    api_ = std::make_unique<ApiServer>(store_.get(), audit_log(), ApiTls{}, ca_.get());
     port_ = api_->bind("127.0.0.1", 0);
     ASSERT_GT(port_, 0);
     server_ = std::thread([this] { api_->serve(); });
@@ -100,6 +106,7 @@ class ApiTest : public ::testing::Test {
 
   std::string dir_;
   std::unique_ptr<KvStore> store_;
+  std::unique_ptr<HostCa> ca_;
   std::unique_ptr<ApiServer> api_;
   int port_ = 0;
   std::thread server_;
@@ -333,6 +340,33 @@ TEST_F(ApiTest, ARequestWithoutAValidTokenIsUnauthorizedAndChangesNothing) {
   EXPECT_EQ(c, 200) << "a refused DELETE removed the container";
 }
 
+// Everything the server answers is routed by ApiServer::handle(): a path or method no route
+// has is a 404 with a JSON error, HEAD is routed as GET, and a refusal that quotes a path whose
+// bytes are not UTF-8 is still JSON (it once was an exception, and a 500).
+TEST_F(ApiTest, AnUnknownRouteIsNotFoundWithAJsonError) {
+  for (const auto& [method, path] : std::vector<std::pair<std::string, std::string>>{
+           {"GET", "/v1/nothing"},
+           {"GET", "/v1/tenants/"},
+           {"POST", "/v1/containers"},
+           {"DELETE", "/v1/hosts"},
+           {"GET", "/v1/tenants/red/networks/n/extra"}}) {
+    auto [status, body] = call(method, path, json::object());
+    EXPECT_EQ(status, 404) << method << " " << path;
+    EXPECT_TRUE(body.is_object() && body.contains("error")) << method << " " << path;
+  }
+  httplib::Result put = client_->Put("/v1/tenants", "{}", "application/json");
+  ASSERT_TRUE(put);
+  EXPECT_EQ(put->status, 404);
+  EXPECT_TRUE(json::parse(put->body, nullptr, false).contains("error"));
+  httplib::Result head = client_->Head("/v1/tenants");
+  ASSERT_TRUE(head);
+  EXPECT_EQ(head->status, 200);
+  auto red = client(token(Role::kTenantAdmin, "red"));
+  auto [status, body] = call("GET", "/v1/tenants/%FF%FE/networks", nullptr, red.get());
+  EXPECT_EQ(status, 403);
+  EXPECT_TRUE(body.is_object() && body.contains("error"));
+}
+
 TEST_F(ApiTest, ATenantAdminSeesAndChangesItsOwnTenantOnly) {
   add_container_red_a();
   ASSERT_EQ(call("POST", "/v1/tenants", {{"name", "blue"}}).first, 200);
@@ -401,6 +435,86 @@ TEST_F(ApiTest, AnAdminMakesAndDeletesTokensWhoseSecretOnlyTheAnswerHolds) {
   ASSERT_EQ(call("DELETE", "/v1/tokens/" + t["id"].get<std::string>()).first, 200);
   EXPECT_EQ(code(secret, "GET", "/v1/tenants"), 401);
   EXPECT_EQ(call("DELETE", "/v1/tokens/" + t["id"].get<std::string>()).first, 404);
+}
+
+TEST_F(ApiTest, AJoinTokenGetsItsHostsCertificateAndAHostTokenOnce) {
+  const std::string join = token(Role::kJoin, "h1");
+  std::string key, csr;
+  ASSERT_TRUE(make_host_request("h1", &key, &csr).is_ok());
+  auto c = client(join);
+  auto [got, answer] = call("POST", "/v1/hosts/h1/certificate", {{"csr", csr}}, c.get());
+  ASSERT_EQ(got, 200) << answer.dump();
+  EXPECT_EQ(answer["ca"], ca_->certificate_pem());
+  EXPECT_NE(answer["certificate"].get<std::string>().find("BEGIN CERTIFICATE"), std::string::npos);
+  // The host token registers hosts and follows the store, and nothing more.
+  const std::string host = answer["token"].get<std::string>();
+  EXPECT_EQ(code(host, "GET", "/v1/hosts"), 200);
+  EXPECT_EQ(code(host, "POST", "/v1/tenants", {{"name", "x"}}), 403);
+  // Used: a second request, and every other, is refused as for an unknown token.
+  EXPECT_EQ(call("POST", "/v1/hosts/h1/certificate", {{"csr", csr}}, c.get()).first, 401);
+  EXPECT_EQ(code(join, "GET", "/v1/hosts"), 401);
+}
+
+TEST_F(ApiTest, AJoinTokenMayAskForItsOwnHostsCertificateOnlyAndARefusalDoesNotUseItUp) {
+  const std::string join = token(Role::kJoin, "h1");
+  std::string key, csr;
+  ASSERT_TRUE(make_host_request("h1", &key, &csr).is_ok());
+  EXPECT_EQ(code(join, "POST", "/v1/hosts/h2/certificate", {{"csr", csr}}), 403);
+  EXPECT_EQ(code(join, "GET", "/v1/hosts"), 403);
+  EXPECT_EQ(code(join, "GET", "/v1/tenants"), 403);
+  EXPECT_EQ(code(join, "GET", "/v1/kv?prefix=/wharf/"), 403);
+  EXPECT_EQ(code(join, "POST", "/v1/hosts", {{"name", "h1"}, {"address", "198.18.0.1"}}), 403);
+  EXPECT_EQ(code(join, "POST", "/v1/tokens", {{"role", "admin"}}), 403);
+  EXPECT_EQ(code(join, "POST", "/v1/hosts/h1/certificate", {{"csr", "not a request"}}), 400);
+  EXPECT_EQ(code(join, "POST", "/v1/hosts/h1/certificate", json::object()), 400);
+  // Still good after all of that.
+  EXPECT_EQ(code(join, "POST", "/v1/hosts/h1/certificate", {{"csr", csr}}), 200);
+  // Other roles: only an admin may have a certificate signed.
+  for (Role r : {Role::kViewer, Role::kHost})
+    EXPECT_EQ(code(token(r), "POST", "/v1/hosts/h1/certificate", {{"csr", csr}}), 403);
+  EXPECT_EQ(
+      code(token(Role::kTenantAdmin, "red"), "POST", "/v1/hosts/h1/certificate", {{"csr", csr}}),
+      403);
+  EXPECT_EQ(call("POST", "/v1/hosts/h1/certificate", {{"csr", csr}}).first, 200);
+  EXPECT_EQ(call("POST", "/v1/hosts/a,DNS:b/certificate", {{"csr", csr}}).first, 400);
+}
+
+TEST_F(ApiTest, AnAdminMakesJoinTokensForAHostThatExpireWithinTheHour) {
+  auto [made, t] = call("POST", "/v1/tokens", {{"role", "join"}, {"host", "h7"}});
+  ASSERT_EQ(made, 200) << t.dump();
+  EXPECT_EQ(t["host"], "h7");
+  EXPECT_EQ(t["expires"].get<int64_t>() - t["created"].get<int64_t>(), TokenStore::kJoinTtl);
+  EXPECT_EQ(call("POST", "/v1/tokens", {{"role", "join"}}).first, 400);
+  EXPECT_EQ(call("POST", "/v1/tokens", {{"role", "join"}, {"tenant", "red"}}).first, 400);
+  EXPECT_EQ(call("POST", "/v1/tokens", {{"role", "host"}, {"host", "h7"}}).first, 400);
+  EXPECT_EQ(call("POST", "/v1/tokens", {{"role", "join"}, {"host", "h 7"}}).first, 400);
+}
+
+// A router's side (control/link_join.h): it joins once, keeping its key and token private.
+TEST_F(ApiTest, ARouterJoinsWithItsTokenAndKeepsWhatItGot) {
+  const ApiEndpoint api{"http://127.0.0.1:" + std::to_string(port_), ""};
+  const std::string link = dir_ + "/router-link";
+  EXPECT_FALSE(joined(link));
+  EXPECT_EQ(join_cluster(api, token(Role::kJoin, "h2"), "h1", link).code(), Status::Code::kNotFound)
+      << "another host's token";
+  const std::string join = token(Role::kJoin, "h1");
+  const Status st = join_cluster(api, join, "h1", link);
+  ASSERT_TRUE(st.is_ok()) << st.message();
+  EXPECT_TRUE(joined(link));
+  const LinkFiles f = link_files(link);
+  for (const std::string& file : {f.key, f.token}) {
+    struct stat sb {};
+    ASSERT_EQ(stat(file.c_str(), &sb), 0) << file;
+    EXPECT_EQ(sb.st_mode & 0777, 0600u) << file;
+  }
+  std::string host_token;
+  ASSERT_TRUE(read_whole_file(f.token, &host_token));
+  while (!host_token.empty() && host_token.back() == '\n') host_token.pop_back();
+  EXPECT_EQ(code(host_token, "GET", "/v1/hosts"), 200);
+  EXPECT_EQ(join_cluster(api, join, "h1", dir_ + "/again").code(), Status::Code::kNotFound)
+      << "a join token served twice";
+  EXPECT_EQ(join_cluster({"http://127.0.0.1:1", ""}, join, "h1", dir_ + "/x").code(),
+            Status::Code::kUnavailable);
 }
 
 // Every request but a GET is logged with who made it and what it got, refused ones too;

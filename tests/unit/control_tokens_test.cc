@@ -97,6 +97,54 @@ TEST_F(TokensTest, ATenantAdminNeedsATenantAndNoOtherRoleHasOne) {
             Status::Code::kInvalidArgument);
 }
 
+TEST_F(TokensTest, AJoinTokenBelongsToOneHostExpiresWithinAnHourAndIsUsedOnce) {
+  std::string token;
+  TokenRecord r;
+  EXPECT_EQ(tokens_->add(Role::kJoin, "", "", 0, kNow, &token, &r).code(),
+            Status::Code::kInvalidArgument);
+  EXPECT_EQ(tokens_->add(Role::kJoin, "h1,DNS:h2", "", 0, kNow, &token, &r).code(),
+            Status::Code::kInvalidArgument);
+  EXPECT_EQ(tokens_->add(Role::kHost, "h1", "", 0, kNow, &token, &r).code(),
+            Status::Code::kInvalidArgument);
+  const std::string t = add(Role::kJoin, "h1");
+  TokenRecord who;
+  ASSERT_TRUE(tokens_->verify(t, kNow, &who).is_ok());
+  EXPECT_EQ(who.role, Role::kJoin);
+  EXPECT_EQ(who.host, "h1");
+  EXPECT_EQ(who.tenant, "");
+  EXPECT_EQ(who.expires, kNow + TokenStore::kJoinTtl);
+  EXPECT_EQ(tokens_->verify(t, kNow + TokenStore::kJoinTtl, &who).code(), Status::Code::kNotFound);
+  bool used = false;
+  ASSERT_TRUE(tokens_->use_once(who.id, &used).is_ok());
+  EXPECT_TRUE(used);
+  ASSERT_TRUE(tokens_->use_once(who.id, &used).is_ok());
+  EXPECT_FALSE(used) << "a join token served twice";
+  EXPECT_EQ(tokens_->verify(t, kNow, &who).code(), Status::Code::kNotFound);
+}
+
+// Records written before join tokens existed have no "host"; they still read.
+TEST_F(TokensTest, ARecordWithoutAHostIsAnOlderRecordAndReads) {
+  TokenRecord r;
+  const std::string sha(64, 'a');
+  EXPECT_TRUE(decode_token_record("0123456789abcdef",
+                                  R"({"role":"viewer","tenant":"","name":"","created":1,)"
+                                  R"("expires":0,"sha256":")" +
+                                      sha + "\"}",
+                                  &r));
+  EXPECT_FALSE(decode_token_record("0123456789abcdef",
+                                   R"({"role":"join","tenant":"","name":"","created":1,)"
+                                   R"("expires":0,"sha256":")" +
+                                       sha + "\"}",
+                                   &r))
+      << "a join record without its host";
+  EXPECT_FALSE(decode_token_record("0123456789abcdef",
+                                   R"({"role":"viewer","tenant":"","host":"h1","name":"",)"
+                                   R"("created":1,"expires":0,"sha256":")" +
+                                       sha + "\"}",
+                                   &r))
+      << "a host on a viewer's record";
+}
+
 TEST_F(TokensTest, TheFirstStartWritesOneAdminTokenReadableByItsOwnerOnly) {
   const std::string path = dir_ + "/orchestrator-admin.token";
   {

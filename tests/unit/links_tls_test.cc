@@ -44,7 +44,7 @@ std::unique_ptr<LinkTls> tls_of(TestCerts& certs, const std::string& name,
                                 const std::string& ca = TestCerts::kClusterCa) {
   const TestCerts::Host h = certs.host(name, ca);
   std::string why;
-  auto tls = LinkTls::load(certs.ca(), h.cert, h.key, name, &why);
+  auto tls = LinkTls::load(certs.ca(), h.cert, h.key, name, false, &why);
   EXPECT_NE(tls, nullptr) << why;
   return tls;
 }
@@ -350,15 +350,15 @@ TEST_F(LinkTlsTest, AReplayedHandshakeIsRefused) {
 TEST_F(LinkTlsTest, LoadRefusesACertificateThatDoesNotNameThisHost) {
   const TestCerts::Host a = certs_.host("a");
   std::string why;
-  EXPECT_NE(LinkTls::load(certs_.ca(), a.cert, a.key, "a", &why), nullptr) << why;
-  EXPECT_EQ(LinkTls::load(certs_.ca(), a.cert, a.key, "b", &why), nullptr);
+  EXPECT_NE(LinkTls::load(certs_.ca(), a.cert, a.key, "a", false, &why), nullptr) << why;
+  EXPECT_EQ(LinkTls::load(certs_.ca(), a.cert, a.key, "b", false, &why), nullptr);
   EXPECT_NE(why.find("does not name this host, b"), std::string::npos) << why;
 }
 
 TEST_F(LinkTlsTest, LoadRefusesAKeyThatDoesNotMatchTheCertificate) {
   const TestCerts::Host a = certs_.host("a"), b = certs_.host("b");
   std::string why;
-  EXPECT_EQ(LinkTls::load(certs_.ca(), a.cert, b.key, "a", &why), nullptr);
+  EXPECT_EQ(LinkTls::load(certs_.ca(), a.cert, b.key, "a", false, &why), nullptr);
   EXPECT_NE(why.find(b.key), std::string::npos) << why;
   EXPECT_NE(why.find("key values mismatch"), std::string::npos) << why;
 }
@@ -370,7 +370,7 @@ TEST_F(LinkTlsTest, LoadRefusesMissingFiles) {
       {missing, a.cert, a.key}, {ca, missing, a.key}, {ca, a.cert, missing}};
   for (const auto& files : cases) {
     std::string why;
-    EXPECT_EQ(LinkTls::load(files[0], files[1], files[2], "a", &why), nullptr);
+    EXPECT_EQ(LinkTls::load(files[0], files[1], files[2], "a", false, &why), nullptr);
     EXPECT_NE(why.find(missing), std::string::npos) << why;
     EXPECT_NE(why.find("No such file"), std::string::npos) << why;
   }

@@ -17,6 +17,7 @@
 #include "common/unique_fd.h"
 #include "container/record.h"
 #include "container/sysfs_tree.h"
+#include "control/api_client.h"
 #include "control/credentials.h"
 #include "netns.h"
 #include "network.h"
@@ -117,7 +118,12 @@ int run(Options o) {
       std::fprintf(stderr, "wharf-run: %s\n", why.c_str());
       return kExitSetupFailed;
     }
-    Placement p{o.orchestrator, token, o.tenant, o.network, o.name, router_info.host, o.vip};
+    Placement p{{o.orchestrator, o.tls_ca}, token, o.tenant, o.network, o.name,
+                router_info.host,           o.vip};
+    if (const Status st = control::check_api_endpoint(p.orchestrator); !st.is_ok()) {
+      std::fprintf(stderr, "wharf-run: %s\n", st.message().c_str());
+      return kExitSetupFailed;
+    }
     if (p.host.empty()) {
       std::fprintf(stderr,
                    "wharf-run: router %s has no host name; start wharfd with --orchestrator and "
@@ -247,8 +253,9 @@ int parse_and_run(int argc, char** argv) {
   const char* env_orchestrator = std::getenv("WHARF_ORCHESTRATOR");
   o.orchestrator = env_orchestrator != nullptr ? env_orchestrator : "http://127.0.0.1:7480";
   app.add_option("--orchestrator", o.orchestrator,
-                 "wharf-orchestrator's http://HOST:PORT, used with --tenant (default: "
-                 "$WHARF_ORCHESTRATOR or http://127.0.0.1:7480)");
+                 "wharf-orchestrator's http://HOST:PORT or https://HOST:PORT, used with --tenant "
+                 "(default: $WHARF_ORCHESTRATOR or http://127.0.0.1:7480)");
+  app.add_option("--tls-ca", o.tls_ca, control::kTlsCaHelp)->envname("WHARF_TLS_CA");
   app.add_option("--token-file", o.token_file,
                  "A file holding the token to present to the orchestrator (admin or the "
                  "tenant's tenant-admin); else $WHARF_TOKEN")

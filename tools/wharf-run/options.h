@@ -31,6 +31,7 @@ struct Options {
   uint32_t vip = 0;    // host byte order; 0 with a tenant: the orchestrator picks
   // With an orchestrator (tenant not empty): where the container's record is kept.
   std::string orchestrator;
+  std::string tls_ca;      // with an https:// orchestrator: the CA to verify it against
   std::string token_file;  // "" : $WHARF_TOKEN or $WHARF_TOKEN_FILE (control/credentials.h)
   std::string tenant;
   std::string network;

@@ -14,6 +14,8 @@ namespace {
 
 using nlohmann::json;
 
+constexpr int kConnectTimeoutS = 5;
+constexpr int kReadTimeoutS = 30;
 constexpr auto kHostWait = std::chrono::seconds(10);  // for the host to register
 constexpr auto kHostPoll = std::chrono::milliseconds(100);
 
@@ -21,7 +23,7 @@ constexpr auto kHostPoll = std::chrono::milliseconds(100);
 json answer(const Placement& p, const httplib::Result& r, const char* what) {
   if (!r) {
     std::fprintf(stderr, "wharf-run: cannot reach the orchestrator at %s: %s\n",
-                 p.orchestrator.c_str(), httplib::to_string(r.error()).c_str());
+                 p.orchestrator.url.c_str(), httplib::to_string(r.error()).c_str());
     return nullptr;
   }
   json j = json::parse(r->body, nullptr, false);
@@ -37,11 +39,9 @@ json answer(const Placement& p, const httplib::Result& r, const char* what) {
 }  // namespace
 
 bool place_container(const Placement& p, uint32_t* vip, uint16_t* lid) {
-  httplib::Client http(p.orchestrator);
-  http.set_connection_timeout(5);
-  http.set_read_timeout(30);
-  http.set_tcp_nodelay(true);  // a request's headers and body go in separate writes
-  if (!p.token.empty()) http.set_bearer_token_auth(p.token.c_str());
+  const auto client =
+      control::make_api_client(p.orchestrator, p.token, kConnectTimeoutS, kReadTimeoutS);
+  httplib::Client& http = *client;
   const std::string containers = "/v1/tenants/" + p.tenant + "/containers";
   json body = {{"name", p.name}, {"network", p.network}, {"host", p.host}};
   if (p.vip != 0) body["vip"] = format_ipv4(p.vip);
@@ -76,7 +76,8 @@ bool place_container(const Placement& p, uint32_t* vip, uint16_t* lid) {
                    "wharf-run: host %s has not registered with the orchestrator at %s, which "
                    "has no LID for container %s (is its wharfd started with --orchestrator "
                    "%s?)\n",
-                   p.host.c_str(), p.orchestrator.c_str(), p.name.c_str(), p.orchestrator.c_str());
+                   p.host.c_str(), p.orchestrator.url.c_str(), p.name.c_str(),
+                   p.orchestrator.url.c_str());
       return false;
     }
     std::this_thread::sleep_for(kHostPoll);

@@ -7,11 +7,13 @@
 #include <cstdint>
 #include <string>
 
+#include "control/api_client.h"
+
 namespace wharf::run {
 
 struct Placement {
-  std::string orchestrator;  // http://HOST:PORT
-  std::string token;         // presented to it (control/credentials.h); "" for none
+  control::ApiEndpoint orchestrator;  // checked by control::check_api_endpoint
+  std::string token;                  // presented to it (control/credentials.h); "" for none
   std::string tenant;
   std::string network;
   std::string name;

@@ -11,30 +11,34 @@
 //   wharfctl ratelimit { set NAME tenant T [rate RATE] [qp_rate RATE] [burst SIZE]
 //                      | del NAME tenant T | show [NAME tenant T | tenant T] }
 //   wharfctl host show
-//   wharfctl token     { add ROLE [tenant T] [name N] [ttl SECONDS] | del ID | show }
+//   wharfctl token     { add ROLE [tenant T | host H] [name N] [ttl SECONDS] | del ID | show }
 //   wharfctl resource show [qp|cq|mr|pd|cm_id] [container NAME] [tenant T]
 //   wharfctl statistic show [qp] [container NAME] [tenant T]
 // NAME of quota and ratelimit is a container's. ROLE: admin, tenant-admin (needs tenant),
-// viewer or host (control/tokens.h); `token add` prints the new token, whose secret the
-// orchestrator does not keep. A quota of "unlimited" and a rate of 0 lift
-// that limit; `del` lifts them all. RATE and SIZE in tc's units (control/units.h).
-// Options: -j (JSON output), -p (pretty JSON), -o URL (the orchestrator; default
-// $WHARF_ORCHESTRATOR or http://127.0.0.1:7480), -t FILE (a file holding the token to present;
-// default $WHARF_TOKEN_FILE, else the token $WHARF_TOKEN), -r PATH (for `resource` and `statistic`:
-// this host's router socket; default $WHARF_ROUTER or /run/wharf/wharfd.sock). Exit status 0, 1 for
-// a refused request, 2 for bad usage.
+// viewer, host or join (needs host) (control/tokens.h); `token add` prints the new token, whose
+// secret the orchestrator does not keep. A quota of "unlimited" and a rate of 0 lift that limit;
+// `del` lifts them all. RATE and SIZE in tc's units (control/units.h). Options: -j (JSON output),
+// -p (pretty JSON), -o URL (the orchestrator, http:// or https://; default $WHARF_ORCHESTRATOR or
+// http://127.0.0.1:7480), --tls-ca FILE (with https://: the CA to verify it against; default
+// $WHARF_TLS_CA, else the system's CAs), -t FILE (a file holding the token to present; default
+// $WHARF_TOKEN_FILE, else the token $WHARF_TOKEN), -r PATH (for `resource` and `statistic`: this
+// host's router socket; default $WHARF_ROUTER or /run/wharf/wharfd.sock). Exit status 0, 1 for a
+// refused request, 2 for bad usage.
 #include <httplib.h>
 #include <stdlib.h>
 
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "common/policy.h"
+#include "control/api_client.h"
 #include "control/credentials.h"
 #include "control/units.h"
 #include "proto/router_dump.h"
@@ -44,7 +48,8 @@ namespace {
 using nlohmann::json;
 
 constexpr const char* kUsage =
-    "usage: wharfctl [-j] [-p] [-o URL] [-t TOKEN_FILE] OBJECT COMMAND [NAME] [KEY VALUE]...\n"
+    "usage: wharfctl [-j] [-p] [-o URL] [--tls-ca FILE] [-t TOKEN_FILE] OBJECT COMMAND [NAME]\n"
+    "                [KEY VALUE]...\n"
     "  tenant    { add NAME | del NAME | show }\n"
     "  network   { add NAME tenant T cidr A.B.C.D/N | del NAME tenant T | show tenant T }\n"
     "  container { add NAME tenant T network N host H [vip A.B.C.D]\n"
@@ -55,8 +60,9 @@ constexpr const char* kUsage =
     "  ratelimit { set NAME tenant T [rate RATE] [qp_rate RATE] [burst SIZE]\n"
     "            | del NAME tenant T | show [NAME tenant T | tenant T] }\n"
     "  host      show\n"
-    "  token     { add ROLE [tenant T] [name N] [ttl SECONDS] | del ID | show }\n"
-    "            ROLE: admin, tenant-admin (with tenant), viewer, host\n"
+    "  token     { add ROLE [tenant T | host H] [name N] [ttl SECONDS] | del ID | show }\n"
+    "            ROLE: admin, tenant-admin (with tenant), viewer, host, join (with host: one\n"
+    "            router's link certificate, once; expires in an hour unless ttl says)\n"
     "  resource  show [qp|cq|mr|pd|cm_id] [container NAME] [tenant T]   (this host's router, -r "
     "PATH)\n"
     "  statistic show [qp] [container NAME] [tenant T]                 (this host's router, -r "
@@ -77,7 +83,7 @@ struct Usage {
 struct Options {
   bool json_out = false;
   bool pretty = false;
-  std::string url;
+  wharf::control::ApiEndpoint api;
   std::string token_file;
   std::string router;
 };
@@ -101,23 +107,23 @@ std::map<std::string, std::string> pairs(const std::vector<std::string>& args, s
 
 class Client {
  public:
-  explicit Client(const Options& o) : opts_(o), http_(o.url) {
-    http_.set_connection_timeout(5);
-    http_.set_read_timeout(30);
-    http_.set_tcp_nodelay(true);  // a request's headers and body go in separate writes
+  explicit Client(const Options& o) : opts_(o) {
+    const wharf::Status st = wharf::control::check_api_endpoint(o.api);
+    if (!st.is_ok()) throw Usage{st.message()};
     std::string token;
     std::string why;
     if (!wharf::control::TokenSource(o.token_file).get(&token, &why)) fail(why);
-    if (!token.empty()) http_.set_bearer_token_auth(token.c_str());
+    http_ = wharf::control::make_api_client(o.api, token, kConnectTimeoutS, kReadTimeoutS);
   }
 
   // Sends the request; on success returns the answer's JSON, else prints the error and exits.
   json call(const std::string& method, const std::string& path, const json& body = nullptr) {
-    httplib::Result r = method == "GET"      ? http_.Get(path)
-                        : method == "DELETE" ? http_.Delete(path)
-                                             : http_.Post(path, body.dump(), "application/json");
+    httplib::Result r = method == "GET"      ? http_->Get(path)
+                        : method == "DELETE" ? http_->Delete(path)
+                                             : http_->Post(path, body.dump(), "application/json");
     if (!r)
-      fail("cannot reach the orchestrator at " + opts_.url + ": " + httplib::to_string(r.error()));
+      fail("cannot reach the orchestrator at " + opts_.api.url + ": " +
+           httplib::to_string(r.error()));
     json j = json::parse(r->body, nullptr, false);
     if (r->status != 200) {
       const bool has_error = j.is_object() && j.contains("error") && j["error"].is_string();
@@ -133,8 +139,10 @@ class Client {
   }
 
  private:
+  static constexpr int kConnectTimeoutS = 5;
+  static constexpr int kReadTimeoutS = 30;
   const Options& opts_;
-  httplib::Client http_;
+  std::unique_ptr<httplib::Client> http_;
 };
 
 // A field as a line shows it; null (a container's LID before its host registers) is "-".
@@ -419,12 +427,12 @@ int run(const Options& o, const std::vector<std::string>& args) {
   } else if (object == "statistic") {
     if (cmd == "show") return show_statistics(o, args);
   } else if (object == "token") {
-    static const std::vector<const char*> kTokenFields = {"role", "tenant", "name", "created",
-                                                          "expires"};
+    static const std::vector<const char*> kTokenFields = {"role", "tenant",  "host",
+                                                          "name", "created", "expires"};
     if (cmd == "add") {
-      auto kv = pairs(args, 3, {}, {"tenant", "name", "ttl"});
+      auto kv = pairs(args, 3, {}, {"tenant", "host", "name", "ttl"});
       json body = {{"role", name()}};
-      for (const char* k : {"tenant", "name"})
+      for (const char* k : {"tenant", "host", "name"})
         if (kv.count(k) != 0) body[k] = kv[k];
       if (kv.count("ttl") != 0) body["ttl"] = count_arg("ttl", kv["ttl"]);
       json made = c.call("POST", "/v1/tokens", body);
@@ -446,7 +454,12 @@ int run(const Options& o, const std::vector<std::string>& args) {
       if (o.json_out) return print(o, list, "token", {}), 0;
       for (const json& t : list) {  // a line is named by the token's id
         std::string line = "token " + text(t, "id");
-        for (const char* k : kTokenFields) line += std::string(" ") + k + " " + text(t, k);
+        for (const char* k : kTokenFields) {
+          const std::string v = text(t, k);
+          // A tenant or host only where the role has one.
+          if (!v.empty() || (std::strcmp(k, "tenant") != 0 && std::strcmp(k, "host") != 0))
+            line += std::string(" ") + k + " " + v;
+        }
         printf("%s\n", line.c_str());
       }
       return 0;
@@ -469,7 +482,9 @@ int run(const Options& o, const std::vector<std::string>& args) {
 int main(int argc, char** argv) {
   Options o;
   const char* env = getenv("WHARF_ORCHESTRATOR");
-  o.url = env != nullptr ? env : "http://127.0.0.1:7480";
+  o.api.url = env != nullptr ? env : "http://127.0.0.1:7480";
+  const char* ca = getenv("WHARF_TLS_CA");
+  if (ca != nullptr) o.api.ca_file = ca;
   const char* router = getenv("WHARF_ROUTER");
   o.router = router != nullptr ? router : "/run/wharf/wharfd.sock";
   std::vector<std::string> args;
@@ -482,7 +497,10 @@ int main(int argc, char** argv) {
         o.pretty = true;
       } else if (a == "-o") {
         if (i + 1 >= argc) throw Usage{"-o needs a URL"};
-        o.url = argv[++i];
+        o.api.url = argv[++i];
+      } else if (a == "--tls-ca") {
+        if (i + 1 >= argc) throw Usage{"--tls-ca needs the CA certificate's path"};
+        o.api.ca_file = argv[++i];
       } else if (a == "-t") {
         if (i + 1 >= argc) throw Usage{"-t needs the token file's path"};
         o.token_file = argv[++i];

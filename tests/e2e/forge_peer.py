@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""A forged router: connects to a Wharf router's host-link port, claims to be host CLAIM in a
+Hello (docs/wire-protocol.md section 2) followed by a CM MAD, and reports whether the router
+keeps the connection.
+
+    forge_peer.py ADDRESS PORT CLAIM [--cert PEM --key PEM] [--encrypt] [--deadline S]
+
+Without --cert it speaks plaintext from the first byte. With --cert it first runs a TLS 1.3
+handshake presenting that certificate (it does not check the router's), then sends the Hello
+in plaintext, or inside TLS records with --encrypt (as a router with --link-security encrypt
+would). Exit 0: the router closed the connection within the deadline (refused), printing how;
+1: it kept it open."""
+import argparse
+import os
+import socket
+import ssl
+import struct
+import sys
+import time
+
+args = argparse.ArgumentParser()
+args.add_argument("address")
+args.add_argument("port", type=int)
+args.add_argument("claim")
+args.add_argument("--cert")
+args.add_argument("--key")
+args.add_argument("--encrypt", action="store_true")
+args.add_argument("--deadline", type=float, default=5.0)
+a = args.parse_args()
+
+# Versions 4 to 4: what routers speak now (proto/host_wire.h, kVersionMin and kVersionMax),
+# so that a refusal is for who the peer is, not for its version.
+HELLO = struct.pack('<IHHBBHIQ32s', 0x50544857, 4, 4, 0, 0, 0,
+                    int.from_bytes(os.urandom(4), 'little') | 1, 0x1122334455667788,
+                    a.claim.encode().ljust(32, b'\0'))
+# A UD SEND-only to QPN 1 with the GSI Q_Key carrying an (empty) CM MAD, type 8.
+MAD = bytearray(356)
+MAD[0] = 8
+DETH = struct.pack('<II', 0x80010000, 1)
+PACKET = struct.pack('<IBBBBHHIIII', len(DETH) + len(MAD), 0x64, 0, 0, 0, 0, 0, 1, 1, 0, 0) + DETH + bytes(MAD)
+
+
+def refused(how):
+    print(f"refused: {how}")
+    sys.exit(0)
+
+
+end = time.time() + a.deadline
+s = socket.create_connection((a.address, a.port), timeout=3)
+s.settimeout(0.2)
+tls = None
+if a.cert:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.load_cert_chain(a.cert, a.key)
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = ctx.wrap_bio(incoming, outgoing, server_side=False)
+    while True:
+        try:
+            tls.do_handshake()
+            break
+        except ssl.SSLWantReadError:
+            pass
+        except ssl.SSLError as e:
+            refused(f"TLS failed during the handshake: {e}")
+        if outgoing.pending:
+            s.sendall(outgoing.read())
+        if time.time() > end:
+            print("accepted: the handshake neither finished nor failed")
+            sys.exit(1)
+        try:
+            b = s.recv(65536)
+        except socket.timeout:
+            continue
+        except OSError as e:
+            refused(f"connection reset during the handshake ({e})")
+        if not b:
+            refused("closed by the router during the handshake")
+        incoming.write(b)
+    if outgoing.pending:
+        s.sendall(outgoing.read())
+
+try:
+    if tls is not None and a.encrypt:
+        tls.write(HELLO + PACKET)
+        s.sendall(outgoing.read())
+    else:
+        s.sendall(HELLO + PACKET)
+except OSError:
+    refused("connection closed while sending the Hello")
+
+got = 0
+while time.time() < end:
+    try:
+        b = s.recv(65536)
+    except socket.timeout:
+        continue
+    except OSError:
+        refused(f"connection reset after {got} bytes")
+    if not b:
+        refused(f"closed by the router after {got} bytes")
+    got += len(b)
+print(f"accepted: connection still open after {a.deadline:.0f} s, {got} bytes received")
+sys.exit(1)
