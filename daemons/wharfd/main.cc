@@ -1,5 +1,6 @@
 // wharfd: the per-host router, the software RNIC shared by all containers on the host.
 #include <grp.h>
+#include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 
@@ -294,6 +295,10 @@ int run_wharfd(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A peer that goes away must not kill the router: OpenSSL writes to the links' and express
+  // lines' sockets with write(), which raises SIGPIPE on a connection the peer reset (the
+  // router's own send() calls pass MSG_NOSIGNAL). The error comes back as EPIPE instead.
+  signal(SIGPIPE, SIG_IGN);
   try {
     return run_wharfd(argc, argv);
   } catch (const std::exception& e) {

@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <spdlog/spdlog.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -39,8 +40,13 @@ void no_delay(int fd) {
 
 ExpressBroker::ExpressBroker(const RouterConfig& cfg, const HostObjects& objects,
                              const RemotePath& remote, const links::AddressDirectory* dir,
-                             uint32_t incarnation)
-    : cfg_(cfg), objects_(objects), remote_(remote), dir_(dir), incarnation_(incarnation) {}
+                             uint32_t incarnation, const links::LinkTls* tls)
+    : cfg_(cfg),
+      objects_(objects),
+      remote_(remote),
+      dir_(dir),
+      incarnation_(incarnation),
+      tls_(tls) {}
 
 int ExpressBroker::start() {
   epoll_.reset(epoll_create1(EPOLL_CLOEXEC));
@@ -72,7 +78,7 @@ void ExpressBroker::qp_ready_st(Qp* qp, int host) {
   h.incarnation = incarnation_;
   proto::encode(h, p.hello, sizeof(p.hello));
   epoll_event ev{};
-  ev.events = EPOLLOUT;
+  ev.events = p.events = EPOLLOUT;  // for the connect
   epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, p.fd.get(), &ev);
   pending_.push_back(std::move(p));
 }
@@ -97,7 +103,7 @@ void ExpressBroker::accept_all(uint64_t now) {
     p.from_address = ntohl(from.sin_addr.s_addr);
     p.deadline_ns = now + kPendingNs;
     epoll_event ev{};
-    ev.events = EPOLLIN;
+    ev.events = p.events = EPOLLIN;
     epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, p.fd.get(), &ev);
     pending_.push_back(std::move(p));
   }
@@ -126,19 +132,29 @@ bool ExpressBroker::poll_st(bool input) {
 // answer kAccepted and offer.
 bool ExpressBroker::step(Pending* p, uint64_t now) {
   constexpr size_t kHello = proto::express::kHelloSize;
-  if (now > p->deadline_ns) return false;
+  if (now > p->deadline_ns) {
+    if (!p->authenticated && p->tls != nullptr) refuse(*p, "no handshake within 5 s");
+    return false;
+  }
   if (p->outgoing) {
     int err = 0;
     socklen_t len = sizeof(err);
     if (getsockopt(p->fd.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0) return false;
+    if (!p->connected) {
+      sockaddr_in peer{};
+      socklen_t peer_len = sizeof(peer);
+      if (getpeername(p->fd.get(), reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0)
+        return errno == ENOTCONN;  // still connecting
+      p->connected = true;
+    }
+    if (!authenticate(p)) return false;
+    if (!p->authenticated) return true;
     if (p->done < kHello) {
       const ssize_t n = send(p->fd.get(), p->hello + p->done, kHello - p->done, MSG_NOSIGNAL);
-      if (n < 0) return errno == EAGAIN || errno == ENOTCONN;
+      if (n < 0) return errno == EAGAIN;
       p->done += static_cast<size_t>(n);
       if (p->done < kHello) return true;
-      epoll_event ev{};
-      ev.events = EPOLLIN;  // for the answer (a writable socket would wake the router on and on)
-      epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, p->fd.get(), &ev);
+      watch(p, EPOLLIN);  // for the answer (a writable socket would wake the router on and on)
     }
     // The accepting router's answer; a close instead (it turned the line away, or its QP never
     // became ready) means no line, and this router's room for one is free again.
@@ -148,6 +164,8 @@ bool ExpressBroker::step(Pending* p, uint64_t now) {
     if (n < 0) return true;
     if (answer != proto::express::kAccepted) return false;
   } else if (p->done < kHello) {
+    if (!authenticate(p)) return false;
+    if (!p->authenticated) return true;
     const ssize_t n = recv(p->fd.get(), p->hello + p->done, kHello - p->done, 0);
     if (n == 0 || (n < 0 && errno != EAGAIN)) return false;
     if (n < 0) return true;
@@ -159,6 +177,11 @@ bool ExpressBroker::step(Pending* p, uint64_t now) {
         static_cast<int>(h.src_host) == dir_->self() ||
         hosts[h.src_host].address != p->from_address)
       return false;
+    if (tls_ != nullptr && !links::LinkTls::names(p->peer_cert.get(), hosts[h.src_host].name)) {
+      refuse(*p,
+             "its certificate does not name " + hosts[h.src_host].name + ", the host it claims");
+      return false;
+    }
     p->host = h.src_host;
     p->src_qpn = h.dst_qpn;  // from here on: ours, then the peer's
     p->dst_qpn = h.src_qpn;
@@ -172,6 +195,55 @@ bool ExpressBroker::step(Pending* p, uint64_t now) {
   epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, p->fd.get(), nullptr);
   offer(qp, std::move(p->fd));
   return false;
+}
+
+bool ExpressBroker::authenticate(Pending* p) {
+  if (p->authenticated) return true;
+  if (tls_ == nullptr) {
+    p->authenticated = true;
+    return true;
+  }
+  if (p->tls == nullptr) {
+    p->tls = tls_->start(p->fd.get(), p->outgoing);
+    if (p->tls == nullptr) return false;  // no memory for a session: no line
+  }
+  std::string why;
+  switch (links::LinkTls::handshake(p->tls.get(), &why)) {
+    case links::LinkTls::Step::kWantRead: watch(p, EPOLLIN); return true;
+    case links::LinkTls::Step::kWantWrite: watch(p, EPOLLOUT); return true;
+    case links::LinkTls::Step::kFailed: refuse(*p, why); return false;
+    case links::LinkTls::Step::kDone: break;
+  }
+  p->peer_cert = links::LinkTls::peer_certificate(p->tls.get());
+  p->tls.reset();
+  if (p->outgoing) {
+    const std::string& name = dir_->hosts()[static_cast<size_t>(p->host)].name;
+    if (!links::LinkTls::names(p->peer_cert.get(), name)) {
+      refuse(*p, "the certificate of the router at " + name + "'s address does not name it");
+      return false;
+    }
+  }
+  p->authenticated = true;
+  watch(p, p->outgoing ? EPOLLOUT : EPOLLIN);  // outgoing: for the Hello
+  return true;
+}
+
+void ExpressBroker::refuse(const Pending& p, const std::string& why) {
+  ++refused_lines_;
+  in_addr a{};
+  a.s_addr =
+      htonl(p.outgoing ? dir_->hosts()[static_cast<size_t>(p.host)].address : p.from_address);
+  char text[INET_ADDRSTRLEN] = "?";
+  inet_ntop(AF_INET, &a, text, sizeof(text));
+  spdlog::warn("express line {} {}: failed to authenticate: {}; closed", p.outgoing ? "to" : "from",
+               text, why);
+}
+
+void ExpressBroker::watch(Pending* p, uint32_t events) {
+  if (p->events == events) return;
+  epoll_event ev{};
+  ev.events = p->events = events;
+  epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, p->fd.get(), &ev);
 }
 
 Qp* ExpressBroker::match(const Pending& p) const {

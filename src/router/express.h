@@ -5,6 +5,11 @@
 // connection, from the host's own network namespace, with the QP's DSCP; only a QP allowed
 // to (RC, no rate limit) gets the right to send on it; and the accepting router hands its end
 // only to the QP the Hello names, if that QP names the connecting one as its peer.
+// With authenticated links (links/link_tls.h, `--link-security auth`) a line is authenticated
+// the same way before its Hello: a mutual TLS 1.3 handshake against the cluster CA, after which
+// the connecting router's certificate must name the host its Hello claims, and the accepting
+// router's the host it dialled; the line then carries plaintext, as an `auth` link does. A
+// connection that fails is closed, logged and counted (refused_lines) and no QP sees it.
 //
 // Of the two routers, the one with the lower host index connects, when its QP reaches RTS,
 // to the other's express port (its host-link port + 1). The accepting router keeps a
@@ -20,10 +25,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "common/unique_fd.h"
 #include "links/cluster.h"
+#include "links/link_tls.h"
 #include "proto/express_wire.h"
 
 namespace wharf::router {
@@ -38,9 +45,11 @@ class ExpressBroker {
   // How long an accepted connection waits for its QP to become ready.
   static constexpr uint64_t kPendingNs = 5'000'000'000;
 
-  // remote: the engine whose QPs the lines serve (it owns the broker).
+  // remote: the engine whose QPs the lines serve (it owns the broker). tls: authenticates
+  // every line (nullptr: none; it must outlive the broker).
   ExpressBroker(const RouterConfig& cfg, const HostObjects& objects, const RemotePath& remote,
-                const links::AddressDirectory* dir, uint32_t incarnation);
+                const links::AddressDirectory* dir, uint32_t incarnation,
+                const links::LinkTls* tls);
   // Listens on this host's express port. Returns 0 or an errno.
   int start();
   int epoll_fd() const { return epoll_.get(); }
@@ -54,6 +63,9 @@ class ExpressBroker {
   // moved. `input`: epoll_fd() was readable; without it only connections being set up are
   // looked at (none: no system call).
   bool poll_st(bool input);
+  // Connections that failed to authenticate (handshake, or a certificate naming another host
+  // than the line's), since start (each is logged).
+  uint64_t refused_lines() const { return refused_lines_; }
 
  private:
   struct Pending {
@@ -67,10 +79,21 @@ class ExpressBroker {
     uint8_t hello[proto::express::kHelloSize] = {};
     size_t done = 0;  // Hello bytes written (outgoing) or read (incoming)
     uint64_t deadline_ns = 0;
+    uint32_t events = 0;             // what epoll watches the fd for
+    bool authenticated = false;      // the handshake (if any) is done
+    links::LinkTls::Session tls;     // the handshake under way
+    links::LinkTls::Cert peer_cert;  // incoming, authenticated: checked against its Hello
   };
   void accept_all(uint64_t now);
   // One step of p; false when p is finished (offered) or failed: remove it.
   bool step(Pending* p, uint64_t now);
+  // Moves p's handshake on (or, without a LinkTls, marks it authenticated). False: the peer
+  // failed; close it.
+  bool authenticate(Pending* p);
+  // Counts and logs a connection that failed to authenticate.
+  void refuse(const Pending& p, const std::string& why);
+  // Has epoll watch p's fd for `events`.
+  void watch(Pending* p, uint32_t events);
   // The QP `p` is for, if it is ready for its express line now.
   Qp* match(const Pending& p) const;
   void offer(Qp* qp, UniqueFd fd);
@@ -83,6 +106,8 @@ class ExpressBroker {
   const RemotePath& remote_;
   const links::AddressDirectory* dir_;
   uint32_t incarnation_;
+  const links::LinkTls* tls_;
+  uint64_t refused_lines_ = 0;
   UniqueFd epoll_;
   UniqueFd listen_;
   std::vector<Pending> pending_;

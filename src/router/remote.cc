@@ -97,7 +97,7 @@ RemotePath::RemotePath(const PathContext& paths, const RouterConfig& cfg, Router
                                       dir_->hosts()[static_cast<size_t>(dir_->self())].name,
                                       cfg.link_encrypt, &tls_error_)),
       links_(dir_.get(), cfg.node_guid, this, links::HostLinks::kSendBudget, tls_.get()),
-      express_(cfg, paths.objects, *this, dir_.get(), links_.own_incarnation()),
+      express_(cfg, paths.objects, *this, dir_.get(), links_.own_incarnation(), tls_.get()),
       bounce_(host::kMaxSegment),
       peer_networks_(dir_->hosts().size()),
       told_(dir_->hosts().size(), false) {}

@@ -25,7 +25,10 @@ namespace {
 
 class ExpressTest : public VerbsTest {
  protected:
-  static void SetUpTestSuite() { cluster_ = new Cluster(2, {"--express", "on"}); }
+  // Authenticated, as a cluster is by default: lines set up after a handshake.
+  static void SetUpTestSuite() {
+    cluster_ = new Cluster(2, {"--express", "on"}, -1, Cluster::Links::kAuthenticated);
+  }
   static void TearDownTestSuite() {
     delete cluster_;
     cluster_ = nullptr;
@@ -604,7 +607,8 @@ TEST_F(ExpressTest, ChildrenForkedWhileLinesAreServicedDoNotHang) {
 class ExpressLinesTest : public ExpressTest {
  protected:
   static void SetUpTestSuite() {
-    cluster_ = new Cluster(3, {"--express", "on", "--express-lines", "1"});
+    cluster_ = new Cluster(3, {"--express", "on", "--express-lines", "1"}, -1,
+                           Cluster::Links::kAuthenticated);
   }
 };
 
