@@ -3,13 +3,16 @@
 Hello (docs/wire-protocol.md section 2) followed by a CM MAD, and reports whether the router
 keeps the connection.
 
-    forge_peer.py ADDRESS PORT CLAIM [--cert PEM --key PEM] [--encrypt] [--deadline S]
+    forge_peer.py ADDRESS PORT CLAIM [--cert PEM --key PEM [--replay]] [--encrypt] [--deadline S]
 
 Without --cert it speaks plaintext from the first byte. With --cert it first runs a TLS 1.3
 handshake presenting that certificate (it does not check the router's), then sends the Hello
 in plaintext, or inside TLS records with --encrypt (as a router with --link-security encrypt
-would). Exit 0: the router closed the connection within the deadline (refused), printing how;
-1: it kept it open."""
+would). With --replay it records a whole handshake it makes with that certificate (and
+closes that connection before any Hello), then plays what it sent then, byte for byte, on a
+new connection, as an attacker who recorded a router's handshake on the wire would, and
+sends the Hello after it. Exit 0: the router closed the connection within the deadline
+(refused), printing how; 1: it kept it open; 2: the recording failed."""
 import argparse
 import os
 import socket
@@ -25,6 +28,7 @@ args.add_argument("claim")
 args.add_argument("--cert")
 args.add_argument("--key")
 args.add_argument("--encrypt", action="store_true")
+args.add_argument("--replay", action="store_true")
 args.add_argument("--deadline", type=float, default=5.0)
 a = args.parse_args()
 
@@ -46,32 +50,43 @@ def refused(how):
 
 
 end = time.time() + a.deadline
-s = socket.create_connection((a.address, a.port), timeout=3)
-s.settimeout(0.2)
-tls = None
-if a.cert:
+
+
+def connect():
+    sock = socket.create_connection((a.address, a.port), timeout=3)
+    sock.settimeout(0.2)
+    return sock
+
+
+def handshake(sock, sent):
+    """A TLS 1.3 handshake on sock with --cert; every chunk written is appended to sent."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_3
     ctx.check_hostname = False
     ctx.verify_mode = ssl.CERT_NONE
     ctx.load_cert_chain(a.cert, a.key)
     incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
-    tls = ctx.wrap_bio(incoming, outgoing, server_side=False)
+    session = ctx.wrap_bio(incoming, outgoing, server_side=False)
+
+    def flush():
+        if outgoing.pending:
+            sent.append(outgoing.read())
+            sock.sendall(sent[-1])
+
     while True:
         try:
-            tls.do_handshake()
+            session.do_handshake()
             break
         except ssl.SSLWantReadError:
             pass
         except ssl.SSLError as e:
             refused(f"TLS failed during the handshake: {e}")
-        if outgoing.pending:
-            s.sendall(outgoing.read())
+        flush()
         if time.time() > end:
             print("accepted: the handshake neither finished nor failed")
             sys.exit(1)
         try:
-            b = s.recv(65536)
+            b = sock.recv(65536)
         except socket.timeout:
             continue
         except OSError as e:
@@ -79,8 +94,40 @@ if a.cert:
         if not b:
             refused("closed by the router during the handshake")
         incoming.write(b)
-    if outgoing.pending:
-        s.sendall(outgoing.read())
+    flush()
+    return session, outgoing
+
+
+def replay(sock, sent):
+    """Plays the chunks of a recorded handshake on sock, each after the router's answer."""
+    for chunk in sent:
+        sock.sendall(chunk)
+        wait = time.time() + 0.5
+        while time.time() < wait:
+            try:
+                b = sock.recv(65536)
+            except socket.timeout:
+                continue
+            except OSError as e:
+                refused(f"connection reset during the replayed handshake ({e})")
+            if not b:
+                refused("closed by the router during the replayed handshake")
+
+
+s = connect()
+tls = outgoing = None
+if a.replay:
+    recorded = []
+    try:
+        handshake(s, recorded)
+    except SystemExit:
+        print("the recording's own handshake failed")
+        sys.exit(2)
+    s.close()
+    s = connect()
+    replay(s, recorded)
+elif a.cert:
+    tls, outgoing = handshake(s, [])
 
 try:
     if tls is not None and a.encrypt:
