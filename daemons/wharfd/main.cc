@@ -197,13 +197,13 @@ int run_wharfd(int argc, char** argv) {
     }
     spdlog::info("joined the cluster as {}: link credentials in {}", cfg.host_name, link_dir);
   }
+  std::string host_token_file;  // the host token that joining the cluster left in link_dir
   if (link_security != "off" && cfg.link_cert.empty() && wharf::control::joined(link_dir)) {
     const wharf::control::LinkFiles got = wharf::control::link_files(link_dir);
     cfg.link_ca = got.ca;
     cfg.link_cert = got.cert;
     cfg.link_key = got.key;
-    // The host token that came with the certificate, unless another was given.
-    if (token_file.empty() && getenv("WHARF_TOKEN") == nullptr) token_file = got.token;
+    host_token_file = got.token;  // came with the certificate; used unless another is given
   }
   if (link_security == "off") {
     cfg.link_ca.clear();
@@ -273,9 +273,9 @@ int run_wharfd(int argc, char** argv) {
       me.subnet = {self.subnet, self.prefix};
     }
     agent = std::make_unique<wharf::control::HostAgent>(
-        orchestrator, wharf::control::TokenSource(token_file), me, host_ttl);
+        orchestrator, wharf::control::TokenSource(token_file, host_token_file), me, host_ttl);
     watch = std::make_unique<wharf::control::ContainerWatch>(
-        orchestrator, wharf::control::TokenSource(token_file), cfg.host_name,
+        orchestrator, wharf::control::TokenSource(token_file, host_token_file), cfg.host_name,
         [&router](const std::string& tenant, const std::string& name,
                   const wharf::ContainerPolicy& policy) {
           router.post(

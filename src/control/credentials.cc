@@ -24,9 +24,11 @@ std::string env(const char* name) {
 
 }  // namespace
 
-TokenSource::TokenSource(const std::string& file) {
+TokenSource::TokenSource(const std::string& file, const std::string& last_resort) {
   file_ = !file.empty() ? file : env("WHARF_TOKEN_FILE");
-  if (file_.empty()) fixed_ = trimmed(env("WHARF_TOKEN"));
+  if (!file_.empty()) return;
+  fixed_ = trimmed(env("WHARF_TOKEN"));
+  if (fixed_.empty()) file_ = last_resort;
 }
 
 bool TokenSource::get(std::string* token, std::string* why) const {

@@ -608,15 +608,16 @@ bool HostLinks::authenticate(Conn* c) {
     return false;
   }
   LinkTls::Cert cert = LinkTls::peer_certificate(c->tls.get());
-  if (tls_->encrypts() && !LinkTls::gather_writes(c->tls.get())) {
-    spdlog::warn("host link {} {}: no memory for its TLS records; disconnected",
-                 c->outgoing ? "to" : "from", peer);
-    return false;
-  }
-  if (tls_->encrypts())
+  if (tls_->encrypts()) {
+    if (!LinkTls::gather_writes(c->tls.get())) {
+      spdlog::warn("host link {} {}: no memory for its TLS records; disconnected",
+                   c->outgoing ? "to" : "from", peer);
+      return false;
+    }
     c->records = std::move(c->tls);
-  else
+  } else {
     c->tls.reset();
+  }
   --handshakes_;
   c->handshake_wants_out = false;
   if (c->outgoing && !LinkTls::names(cert.get(), peer)) {

@@ -22,36 +22,12 @@ readonly HERE
 readonly BIN=${WHARF_BIN_DIR:?set WHARF_BIN_DIR to the directory holding wharfd and wharf-run}
 readonly LAB=$BIN/wharf-lab
 # shellcheck source-path=SCRIPTDIR source=lib.sh
-source "$HERE/lib.sh" # for e2e_perftest_clock_failed
+source "$HERE/lib.sh" # e2e_lab_script, e2e_lab_fail, e2e_perftest_clock_failed
 readonly NAMES=(secA$$ secB$$ secC$$ secD$$)
-(($(id -u) == 0)) || { echo "lab_security_test: needs root; skipped"; exit 77; }
-for tool in python3 openssl nft; do
-  command -v "$tool" > /dev/null || { echo "lab_security_test: no $tool; skipped"; exit 77; }
-done
-if ip netns list | grep -q '^wharf-lab-'; then
-  echo "lab_security_test: a lab is already up; skipped so as not to disturb it"
-  exit 77
-fi
-
-TMP=$(mktemp -d /tmp/wharf-lab-security.XXXXXX)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2> /dev/null; done
-  for n in "${NAMES[@]}"; do "$BIN/wharf-run" --cleanup "${n:0:12}" > /dev/null 2>&1; done
-  "$LAB" down > /dev/null 2>&1
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-fail() {
-  echo "lab_security_test: FAIL: $*" >&2
-  for f in "$TMP"/*.log /run/wharf-lab/h*/wharfd.log; do
-    [[ -f $f ]] && { echo "--- $f" >&2; tail -40 "$f" >&2; }
-  done
-  exit 1
-}
+e2e_lab_script lab_security_test python3 openssl nft
 
 timeout 60 "$LAB" up --hosts 3 --guard --wharfd "$BIN/wharfd" -- --link-security encrypt \
-  > "$TMP/up.log" 2>&1 || fail "wharf-lab up --guard -- --link-security encrypt"
+  > "$TMP/up.log" 2>&1 || e2e_lab_fail "wharf-lab up --guard -- --link-security encrypt"
 H1=/run/wharf-lab/h1/wharfd.sock
 H2=/run/wharf-lab/h2/wharfd.sock
 TLS=/run/wharf-lab/tls
@@ -70,9 +46,9 @@ ctr "$H1" "${NAMES[2]}" 198.18.1.66 bash -c '
     else
       echo "closed $target"
     fi
-  done' > "$TMP/guard.log" 2>&1 || fail "the guard probe container failed"
-grep -q "^open" "$TMP/guard.log" && fail "a container reached a router: $(grep '^open' "$TMP/guard.log")"
-(($(grep -c "^closed" "$TMP/guard.log") == 5)) || fail "guard probe: $(cat "$TMP/guard.log")"
+  done' > "$TMP/guard.log" 2>&1 || e2e_lab_fail "the guard probe container failed"
+grep -q "^open" "$TMP/guard.log" && e2e_lab_fail "a container reached a router: $(grep '^open' "$TMP/guard.log")"
+(($(grep -c "^closed" "$TMP/guard.log") == 5)) || e2e_lab_fail "guard probe: $(cat "$TMP/guard.log")"
 ctr "$H2" "${NAMES[0]}" 198.18.2.30 perl "$HERE/tcp_pong.pl" 18515 > "$TMP/pong.log" 2>&1 &
 PIDS+=($!)
 got=
@@ -81,12 +57,12 @@ for _ in $(seq 100); do
     bash -c 'exec 3<>/dev/tcp/198.18.2.30/18515 && head -n 1 <&3' 2> /dev/null) && break
   sleep 0.1
 done
-[[ $got == pong ]] || fail "with the guard, TCP between containers on h1 and h2: got '$got'"
-wait "${PIDS[-1]}" || fail "the pong container failed"
+[[ $got == pong ]] || e2e_lab_fail "with the guard, TCP between containers on h1 and h2: got '$got'"
+wait "${PIDS[-1]}" || e2e_lab_fail "the pong container failed"
 echo "lab_security_test: the guard keeps containers off the routers; containers still talk"
 
 # --- Forged routers against h2 while a transfer between h1 and h2 runs.
-timeout 30 "$LAB" certs "$TMP/other-ca" h1 || fail "certificates of another CA"
+timeout 30 "$LAB" certs "$TMP/other-ca" h1 || e2e_lab_fail "certificates of another CA"
 transfer() {
   ctr "$H1" "${NAMES[0]}" 198.18.1.11 ib_write_bw -d wharf0 -D 8 > "$TMP/bw.server.log" 2>&1 &
   local sp=$!
@@ -106,7 +82,7 @@ forge() {
   shift
   if ! ip netns exec wharf-lab-h3 timeout 20 python3 "$HERE/forge_peer.py" 198.19.0.2 4791 h1 \
     "$@" > "$TMP/forge.$label.log" 2>&1; then
-    fail "forged peer ($label) was not refused: $(tail -1 "$TMP/forge.$label.log")"
+    e2e_lab_fail "forged peer ($label) was not refused: $(tail -1 "$TMP/forge.$label.log")"
   fi
   echo "lab_security_test: forged peer ($label): $(tail -1 "$TMP/forge.$label.log")"
 }
@@ -114,7 +90,7 @@ refused_before=$(grep -c "failed to authenticate\|does not name it" /run/wharf-l
 for attempt in 1 2 3; do
   transfer && break
   if ((attempt == 3)) || ! e2e_perftest_clock_failed "$TMP"/bw.*.log; then
-    fail "ib_write_bw between h1 and h2 failed while forged peers connected"
+    e2e_lab_fail "ib_write_bw between h1 and h2 failed while forged peers connected"
   fi
   echo "lab_security_test: perftest could not calibrate its clock (machine busy); again"
 done
@@ -122,13 +98,13 @@ echo "lab_security_test: ib_write_bw during the forgeries: $(grep -E '^ *[0-9]+ 
   "$TMP/bw.client.log" | tail -1)"
 refused_after=$(grep -c "failed to authenticate\|does not name it" /run/wharf-lab/h2/wharfd.log)
 ((refused_after - refused_before >= 4)) ||
-  fail "h2 logged $((refused_after - refused_before)) refusals for 4 forged peers (per attempt)"
+  e2e_lab_fail "h2 logged $((refused_after - refused_before)) refusals for 4 forged peers (per attempt)"
 kill -USR1 "$(cat /run/wharf-lab/h2/wharfd.pid)"
 for _ in $(seq 50); do grep -q "refused_peers=" /run/wharf-lab/h2/wharfd.log && break; sleep 0.1; done
 count=$(grep -o "refused_peers=[0-9]*" /run/wharf-lab/h2/wharfd.log | tail -1 | cut -d= -f2)
-((${count:-0} >= 4)) || fail "h2 counts refused_peers=${count:-none}, want at least 4"
+((${count:-0} >= 4)) || e2e_lab_fail "h2 counts refused_peers=${count:-none}, want at least 4"
 grep -q "restarted\|incarnation" /run/wharf-lab/h2/wharfd.log &&
-  fail "a forged peer changed what h2 knows of h1"
+  e2e_lab_fail "a forged peer changed what h2 knows of h1"
 
 # --- Data crosses the encrypted links intact.
 ctr "$H1" "${NAMES[0]}" 198.18.1.10 ibv_rc_pingpong -d wharf0 -n 200 -s 65536 -c \
@@ -136,8 +112,8 @@ ctr "$H1" "${NAMES[0]}" 198.18.1.10 ibv_rc_pingpong -d wharf0 -n 200 -s 65536 -c
 PIDS+=($!)
 sleep 0.5
 ctr "$H2" "${NAMES[1]}" 198.18.2.10 ibv_rc_pingpong -d wharf0 -n 200 -s 65536 -c 198.18.1.10 \
-  > "$TMP/pingpong.client.log" 2>&1 || fail "ibv_rc_pingpong -c across encrypted links"
-wait "${PIDS[-1]}" || fail "ibv_rc_pingpong -c server"
-grep -q "200 iters" "$TMP/pingpong.client.log" || fail "ibv_rc_pingpong: $(tail -2 "$TMP/pingpong.client.log")"
+  > "$TMP/pingpong.client.log" 2>&1 || e2e_lab_fail "ibv_rc_pingpong -c across encrypted links"
+wait "${PIDS[-1]}" || e2e_lab_fail "ibv_rc_pingpong -c server"
+grep -q "200 iters" "$TMP/pingpong.client.log" || e2e_lab_fail "ibv_rc_pingpong: $(tail -2 "$TMP/pingpong.client.log")"
 echo "lab_security_test: ibv_rc_pingpong -c over encrypted links: $(grep iters "$TMP/pingpong.client.log")"
 echo "lab_security_test: PASS"

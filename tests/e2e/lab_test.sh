@@ -15,61 +15,40 @@ readonly HERE
 readonly BIN=${WHARF_BIN_DIR:?set WHARF_BIN_DIR to the directory holding wharfd and wharf-run}
 readonly LAB=$BIN/wharf-lab
 # shellcheck source-path=SCRIPTDIR source=lib.sh
-source "$HERE/lib.sh" # for e2e_perftest_clock_failed
+source "$HERE/lib.sh" # e2e_lab_script, e2e_lab_fail, e2e_perftest_clock_failed
 readonly NAMES=(labA$$ labB$$ labC$$)
-(($(id -u) == 0)) || { echo "lab_test: needs root; skipped"; exit 77; }
-if ip netns list | grep -q '^wharf-lab-'; then
-  echo "lab_test: a lab is already up; skipped so as not to disturb it"
-  exit 77
-fi
+e2e_lab_script lab_test
 
-TMP=$(mktemp -d /tmp/wharf-lab-test.XXXXXX)
-SERVER_PID=
-cleanup() {
-  [[ -n $SERVER_PID ]] && kill "$SERVER_PID" 2> /dev/null
-  for n in "${NAMES[@]}"; do "$BIN/wharf-run" --cleanup "${n:0:12}" > /dev/null 2>&1; done
-  "$LAB" down > /dev/null 2>&1
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-fail() {
-  echo "lab_test: FAIL: $*" >&2
-  for f in "$TMP"/*.log /run/wharf-lab/h*/wharfd.log; do
-    [[ -f $f ]] && { echo "--- $f" >&2; cat "$f" >&2; }
-  done
-  exit 1
-}
-
-timeout 60 "$LAB" up --hosts 3 --wharfd "$BIN/wharfd" > "$TMP/up.log" 2>&1 || fail "wharf-lab up"
-grep -q "^h3 .*pid" "$TMP/up.log" || fail "status does not show h3's router"
+timeout 60 "$LAB" up --hosts 3 --wharfd "$BIN/wharfd" > "$TMP/up.log" 2>&1 || e2e_lab_fail "wharf-lab up"
+grep -q "^h3 .*pid" "$TMP/up.log" || e2e_lab_fail "status does not show h3's router"
 timeout 10 "$LAB" up --hosts 3 --wharfd "$BIN/wharfd" > "$TMP/again.log" 2>&1 &&
-  fail "a second 'up' succeeded"
-grep -q "already up" "$TMP/again.log" || fail "a second 'up' did not say the lab is up"
+  e2e_lab_fail "a second 'up' succeeded"
+grep -q "already up" "$TMP/again.log" || e2e_lab_fail "a second 'up' did not say the lab is up"
 
 H1=/run/wharf-lab/h1/wharfd.sock
 H2=/run/wharf-lab/h2/wharfd.sock
 timeout 30 "$BIN/wharf-run" --router "$H1" --name "${NAMES[0]}" --vip 198.18.1.10 -- \
   perl "$HERE/tcp_pong.pl" 18515 > "$TMP/server.log" 2>&1 &
-SERVER_PID=$!
+PIDS=($!)
 got=
 for _ in $(seq 100); do
   got=$(timeout 20 "$BIN/wharf-run" --router "$H2" --name "${NAMES[1]}" --vip 198.18.2.10 -- \
     bash -c 'exec 3<>/dev/tcp/198.18.1.10/18515 && head -n 1 <&3' 2> "$TMP/client.log") && break
   sleep 0.1
 done
-[[ $got == pong ]] || fail "TCP from h2's container to h1's container: got '$got'"
-wait "$SERVER_PID" || fail "server container exited with $?"
-SERVER_PID=
-grep -q "serving 198.18.2.10" "$TMP/server.log" || fail "server did not see h2's container"
+[[ $got == pong ]] || e2e_lab_fail "TCP from h2's container to h1's container: got '$got'"
+wait "${PIDS[0]}" || e2e_lab_fail "server container exited with $?"
+PIDS=()
+grep -q "serving 198.18.2.10" "$TMP/server.log" || e2e_lab_fail "server did not see h2's container"
 
 # The container on h2 is served by h2's router: its GID carries its own VIP.
 timeout 30 "$BIN/wharf-run" --router "$H2" --name "${NAMES[2]}" --vip 198.18.2.20 -- \
-  ibv_devinfo -v > "$TMP/devinfo.log" 2>&1 || fail "ibv_devinfo on h2"
-grep -q "wharf0" "$TMP/devinfo.log" || fail "no wharf0 on h2"
+  ibv_devinfo -v > "$TMP/devinfo.log" 2>&1 || e2e_lab_fail "ibv_devinfo on h2"
+grep -q "wharf0" "$TMP/devinfo.log" || e2e_lab_fail "no wharf0 on h2"
 # GID[0] = ::ffff:198.18.2.20, as ibv_devinfo prints it.
-grep -q "GID\[  0\]:.*0000:ffff:c612:0214" "$TMP/devinfo.log" || fail "GID on h2 is not ::ffff:198.18.2.20"
+grep -q "GID\[  0\]:.*0000:ffff:c612:0214" "$TMP/devinfo.log" || e2e_lab_fail "GID on h2 is not ::ffff:198.18.2.20"
 lid=$(awk '/port_lid:/ {print $2; exit}' "$TMP/devinfo.log")
-((lid >= 1025 && lid <= 2048)) || fail "LID $lid on h2 is outside h2's range 1025-2048"
+((lid >= 1025 && lid <= 2048)) || e2e_lab_fail "LID $lid on h2 is outside h2's range 1025-2048"
 
 # RDMA between containers on different hosts, through the routers' host-to-host transport:
 # unmodified programs, server on h1, client on h2.
@@ -79,7 +58,7 @@ rdma_pair() {
   for attempt in 1 2 3; do
     run_rdma_pair "$label" "$@" && break
     if ((attempt == 3)) || ! e2e_perftest_clock_failed "$TMP/$label".*.log; then
-      fail "$label: client or server failed"
+      e2e_lab_fail "$label: client or server failed"
     fi
     echo "lab_test: $label: perftest could not calibrate its clock (machine busy); again"
   done
@@ -93,12 +72,12 @@ run_rdma_pair() {
   shift
   timeout 60 "$BIN/wharf-run" --router "$H1" --name "${NAMES[0]}" --vip 198.18.1.10 -- "$@" \
     > "$TMP/$label.server.log" 2>&1 &
-  SERVER_PID=$!
+  PIDS=($!)
   sleep 0.5
   timeout 60 "$BIN/wharf-run" --router "$H2" --name "${NAMES[1]}" --vip 198.18.2.10 -- "$@" \
     198.18.1.10 > "$TMP/$label.client.log" 2>&1 || status=1
-  wait "$SERVER_PID" || status=1
-  SERVER_PID=
+  wait "${PIDS[0]}" || status=1
+  PIDS=()
   return "$status"
 }
 rdma_pair rc_pingpong ibv_rc_pingpong -d wharf0 -n 200
@@ -122,8 +101,8 @@ if command -v tcpdump > /dev/null; then
   TCPDUMP_PID=$!
   sleep 1
   rdma_pair tclass ib_send_bw -d wharf0 -x 0 --tclass=184 -n 500
-  wait "$TCPDUMP_PID" || fail "no packets with DSCP 46 on the host link"
-  grep -q "tos 0xb8" "$TMP/tcpdump.log" || fail "tcpdump shows no tos 0xb8"
+  wait "$TCPDUMP_PID" || e2e_lab_fail "no packets with DSCP 46 on the host link"
+  grep -q "tos 0xb8" "$TMP/tcpdump.log" || e2e_lab_fail "tcpdump shows no tos 0xb8"
   echo "lab_test: DSCP 46 seen on the host link for traffic class 184"
 fi
 rdma_pair ud_pingpong_g0 ibv_ud_pingpong -d wharf0 -n 200 -s 1024 -g 0
@@ -144,7 +123,7 @@ cm_pair() {
   shift
   timeout 60 "$BIN/wharf-run" --router "$H1" --name "${NAMES[0]}" --vip 198.18.1.10 -- "${srv[@]}" \
     > "$TMP/$label.server.log" 2>&1 &
-  SERVER_PID=$!
+  PIDS=($!)
   for ((i = 0; i < 100; i++)); do
     "$BIN/wharfctl" -r "$H1" resource show cm_id 2> /dev/null |
       grep -qE "state LISTEN .*src-addr [^ ]*:$port( |$)" && break
@@ -152,30 +131,30 @@ cm_pair() {
   done
   timeout 60 "$BIN/wharf-run" --router "$H2" --name "${NAMES[1]}" --vip 198.18.2.10 -- "$@" \
     > "$TMP/$label.client.log" 2>&1 || status=1
-  wait "$SERVER_PID" || status=1
-  SERVER_PID=
-  ((status == 0)) || fail "$label across hosts: client or server failed"
+  wait "${PIDS[0]}" || status=1
+  PIDS=()
+  ((status == 0)) || e2e_lab_fail "$label across hosts: client or server failed"
   echo "lab_test: $label across hosts: ok"
 }
 cm_pair rping 7174 rping -s -a 198.18.1.10 -v -C 20 -- rping -c -a 198.18.1.10 -v -C 20
-grep -q "ping data: rdma-ping-19" "$TMP/rping.client.log" || fail "rping across hosts: no 20th ping"
+grep -q "ping data: rdma-ping-19" "$TMP/rping.client.log" || e2e_lab_fail "rping across hosts: no 20th ping"
 cm_pair udaddy 7174 udaddy -- udaddy -s 198.18.1.10
 cm_pair rdma_xserver 7471 rdma_xserver -c x -- rdma_xclient -c x -s 198.18.1.10
-grep -q "rdma_xclient: end 0" "$TMP/rdma_xserver.client.log" || fail "rdma_xclient -c x across hosts"
+grep -q "rdma_xclient: end 0" "$TMP/rdma_xserver.client.log" || e2e_lab_fail "rdma_xclient -c x across hosts"
 cm_pair ib_send_bw_R 18515 ib_send_bw -d wharf0 -R -n 1000 -- ib_send_bw -d wharf0 -R -n 1000 198.18.1.10
 cm_pair ib_read_bw_R 18515 ib_read_bw -d wharf0 -R -n 200 -- ib_read_bw -d wharf0 -R -n 200 198.18.1.10
 # An address on h1 that no container holds: h1's router says so (ADDR_ERROR, -EHOSTUNREACH).
 timeout 30 "$BIN/wharf-run" --router "$H2" --name "${NAMES[1]}" --vip 198.18.2.10 -- \
-  rping -c -a 198.18.1.99 -C 1 > "$TMP/cm_nobody.log" 2>&1 && fail "rping to nobody succeeded"
+  rping -c -a 198.18.1.99 -C 1 > "$TMP/cm_nobody.log" 2>&1 && e2e_lab_fail "rping to nobody succeeded"
 grep -q "RDMA_CM_EVENT_ADDR_ERROR, error -113" "$TMP/cm_nobody.log" ||
-  fail "rping to an unheld address on h1: $(cat "$TMP/cm_nobody.log")"
+  e2e_lab_fail "rping to an unheld address on h1: $(cat "$TMP/cm_nobody.log")"
 
 # A VIP outside the host's container subnet is refused before anything is created.
 timeout 30 "$BIN/wharf-run" --router "$H2" --name "${NAMES[2]}" --vip 198.18.1.20 -- true \
   > "$TMP/refused.log" 2>&1
 rc=$?
-((rc == 125)) || fail "VIP outside h2's subnet: exit $rc, expected 125"
-grep -q "container subnet of host wharf-lab-h2" "$TMP/refused.log" || fail "no clear refusal"
+((rc == 125)) || e2e_lab_fail "VIP outside h2's subnet: exit $rc, expected 125"
+grep -q "container subnet of host wharf-lab-h2" "$TMP/refused.log" || e2e_lab_fail "no clear refusal"
 
 # Fault tests (a) and (b) of issue #3, with our verifying program (tests/e2e/verifier): h2's
 # link goes down for 2 s with WRITEs, SENDs, READs and atomics in flight, and all complete, in
@@ -185,13 +164,13 @@ grep -q "container subnet of host wharf-lab-h2" "$TMP/refused.log" || fail "no c
 # static routes to the container subnets.
 WHARF_VERIFY_LAB=/run/wharf-lab LD_PRELOAD="$BIN/../lib/libibverbs.so.1" timeout 120 \
   "$BIN/wharf-verify" --gtest_filter='CrossHostLabTest.*' > "$TMP/fault.log" 2>&1 ||
-  fail "link-down fault tests (see fault.log)"
-grep -q "\[  PASSED  \] 3 tests" "$TMP/fault.log" || fail "link-down fault tests did not all run"
+  e2e_lab_fail "link-down fault tests (see fault.log)"
+grep -q "\[  PASSED  \] 3 tests" "$TMP/fault.log" || e2e_lab_fail "link-down fault tests did not all run"
 echo "lab_test: link down for 2 s across hosts: nothing lost or repeated"
 echo "lab_test: path cut in the switch for 2 s: nothing lost or repeated"
 echo "lab_test: link down past the retry budget: RETRY_EXC_ERR on that QP only"
 
-timeout 30 "$LAB" down || fail "wharf-lab down"
-if ip netns list | grep -q '^wharf-lab-'; then fail "namespaces left after down"; fi
-[[ ! -e /run/wharf-lab ]] || fail "/run/wharf-lab left after down"
+timeout 30 "$LAB" down || e2e_lab_fail "wharf-lab down"
+if ip netns list | grep -q '^wharf-lab-'; then e2e_lab_fail "namespaces left after down"; fi
+[[ ! -e /run/wharf-lab ]] || e2e_lab_fail "/run/wharf-lab left after down"
 echo "lab_test: PASS"

@@ -294,3 +294,40 @@ e2e_lab_run() {
   timeout -k 5 "$limit" "$E2E_WHARF_RUN" --router "/run/wharf-lab/$host/wharfd.sock" --name "$name" \
     --vip "$vip" -- "$@" </dev/null >"$E2E_TMP/$label.out" 2>&1
 }
+
+# e2e_lab_script NAME TOOL...: the set-up of a script that brings up a wharf-lab of its own and
+# uses none of the helpers above (it sets BIN, LAB and NAMES, its containers, first). Exits 77
+# (skipped) unless root, every TOOL is installed and no lab is up; makes $TMP; at exit kills
+# $PIDS, cleans up the containers in NAMES, takes the lab down and removes $TMP. Then `e2e_lab_fail
+# MESSAGE` prints the message, the logs in $TMP and the lab's router logs, and exits 1.
+e2e_lab_script() {
+  E2E_LAB_SCRIPT=$1
+  shift
+  (($(id -u) == 0)) || { echo "$E2E_LAB_SCRIPT: needs root; skipped"; exit 77; }
+  local tool
+  for tool in "$@"; do
+    command -v "$tool" >/dev/null || { echo "$E2E_LAB_SCRIPT: no $tool; skipped"; exit 77; }
+  done
+  if ip netns list | grep -q '^wharf-lab-'; then
+    echo "$E2E_LAB_SCRIPT: a lab is already up; skipped so as not to disturb it"
+    exit 77
+  fi
+  TMP=$(mktemp -d "/tmp/wharf-$E2E_LAB_SCRIPT.XXXXXX")
+  PIDS=()
+  trap _e2e_lab_script_cleanup EXIT
+}
+_e2e_lab_script_cleanup() {
+  local p n
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+  for n in "${NAMES[@]}"; do "$BIN/wharf-run" --cleanup "${n:0:12}" >/dev/null 2>&1; done
+  "$LAB" down >/dev/null 2>&1
+  rm -rf "$TMP"
+}
+e2e_lab_fail() {
+  echo "$E2E_LAB_SCRIPT: FAIL: $*" >&2
+  local f
+  for f in "$TMP"/*.log /run/wharf-lab/h*/wharfd.log; do
+    [[ -f $f ]] && { echo "--- $f" >&2; tail -60 "$f" >&2; }
+  done
+  exit 1
+}

@@ -1,5 +1,5 @@
-// Router ends of host links (links/host_links.h) on loopback for tests: a cluster of hosts on
-// 127.0.0.1, a handler that records what it is told, and a loop that polls ends until a
+// Router ends of host links (links/host_links.h) on loopback for tests (support/two_hosts.h
+// makes their cluster): a handler that records what it is told, and a loop that polls ends until a
 // condition holds.
 #pragma once
 
@@ -14,22 +14,9 @@
 #include <vector>
 
 #include "links/host_links.h"
-#include "support/free_ports.h"
+#include "support/two_hosts.h"
 
 namespace wharf::test_support {
-
-// Hosts a and b on 127.0.0.1, listening on port1 and port2.
-inline std::string cluster_text(uint16_t port1, uint16_t port2) {
-  return "a 127.0.0.1 198.18.1.0/24 1-1024 " + std::to_string(port1) +
-         "\nb 127.0.0.1 198.18.2.0/24 1025-2048 " + std::to_string(port2) + "\n";
-}
-
-// Two free ports for the two ends of one test.
-inline std::string free_cluster_text() {
-  const int port = free_ports(2);
-  EXPECT_NE(port, 0) << "no free pair of ports";
-  return cluster_text(static_cast<uint16_t>(port), static_cast<uint16_t>(port + 1));
-}
 
 struct Recorder : links::HostLinks::Handler {
   std::vector<uint32_t> psns;

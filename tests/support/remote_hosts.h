@@ -32,8 +32,8 @@
 #include "router/scheduler.h"
 #include "router/session.h"
 #include "shm/cq_ring.h"
-#include "support/free_ports.h"
 #include "support/router_rings.h"
+#include "support/two_hosts.h"
 
 namespace wharf::test_support {
 
@@ -41,21 +41,6 @@ constexpr uint8_t kIb = IBV_LINK_LAYER_INFINIBAND;
 constexpr uint32_t kDepth = 8;         // entries of each QP's send and receive rings
 constexpr size_t kMemory = 4096;       // each host's registered test buffer, unless told
 constexpr int kHostA = 0, kHostB = 1;  // their indexes in the cluster
-
-// Hosts a and b on loopback, whose routers are reached at port_a and port_b: a serves LIDs
-// 1-1024 and 198.18.1.0/24, b LIDs 1025-2048 and 198.18.2.0/24. A host listens on its own
-// line's port and dials the other's, so each host may be given its own text.
-inline std::string cluster_text(int port_a, int port_b) {
-  return "a 127.0.0.1 198.18.1.0/24 1-1024 " + std::to_string(port_a) +
-         "\nb 127.0.0.1 198.18.2.0/24 1025-2048 " + std::to_string(port_b) + "\n";
-}
-
-// The cluster text of two hosts that reach each other directly, at two free ports.
-inline std::string two_host_cluster() {
-  const int port = free_ports(2);
-  EXPECT_NE(port, 0) << "no free pair of ports";
-  return cluster_text(port, port + 1);
-}
 
 // What a host's rdma_cm needs of its router, reduced to counting the MADs it sends: these
 // tests connect their QPs by hand.

@@ -136,9 +136,7 @@ class LinkEncryptTest : public ::testing::Test {
     Pair p;
     p.tls_a = tls("a", a_encrypts);
     p.tls_b = tls("b", b_encrypts);
-    const auto ports = [](int x, int y) {
-      return cluster_text(static_cast<uint16_t>(x), static_cast<uint16_t>(y));
-    };
+    const auto ports = [](int x, int y) { return cluster_text(x, y); };
     p.a = std::make_unique<End>(ports(a_port_, tap_port_), "a", HostLinks::kSendBudget,
                                 p.tls_a.get());
     p.b =

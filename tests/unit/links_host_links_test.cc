@@ -25,12 +25,12 @@ namespace host = proto::host;
 
 using test_support::cluster_text;
 using test_support::End;
-using test_support::free_cluster_text;
 using test_support::packet;
 using test_support::pump;
+using test_support::two_host_cluster;
 
 TEST(HostLinksTest, PacketsArriveWholeAndInOrder) {
-  const std::string text = free_cluster_text();
+  const std::string text = two_host_cluster();
   End a(text, "a"), b(text, "b");
   std::vector<std::vector<uint8_t>> sent;
   for (uint32_t i = 0; i < 200; ++i) {
@@ -57,7 +57,7 @@ TEST(HostLinksTest, PacketsArriveWholeAndInOrder) {
 TEST(HostLinksTest, PacketsCutAnywhereArriveWhole) {
   const int port = test_support::free_ports(2);
   ASSERT_NE(port, 0);
-  End b(cluster_text(static_cast<uint16_t>(port), static_cast<uint16_t>(port + 1)), "b");
+  End b(cluster_text(port, port + 1), "b");
   std::vector<uint8_t> stream(host::kHelloSize);
   host::Hello hello;
   hello.incarnation = 7;
@@ -102,7 +102,7 @@ TEST(HostLinksTest, PacketsCutAnywhereArriveWhole) {
 }
 
 TEST(HostLinksTest, AFullQueueRefusesUntilItDrains) {
-  const std::string text = free_cluster_text();
+  const std::string text = two_host_cluster();
   End a(text, "a"), b(text, "b");
   std::vector<uint8_t> big(host::kMaxSegment, 1);
   int queued = 0;
@@ -118,9 +118,8 @@ TEST(HostLinksTest, AFullQueueRefusesUntilItDrains) {
 TEST(HostLinksTest, AllQueuesTogetherHoldAtMostTheSendBudget) {
   const int port = test_support::free_ports(3);
   ASSERT_NE(port, 0);
-  const std::string text =
-      cluster_text(static_cast<uint16_t>(port), static_cast<uint16_t>(port + 1)) +
-      "c 127.0.0.1 198.18.3.0/24 2049-3072 " + std::to_string(port + 2) + "\n";
+  const std::string text = cluster_text(port, port + 1) + "c 127.0.0.1 198.18.3.0/24 2049-3072 " +
+                           std::to_string(port + 2) + "\n";
   constexpr size_t kBudget = HostLinks::kQueueLimit + (1u << 20);
   End a(text, "a", kBudget), b(text, "b"), c(text, "c");
   std::vector<uint8_t> big(host::kMaxSegment, 1);
@@ -143,7 +142,7 @@ TEST(HostLinksTest, AllQueuesTogetherHoldAtMostTheSendBudget) {
 // the queue drained cost a steady 1 MiB stream a quarter of its speed in page faults), and
 // gives it back once the connection has been quiet for a trim period.
 TEST(HostLinksTest, ABusyQueueKeepsItsMemoryAndAQuietOneGivesItBack) {
-  const std::string text = free_cluster_text();
+  const std::string text = two_host_cluster();
   End a(text, "a"), b(text, "b");
   std::vector<uint8_t> big(host::kMaxSegment, 1);
   size_t sent = 0;
@@ -192,7 +191,7 @@ TEST(HostLinksTest, QueuesTogetherHoldAtMostTheirMemoryLimit) {
 }
 
 TEST(HostLinksTest, APeerThatRestartsIsNoticed) {
-  const std::string text = free_cluster_text();
+  const std::string text = two_host_cluster();
   End a(text, "a");
   std::vector<uint8_t> one(1, 1);
   {
@@ -224,8 +223,8 @@ TEST(HostLinksTest, AStalledConnectionIsReplacedWhenThePathReturns) {
   ASSERT_NO_FATAL_FAILURE(test_support::enter_own_network());
   const int port = test_support::free_ports(2);
   ASSERT_NE(port, 0);
-  End a(cluster_text(static_cast<uint16_t>(port), static_cast<uint16_t>(port + 1)), "a");
-  End b(cluster_text(static_cast<uint16_t>(port), static_cast<uint16_t>(port + 1)), "b");
+  End a(cluster_text(port, port + 1), "a");
+  End b(cluster_text(port, port + 1), "b");
   ASSERT_NO_FATAL_FAILURE(test_support::cut_the_path_and_let_it_return(&a, &b, port));
 }
 

@@ -138,13 +138,23 @@ void expect_unchanged(const Knowledge& before, End& e, int peer) {
   EXPECT_EQ(now.incarnation, before.incarnation) << "incarnation";
 }
 
+// Records what an SSL's socket BIO writes (the callback's argument: a std::vector<uint8_t>).
+long record_writes(BIO* bio, int oper, const char* argp, size_t, int, long, int ret,
+                   size_t* processed) {
+  if (oper == (BIO_CB_WRITE | BIO_CB_RETURN) && ret > 0 && processed != nullptr) {
+    auto* out = reinterpret_cast<std::vector<uint8_t>*>(BIO_get_callback_arg(bio));
+    out->insert(out->end(), argp, argp + *processed);
+  }
+  return ret;
+}
+
 class LinkTlsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const int port = test_support::free_ports(2);
     ASSERT_NE(port, 0) << "no free pair of ports";
     b_port_ = port + 1;
-    text_ = cluster_text(static_cast<uint16_t>(port), static_cast<uint16_t>(port + 1));
+    text_ = cluster_text(port, port + 1);
   }
 
   // One packet from a to b and one back, each waited for.
@@ -159,6 +169,29 @@ class LinkTlsTest : public ::testing::Test {
     EXPECT_EQ(a.rec().psns.back(), psn);
     EXPECT_EQ(b.rec().psns.back(), psn);
     EXPECT_EQ(b.rec().payloads.back(), payload);
+  }
+
+  // A connection to b's port by a router holding `holder`'s certificate (of the cluster CA),
+  // its handshake done while b's end was polled. With `record`, what the router wrote on it
+  // (the whole client side of the handshake) is appended there.
+  struct Client {
+    std::unique_ptr<LinkTls> tls;
+    UniqueFd fd;
+    LinkTls::Session session;
+  };
+  void connect_as(const char* holder, End* b, Client* c, std::vector<uint8_t>* record = nullptr) {
+    c->tls = tls_of(certs_, holder);
+    ASSERT_NE(c->tls, nullptr);
+    c->fd = dial(b_port_);
+    ASSERT_TRUE(c->fd.valid());
+    c->session = c->tls->start(c->fd.get(), true);
+    ASSERT_NE(c->session, nullptr);
+    if (record != nullptr) {
+      BIO_set_callback_ex(SSL_get_wbio(c->session.get()), record_writes);
+      BIO_set_callback_arg(SSL_get_wbio(c->session.get()), reinterpret_cast<char*>(record));
+    }
+    std::string why;
+    ASSERT_EQ(client_handshake(c->session.get(), b, &why), LinkTls::Step::kDone) << why;
   }
 
   TestCerts certs_;
@@ -250,17 +283,12 @@ TEST_F(LinkTlsTest, APeerWhoseCertificateNamesAnotherHostCannotClaimToBeIt) {
   ASSERT_NO_FATAL_FAILURE(exchange(a, b, 1));
   const Knowledge before = knowledge(b.end, 0);
 
-  std::unique_ptr<LinkTls> c = tls_of(certs_, "c");
-  ASSERT_NE(c, nullptr);
-  UniqueFd fd = dial(b_port_);
-  ASSERT_TRUE(fd.valid());
-  LinkTls::Session s = c->start(fd.get(), true);
-  ASSERT_NE(s, nullptr);
-  std::string why;
-  ASSERT_EQ(client_handshake(s.get(), &b.end, &why), LinkTls::Step::kDone) << why;
-  ASSERT_TRUE(send_all(fd.get(), hello_from("a", a.links().own_incarnation() + 2)));
+  Client c;
+  ASSERT_NO_FATAL_FAILURE(connect_as("c", &b.end, &c));
+  ASSERT_TRUE(send_all(c.fd.get(), hello_from("a", a.links().own_incarnation() + 2)));
   size_t received = 0;
-  ASSERT_TRUE(closed_while_polling({&a.end, &b.end}, fd.get(), std::chrono::seconds(5), &received))
+  ASSERT_TRUE(
+      closed_while_polling({&a.end, &b.end}, c.fd.get(), std::chrono::seconds(5), &received))
       << "b kept c's connection open";
   // b's own Hello, if it wrote it before it read c's (it may not have).
   EXPECT_LE(received, host::kHelloSize) << "b sent more than its Hello";
@@ -299,38 +327,21 @@ TEST_F(LinkTlsTest, AConnectionThatSendsNothingIsClosedAfterTheHandshakeTimeout)
   expect_unchanged(Knowledge{}, b.end, 0);
 }
 
-// Records what an SSL's socket BIO writes (the callback's argument: a std::vector<uint8_t>).
-long record_writes(BIO* bio, int oper, const char* argp, size_t, int, long, int ret,
-                   size_t* processed) {
-  if (oper == (BIO_CB_WRITE | BIO_CB_RETURN) && ret > 0 && processed != nullptr) {
-    auto* out = reinterpret_cast<std::vector<uint8_t>*>(BIO_get_callback_arg(bio));
-    out->insert(out->end(), argp, argp + *processed);
-  }
-  return ret;
-}
-
 // Everything a's router sent on a connection b accepted (its whole side of the handshake,
 // then its Hello) is sent again on a new connection. In TLS 1.3 b answers with fresh
 // ephemeral keys, so the recorded client Certificate, CertificateVerify and Finished do not
 // decrypt, let alone verify: b refuses the replay, and the real connection is untouched.
 TEST_F(LinkTlsTest, AReplayedHandshakeIsRefused) {
   TlsEnd b(text_, "b", tls_of(certs_, "b"));
-  std::unique_ptr<LinkTls> a = tls_of(certs_, "a");
-  ASSERT_NE(a, nullptr);
-  UniqueFd fd = dial(b_port_);
-  ASSERT_TRUE(fd.valid());
-  LinkTls::Session s = a->start(fd.get(), true);
-  ASSERT_NE(s, nullptr);
+  Client a;
   std::vector<uint8_t> recorded;
-  BIO_set_callback_ex(SSL_get_wbio(s.get()), record_writes);
-  BIO_set_callback_arg(SSL_get_wbio(s.get()), reinterpret_cast<char*>(&recorded));
-  std::string why;
-  ASSERT_EQ(client_handshake(s.get(), &b.end, &why), LinkTls::Step::kDone) << why;
+  ASSERT_NO_FATAL_FAILURE(connect_as("a", &b.end, &a, &recorded));
+  const int fd = a.fd.get();
   ASSERT_GT(recorded.size(), 0u) << "nothing recorded";
   EXPECT_EQ(recorded[0], 0x16) << "not a TLS handshake record";
   const std::vector<uint8_t> hello = hello_from("a", 77);
   recorded.insert(recorded.end(), hello.begin(), hello.end());
-  ASSERT_TRUE(send_all(fd.get(), hello));
+  ASSERT_TRUE(send_all(fd, hello));
   ASSERT_TRUE(pump({&b.end}, [&] { return b.links().incarnation(0) == 77; }))
       << "b did not accept the recorded connection";
   const Knowledge before = knowledge(b.end, 0);
@@ -343,7 +354,7 @@ TEST_F(LinkTlsTest, AReplayedHandshakeIsRefused) {
   expect_unchanged(before, b.end, 0);
   // The recorded connection is still b's link from a.
   size_t received = 0;
-  EXPECT_FALSE(closed_while_polling({&b.end}, fd.get(), std::chrono::milliseconds(50), &received));
+  EXPECT_FALSE(closed_while_polling({&b.end}, fd, std::chrono::milliseconds(50), &received));
   EXPECT_EQ(received, host::kHelloSize) << "b's Hello";
 }
 
@@ -403,8 +414,7 @@ TEST_F(LinkTlsTest, AStalledConnectionIsReplacedByAnAuthenticatedOne) {
   ASSERT_NO_FATAL_FAILURE(test_support::enter_own_network());
   const int port = test_support::free_ports(2);  // in the new namespace
   ASSERT_NE(port, 0);
-  const std::string text =
-      cluster_text(static_cast<uint16_t>(port), static_cast<uint16_t>(port + 1));
+  const std::string text = cluster_text(port, port + 1);
   TlsEnd a(text, "a", tls_of(certs_, "a")), b(text, "b", tls_of(certs_, "b"));
   ASSERT_NO_FATAL_FAILURE(test_support::cut_the_path_and_let_it_return(&a.end, &b.end, port));
   EXPECT_EQ(a.links().refused_peers() + b.links().refused_peers(), 0u);
