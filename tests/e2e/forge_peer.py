@@ -58,6 +58,20 @@ def connect():
     return sock
 
 
+def receive(sock, during):
+    """What the router sent on sock within its timeout (b'' if nothing); refused() if it closed
+    or reset the connection (`during` says when, for the message)."""
+    try:
+        b = sock.recv(65536)
+    except socket.timeout:
+        return b''
+    except OSError as e:
+        refused(f"connection reset {during} ({e})")
+    if not b:
+        refused(f"closed by the router {during}")
+    return b
+
+
 def handshake(sock, sent):
     """A TLS 1.3 handshake on sock with --cert; every chunk written is appended to sent."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
@@ -85,15 +99,7 @@ def handshake(sock, sent):
         if time.time() > end:
             print("accepted: the handshake neither finished nor failed")
             sys.exit(1)
-        try:
-            b = sock.recv(65536)
-        except socket.timeout:
-            continue
-        except OSError as e:
-            refused(f"connection reset during the handshake ({e})")
-        if not b:
-            refused("closed by the router during the handshake")
-        incoming.write(b)
+        incoming.write(receive(sock, "during the handshake"))
     flush()
     return session, outgoing
 
@@ -104,14 +110,7 @@ def replay(sock, sent):
         sock.sendall(chunk)
         wait = time.time() + 0.5
         while time.time() < wait:
-            try:
-                b = sock.recv(65536)
-            except socket.timeout:
-                continue
-            except OSError as e:
-                refused(f"connection reset during the replayed handshake ({e})")
-            if not b:
-                refused("closed by the router during the replayed handshake")
+            receive(sock, "during the replayed handshake")
 
 
 s = connect()
@@ -140,14 +139,6 @@ except OSError:
 
 got = 0
 while time.time() < end:
-    try:
-        b = s.recv(65536)
-    except socket.timeout:
-        continue
-    except OSError:
-        refused(f"connection reset after {got} bytes")
-    if not b:
-        refused(f"closed by the router after {got} bytes")
-    got += len(b)
+    got += len(receive(s, f"after {got} bytes"))
 print(f"accepted: connection still open after {a.deadline:.0f} s, {got} bytes received")
 sys.exit(1)

@@ -12,15 +12,15 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <sys/stat.h>
 
-#include <filesystem>
 #include <initializer_list>
 #include <map>
 #include <memory>
 #include <string>
 #include <utility>
+
+#include "support/temp_dir.h"
 
 namespace wharf::test_support {
 
@@ -32,20 +32,12 @@ class TestCerts {
     std::string key;   // PEM private key
   };
 
-  TestCerts() {
-    char tmpl[] = "/tmp/wharf-certs.XXXXXX";
-    const char* dir = mkdtemp(tmpl);
-    if (dir != nullptr) dir_ = dir;
-  }
-  ~TestCerts() {
-    std::error_code ec;
-    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
-  }
+  TestCerts() = default;
   TestCerts(const TestCerts&) = delete;
   TestCerts& operator=(const TestCerts&) = delete;
 
   // A file name in the directory (the file need not exist).
-  std::string path(const std::string& file) const { return dir_ + "/" + file; }
+  std::string path(const std::string& file) const { return dir_.path() + "/" + file; }
 
   // The PEM file of CA `ca`, made at first use; "" if it could not be made.
   std::string ca(const std::string& ca = kClusterCa) {
@@ -93,7 +85,7 @@ class TestCerts {
   };
 
   const Ca* find_or_make(const std::string& name) {
-    if (dir_.empty()) return nullptr;
+    if (dir_.path().empty()) return nullptr;
     auto it = cas_.find(name);
     if (it != cas_.end()) return &it->second;
     Ca ca{Key(EVP_EC_gen("P-256")), nullptr, path(name + "-ca.pem")};
@@ -147,7 +139,7 @@ class TestCerts {
     return fclose(f) == 0 && ok;
   }
 
-  std::string dir_;
+  TempDir dir_{"wharf-certs"};
   std::map<std::string, Ca> cas_;
   long serial_ = 0;
 };

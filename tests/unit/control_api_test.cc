@@ -4,11 +4,9 @@
 // joining with one-time join tokens.
 #include <gtest/gtest.h>
 #include <httplib.h>
-#include <stdlib.h>
 #include <sys/stat.h>
 
 #include <ctime>
-#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -24,6 +22,7 @@
 #include "control/link_join.h"
 #include "control/tokens.h"
 #include "support/tcp_sockets.h"
+#include "support/temp_dir.h"
 
 namespace wharf::control {
 namespace {
@@ -33,12 +32,10 @@ using nlohmann::json;
 class ApiTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char dir[] = "/tmp/wharf-api-XXXXXX";
-    ASSERT_NE(mkdtemp(dir), nullptr);
-    dir_ = dir;
-    Status st = open_kv_store("sqlite:" + dir_ + "/state.db", &store_);
+    ASSERT_FALSE(dir_.path().empty()) << "cannot make a temporary directory";
+    Status st = open_kv_store("sqlite:" + dir_.path() + "/state.db", &store_);
     ASSERT_TRUE(st.is_ok()) << st.message();
-    ASSERT_TRUE(HostCa::open(dir_ + "/link-ca", &ca_).is_ok());
+    ASSERT_TRUE(HostCa::open(dir_.path() + "/link-ca", &ca_).is_ok());
     api_ = std::make_unique<ApiServer>(store_.get(), audit_log(), ApiTls{}, ca_.get());
     port_ = api_->bind("127.0.0.1", 0);
     ASSERT_GT(port_, 0);
@@ -52,10 +49,9 @@ class ApiTest : public ::testing::Test {
     client_.reset();
     api_.reset();
     store_.reset();
-    std::filesystem::remove_all(dir_);
   }
 
-  std::string audit_log() const { return dir_ + "/audit.log"; }
+  std::string audit_log() const { return dir_.path() + "/audit.log"; }
 
   // A new token of `role` made in the store (ttl_seconds 0: never expires; made_at: when).
   std::string token(Role role, const std::string& tenant = "", int64_t ttl_seconds = 0,
@@ -104,7 +100,7 @@ class ApiTest : public ::testing::Test {
               200);
   }
 
-  std::string dir_;
+  test_support::TempDir dir_{"wharf-api"};
   std::unique_ptr<KvStore> store_;
   std::unique_ptr<HostCa> ca_;
   std::unique_ptr<ApiServer> api_;
@@ -493,7 +489,7 @@ TEST_F(ApiTest, AnAdminMakesJoinTokensForAHostThatExpireWithinTheHour) {
 // A router's side (control/link_join.h): it joins once, keeping its key and token private.
 TEST_F(ApiTest, ARouterJoinsWithItsTokenAndKeepsWhatItGot) {
   const ApiEndpoint api{"http://127.0.0.1:" + std::to_string(port_), ""};
-  const std::string link = dir_ + "/router-link";
+  const std::string link = dir_.path() + "/router-link";
   EXPECT_FALSE(joined(link));
   EXPECT_EQ(join_cluster(api, token(Role::kJoin, "h2"), "h1", link).code(), Status::Code::kNotFound)
       << "another host's token";
@@ -511,9 +507,9 @@ TEST_F(ApiTest, ARouterJoinsWithItsTokenAndKeepsWhatItGot) {
   ASSERT_TRUE(read_whole_file(f.token, &host_token));
   while (!host_token.empty() && host_token.back() == '\n') host_token.pop_back();
   EXPECT_EQ(code(host_token, "GET", "/v1/hosts"), 200);
-  EXPECT_EQ(join_cluster(api, join, "h1", dir_ + "/again").code(), Status::Code::kNotFound)
+  EXPECT_EQ(join_cluster(api, join, "h1", dir_.path() + "/again").code(), Status::Code::kNotFound)
       << "a join token served twice";
-  EXPECT_EQ(join_cluster({"http://127.0.0.1:1", ""}, join, "h1", dir_ + "/x").code(),
+  EXPECT_EQ(join_cluster({"http://127.0.0.1:1", ""}, join, "h1", dir_.path() + "/x").code(),
             Status::Code::kUnavailable);
 }
 

@@ -6,10 +6,8 @@
 // or key cannot be loaded does not start.
 #include <gtest/gtest.h>
 #include <httplib.h>
-#include <stdlib.h>
 
 #include <ctime>
-#include <filesystem>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -19,6 +17,7 @@
 #include "control/api_client.h"
 #include "control/kv_store.h"
 #include "control/tokens.h"
+#include "support/temp_dir.h"
 #include "support/test_certs.h"
 
 namespace wharf::control {
@@ -31,10 +30,8 @@ constexpr const char* kApiAltNames = "DNS:localhost,IP:127.0.0.1";
 class ApiTlsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char dir[] = "/tmp/wharf-api-tls-XXXXXX";
-    ASSERT_NE(mkdtemp(dir), nullptr);
-    dir_ = dir;
-    Status st = open_kv_store("sqlite:" + dir_ + "/state.db", &store_);
+    ASSERT_FALSE(dir_.path().empty()) << "cannot make a temporary directory";
+    Status st = open_kv_store("sqlite:" + dir_.path() + "/state.db", &store_);
     ASSERT_TRUE(st.is_ok()) << st.message();
     TokenStore tokens(store_.get());
     TokenRecord r;
@@ -47,7 +44,6 @@ class ApiTlsTest : public ::testing::Test {
     if (server_.joinable()) server_.join();
     api_.reset();
     store_.reset();
-    std::filesystem::remove_all(dir_);
   }
 
   // Serves the API over TLS with a certificate of `ca` holding `alt_names`, on 127.0.0.1.
@@ -70,7 +66,7 @@ class ApiTlsTest : public ::testing::Test {
   }
 
   TestCerts certs_;
-  std::string dir_;
+  test_support::TempDir dir_{"wharf-api-tls"};
   std::unique_ptr<KvStore> store_;
   std::string admin_;
   std::unique_ptr<ApiServer> api_;

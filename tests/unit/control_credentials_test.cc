@@ -3,12 +3,12 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
-#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <string>
 
 #include "control/credentials.h"
+#include "support/temp_dir.h"
 
 namespace wharf::control {
 namespace {
@@ -40,16 +40,12 @@ class ScopedEnv {
 class TokenSourceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/wharf-credentials.XXXXXX";
-    const char* dir = mkdtemp(tmpl);
-    ASSERT_NE(dir, nullptr);
-    dir_ = dir;
+    ASSERT_FALSE(dir_.path().empty()) << "cannot make a temporary directory";
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
 
   // A file in the test's directory holding `text`; its path.
   std::string file(const std::string& name, const std::string& text) {
-    const std::string path = dir_ + "/" + name;
+    const std::string path = dir_.path() + "/" + name;
     std::ofstream(path) << text;
     return path;
   }
@@ -59,7 +55,7 @@ class TokenSourceTest : public ::testing::Test {
     return t;
   }
 
-  std::string dir_;
+  test_support::TempDir dir_{"wharf-credentials"};
   ScopedEnv no_file_{"WHARF_TOKEN_FILE", std::nullopt};
   ScopedEnv no_token_{"WHARF_TOKEN", std::nullopt};
 };
@@ -91,7 +87,7 @@ TEST_F(TokenSourceTest, AFileIsReadAtEveryGetSoARotatedTokenIsUsed) {
 
 TEST_F(TokenSourceTest, AMissingOrEmptyFileIsAnErrorThatNamesIt) {
   std::string t, why;
-  const std::string missing = dir_ + "/missing";
+  const std::string missing = dir_.path() + "/missing";
   EXPECT_FALSE(TokenSource(missing).get(&t, &why));
   EXPECT_NE(why.find(missing), std::string::npos) << why;
   const std::string blank = file("blank", " \n\t");

@@ -18,6 +18,7 @@
 #include "control/files.h"
 #include "control/host_ca.h"
 #include "links/link_tls.h"
+#include "support/temp_dir.h"
 
 namespace wharf::control {
 namespace {
@@ -35,11 +36,8 @@ std::unique_ptr<X509, X509Free> parse(const std::string& pem) {
 class HostCaTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char dir[] = "/tmp/wharf-host-ca-XXXXXX";
-    ASSERT_NE(mkdtemp(dir), nullptr);
-    dir_ = dir;
+    ASSERT_FALSE(dir_.path().empty()) << "cannot make a temporary directory";
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
 
   // A certificate the CA in dir_ signed for `host` on a new key (*key_pem).
   std::string issue(const HostCa& ca, const std::string& host, std::string* key_pem) {
@@ -51,20 +49,20 @@ class HostCaTest : public ::testing::Test {
     return cert;
   }
 
-  std::string dir_;
+  test_support::TempDir dir_{"wharf-host-ca"};
 };
 
 TEST_F(HostCaTest, TheCaIsMadeOnceWithAPrivateKeyAndKept) {
   std::unique_ptr<HostCa> ca;
-  ASSERT_TRUE(HostCa::open(dir_ + "/ca", &ca).is_ok());
+  ASSERT_TRUE(HostCa::open(dir_.path() + "/ca", &ca).is_ok());
   struct stat st {};
-  ASSERT_EQ(stat((dir_ + "/ca/ca.key").c_str(), &st), 0);
+  ASSERT_EQ(stat((dir_.path() + "/ca/ca.key").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
-  ASSERT_EQ(stat((dir_ + "/ca").c_str(), &st), 0);
+  ASSERT_EQ(stat((dir_.path() + "/ca").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0700u);
   const std::string first = ca->certificate_pem();
   std::unique_ptr<HostCa> again;
-  ASSERT_TRUE(HostCa::open(dir_ + "/ca", &again).is_ok());
+  ASSERT_TRUE(HostCa::open(dir_.path() + "/ca", &again).is_ok());
   EXPECT_EQ(again->certificate_pem(), first);
   auto cert = parse(first);
   ASSERT_NE(cert, nullptr);
@@ -73,19 +71,19 @@ TEST_F(HostCaTest, TheCaIsMadeOnceWithAPrivateKeyAndKept) {
 
 TEST_F(HostCaTest, ACaWhoseKeyIsMissingOrForeignIsRefused) {
   std::unique_ptr<HostCa> ca;
-  ASSERT_TRUE(HostCa::open(dir_ + "/a", &ca).is_ok());
-  ASSERT_TRUE(HostCa::open(dir_ + "/b", &ca).is_ok());
+  ASSERT_TRUE(HostCa::open(dir_.path() + "/a", &ca).is_ok());
+  ASSERT_TRUE(HostCa::open(dir_.path() + "/b", &ca).is_ok());
   std::string other_key;
-  ASSERT_TRUE(read_whole_file(dir_ + "/b/ca.key", &other_key));
-  ASSERT_TRUE(write_file_replacing(dir_ + "/a/ca.key", other_key, 0600));
-  EXPECT_FALSE(HostCa::open(dir_ + "/a", &ca).is_ok());
-  std::filesystem::remove(dir_ + "/b/ca.key");
-  EXPECT_FALSE(HostCa::open(dir_ + "/b", &ca).is_ok());
+  ASSERT_TRUE(read_whole_file(dir_.path() + "/b/ca.key", &other_key));
+  ASSERT_TRUE(write_file_replacing(dir_.path() + "/a/ca.key", other_key, 0600));
+  EXPECT_FALSE(HostCa::open(dir_.path() + "/a", &ca).is_ok());
+  std::filesystem::remove(dir_.path() + "/b/ca.key");
+  EXPECT_FALSE(HostCa::open(dir_.path() + "/b", &ca).is_ok());
 }
 
 TEST_F(HostCaTest, AnIssuedCertificateNamesTheHostAndTheHostLinksAcceptIt) {
   std::unique_ptr<HostCa> ca;
-  ASSERT_TRUE(HostCa::open(dir_ + "/ca", &ca).is_ok());
+  ASSERT_TRUE(HostCa::open(dir_.path() + "/ca", &ca).is_ok());
   std::string key;
   const std::string pem = issue(*ca, "h1", &key);
   auto cert = parse(pem);
@@ -96,22 +94,22 @@ TEST_F(HostCaTest, AnIssuedCertificateNamesTheHostAndTheHostLinksAcceptIt) {
   EXPECT_TRUE(X509_check_purpose(cert.get(), X509_PURPOSE_SSL_CLIENT, 0) == 1 &&
               X509_check_purpose(cert.get(), X509_PURPOSE_SSL_SERVER, 0) == 1);
 
-  ASSERT_TRUE(write_file_replacing(dir_ + "/h1.pem", pem, 0644));
-  ASSERT_TRUE(write_file_replacing(dir_ + "/h1.key", key, 0600));
+  ASSERT_TRUE(write_file_replacing(dir_.path() + "/h1.pem", pem, 0644));
+  ASSERT_TRUE(write_file_replacing(dir_.path() + "/h1.key", key, 0600));
   std::string why;
-  EXPECT_NE(links::LinkTls::load(dir_ + "/ca/ca.pem", dir_ + "/h1.pem", dir_ + "/h1.key", "h1",
-                                 false, &why),
+  EXPECT_NE(links::LinkTls::load(dir_.path() + "/ca/ca.pem", dir_.path() + "/h1.pem",
+                                 dir_.path() + "/h1.key", "h1", false, &why),
             nullptr)
       << why;
-  EXPECT_EQ(links::LinkTls::load(dir_ + "/ca/ca.pem", dir_ + "/h1.pem", dir_ + "/h1.key", "h2",
-                                 false, &why),
+  EXPECT_EQ(links::LinkTls::load(dir_.path() + "/ca/ca.pem", dir_.path() + "/h1.pem",
+                                 dir_.path() + "/h1.key", "h2", false, &why),
             nullptr);
 }
 
 // The name comes from the orchestrator (the join token's host), whatever the request asks.
 TEST_F(HostCaTest, TheRequestsOwnSubjectIsIgnored) {
   std::unique_ptr<HostCa> ca;
-  ASSERT_TRUE(HostCa::open(dir_ + "/ca", &ca).is_ok());
+  ASSERT_TRUE(HostCa::open(dir_.path() + "/ca", &ca).is_ok());
   std::string key, csr, pem;
   ASSERT_TRUE(make_host_request("h2", &key, &csr).is_ok());
   ASSERT_TRUE(ca->sign(csr, "h1", &pem).is_ok());
@@ -123,7 +121,7 @@ TEST_F(HostCaTest, TheRequestsOwnSubjectIsIgnored) {
 
 TEST_F(HostCaTest, NamesThatCouldCarryOtherNamesAreRefused) {
   std::unique_ptr<HostCa> ca;
-  ASSERT_TRUE(HostCa::open(dir_ + "/ca", &ca).is_ok());
+  ASSERT_TRUE(HostCa::open(dir_.path() + "/ca", &ca).is_ok());
   std::string key, csr, pem;
   ASSERT_TRUE(make_host_request("h1", &key, &csr).is_ok());
   const std::vector<std::string> bads{"",
@@ -146,7 +144,7 @@ TEST_F(HostCaTest, NamesThatCouldCarryOtherNamesAreRefused) {
 
 TEST_F(HostCaTest, ARequestThatIsNotOneOrWhoseSignatureFailsIsRefused) {
   std::unique_ptr<HostCa> ca;
-  ASSERT_TRUE(HostCa::open(dir_ + "/ca", &ca).is_ok());
+  ASSERT_TRUE(HostCa::open(dir_.path() + "/ca", &ca).is_ok());
   std::string key, csr, pem;
   ASSERT_TRUE(make_host_request("h1", &key, &csr).is_ok());
   EXPECT_EQ(ca->sign("", "h1", &pem).code(), Status::Code::kInvalidArgument);

@@ -2,16 +2,15 @@
 // while they exist and have not expired, the store never holds a secret, and the first start
 // writes exactly one admin token to a file only its owner can read.
 #include <gtest/gtest.h>
-#include <stdlib.h>
 #include <sys/stat.h>
 
-#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "control/kv_store.h"
 #include "control/tokens.h"
+#include "support/temp_dir.h"
 
 namespace wharf::control {
 namespace {
@@ -21,17 +20,14 @@ constexpr int64_t kNow = 1'764'300'000;
 class TokensTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char dir[] = "/tmp/wharf-tokens-XXXXXX";
-    ASSERT_NE(mkdtemp(dir), nullptr);
-    dir_ = dir;
-    Status st = open_kv_store("sqlite:" + dir_ + "/state.db", &store_);
+    ASSERT_FALSE(dir_.path().empty()) << "cannot make a temporary directory";
+    Status st = open_kv_store("sqlite:" + dir_.path() + "/state.db", &store_);
     ASSERT_TRUE(st.is_ok()) << st.message();
     tokens_ = std::make_unique<TokenStore>(store_.get());
   }
   void TearDown() override {
     tokens_.reset();
     store_.reset();
-    std::filesystem::remove_all(dir_);
   }
   std::string add(Role role, const std::string& tenant = "", int64_t ttl = 0) {
     std::string token;
@@ -41,7 +37,7 @@ class TokensTest : public ::testing::Test {
     return token;
   }
 
-  std::string dir_;
+  test_support::TempDir dir_{"wharf-tokens"};
   std::unique_ptr<KvStore> store_;
   std::unique_ptr<TokenStore> tokens_;
 };
@@ -146,7 +142,7 @@ TEST_F(TokensTest, ARecordWithoutAHostIsAnOlderRecordAndReads) {
 }
 
 TEST_F(TokensTest, TheFirstStartWritesOneAdminTokenReadableByItsOwnerOnly) {
-  const std::string path = dir_ + "/orchestrator-admin.token";
+  const std::string path = dir_.path() + "/orchestrator-admin.token";
   {
     std::ofstream old(path);  // a file left by an earlier store is replaced, mode included
     old << "stale\n";
@@ -174,7 +170,8 @@ TEST_F(TokensTest, TheFirstStartWritesOneAdminTokenReadableByItsOwnerOnly) {
 
 TEST_F(TokensTest, ATokenWhoseFileCannotBeWrittenIsNotKept) {
   bool made = true;
-  EXPECT_FALSE(bootstrap_admin_token(tokens_.get(), dir_ + "/no/such/dir/t", kNow, &made).is_ok());
+  EXPECT_FALSE(
+      bootstrap_admin_token(tokens_.get(), dir_.path() + "/no/such/dir/t", kNow, &made).is_ok());
   EXPECT_FALSE(made);
   std::vector<TokenRecord> all;
   ASSERT_TRUE(tokens_->list(&all).is_ok());
