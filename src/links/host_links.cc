@@ -14,6 +14,7 @@
 #include <string>
 
 #include "common/clock.h"
+#include "links/link_records.h"
 #include "links/listener.h"
 
 namespace wharf::links {
@@ -21,6 +22,9 @@ namespace {
 
 constexpr size_t kReadChunk = 256 * 1024;
 constexpr size_t kReadBudget = 1u << 20;  // per connection per poll: keeps peers fair
+// With `encrypt`: records sealed ahead of the socket, per connection (the rest of what is
+// queued waits in plaintext, so a full socket does not keep sealed bytes in memory).
+constexpr size_t kSealAhead = 256 * 1024;
 constexpr uint64_t kBackoffFirstNs = 50'000'000;
 constexpr uint64_t kBackoffMaxNs = 2'000'000'000;
 
@@ -72,7 +76,7 @@ void reset_on_close(int fd) {
 }  // namespace
 
 struct HostLinks::Conn {
-  explicit Conn(size_t* tx_memory) : tx(tx_memory) {}
+  explicit Conn(size_t* tx_memory) : tx(tx_memory), sealed_tx(tx_memory) {}
   UniqueFd fd;
   int host = -1;  // outgoing: the peer; incoming: learned from its Hello
   int dscp = 0;   // outgoing: the class it carries
@@ -90,29 +94,18 @@ struct HostLinks::Conn {
   std::unique_ptr<Conn> probe;  // outgoing, stalled: the connection that may replace it
   Conn* probe_for = nullptr;    // a probe: the stalled connection it would replace
   ByteQueue rx;
-  ByteQueue tx;                        // not yet written to the socket
+  ByteQueue tx;                        // packets not yet written (with `encrypt`: sealed)
   size_t tx_peak = 0;                  // outgoing: the most tx held since the last trim_queues()
   LinkTls::Session tls;                // the handshake under way
   uint64_t handshake_deadline_ns = 0;  // while tls: when the peer has failed
   LinkTls::Cert peer_cert;             // incoming, authenticated: checked against its Hello
-  LinkTls::Session records;            // authenticated, with `encrypt`: the bytes go through it
-
-  // The link's bytes, as recv() and send() move them: through the TLS records or the socket.
-  ssize_t receive(uint8_t* to, size_t n) {
-    return records ? LinkTls::read(records.get(), to, n, &record_error)
-                   : recv(fd.get(), to, n, MSG_DONTWAIT);
-  }
-  ssize_t transmit(const uint8_t* from, size_t n) {
-    return records ? LinkTls::write(records.get(), from, n, &record_error)
-                   : ::send(fd.get(), from, n, MSG_DONTWAIT | MSG_NOSIGNAL);
-  }
-  // Bytes the TLS session read from the socket and receive() has not returned yet.
-  bool buffered() const { return records && LinkTls::buffered(records.get()); }
-  // Puts what transmit() gathered on the socket: as LinkTls::flush (1 without a session).
-  int push() { return records ? LinkTls::flush(records.get()) : 1; }
-  // Bytes transmit() took that are not on the socket yet.
-  bool unpushed() const { return records && LinkTls::unflushed(records.get()); }
-  std::string record_error;  // why receive() or transmit() failed with EPROTO
+  // Authenticated, with `encrypt` (links/link_records.h): what seals tx into sealed_tx, the
+  // records not yet written to the socket, and what opens the records read into sealed_rx (not
+  // yet whole) into rx.
+  std::unique_ptr<RecordCipher> sealer;
+  std::unique_ptr<RecordCipher> opener;
+  ByteQueue sealed_tx;
+  ByteQueue sealed_rx;
 };
 
 HostLinks::HostLinks(const AddressDirectory* dir, uint64_t node_guid, Handler* handler,
@@ -142,7 +135,7 @@ int HostLinks::start() {
 void HostLinks::watch(Conn* c) {
   if (!c->fd.valid()) return;
   const bool want_out = !c->connected || c->handshake_wants_out ||
-                        (c->authenticated && (!c->tx.empty() || c->unpushed()));
+                        (c->authenticated && (!c->tx.empty() || !c->sealed_tx.empty()));
   epoll_event ev{};
   ev.events = EPOLLIN | (want_out ? EPOLLOUT : 0u);
   ev.data.ptr = c;
@@ -286,7 +279,6 @@ void HostLinks::bury(std::unique_ptr<Conn> c) {
   c->tx.clear();
   if (c->tls != nullptr) --handshakes_;
   c->tls.reset();
-  c->records.reset();
   if (c->fd.valid()) epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c->fd.get(), nullptr);
   c->fd.reset();
   buried_.push_back(std::move(c));
@@ -469,17 +461,15 @@ void HostLinks::replace_stalled(Conn* stalled) {
 // back into the scratch buffer. A connection holds at most one packet between reads,
 // however busy. False: close the connection.
 bool HostLinks::read_conn(Conn* c) {
-  // Past the budget, what a TLS session already holds is read too: the socket would not wake
-  // the loop for it.
-  for (size_t budget = 0; budget < kReadBudget || c->buffered();) {
+  if (c->opener != nullptr) return read_records(c);
+  for (size_t budget = 0; budget < kReadBudget;) {
     const bool finishing = !c->rx.empty();
     const size_t want = finishing ? unit_size(c) - c->rx.size() : kReadChunk;
     uint8_t* const at = finishing ? c->rx.append(want) : scratch_.get();
-    const ssize_t n = c->receive(at, want);
+    const ssize_t n = recv(c->fd.get(), at, want, MSG_DONTWAIT);
     if (finishing) c->rx.unappend(want - static_cast<size_t>(std::max<ssize_t>(n, 0)));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
-    if (n < 0 && errno == EPROTO) record_refused(c);
     if (n <= 0) return false;  // what arrived before the end was handled by earlier rounds
     budget += static_cast<size_t>(n);
     if (finishing) {
@@ -493,6 +483,29 @@ bool HostLinks::read_conn(Conn* c) {
     size_t used = 0;
     if (!dispatch(c, at, len, &used)) return false;
     if (used != len) std::memcpy(c->rx.append(len - used), at + used, len - used);
+  }
+  return true;
+}
+
+// Records are read into c->sealed_rx, a chunk at a time up to kReadBudget; every whole one is
+// opened into c->rx, and the whole packets c->rx then holds are handed up (a packet may span
+// records: its part waits in c->rx).
+bool HostLinks::read_records(Conn* c) {
+  for (size_t budget = 0; budget < kReadBudget;) {
+    uint8_t* const at = c->sealed_rx.append(kReadChunk);
+    const ssize_t n = recv(c->fd.get(), at, kReadChunk, MSG_DONTWAIT);
+    c->sealed_rx.unappend(kReadChunk - static_cast<size_t>(std::max<ssize_t>(n, 0)));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    if (n <= 0) return false;
+    budget += static_cast<size_t>(n);
+    if (!c->opener->open_queued(&c->sealed_rx, &c->rx)) {
+      record_refused(c);
+      return false;
+    }
+    size_t used = 0;
+    if (!dispatch(c, c->rx.data(), c->rx.size(), &used)) return false;
+    c->rx.consume(used);
   }
   return true;
 }
@@ -530,33 +543,49 @@ bool HostLinks::dispatch(Conn* c, const uint8_t* bytes, size_t len, size_t* used
 
 bool HostLinks::write_conn(Conn* c) {
   if (!c->authenticated) return true;  // the Hello waits for the handshake
-  while (!c->tx.empty()) {
-    const ssize_t n = c->transmit(c->tx.data(), c->tx.size());
+  for (;;) {
+    if (c->sealer != nullptr && !seal_queued(c)) return false;
+    ByteQueue& out = c->sealer != nullptr ? c->sealed_tx : c->tx;
+    if (out.empty()) break;
+    const ssize_t n = ::send(c->fd.get(), out.data(), out.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
     if (n > 0) {
-      c->tx.consume(static_cast<size_t>(n));
-      if (c->outgoing) queued_ -= static_cast<size_t>(n);
+      out.consume(static_cast<size_t>(n));
+      if (c->outgoing && c->sealer == nullptr) queued_ -= static_cast<size_t>(n);
       c->in_flight = c->outgoing;
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-    if (n < 0 && errno == EPROTO) record_refused(c);
     return false;
   }
-  if (c->push() < 0) return false;
   if (!c->outgoing) {
     c->tx.shrink(kQueueKeep);  // it carried just the Hello
+    c->sealed_tx.shrink(kQueueKeep);
   } else if (tx_memory_ > queue_memory_limit()) {
     trim_queues(true);
   }
-  const bool want_out = !c->tx.empty() || c->unpushed();
+  const bool want_out = !c->tx.empty() || !c->sealed_tx.empty();
   if (want_out != c->watching_out) watch(c);
   return true;
 }
 
+bool HostLinks::seal_queued(Conn* c) {
+  size_t taken = 0;
+  const bool ok = c->sealer->seal_queued(&c->tx, &c->sealed_tx, kSealAhead, &taken);
+  if (c->outgoing) queued_ -= taken;
+  if (!ok) {
+    spdlog::warn("host link {} {}: cannot seal a record; disconnected", c->outgoing ? "to" : "from",
+                 peer_name(c));
+  }
+  return ok;
+}
+
 void HostLinks::trim_queues(bool all) {
   for (Conn* c : outgoing_) {
-    if (all || c->tx_peak * 4 <= c->tx.capacity()) c->tx.shrink(kQueueKeep);
+    if (all || c->tx_peak * 4 <= c->tx.capacity()) {
+      c->tx.shrink(kQueueKeep);
+      c->sealed_tx.shrink(kQueueKeep);
+    }
     c->tx_peak = c->tx.size();
   }
 }
@@ -591,8 +620,7 @@ void HostLinks::connected(Conn* c, uint64_t now) {
 
 bool HostLinks::authenticate(Conn* c) {
   std::string why;
-  const char* peer =
-      c->outgoing ? dir_->hosts()[static_cast<size_t>(c->host)].name.c_str() : "a peer";
+  const std::string peer = peer_name(c);
   const LinkTls::Step step =
       c->tls == nullptr ? LinkTls::Step::kFailed : LinkTls::handshake(c->tls.get(), &why);
   if (step == LinkTls::Step::kWantRead || step == LinkTls::Step::kWantWrite) {
@@ -609,15 +637,15 @@ bool HostLinks::authenticate(Conn* c) {
   }
   LinkTls::Cert cert = LinkTls::peer_certificate(c->tls.get());
   if (tls_->encrypts()) {
-    if (!LinkTls::gather_writes(c->tls.get())) {
-      spdlog::warn("host link {} {}: no memory for its TLS records; disconnected",
-                   c->outgoing ? "to" : "from", peer);
+    RecordCipher::Pair keys;
+    if (!RecordCipher::from_session(c->tls.get(), c->outgoing, &keys, &why)) {
+      spdlog::warn("host link {} {}: {}; disconnected", c->outgoing ? "to" : "from", peer, why);
       return false;
     }
-    c->records = std::move(c->tls);
-  } else {
-    c->tls.reset();
+    c->sealer = std::move(keys.seal);
+    c->opener = std::move(keys.open);
   }
+  c->tls.reset();
   --handshakes_;
   c->handshake_wants_out = false;
   if (c->outgoing && !LinkTls::names(cert.get(), peer)) {
@@ -639,10 +667,12 @@ bool HostLinks::authenticate(Conn* c) {
 
 void HostLinks::record_refused(Conn* c) {
   ++refused_records_;
-  spdlog::warn("host link {} {}: a TLS record failed its check ({}); disconnected",
-               c->outgoing ? "to" : "from",
-               c->host < 0 ? "a peer" : dir_->hosts()[static_cast<size_t>(c->host)].name,
-               c->record_error);
+  spdlog::warn("host link {} {}: a record failed its check; disconnected",
+               c->outgoing ? "to" : "from", peer_name(c));
+}
+
+std::string HostLinks::peer_name(const Conn* c) const {
+  return c->host < 0 ? "a peer" : dir_->hosts()[static_cast<size_t>(c->host)].name;
 }
 
 void HostLinks::expire_handshakes(uint64_t now) {
@@ -711,13 +741,12 @@ bool HostLinks::poll() {
       }
       if (!c->authenticated) continue;  // the handshake goes on
     }
-    // A session may hold what it read ahead during its handshake.
     const bool readable = (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0;
-    if ((readable || c->buffered()) && !read_conn(c)) {
+    if (readable && !read_conn(c)) {
       close_conn(c, true);
       continue;
     }
-    if ((!c->tx.empty() || c->unpushed()) && !write_conn(c)) close_conn(c, true);
+    if ((!c->tx.empty() || !c->sealed_tx.empty()) && !write_conn(c)) close_conn(c, true);
   }
   did |= flush();
   buried_.clear();

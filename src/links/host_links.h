@@ -11,8 +11,9 @@
 // written to or read from it as a link before that, a peer whose certificate the cluster CA
 // did not sign or that names another host than its Hello is disconnected, and so is one that
 // has not finished the handshake within kHandshakeNs. None of these changes any state. With
-// a LinkTls that encrypts, everything after the handshake goes through TLS records, and a
-// record that fails its check closes the connection (counted: refused_records).
+// a LinkTls that encrypts, everything after the handshake goes in records sealed with keys
+// the handshake derived (links/link_records.h), and a record that fails its check closes the
+// connection (counted: refused_records).
 // A broken outgoing connection is reopened with exponential backoff; whatever was queued on
 // it is dropped (the QPs above retransmit what was not acknowledged).
 //
@@ -33,6 +34,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "common/unique_fd.h"
@@ -131,7 +133,7 @@ class HostLinks {
   static constexpr uint64_t kHandshakeNs = 2'000'000'000;
   // Peers that failed to authenticate, since start (each is logged).
   uint64_t refused_peers() const { return refused_peers_; }
-  // With `encrypt`: connections closed because a TLS record failed its check (changed or
+  // With `encrypt`: connections closed because a record failed its check (changed or
   // forged on the way), since start (each is logged).
   uint64_t refused_records() const { return refused_records_; }
 
@@ -148,6 +150,8 @@ class HostLinks {
   // An outgoing connection failed with `err` before it was established.
   void connect_failed(Conn* c, int err);
   bool read_conn(Conn* c);
+  // read_conn for a connection that carries records (`encrypt`).
+  bool read_records(Conn* c);
   // The bytes of the Hello, or of the packet that c->rx begins (its header, while that is
   // incomplete), that read_conn completes in c->rx.
   size_t unit_size(const Conn* c) const;
@@ -155,12 +159,17 @@ class HostLinks {
   // how many bytes they took. False: close the connection.
   bool dispatch(Conn* c, const uint8_t* bytes, size_t len, size_t* used);
   bool write_conn(Conn* c);
+  // With `encrypt`: seals what c->tx holds into c->sealed_tx, up to kSealAhead bytes of
+  // records there. False: sealing failed; close the connection.
+  bool seal_queued(Conn* c);
   // c is connected: starts its TLS handshake, or with no LinkTls marks it authenticated.
   void connected(Conn* c, uint64_t now_ns);
   // Moves c's handshake on. False: the peer failed; close the connection.
   bool authenticate(Conn* c);
   // c's session refused a record: counts and logs it (the caller closes c).
   void record_refused(Conn* c);
+  // The host c leads to or came from, by name ("a peer" before an incoming Hello).
+  std::string peer_name(const Conn* c) const;
   // Closes connections whose handshake outlived kHandshakeNs.
   void expire_handshakes(uint64_t now_ns);
   // The peer's Hello, the kHelloSize bytes at `bytes`. False: close the connection.

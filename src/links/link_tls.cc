@@ -11,8 +11,6 @@ namespace {
 
 constexpr const char* kSuites =
     "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256";
-constexpr size_t kReadBuffer = 256 * 1024;
-constexpr int kWriteBuffer = 256 * 1024;
 
 // OpenSSL's last error as text ("" if none), and the queue emptied.
 std::string ssl_error() {
@@ -36,9 +34,8 @@ SSL_CTX* make_context(bool client, const std::string& ca, const std::string& cer
     *why = "no TLS context: " + ssl_error();
     return nullptr;
   }
-  // AES-128-GCM first: it protects the link's bytes as well as AES-256 does against any
-  // practical attacker and costs about a third less per byte, which `encrypt` pays for every
-  // byte the link carries.
+  // The suite protects only the handshake's own messages: a link's bytes go in records of
+  // its own (links/link_records.h).
   const bool ok = SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION) == 1 &&
                   SSL_CTX_set_ciphersuites(ctx, kSuites) == 1 &&
                   SSL_CTX_load_verify_locations(ctx, ca.c_str(), nullptr) == 1 &&
@@ -53,10 +50,9 @@ SSL_CTX* make_context(bool client, const std::string& ca, const std::string& cer
   SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
   SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
   SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
+  // Record by record: the session must not read past the peer's Finished, where the link's
+  // own bytes begin.
   SSL_CTX_set_read_ahead(ctx, 0);
-  // With `encrypt` (which reads ahead, see start()): a socket buffer's worth of records per
-  // read, not one record each.
-  SSL_CTX_set_default_read_buffer_len(ctx, kReadBuffer);
   return ctx;
 }
 
@@ -93,83 +89,8 @@ LinkTls::Session LinkTls::start(int fd, bool client) const {
     SSL_set_connect_state(s.get());
   else
     SSL_set_accept_state(s.get());
-  if (encrypt_) {
-    // Everything after the handshake goes through the session, so it may read ahead (a
-    // syscall per socket buffer rather than two per record); write() hands over what it
-    // could, and the queue it writes from grows and moves between calls.
-    SSL_set_read_ahead(s.get(), 1);
-    SSL_set_mode(s.get(), SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
-    // A peer that stops without a close_notify is a link that broke, as with plaintext (the
-    // packets on it are framed and acknowledged above; a cut one is never handed up).
-    SSL_set_options(s.get(), SSL_OP_IGNORE_UNEXPECTED_EOF);
-  }
   return s;
 }
-
-namespace {
-
-// What SSL_read_ex or SSL_write_ex failing with `rc` means, as recv() and send() say it.
-ssize_t io_failure(SSL* session, int rc, std::string* why) {
-  switch (SSL_get_error(session, rc)) {
-    case SSL_ERROR_WANT_READ:
-    case SSL_ERROR_WANT_WRITE: errno = EAGAIN; return -1;
-    case SSL_ERROR_ZERO_RETURN: return 0;
-    case SSL_ERROR_SYSCALL:
-      if (errno == 0) errno = ECONNRESET;
-      return -1;
-    default: break;
-  }
-  *why = ssl_error();
-  errno = EPROTO;
-  return -1;
-}
-
-}  // namespace
-
-ssize_t LinkTls::read(SSL* session, uint8_t* to, size_t n, std::string* why) {
-  ERR_clear_error();
-  errno = 0;
-  size_t got = 0;
-  const int rc = SSL_read_ex(session, to, n, &got);
-  return rc == 1 ? static_cast<ssize_t>(got) : io_failure(session, rc, why);
-}
-
-ssize_t LinkTls::write(SSL* session, const uint8_t* from, size_t n, std::string* why) {
-  ERR_clear_error();
-  errno = 0;
-  size_t put = 0;
-  const int rc = SSL_write_ex(session, from, n, &put);
-  return rc == 1 ? static_cast<ssize_t>(put) : io_failure(session, rc, why);
-}
-
-bool LinkTls::buffered(SSL* session) { return SSL_has_pending(session) == 1; }
-
-bool LinkTls::gather_writes(SSL* session) {
-  BIO* socket = SSL_get_wbio(session);
-  BIO* gather = BIO_new(BIO_f_buffer());
-  if (gather == nullptr || BIO_set_write_buffer_size(gather, kWriteBuffer) != 1 ||
-      BIO_up_ref(socket) != 1) {
-    BIO_free(gather);
-    return false;
-  }
-  BIO_push(gather, socket);        // the chain holds the reference just taken
-  SSL_set0_wbio(session, gather);  // and the session gives up its own on the socket as wbio
-  return true;
-}
-
-int LinkTls::flush(SSL* session) {
-  BIO* out = SSL_get_wbio(session);
-  errno = 0;
-  if (BIO_flush(out) == 1) return 1;
-  if (BIO_should_retry(out)) {
-    errno = EAGAIN;
-    return 0;
-  }
-  if (errno == 0) errno = ECONNRESET;
-  return -1;
-}
-
-bool LinkTls::unflushed(SSL* session) { return BIO_wpending(SSL_get_wbio(session)) > 0; }
 
 LinkTls::Step LinkTls::handshake(SSL* session, std::string* why) {
   ERR_clear_error();

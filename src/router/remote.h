@@ -115,7 +115,7 @@ class RemotePath final : public links::HostLinks::Handler {
   int epoll_fd() const { return links_.epoll_fd(); }
   // Peers refused at the links' authentication since start (links::HostLinks).
   uint64_t refused_peers() const { return links_.refused_peers(); }
-  // Connections closed for a TLS record that failed its check (--link-security encrypt).
+  // Connections closed for a record that failed its check (--link-security encrypt).
   uint64_t refused_records() const { return links_.refused_records(); }
   ExpressBroker& express() { return express_; }
   const links::AddressDirectory& directory() const { return *dir_; }

@@ -38,7 +38,7 @@ struct RouterConfig {
   std::string link_ca;
   std::string link_cert;
   std::string link_key;
-  // And every byte of those links goes in TLS records (--link-security encrypt).
+  // And every byte of those links goes in sealed records (--link-security encrypt).
   bool link_encrypt = false;
   // The watchdog: an RC QP whose peer has refused its work (RNR NAKs, rnr_retry = 7, i.e.
   // forever) this long without any progress is moved to ERR, so it stops holding the shared

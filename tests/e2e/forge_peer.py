@@ -7,13 +7,16 @@ keeps the connection.
 
 Without --cert it speaks plaintext from the first byte. With --cert it first runs a TLS 1.3
 handshake presenting that certificate (it does not check the router's), then sends the Hello
-in plaintext, or inside TLS records with --encrypt (as a router with --link-security encrypt
-would). With --replay it records a whole handshake it makes with that certificate (and
+in plaintext, or with --encrypt in records sealed as a router with --link-security encrypt
+seals them (docs/wire-protocol.md, "Encrypted links: records"; written here from that text,
+with OpenSSL's exporter through ctypes, since Python's ssl module has none, and the
+cryptography package's AES-GCM and HKDF). With --replay it records a whole handshake it makes with that certificate (and
 closes that connection before any Hello), then plays what it sent then, byte for byte, on a
 new connection, as an attacker who recorded a router's handshake on the wire would, and
 sends the Hello after it. Exit 0: the router closed the connection within the deadline
 (refused), printing how; 1: it kept it open; 2: the recording failed."""
 import argparse
+import ctypes
 import os
 import socket
 import ssl
@@ -101,7 +104,66 @@ def handshake(sock, sent):
             sys.exit(1)
         incoming.write(receive(sock, "during the handshake"))
     flush()
-    return session, outgoing
+
+
+def exporting_handshake(sock):
+    """A TLS 1.3 handshake on sock with --cert through libssl itself; returns the secrets of
+    the two directions of the records (what the dialler sends, what the acceptor sends)."""
+    ssl_lib = ctypes.CDLL("libssl.so.3")
+    ssl_lib.TLS_client_method.restype = ctypes.c_void_p
+    ssl_lib.SSL_CTX_new.restype = ctypes.c_void_p
+    ssl_lib.SSL_CTX_new.argtypes = [ctypes.c_void_p]
+    ssl_lib.SSL_CTX_ctrl.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_long, ctypes.c_void_p]
+    ssl_lib.SSL_CTX_use_certificate_chain_file.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    ssl_lib.SSL_CTX_use_PrivateKey_file.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int]
+    ssl_lib.SSL_new.restype = ctypes.c_void_p
+    ssl_lib.SSL_new.argtypes = [ctypes.c_void_p]
+    ssl_lib.SSL_set_fd.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    ssl_lib.SSL_connect.argtypes = [ctypes.c_void_p]
+    ssl_lib.SSL_export_keying_material.argtypes = [
+        ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t,
+        ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int]
+    ctx = ssl_lib.SSL_CTX_new(ssl_lib.TLS_client_method())
+    set_min_proto_version, tls1_3 = 123, 0x0304
+    ssl_lib.SSL_CTX_ctrl(ctx, set_min_proto_version, tls1_3, None)
+    if (ssl_lib.SSL_CTX_use_certificate_chain_file(ctx, a.cert.encode()) != 1 or
+            ssl_lib.SSL_CTX_use_PrivateKey_file(ctx, a.key.encode(), 1) != 1):
+        print("cannot load --cert and --key")
+        sys.exit(2)
+    session = ssl_lib.SSL_new(ctx)
+    sock.setblocking(True)  # libssl reads the socket itself; the deadline bounds it
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO,
+                    struct.pack('ll', max(1, int(end - time.time())), 0))
+    ssl_lib.SSL_set_fd(session, sock.fileno())
+    if ssl_lib.SSL_connect(session) != 1:
+        if time.time() >= end - 0.5:
+            print("accepted: the handshake neither finished nor failed")
+            sys.exit(1)
+        refused("TLS failed during the handshake")
+    secrets = []
+    for label in (b"EXPORTER-wharf-link-records-dialler", b"EXPORTER-wharf-link-records-acceptor"):
+        out = ctypes.create_string_buffer(32)
+        if ssl_lib.SSL_export_keying_material(session, out, 32, label, len(label), None, 0, 0) != 1:
+            print("the session exported no keys")
+            sys.exit(2)
+        secrets.append(out.raw)
+    sock.settimeout(0.2)
+    return secrets
+
+
+def sealed(secret, payload):
+    """payload as the first record under `secret` (docs/wire-protocol.md)."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
+
+    def expand(info, n):
+        return HKDFExpand(hashes.SHA256(), n, info).derive(secret)
+
+    key, iv = expand(b"wharf key", 16), expand(b"wharf iv", 12)
+    header = struct.pack('>I', len(payload))
+    nonce = iv  # record 0: the IV XOR 0
+    return header + AESGCM(key).encrypt(nonce, payload, header)
 
 
 def replay(sock, sent):
@@ -114,7 +176,6 @@ def replay(sock, sent):
 
 
 s = connect()
-tls = outgoing = None
 if a.replay:
     recorded = []
     try:
@@ -125,13 +186,14 @@ if a.replay:
     s.close()
     s = connect()
     replay(s, recorded)
+elif a.cert and a.encrypt:
+    dialler_secret, _ = exporting_handshake(s)
 elif a.cert:
-    tls, outgoing = handshake(s, [])
+    handshake(s, [])
 
 try:
-    if tls is not None and a.encrypt:
-        tls.write(HELLO + PACKET)
-        s.sendall(outgoing.read())
+    if a.cert and a.encrypt and not a.replay:
+        s.sendall(sealed(dialler_secret, HELLO + PACKET))
     else:
         s.sendall(HELLO + PACKET)
 except OSError:

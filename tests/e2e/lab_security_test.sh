@@ -80,7 +80,7 @@ transfer() {
 forge() {
   local label=$1
   shift
-  if ! ip netns exec wharf-lab-h3 timeout 20 python3 "$HERE/forge_peer.py" 198.19.0.2 4791 h1 \
+  if ! ip netns exec wharf-lab-h3 timeout 20 /usr/bin/python3 "$HERE/forge_peer.py" 198.19.0.2 4791 h1 \
     "$@" > "$TMP/forge.$label.log" 2>&1; then
     e2e_lab_fail "forged peer ($label) was not refused: $(tail -1 "$TMP/forge.$label.log")"
   fi

@@ -1,5 +1,5 @@
 // Encrypted host links (wharfd --link-security encrypt; links/link_tls.h, links/host_links.h)
-// on loopback: after the handshake every byte goes in TLS records, so what a tap on the path
+// on loopback: after the handshake every byte goes in sealed records, so what a tap on the path
 // sees carries none of the packets' bytes, packets of every size still arrive whole and in
 // order, and a record changed on the way ends the connection (counted) without handing
 // anything changed up. Routers that disagree on encryption cannot link.
@@ -38,7 +38,8 @@ using test_support::TestCerts;
 
 // A relay on 127.0.0.1 between the routers: each connection it accepts goes on to
 // 127.0.0.1:to. It keeps a copy of what flowed towards `to` and can flip one byte of that
-// direction. Single-threaded: move() relays what is ready, called from the test's loop.
+// direction. A connection one side closes it closes on the other side too, as a path passes
+// on a FIN. Single-threaded: move() relays what is ready, called from the test's loop.
 class Tap {
  public:
   Tap(int listen_port, int to) : to_(to) {
@@ -65,10 +66,10 @@ class Tap {
       fcntl(out.get(), F_SETFL, fcntl(out.get(), F_GETFL) | O_NONBLOCK);
       pairs_.push_back({std::move(in), std::move(out)});
     }
-    for (auto& p : pairs_) {
-      relay(p.in.get(), p.out.get(), &p.towards, true);
-      relay(p.out.get(), p.in.get(), &p.back, false);
-    }
+    std::erase_if(pairs_, [this](Pair& p) {
+      return !relay(p.in.get(), p.out.get(), &p.towards, true) ||
+             !relay(p.out.get(), p.in.get(), &p.back, false);
+    });
   }
 
  private:
@@ -84,12 +85,13 @@ class Tap {
     return a;
   }
   // Writes what waits in *held, then reads more only once that is gone (so a slow reader
-  // slows the writer, as a path does).
-  void relay(int from, int to, std::vector<uint8_t>* held, bool towards) {
+  // slows the writer, as a path does). False: `from` closed its side.
+  bool relay(int from, int to, std::vector<uint8_t>* held, bool towards) {
     if (held->empty()) {
       uint8_t buf[65536];
       const ssize_t n = recv(from, buf, sizeof(buf), MSG_DONTWAIT);
-      if (n <= 0) return;
+      if (n == 0 || (n < 0 && errno != EAGAIN)) return false;
+      if (n < 0) return true;
       if (towards) {
         const size_t start = seen_.size();
         seen_.insert(seen_.end(), buf, buf + n);
@@ -99,6 +101,7 @@ class Tap {
     }
     const ssize_t w = send(to, held->data(), held->size(), MSG_DONTWAIT | MSG_NOSIGNAL);
     if (w > 0) held->erase(held->begin(), held->begin() + w);
+    return true;
   }
 
   int to_;
@@ -184,7 +187,7 @@ class LinkEncryptTest : public ::testing::Test {
 TEST_F(LinkEncryptTest, PacketsOfEverySizeArriveWholeAndInOrderAndTheWireCarriesNoneOfTheirBytes) {
   Pair p = routers(true, true);
   Tap tap(tap_port_, b_port_);
-  // Sizes around the 16 KiB TLS record up to the largest packet, so that packets, records
+  // Sizes around 16 KiB and the 64 KiB record up to the largest packet, so that packets, records
   // and the routers' 256 KiB read chunks split each other everywhere.
   const std::vector<size_t> sizes{0, 1, 100, 16383, 16384, 16385, 65535, host::kMaxSegment, 4096};
   ASSERT_TRUE(send_many(p, tap, 200, sizes)) << "arrived: " << p.b->rec.payloads.size();

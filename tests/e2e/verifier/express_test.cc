@@ -436,7 +436,9 @@ TEST_F(ExpressTest, AnEventWaitEndsWithTheLinesMessageAndHonoursANonBlockingChan
   });
   for (int i = 0; i < 200 && !returned; ++i) usleep(10000);
   EXPECT_TRUE(returned) << "ibv_get_cq_event waited on a channel set O_NONBLOCK";
-  if (!returned) EXPECT_EQ(send_from(p.qa, p.src, 0, 64, 10), 0);  // ends the wait
+  if (!returned) {
+    EXPECT_EQ(send_from(p.qa, p.src, 0, 64, 10), 0);  // ends the wait
+  }
   waiter.join();
   if (returned) {
     EXPECT_EQ(err, EAGAIN);
