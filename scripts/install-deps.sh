@@ -17,9 +17,12 @@ PACKAGES=(
   iperf3
   # libraries
   libspdlog-dev libcli11-dev nlohmann-json3-dev libcpp-httplib-dev libsqlite3-dev libssl-dev
+  prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   # test harnesses: network namespaces and veth, ABI check (readelf, python3), e2e helpers
   iproute2 procps util-linux binutils python3 python3-cryptography perl
+  # promtool checks what /metrics serves
+  prometheus
   # the host-to-host tests look at the DSCP of the routers' packets, and cut paths with
   # nftables rules (a switch that drops everything, a loopback that drops a port)
   tcpdump nftables

@@ -15,6 +15,7 @@
 #include "control/credentials.h"
 #include "control/host_agent.h"
 #include "control/link_join.h"
+#include "router/metrics.h"
 #include "router/remote.h"
 #include "router/router.h"
 
@@ -96,12 +97,13 @@ int run_wharfd(int argc, char** argv) {
   app.add_option("--host", cfg.host_name, "This host's name in the cluster file")
       ->envname("WHARF_HOST");
   std::string link_security = "auth";
-  app.add_option("--link-security", link_security,
-                 "auth: every link to another router starts with a TLS 1.3 handshake in which "
-                 "both prove they are hosts of the cluster (--link-ca, --link-cert, "
-                 "--link-key); encrypt: the same, and every byte after it travels in TLS "
-                 "records (fabrics with on-path attackers); off: links are not authenticated "
-                 "(trusted networks only)")
+  app.add_option(
+         "--link-security", link_security,
+         "auth: every link to another router starts with a TLS 1.3 handshake in which "
+         "both prove they are hosts of the cluster (--link-ca, --link-cert, "
+         "--link-key); encrypt: the same, and every byte after it travels in AES-GCM "
+         "records keyed by it (fabrics with on-path attackers); off: links are not authenticated "
+         "(trusted networks only)")
       ->capture_default_str()
       ->check(CLI::IsMember({"auth", "encrypt", "off"}))
       ->envname("WHARF_LINK_SECURITY");
@@ -123,6 +125,10 @@ int run_wharfd(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(uint64_t{1}, uint64_t{3600000}))
       ->envname("WHARF_CM_TIMEOUT_MS");
+  std::string metrics_address;
+  app.add_option("--metrics", metrics_address,
+                 "ADDR:PORT: serve Prometheus metrics at http://ADDR:PORT/metrics (default: none)")
+      ->envname("WHARF_METRICS");
   wharf::control::ApiEndpoint orchestrator;
   int host_ttl = 10;
   app.add_option("--orchestrator", orchestrator.url,
@@ -258,6 +264,17 @@ int run_wharfd(int argc, char** argv) {
   raise_fd_limit();
   wharf::router::Router router(cfg);
   if (router.start() != 0) return 1;
+  std::unique_ptr<wharf::router::MetricsServer> metrics;  // goes before the router
+  if (!metrics_address.empty()) {
+    std::string why;
+    metrics = wharf::router::MetricsServer::start(&router, metrics_address, &why);
+    if (metrics == nullptr) {
+      fprintf(stderr, "wharfd: --metrics: %s\n", why.c_str());
+      return 1;
+    }
+    spdlog::info("metrics at http://{}:{}/metrics",
+                 metrics_address.substr(0, metrics_address.rfind(':')), metrics->port());
+  }
   std::unique_ptr<wharf::control::HostAgent> agent;
   std::unique_ptr<wharf::control::ContainerWatch> watch;
   if (!orchestrator.url.empty()) {

@@ -45,6 +45,14 @@ struct Traffic {
     rx_bytes += c.rx_bytes.load(std::memory_order_relaxed);
     errors += c.errors.load(std::memory_order_relaxed);
   }
+  void add(const Traffic& t) {
+    express_msgs += t.express_msgs;
+    tx_msgs += t.tx_msgs;
+    tx_bytes += t.tx_bytes;
+    rx_msgs += t.rx_msgs;
+    rx_bytes += t.rx_bytes;
+    errors += t.errors;
+  }
 };
 
 // A container: a network namespace registered by wharf-run (or an anonymous one for

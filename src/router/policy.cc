@@ -100,22 +100,28 @@ int Router::check_quota_st(const Container* c, QuotaKind kind, uint64_t amount,
   // Counted when asked rather than kept: nothing to get wrong when objects go away.
   uint64_t used = 0;
   for (const auto& [fd, s] : sessions_) {
-    if (s->container() != c) continue;
-    switch (kind) {
-      case QuotaKind::kQp: used += s->qps_.size(); break;
-      case QuotaKind::kCq: used += s->cqs_.size(); break;
-      case QuotaKind::kMr: used += s->mrs_.size(); break;
-      case QuotaKind::kPd: used += s->pds_.size(); break;
-      case QuotaKind::kSrq: used += s->srqs_.size(); break;
-      case QuotaKind::kMrBytes:
-        for (const auto& [handle, mr] : s->mrs_) used += mr->charged_bytes();
-        break;
-    }
+    if (s->container() == c) used += held_st(*s, kind);
   }
   if (used - std::min(used, released) + amount <= limit) return 0;
   spdlog::debug("container {}/{}: {} quota {} reached", c->tenant, c->name,
                 kQuotaNames[static_cast<size_t>(kind)], limit);
   return EDQUOT;
+}
+
+uint64_t Router::held_st(const Session& s, QuotaKind kind) {
+  switch (kind) {
+    case QuotaKind::kQp: return s.qps_.size();
+    case QuotaKind::kCq: return s.cqs_.size();
+    case QuotaKind::kMr: return s.mrs_.size();
+    case QuotaKind::kPd: return s.pds_.size();
+    case QuotaKind::kSrq: return s.srqs_.size();
+    case QuotaKind::kMrBytes: {
+      uint64_t bytes = 0;
+      for (const auto& [handle, mr] : s.mrs_) bytes += mr->charged_bytes();
+      return bytes;
+    }
+  }
+  return 0;
 }
 
 }  // namespace wharf::router

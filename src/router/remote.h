@@ -118,6 +118,7 @@ class RemotePath final : public links::HostLinks::Handler {
   // Connections closed for a record that failed its check (--link-security encrypt).
   uint64_t refused_records() const { return links_.refused_records(); }
   ExpressBroker& express() { return express_; }
+  const ExpressBroker& express() const { return express_; }
   const links::AddressDirectory& directory() const { return *dir_; }
 
   // Index of the host serving address vector `ah`, as seen by a QP of container `from`, when

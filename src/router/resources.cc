@@ -13,7 +13,9 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
+#include "common/clock.h"
 #include "common/ipv4.h"
 #include "router/remote.h"
 #include "router/router.h"
@@ -92,9 +94,6 @@ json traffic_json(const Traffic& t) {
 std::string Router::describe_resources_st() const {
   json qps = json::array(), cqs = json::array(), mrs = json::array(), pds = json::array(),
        cm_ids = json::array(), containers = json::array();
-  // Per container: what its destroyed QPs moved, plus its live QPs (below).
-  std::map<const Container*, Traffic> traffic;
-  for (const auto& [ino, c] : containers_) traffic[c.get()] = c->retired;
   for (const auto& [fd, s] : sessions_) {
     const Container* c = s->container();
     const json owner = {{"pid", s->pid()},
@@ -109,7 +108,6 @@ std::string Router::describe_resources_st() const {
     s->qps_.for_each([&](const Qp* qp) {
       Traffic t;
       t.add(*qp->counters());
-      traffic[c].add(*qp->counters());
       const QpEngineView engine = engine_view(*qp);
       json j = with_owner({{"lqpn", qp->qpn},
                            {"rqpn", qp->attr.dest_qp_num},
@@ -137,17 +135,50 @@ std::string Router::describe_resources_st() const {
                                    {"dst-addr", format_cm_address(id->remote)}}));
     }
   }
-  for (const auto& [c, t] : traffic) {
+  for (const ContainerUsage& u : container_usage_st(false)) {
+    const Container* c = u.live;
     json j = {{"tenant", c->tenant},
               {"container", c->name},
               {"vip", c->vip == 0 ? "" : format_ipv4(c->vip)},
               {"lid", c->lid}};
-    j.update(traffic_json(t));
+    j.update(traffic_json(u.traffic));
     containers.push_back(j);
   }
   return json{{"qp", qps}, {"cq", cqs},       {"mr", mrs},
               {"pd", pds}, {"cm_id", cm_ids}, {"container", containers}}
       .dump();
+}
+
+std::vector<Router::ContainerUsage> Router::container_usage_st(bool departed) const {
+  std::map<const Container*, ContainerUsage> live;
+  const auto usage_of = [&live](const Container* c) -> ContainerUsage& {
+    ContainerUsage& u = live[c];
+    if (u.live == nullptr) {
+      u = {c->tenant, c->network, c->name, c, c->retired, {}};
+    }
+    return u;
+  };
+  for (const auto& [ino, c] : containers_) usage_of(c.get());
+  for (const auto& [fd, s] : sessions_) {
+    ContainerUsage& u = usage_of(s->container());
+    s->qps_.for_each([&u](const Qp* qp) { u.traffic.add(*qp->counters()); });
+    for (size_t k = 0; k < kQuotaKinds; ++k) u.held[k] += held_st(*s, static_cast<QuotaKind>(k));
+  }
+  std::vector<ContainerUsage> out;
+  std::map<std::tuple<std::string, std::string, std::string>, size_t> by_name;
+  for (auto& [c, u] : live) {
+    by_name.emplace(std::tuple(u.tenant, u.network, u.name), out.size());
+    out.push_back(std::move(u));
+  }
+  if (!departed) return out;
+  const uint64_t now = now_ns();
+  for (const Departed& d : departed_) {
+    if (d.gone_ns + kDepartedNs < now) continue;
+    const auto [at, fresh] = by_name.emplace(std::tuple(d.tenant, d.network, d.name), out.size());
+    if (fresh) out.push_back({d.tenant, d.network, d.name, nullptr, {}, {}});
+    out[at->second].traffic.add(d.traffic);
+  }
+  return out;
 }
 
 int Session::on_dump_resources(const proto::Empty&, UniqueFd*, int, proto::DumpResourcesRep* rep,

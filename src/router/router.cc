@@ -471,7 +471,7 @@ void Router::unregister_container(const std::string& tenant, const std::string& 
     if (!c->registered || c->tenant != tenant || c->name != name) continue;
     spdlog::info("container {} unregistered", name);
     c->registered = false;
-    if (c->sessions == 0) containers_.erase(it);
+    if (c->sessions == 0) forget_container(it);
     return;
   }
 }
@@ -480,7 +480,17 @@ void Router::unregister_container(const std::string& tenant, const std::string& 
 // (anonymous ones, or registered ones whose launcher has gone).
 void Router::release_container(Container* c) {
   if (c->sessions > 0) c->sessions--;
-  if (c->sessions == 0 && !c->registered) containers_.erase(c->netns_ino);
+  if (c->sessions == 0 && !c->registered) forget_container(containers_.find(c->netns_ino));
+}
+
+void Router::forget_container(decltype(containers_)::iterator it) {
+  const Container& c = *it->second;  // no sessions: its QPs are all retired
+  departed_.push_back({c.tenant, c.network, c.name, c.retired, now_ns()});
+  while (departed_.size() > kDepartedKept ||
+         departed_.front().gone_ns + kDepartedNs < departed_.back().gone_ns) {
+    departed_.pop_front();
+  }
+  containers_.erase(it);
 }
 
 // LIDs are reused once their container is gone; the search starts below the last one handed

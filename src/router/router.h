@@ -7,8 +7,10 @@
 
 #include <sys/types.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -54,6 +56,7 @@ class Router final : private CmEnvironment {
 
   const RouterConfig& config() const { return cfg_; }
   RouterCounters& counters() { return counters_; }
+  const RouterCounters& counters() const { return counters_; }
 
   // ---- The parts the data paths work with (router/executor.h, PathContext) ----
   HostObjects& objects() { return objects_; }
@@ -104,6 +107,21 @@ class Router final : private CmEnvironment {
 
   // Every QP, CQ, MR and PD with its owner, as JSON (router/resources.cc).
   std::string describe_resources_st() const;
+  // What a container here moved (its live QPs and the ones it destroyed) and what it holds,
+  // by quota kind (QuotaKind; MR bytes as charged): `wharfctl statistic show` and /metrics.
+  struct ContainerUsage {
+    std::string tenant, network, name;
+    const Container* live = nullptr;  // nullptr: it has gone
+    Traffic traffic;
+    std::array<uint64_t, kQuotaKinds> held{};
+  };
+  // The containers here; with `departed`, also those gone within the last kDepartedNs, so
+  // that what a short-lived container moved reaches /metrics: a gone container's traffic is
+  // added to a live one's of the same tenant, network and name (its counters go on from
+  // there), else it is listed on its own, holding nothing.
+  std::vector<ContainerUsage> container_usage_st(bool departed) const;
+  static constexpr uint64_t kDepartedNs = 300'000'000'000;  // 5 min: several scrapes
+  static constexpr size_t kDepartedKept = 1024;             // the newest, at most
 
   // ---- Policies (router/policy.cc) ----
   // The orchestrator's policy for container tenant/name: applied now if it is registered
@@ -180,6 +198,8 @@ class Router final : private CmEnvironment {
   static bool has_own_work_st(Qp* qp, uint64_t now);
 
  private:
+  // What session s holds of `kind`: how quotas and usage count (one rule for both).
+  static uint64_t held_st(const Session& s, QuotaKind kind);
   void accept_sessions();
   // Activates again every QP its library marked posted since the last call.
   void take_posted_st();
@@ -215,6 +235,15 @@ class Router final : private CmEnvironment {
   PathContext paths_;
   std::unordered_map<int, std::unique_ptr<Session>> sessions_;
   std::unordered_map<uint64_t, std::unique_ptr<Container>> containers_;  // by netns inode
+  // Containers gone, oldest first: what they moved and when they went (container_usage_st).
+  struct Departed {
+    std::string tenant, network, name;
+    Traffic traffic;
+    uint64_t gone_ns = 0;
+  };
+  std::deque<Departed> departed_;
+  // Takes container `it` out of containers_, keeping what it moved in departed_.
+  void forget_container(decltype(containers_)::iterator it);
   XrcDomains xrc_domains_;
   uint64_t last_request_ns_ = 0;  // when poll_control last served a library
   bool last_pass_busy_ = false;   // the last full data-path pass did work (RemotePath::poll_st)

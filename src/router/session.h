@@ -62,6 +62,8 @@ class HandleTable {
   size_t size() const { return map_.size(); }
   auto begin() { return map_.begin(); }
   auto end() { return map_.end(); }
+  auto begin() const { return map_.cbegin(); }
+  auto end() const { return map_.cend(); }
   void clear() { map_.clear(); }
 
  private:
