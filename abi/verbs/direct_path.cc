@@ -455,11 +455,9 @@ DirectPath::Step DirectPath::run(Qp* qp, const ibv_send_wr* wr, uint32_t* missin
   }
 
   // The QP counters, as the router keeps them for the work it executes (shm::QpCounters).
-  qp->counters->tx_msgs.fetch_add(1, std::memory_order_relaxed);
-  qp->counters->tx_bytes.fetch_add(len, std::memory_order_relaxed);
+  qp->counters->count_sent(op, len);
   if (needs_recv) {
-    peer_counters_->rx_msgs.fetch_add(1, std::memory_order_relaxed);
-    peer_counters_->rx_bytes.fetch_add(len, std::memory_order_relaxed);
+    peer_counters_->count_received(len);
     peer_rq_hdr_->consumer.value.store(rq_pos + 1, std::memory_order_release);
     shm::Cqe c{};
     c.wr_id = rh.wr_id;

@@ -622,8 +622,7 @@ void ExpressLine::complete(Qp* qp) {
     placing_.into.left = 0;
     return;
   }
-  qp->counters->rx_msgs.fetch_add(1, std::memory_order_relaxed);
-  qp->counters->rx_bytes.fetch_add(f.length, std::memory_order_relaxed);
+  qp->counters->count_received(f.length);
   shm::Cqe c{};
   c.wr_id = placing_.wr_id;
   c.status = IBV_WC_SUCCESS;
@@ -651,8 +650,7 @@ void ExpressLine::handle_ack(Qp* qp, uint32_t ack) {
   while (acked_seq_ != ack) {
     ++acked_seq_;
     const Sent& e = sent_[acked_seq_ % sent_.size()];
-    qp->counters->tx_msgs.fetch_add(1, std::memory_order_relaxed);
-    qp->counters->tx_bytes.fetch_add(e.len, std::memory_order_relaxed);
+    qp->counters->count_sent(e.wr.opcode, e.len);
     qp->counters->express_msgs.fetch_add(1, std::memory_order_relaxed);
     if (!(e.wr.send_flags & IBV_SEND_SIGNALED) && !qp->sq_sig_all) continue;
     shm::Cqe c{};

@@ -106,7 +106,17 @@ struct HostLinks::Conn {
   std::unique_ptr<RecordCipher> opener;
   ByteQueue sealed_tx;
   ByteQueue sealed_rx;
+  HostLinks::LinkStats* stats = nullptr;  // outgoing, or incoming once its Hello came
+  HostLinks::LinkStats unnamed;           // incoming: moved before its Hello named the peer
+
+  void count(size_t written, size_t read) {
+    HostLinks::LinkStats* s = stats != nullptr ? stats : &unnamed;
+    s->tx_bytes += written;
+    s->rx_bytes += read;
+  }
 };
+
+bool HostLinks::linked(const Conn* c) { return c->hello_done; }
 
 HostLinks::HostLinks(const AddressDirectory* dir, uint64_t node_guid, Handler* handler,
                      size_t send_budget, const LinkTls* tls)
@@ -148,6 +158,7 @@ std::unique_ptr<HostLinks::Conn> HostLinks::outgoing(int host, int dscp) {
   c->host = host;
   c->dscp = dscp;
   c->outgoing = true;
+  c->stats = &stats_[{host, dscp}];
   proto::host::Hello hello = hello_;
   hello.traffic_class = static_cast<uint8_t>(dscp << 2);
   proto::encode(hello, c->tx.append(proto::host::kHelloSize), proto::host::kHelloSize);
@@ -346,7 +357,10 @@ bool HostLinks::handle_hello(Conn* c, const uint8_t* bytes) {
   c->peer_cert.reset();
   c->host = host;
   c->hello_done = true;
-  if (c->outgoing) backoff_ns_ = 0;
+  if (c->outgoing) {
+    backoff_ns_ = 0;
+    ++c->stats->linked;
+  }
   uint32_t& known = incarnation_[static_cast<size_t>(host)];
   const bool restarted = known != 0 && known != theirs.incarnation;
   if (known != theirs.incarnation) {
@@ -356,6 +370,8 @@ bool HostLinks::handle_hello(Conn* c, const uint8_t* bytes) {
   }
   if (c->outgoing) return true;
   c->dscp = theirs.traffic_class >> 2;
+  c->stats = &stats_[{host, c->dscp}];
+  c->count(c->unnamed.tx_bytes, c->unnamed.rx_bytes);
   hurry_towards(host);
   if (supersede_incoming(c) && !restarted) handler_->on_link_lost(host);
   return true;
@@ -472,6 +488,7 @@ bool HostLinks::read_conn(Conn* c) {
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
     if (n <= 0) return false;  // what arrived before the end was handled by earlier rounds
     budget += static_cast<size_t>(n);
+    c->count(0, static_cast<size_t>(n));
     if (finishing) {
       if (c->rx.size() < unit_size(c)) continue;  // the header came: now the rest
       size_t used = 0;
@@ -499,6 +516,7 @@ bool HostLinks::read_records(Conn* c) {
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
     if (n <= 0) return false;
     budget += static_cast<size_t>(n);
+    c->count(0, static_cast<size_t>(n));
     if (!c->opener->open_queued(&c->sealed_rx, &c->rx)) {
       record_refused(c);
       return false;
@@ -550,6 +568,7 @@ bool HostLinks::write_conn(Conn* c) {
     const ssize_t n = ::send(c->fd.get(), out.data(), out.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
     if (n > 0) {
       out.consume(static_cast<size_t>(n));
+      c->count(static_cast<size_t>(n), 0);
       if (c->outgoing && c->sealer == nullptr) queued_ -= static_cast<size_t>(n);
       c->in_flight = c->outgoing;
       continue;

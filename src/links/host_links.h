@@ -33,8 +33,10 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/unique_fd.h"
@@ -137,8 +139,28 @@ class HostLinks {
   // forged on the way), since start (each is logged).
   uint64_t refused_records() const { return refused_records_; }
 
+  // What the connections between this router and one peer in one traffic class moved since
+  // start, both ways (the one we open carries our packets, the peer's carries its own): the
+  // bytes written to and read from their sockets (with `encrypt`, the records' bytes).
+  struct LinkStats {
+    uint64_t tx_bytes = 0;
+    uint64_t rx_bytes = 0;
+    uint64_t linked = 0;  // times our connection was linked (Hellos exchanged): 1 + reconnects
+  };
+  // fn(host, dscp, stats, up) for every peer and class that had a connection; up: ours is
+  // linked now.
+  template <class Fn>
+  void for_each_link(Fn fn) const {
+    for (const auto& [key, stats] : stats_) {
+      const Conn* ours =
+          out_[static_cast<size_t>(key.first)][static_cast<size_t>(key.second)].get();
+      fn(key.first, key.second, stats, ours != nullptr && linked(ours));
+    }
+  }
+
  private:
   struct Conn;
+  static bool linked(const Conn* c);
   void accept_all();
   static constexpr int kClasses = 64;  // one connection per DSCP value at most
   // A new outgoing connection to `host` for class `dscp`, its Hello queued, not yet dialled.
@@ -224,6 +246,8 @@ class HostLinks {
   size_t send_budget_;
   size_t queued_ = 0;  // bytes in the tx queues of outgoing connections
   std::vector<std::unique_ptr<Conn>> buried_;
+  // By (host, DSCP); nodes stay put, so connections keep pointers to theirs.
+  std::map<std::pair<int, int>, LinkStats> stats_;
   // read_conn's buffer for a chunk read from a socket, shared by all connections.
   std::unique_ptr<uint8_t[]> scratch_;
 };

@@ -109,7 +109,7 @@ bool Executor::process_qp_st(Qp* qp) {
     sq.pop();
     did = true;
     // A WQE that did not copy out whole is garbage: only its status counts.
-    count_completion(qp, true, status, status == IBV_WC_SUCCESS ? bytes : 0);
+    count_send_completion(qp, w.hdr.opcode, status, status == IBV_WC_SUCCESS ? bytes : 0);
     bool signaled = (w.hdr.flags & shm::kWqeSignaled) || qp->sq_sig_all;
     if (signaled || status != IBV_WC_SUCCESS) {
       shm::Cqe c = make_cqe(w.hdr.wr_id, status, proto::send_wc_opcode(w.hdr.opcode), qp->qpn);
@@ -625,7 +625,7 @@ Origin Executor::origin_of(const SendWork& w, const Qp* src) const {
 void Executor::complete_recv_st(const Responder& dst, const RecvWork& rw, ibv_wc_status status,
                                 ibv_wc_opcode op, uint32_t byte_len, const Origin& from,
                                 uint32_t flags) {
-  count_completion(dst.qp, false, status, byte_len);
+  count_receive_completion(dst.qp, status, byte_len);
   shm::Cqe c = make_cqe(rw.hdr.wr_id, status, op, dst.qp->qpn);
   c.byte_len = byte_len;
   c.src_qp = from.qpn;

@@ -4,13 +4,17 @@
 #include <prometheus/exposer.h>
 #include <prometheus/metric_family.h>
 
+#include <array>
 #include <chrono>
 #include <exception>
 #include <future>
+#include <string>
 
 #include "common/policy.h"
+#include "links/host_links.h"
 #include "router/remote.h"
 #include "router/router.h"
+#include "shm/layout.h"
 
 namespace wharf::router {
 namespace {
@@ -21,6 +25,49 @@ using prometheus::MetricType;
 
 // How long a scrape waits for the router thread's snapshot before it answers with none.
 constexpr auto kSnapshotWait = std::chrono::seconds(2);
+
+// Label values for enum ibv_wr_opcode and enum ibv_wc_status: rdma-core's names in lower case
+// without their prefix ("" where rdma-core defines no value).
+constexpr std::array<const char*, shm::kCountedOpcodes> kOpcodeNames = {"rdma_write",
+                                                                        "rdma_write_with_imm",
+                                                                        "send",
+                                                                        "send_with_imm",
+                                                                        "rdma_read",
+                                                                        "atomic_cmp_and_swp",
+                                                                        "atomic_fetch_and_add",
+                                                                        "local_inv",
+                                                                        "bind_mw",
+                                                                        "send_with_inv",
+                                                                        "tso",
+                                                                        "driver1",
+                                                                        "",
+                                                                        "",
+                                                                        "",
+                                                                        "atomic_write"};
+constexpr std::array<const char*, shm::kCountedStatuses> kStatusNames = {"success",
+                                                                         "loc_len_err",
+                                                                         "loc_qp_op_err",
+                                                                         "loc_eec_op_err",
+                                                                         "loc_prot_err",
+                                                                         "wr_flush_err",
+                                                                         "mw_bind_err",
+                                                                         "bad_resp_err",
+                                                                         "loc_access_err",
+                                                                         "rem_inv_req_err",
+                                                                         "rem_access_err",
+                                                                         "rem_op_err",
+                                                                         "retry_exc_err",
+                                                                         "rnr_retry_exc_err",
+                                                                         "loc_rdd_viol_err",
+                                                                         "rem_inv_rd_req_err",
+                                                                         "rem_abort_err",
+                                                                         "inv_eecn_err",
+                                                                         "inv_eec_state_err",
+                                                                         "fatal_err",
+                                                                         "resp_timeout_err",
+                                                                         "general_err",
+                                                                         "tm_err",
+                                                                         "tm_rndv_incomplete"};
 
 // A family of one series per container: value(usage) with the container's labels.
 template <class Value>
@@ -62,6 +109,27 @@ MetricFamily per_kind(const char* name, const char* help,
   return f;
 }
 
+// A counter family of one series per container and `label` value that is not 0:
+// counts(usage)[i] under names[i].
+template <size_t N, class Counts>
+MetricFamily per_value(const char* name, const char* help, const char* label,
+                       const std::array<const char*, N>& names,
+                       const std::vector<Router::ContainerUsage>& usage, Counts counts) {
+  MetricFamily f{name, help, MetricType::Counter, {}};
+  for (const Router::ContainerUsage& u : usage) {
+    const std::array<uint64_t, N>& c = counts(u);
+    for (size_t i = 0; i < N; ++i) {
+      if (c[i] == 0 || *names[i] == '\0') continue;
+      ClientMetric m;
+      m.label = {
+          {"tenant", u.tenant}, {"network", u.network}, {"container", u.name}, {label, names[i]}};
+      m.counter.value = static_cast<double>(c[i]);
+      f.metric.push_back(std::move(m));
+    }
+  }
+  return f;
+}
+
 MetricFamily single(const char* name, const char* help, MetricType type, uint64_t value) {
   ClientMetric m;
   if (type == MetricType::Counter)
@@ -69,6 +137,47 @@ MetricFamily single(const char* name, const char* help, MetricType type, uint64_
   else
     m.gauge.value = static_cast<double>(value);
   return MetricFamily{name, help, type, {m}};
+}
+
+// Per host link (peer, traffic_class): what links::HostLinks counts.
+std::vector<MetricFamily> link_families(const RemotePath& remote) {
+  MetricFamily tx{"wharf_link_tx_bytes_total",
+                  "Bytes written to the connections with the peer in this class (after the "
+                  "handshake; with encrypt, the records' bytes)",
+                  MetricType::Counter,
+                  {}};
+  MetricFamily rx{"wharf_link_rx_bytes_total",
+                  "Bytes read from the connections with the peer in this class",
+                  MetricType::Counter,
+                  {}};
+  MetricFamily reconnects{"wharf_link_reconnects_total",
+                          "Times this router's connection to the peer in this class was linked "
+                          "again after the first",
+                          MetricType::Counter,
+                          {}};
+  MetricFamily up{"wharf_link_up",
+                  "1 while this router's connection to the peer in this class is linked",
+                  MetricType::Gauge,
+                  {}};
+  const auto& hosts = remote.directory().hosts();
+  remote.links().for_each_link(
+      [&](int host, int dscp, const links::HostLinks::LinkStats& s, bool linked) {
+        const std::vector<ClientMetric::Label> labels = {
+            {"peer", hosts[static_cast<size_t>(host)].name},
+            {"traffic_class", std::to_string(dscp << 2)}};
+        ClientMetric m;
+        m.label = labels;
+        m.counter.value = static_cast<double>(s.tx_bytes);
+        tx.metric.push_back(m);
+        m.counter.value = static_cast<double>(s.rx_bytes);
+        rx.metric.push_back(m);
+        m.counter.value = static_cast<double>(s.linked > 0 ? s.linked - 1 : 0);
+        reconnects.metric.push_back(m);
+        m.counter.value = 0;
+        m.gauge.value = linked ? 1 : 0;
+        up.metric.push_back(m);
+      });
+  return {tx, rx, reconnects, up};
 }
 
 }  // namespace
@@ -91,10 +200,16 @@ std::vector<MetricFamily> router_metrics_st(const Router& router) {
   out.push_back(per_container("wharf_container_rx_messages_total",
                               "Messages the container's QPs received", MetricType::Counter, usage,
                               [](const U& u) { return u.traffic.rx_msgs; }));
-  out.push_back(per_container("wharf_container_completion_errors_total",
-                              "Work completions with an error status on the container's QPs",
-                              MetricType::Counter, usage,
-                              [](const U& u) { return u.traffic.errors; }));
+  out.push_back(per_value(
+      "wharf_container_wrs_total", "Work requests the container's QPs completed, by opcode",
+      "opcode", kOpcodeNames, usage,
+      [](const U& u) -> const auto& { return u.traffic.tx_by_opcode; }));
+  out.push_back(per_value(
+      "wharf_container_completion_errors_total",
+      "Completions with an error status (flushes aside) on the container's "
+      "QPs, by status",
+      "status", kStatusNames, usage,
+      [](const U& u) -> const auto& { return u.traffic.errors_by_status; }));
   out.push_back(per_kind("wharf_container_objects",
                          "Objects the container holds now, by quota kind (mr_bytes: bytes)", usage,
                          [](const U& u, QuotaKind k) { return u.held[static_cast<size_t>(k)]; }));
@@ -137,6 +252,7 @@ std::vector<MetricFamily> router_metrics_st(const Router& router) {
     out.push_back(single("wharf_express_refused_lines_total",
                          "Express-line connections that failed to authenticate",
                          MetricType::Counter, remote->express().refused_lines()));
+    for (MetricFamily& f : link_families(*remote)) out.push_back(std::move(f));
   }
   return out;
 }

@@ -37,6 +37,8 @@ struct RemoteQpState;  // router/remote.h
 // What QPs moved (shm::QpCounters), summed: a container keeps its destroyed QPs' share.
 struct Traffic {
   uint64_t tx_msgs = 0, tx_bytes = 0, rx_msgs = 0, rx_bytes = 0, errors = 0, express_msgs = 0;
+  std::array<uint64_t, shm::kCountedOpcodes> tx_by_opcode{};
+  std::array<uint64_t, shm::kCountedStatuses> errors_by_status{};
   void add(const shm::QpCounters& c) {
     express_msgs += c.express_msgs.load(std::memory_order_relaxed);
     tx_msgs += c.tx_msgs.load(std::memory_order_relaxed);
@@ -44,6 +46,10 @@ struct Traffic {
     rx_msgs += c.rx_msgs.load(std::memory_order_relaxed);
     rx_bytes += c.rx_bytes.load(std::memory_order_relaxed);
     errors += c.errors.load(std::memory_order_relaxed);
+    for (size_t i = 0; i < tx_by_opcode.size(); ++i)
+      tx_by_opcode[i] += c.tx_by_opcode[i].load(std::memory_order_relaxed);
+    for (size_t i = 0; i < errors_by_status.size(); ++i)
+      errors_by_status[i] += c.errors_by_status[i].load(std::memory_order_relaxed);
   }
   void add(const Traffic& t) {
     express_msgs += t.express_msgs;
@@ -52,6 +58,9 @@ struct Traffic {
     rx_msgs += t.rx_msgs;
     rx_bytes += t.rx_bytes;
     errors += t.errors;
+    for (size_t i = 0; i < tx_by_opcode.size(); ++i) tx_by_opcode[i] += t.tx_by_opcode[i];
+    for (size_t i = 0; i < errors_by_status.size(); ++i)
+      errors_by_status[i] += t.errors_by_status[i];
   }
 };
 
@@ -422,17 +431,20 @@ static_assert(shm::kMaxQueueDepth <= UINT16_MAX &&
 // costs the router at most 256 B (issue #18, item 7; bench/qp_memory.sh measures it).
 static_assert(sizeof(Qp) <= 200, "the per-QP record grew: move what idle QPs do not need out");
 
-// Counts one completion of qp's work in its counters (shm::QpCounters): its send side (a
-// send, WRITE, READ or atomic it issued) or its receive side (a message that consumed one of
-// its receives). Flushes are not counted.
-inline void count_completion(Qp* qp, bool send_side, ibv_wc_status status, uint64_t bytes) {
-  shm::QpCounters* c = qp->counters();
-  if (status == IBV_WC_SUCCESS) {
-    (send_side ? c->tx_msgs : c->rx_msgs).fetch_add(1, std::memory_order_relaxed);
-    (send_side ? c->tx_bytes : c->rx_bytes).fetch_add(bytes, std::memory_order_relaxed);
-  } else if (status != IBV_WC_WR_FLUSH_ERR) {
-    c->errors.fetch_add(1, std::memory_order_relaxed);
-  }
+// Counts one completion of qp's work in its counters (shm::QpCounters): of a work request it
+// issued (a send, WRITE, READ or atomic; opcode: enum ibv_wr_opcode), or of a message that
+// consumed one of its receives. Flushes are not counted.
+inline void count_send_completion(Qp* qp, uint32_t opcode, ibv_wc_status status, uint64_t bytes) {
+  if (status == IBV_WC_SUCCESS)
+    qp->counters()->count_sent(opcode, bytes);
+  else if (status != IBV_WC_WR_FLUSH_ERR)
+    qp->counters()->count_error(status);
+}
+inline void count_receive_completion(Qp* qp, ibv_wc_status status, uint64_t bytes) {
+  if (status == IBV_WC_SUCCESS)
+    qp->counters()->count_received(bytes);
+  else if (status != IBV_WC_WR_FLUSH_ERR)
+    qp->counters()->count_error(status);
 }
 
 }  // namespace wharf::router

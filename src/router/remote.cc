@@ -431,7 +431,7 @@ void RemotePath::complete_send_st(Qp* qp, const RemoteQpState::Work& o, ibv_wc_s
   std::memcpy(&h, sq.slot_at(o.ring_index), sizeof(h));
   sq.pop();
   qp->direct()->sq_retired.fetch_add(1, std::memory_order_release);
-  count_completion(qp, true, status, o.byte_len);
+  count_send_completion(qp, o.opcode, status, o.byte_len);
   if (!o.signaled && status == IBV_WC_SUCCESS) return;
   shm::Cqe c = make_cqe(h.wr_id, status, proto::send_wc_opcode(o.opcode), qp->qpn);
   c.byte_len = o.byte_len;

@@ -120,6 +120,7 @@ class RemotePath final : public links::HostLinks::Handler {
   ExpressBroker& express() { return express_; }
   const ExpressBroker& express() const { return express_; }
   const links::AddressDirectory& directory() const { return *dir_; }
+  const links::HostLinks& links() const { return links_; }
 
   // Index of the host serving address vector `ah`, as seen by a QP of container `from`, when
   // that is another host, else -1. A GID ::ffff:<vIP> goes where the orchestrator placed the

@@ -33,7 +33,7 @@ namespace wharf::router {
 void Executor::complete_tagged_st(const Responder& dst, uint64_t wr_id, ibv_wc_status status,
                                   uint32_t byte_len, uint32_t flags, uint64_t tag,
                                   uint32_t app_ctx) {
-  count_completion(dst.qp, false, status, byte_len);
+  count_receive_completion(dst.qp, status, byte_len);
   shm::Cqe c = make_cqe(wr_id, status, IBV_WC_TM_RECV, dst.qp->qpn);
   c.byte_len = byte_len;
   c.wc_flags = flags;

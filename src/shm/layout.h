@@ -186,12 +186,18 @@ struct QpDirect {
   std::atomic<uint32_t> router_waits;
 };
 
-// What a QP has moved, for `wharfctl statistic` (docs/shm-rings.md, "QP counters"): added to
-// (relaxed) by whoever executes the work, the router or a direct-path library, so it lives
-// beside the QP's rings; the router only ever reports it. Messages and payload bytes that
-// completed successfully: sends, WRITEs, READs and atomics on the sending side (tx), messages
-// that consumed a receive on the receiving side (rx); completions with an error other than
-// a flush (errors).
+// The work-request opcodes QpCounters counts by (enum ibv_wr_opcode below this: all that
+// rdma-core defines, IBV_WR_ATOMIC_WRITE = 15 the last) and the completion statuses (enum
+// ibv_wc_status below this: all, IBV_WC_TM_RNDV_INCOMPLETE = 23 the last).
+inline constexpr size_t kCountedOpcodes = 16;
+inline constexpr size_t kCountedStatuses = 24;
+
+// What a QP has moved, for `wharfctl statistic` and /metrics (docs/shm-rings.md, "QP
+// counters"): added to (relaxed) by whoever executes the work, the router or a direct-path
+// library, so it lives beside the QP's rings; the router only ever reports it. Messages and
+// payload bytes that completed successfully: sends, WRITEs, READs and atomics on the sending
+// side (tx, and by opcode), messages that consumed a receive on the receiving side (rx);
+// completions with an error other than a flush (errors, and by status).
 struct QpCounters {
   alignas(kCacheLine) std::atomic<uint64_t> tx_msgs;
   std::atomic<uint64_t> tx_bytes;
@@ -200,6 +206,26 @@ struct QpCounters {
   std::atomic<uint64_t> errors;
   // Of tx_msgs: the sends its library moved over the QP's express line (router/express.h).
   std::atomic<uint64_t> express_msgs;
+  // Of tx_msgs, by the work request's opcode; of errors, by status.
+  alignas(kCacheLine) std::atomic<uint64_t> tx_by_opcode[kCountedOpcodes];
+  std::atomic<uint64_t> errors_by_status[kCountedStatuses];
+
+  // A send-side work request (opcode: enum ibv_wr_opcode) that completed successfully.
+  void count_sent(uint32_t opcode, uint64_t bytes) {
+    tx_msgs.fetch_add(1, std::memory_order_relaxed);
+    tx_bytes.fetch_add(bytes, std::memory_order_relaxed);
+    if (opcode < kCountedOpcodes) tx_by_opcode[opcode].fetch_add(1, std::memory_order_relaxed);
+  }
+  // A message of `bytes` that consumed one of the QP's receives.
+  void count_received(uint64_t bytes) {
+    rx_msgs.fetch_add(1, std::memory_order_relaxed);
+    rx_bytes.fetch_add(bytes, std::memory_order_relaxed);
+  }
+  // A completion with an error `status` (enum ibv_wc_status) other than a flush.
+  void count_error(uint32_t status) {
+    errors.fetch_add(1, std::memory_order_relaxed);
+    if (status < kCountedStatuses) errors_by_status[status].fetch_add(1, std::memory_order_relaxed);
+  }
 };
 
 // ---- Queue pair: send ring, receive ring, direct-path line, counters, then the slots. ----

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # wharfd --metrics (issue #20): after `ib_write_bw -n 2000 -s 65536` between two containers,
 # /metrics (which promtool accepts) counts for the client's container what perftest moved,
-# 2000 x 65536 bytes, within 1 %, though the container has gone by the scrape; and while a
+# 2000 x 65536 bytes within 1 % in 2000 WRITEs, though the container has gone by the scrape; and while a
 # server waits for its client, its container holds a QP, CQ, MR and PD by
 # wharf_container_objects. PATH (argument): direct
 # (the library executes the WRITEs itself) or router (--direct-path off).
@@ -71,14 +71,17 @@ curl -sf "$url" > "$E2E_TMP/metrics.txt" || e2e_fail "no answer from $url"
 E2E_LOGS+=("metrics:$E2E_TMP/metrics.txt")
 promtool check metrics < "$E2E_TMP/metrics.txt" > "$E2E_TMP/promtool.out" 2>&1 ||
   { E2E_LOGS+=("promtool:$E2E_TMP/promtool.out"); e2e_fail "promtool check metrics"; }
-series() { # series METRIC CONTAINER: the value of METRIC for CONTAINER (0 if absent)
-  awk -v m="$1" -v c="container=\"$2\"" 'index($0, m "{") == 1 && index($0, c) {v += $NF}
-    END {printf "%.0f", v}' "$E2E_TMP/metrics.txt"
+series() { # series METRIC CONTAINER [LABEL]: METRIC's value for CONTAINER (and LABEL="...")
+  awk -v m="$1" -v c="container=\"$2\"" -v l="${3:-}" \
+    'index($0, m "{") == 1 && index($0, c) && index($0, l) {v += $NF} END {printf "%.0f", v}' \
+    "$E2E_TMP/metrics.txt"
 }
 tx=$(series wharf_container_tx_bytes_total "$C")
 awk -v t="$tx" -v b="$bytes" 'BEGIN {exit !(t >= b && t <= b * 1.01)}' ||
   e2e_fail "the client's container sent $tx bytes by /metrics; ib_write_bw moved $bytes"
+writes=$(series wharf_container_wrs_total "$C" 'opcode="rdma_write"')
+((writes == 2000)) || e2e_fail "the client's container completed $writes WRITEs by /metrics; 2000 were posted"
 rx=$(series wharf_container_rx_bytes_total "$S")
-e2e_log "$PATH_KIND path: client tx_bytes $tx, server rx_bytes $rx (ib_write_bw moved $bytes)"
+e2e_log "$PATH_KIND path: client tx_bytes $tx in $writes WRITEs, server rx_bytes $rx (ib_write_bw moved $bytes)"
 grep -q '^wharf_router_qps 0' "$E2E_TMP/metrics.txt" || e2e_fail "QPs left after both ended"
 e2e_log "PASS"

@@ -10,7 +10,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/unique_fd.h"
@@ -28,6 +30,19 @@ using test_support::End;
 using test_support::packet;
 using test_support::pump;
 using test_support::two_host_cluster;
+
+// What for_each_link reports: by (host, DSCP), the stats and whether our connection is linked.
+struct Link {
+  HostLinks::LinkStats stats;
+  bool up = false;
+};
+std::map<std::pair<int, int>, Link> links_of(const HostLinks& l) {
+  std::map<std::pair<int, int>, Link> out;
+  l.for_each_link([&out](int host, int dscp, const HostLinks::LinkStats& s, bool up) {
+    out[{host, dscp}] = Link{s, up};
+  });
+  return out;
+}
 
 TEST(HostLinksTest, PacketsArriveWholeAndInOrder) {
   const std::string text = two_host_cluster();
@@ -49,6 +64,35 @@ TEST(HostLinksTest, PacketsArriveWholeAndInOrder) {
   ASSERT_TRUE(pump({&a, &b}, [&] { return a.rec.psns.size() == 1; }));
   EXPECT_EQ(a.rec.payloads[0], reply);
   EXPECT_EQ(a.rec.link_lost + b.rec.link_lost, 0);
+}
+
+// Each link counts what it moved both ways, per peer and class: what one end wrote the other
+// read (the Hello each way included), in the class the packets were sent in.
+TEST(HostLinksTest, EachLinkCountsWhatItMovedPerPeerAndClass) {
+  const std::string text = two_host_cluster();
+  End a(text, "a"), b(text, "b");
+  const std::vector<uint8_t> payload(1000, 0x11);
+  constexpr uint8_t kTrafficClass = 3 << 2;  // DSCP 3
+  for (uint32_t i = 0; i < 50; ++i)
+    ASSERT_TRUE(a.links->send(1, kTrafficClass, packet(i, payload)));
+  // Until b has every packet and a has b's Hello.
+  ASSERT_TRUE(pump({&a, &b}, [&] {
+    const auto at_a = links_of(*a.links);
+    return b.rec.psns.size() == 50 && at_a.size() == 1 && at_a.begin()->second.up;
+  }));
+  const auto at_a = links_of(*a.links);
+  const auto at_b = links_of(*b.links);
+  ASSERT_EQ(at_a.size(), 1u);
+  ASSERT_EQ(at_b.size(), 1u);
+  const Link& ab = at_a.at({1, 3});
+  const Link& ba = at_b.at({0, 3});
+  EXPECT_GE(ab.stats.tx_bytes, 50u * payload.size());
+  EXPECT_EQ(ab.stats.tx_bytes, ba.stats.rx_bytes);
+  EXPECT_EQ(ab.stats.rx_bytes, ba.stats.tx_bytes);
+  EXPECT_EQ(ba.stats.tx_bytes, host::kHelloSize);  // b only answered the Hello
+  EXPECT_TRUE(ab.up);
+  EXPECT_FALSE(ba.up) << "b opened no connection of its own";
+  EXPECT_EQ(ab.stats.linked, 1u);
 }
 
 // A peer's bytes may arrive cut anywhere: in the Hello, in a header, in a payload, or many
@@ -211,6 +255,10 @@ TEST(HostLinksTest, APeerThatRestartsIsNoticed) {
     a.links->send(1, 0, packet(3, one));
     return a.rec.restarted == 1 && !b2.rec.psns.empty();
   }));
+  // Linked twice: one reconnect, and up again.
+  const Link ab = links_of(*a.links).at({1, 0});
+  EXPECT_EQ(ab.stats.linked, 2u);
+  EXPECT_TRUE(ab.up);
 }
 
 // The path between the two ends is cut (every packet dropped, no reset, as a failed switch

@@ -1,6 +1,7 @@
 // Tests for shm/layout.h: the byte layout of WQEs and CQEs (docs/shm-rings.md) and the
 // offsets computed by cq_layout / qp_layout / srq_layout, including page rounding edges.
 #include <gtest/gtest.h>
+#include <infiniband/verbs.h>
 
 #include <algorithm>
 #include <cstddef>
@@ -68,7 +69,10 @@ static_assert(offsetof(RingHeader, producer) == 0);
 static_assert(offsetof(RingHeader, consumer) == kCacheLine);
 static_assert(sizeof(CqNotify) == kCacheLine);
 static_assert(sizeof(QpDirect) == kCacheLine);
-static_assert(sizeof(QpCounters) == kCacheLine);
+static_assert(sizeof(QpCounters) == 6 * kCacheLine);
+static_assert(offsetof(QpCounters, express_msgs) == 40);
+static_assert(offsetof(QpCounters, tx_by_opcode) == kCacheLine);
+static_assert(offsetof(QpCounters, errors_by_status) == 3 * kCacheLine);
 static_assert(offsetof(ContextPage, mr_epoch) == kCacheLine);
 static_assert(offsetof(ContextPage, posted_summary) == 2 * kCacheLine);
 static_assert(offsetof(ContextPage, posted) == 2 * kCacheLine + 8);
@@ -202,7 +206,7 @@ TEST_P(QpLayoutTest, RingsThenDirectLineThenCountersThenSendSlotsThenRecvSlots) 
   EXPECT_EQ(l.rq_ring_off, 128u);
   EXPECT_EQ(l.direct_off, 256u);
   EXPECT_EQ(l.counters_off, 320u);
-  EXPECT_EQ(l.sq_slots_off, 384u);
+  EXPECT_EQ(l.sq_slots_off, 704u);
   EXPECT_EQ(l.rq_slots_off, c.rq_slots_off);
   EXPECT_EQ(l.total, c.total);
 }
@@ -213,15 +217,15 @@ const uint32_t kBigRecv = recv_slot_size(kMaxRecvSge);              // 496
 INSTANTIATE_TEST_SUITE_P(
     Table, QpLayoutTest,
     ::testing::Values(
-        QpCase{"OneOfEach", 1, 64, 1, 16, 448, 4096},
+        QpCase{"OneOfEach", 1, 64, 1, 16, 768, 4096},
         // rq_entries == 0 (the QP uses an SRQ): no receive slots, nothing after the send slots.
-        QpCase{"NoRecvQueue", 16, 128, 0, 32, 384 + 2048, 4096},
-        QpCase{"NoRecvQueueEndsOnPage", 58, 64, 0, 16, 4096, 4096},
-        QpCase{"OneRecvSlotCrossesPage", 58, 64, 1, 16, 4096, 8192},
-        QpCase{"RecvSlotsEndOnPage", 1, 64, 228, 16, 448, 4096},  // 448 + 228*16 = 4096
-        QpCase{"RecvSlotsOneOver", 1, 64, 229, 16, 448, 8192},
-        QpCase{"Max", kMaxQueueDepth, kBigSend, kMaxQueueDepth, kBigRecv, 384 + 18874368,
-               35131392}),  // 384 + 32768 * (576 + 496) = 35127680 -> 8577 pages
+        QpCase{"NoRecvQueue", 16, 128, 0, 32, 704 + 2048, 4096},
+        QpCase{"NoRecvQueueEndsOnPage", 53, 64, 0, 16, 4096, 4096},  // 704 + 53*64 = 4096
+        QpCase{"OneRecvSlotCrossesPage", 53, 64, 1, 16, 4096, 8192},
+        QpCase{"RecvSlotsEndOnPage", 1, 64, 208, 16, 768, 4096},  // 768 + 208*16 = 4096
+        QpCase{"RecvSlotsOneOver", 1, 64, 209, 16, 768, 8192},
+        QpCase{"Max", kMaxQueueDepth, kBigSend, kMaxQueueDepth, kBigRecv, 704 + 18874368,
+               35131392}),  // 704 + 32768 * (576 + 496) = 35128000 -> 8577 pages
     [](const ::testing::TestParamInfo<QpCase>& p) { return std::string(p.param.name); });
 
 TEST(QpLayoutTest, RegionsNeverOverlapAndSlotsStayAligned) {
@@ -274,6 +278,31 @@ INSTANTIATE_TEST_SUITE_P(Table, SrqLayoutTest,
                          ::testing::Values(SrqCase{0, 16, 4096}, SrqCase{1, 16, 4096},
                                            SrqCase{248, 16, 4096}, SrqCase{249, 16, 8192},
                                            SrqCase{kMaxQueueDepth, kBigRecv, 16257024}));
+
+// ---- QP counters ----
+
+// What each count_* adds, and that an opcode or status out of the counted range adds only to
+// the totals (a library may post anything; the router must not write past the line).
+TEST(QpCountersTest, CountsByOpcodeAndStatusWithinTheirRange) {
+  QpCounters c{};
+  c.count_sent(IBV_WR_RDMA_WRITE, 100);
+  c.count_sent(IBV_WR_ATOMIC_WRITE, 8);
+  c.count_sent(kCountedOpcodes, 1);  // IBV_WR_TAG_ADD and the like: totals only
+  c.count_received(50);
+  c.count_error(IBV_WC_REM_ACCESS_ERR);
+  c.count_error(1000);
+  EXPECT_EQ(c.tx_msgs.load(), 3u);
+  EXPECT_EQ(c.tx_bytes.load(), 109u);
+  EXPECT_EQ(c.tx_by_opcode[IBV_WR_RDMA_WRITE].load(), 1u);
+  EXPECT_EQ(c.tx_by_opcode[IBV_WR_ATOMIC_WRITE].load(), 1u);
+  EXPECT_EQ(c.rx_msgs.load(), 1u);
+  EXPECT_EQ(c.rx_bytes.load(), 50u);
+  EXPECT_EQ(c.errors.load(), 2u);
+  EXPECT_EQ(c.errors_by_status[IBV_WC_REM_ACCESS_ERR].load(), 1u);
+  uint64_t by_status = 0;
+  for (const auto& n : c.errors_by_status) by_status += n.load();
+  EXPECT_EQ(by_status, 1u);
+}
 
 }  // namespace
 }  // namespace wharf::shm

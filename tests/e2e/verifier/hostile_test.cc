@@ -48,7 +48,6 @@ class HostileTest : public VerbsTest {
 };
 
 constexpr size_t kSqProducer = 0;
-constexpr size_t kSqSlots = 384;
 
 TEST_F(HostileTest, SendRingIndexBeyondCapacityKillsOnlyThatQp) {
   Side c = open_side();
@@ -80,7 +79,7 @@ TEST_F(HostileTest, GarbageWqeCompletesWithLocalQpOperationError) {
   uint8_t* rings = qp_with_rings(c, &qp, &peer);
   ASSERT_NE(rings, nullptr);
   // Slot 0: an unknown opcode with 200 SGEs, signaled, wr_id 0xabc.
-  uint8_t* slot = rings + kSqSlots;
+  uint8_t* slot = rings + kSqSlotsOffset;
   memset(slot, 0xff, 64);
   uint64_t wr_id = 0xabc;
   memcpy(slot, &wr_id, 8);
@@ -131,7 +130,7 @@ TEST_F(HostileTest, MalformedReceiveWqeIsAReceiveWithoutBuffers) {
   ASSERT_EQ(ibv_query_qp(rq_owner, &attr, 0, &init), 0);
   uint32_t sq_slot =
       ((64 + std::max(init.cap.max_send_sge * 16, init.cap.max_inline_data)) + 63) / 64 * 64;
-  uint8_t* rq_slot = rings + kSqSlots + static_cast<size_t>(init.cap.max_send_wr) * sq_slot;
+  uint8_t* rq_slot = rings + kSqSlotsOffset + static_cast<size_t>(init.cap.max_send_wr) * sq_slot;
   uint64_t wr_id = 0x77;
   memcpy(rq_slot, &wr_id, 8);
   uint32_t huge = 0xffffffff;

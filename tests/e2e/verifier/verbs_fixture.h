@@ -132,8 +132,10 @@ class VerbsTest : public ::testing::Test {
 
 // QP region layout (docs/shm-rings.md): SQ producer index at 0, consumer at 64, RQ ring
 // header at 128, direct-path line at 256, counters at 320 (tx_msgs, tx_bytes, rx_msgs,
-// rx_bytes, errors: 8 bytes each), SQ slots at 384.
+// rx_bytes, errors, express_msgs: 8 bytes each; then by opcode and by status), SQ slots at
+// 704.
 constexpr size_t kQpCountersOffset = 320;
+constexpr size_t kSqSlotsOffset = 704;
 
 constexpr int kFullAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                             IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
