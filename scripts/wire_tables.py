@@ -2,9 +2,10 @@
 """Byte-offset tables of the wire formats, generated from their headers.
 
 The `visit` field list of each message is its wire layout (src/proto/codec.h): fields in
-that order, little-endian, no padding. Four sections: the control messages
+that order, little-endian, no padding. Five sections: the control messages
 (src/proto/messages.h), the connection manager's (src/proto/cm_messages.h), the
-host-to-host headers (src/proto/host_wire.h) and the express lines' (src/proto/express_wire.h).
+host-to-host headers (src/proto/host_wire.h), the express lines' (src/proto/express_wire.h)
+and Pingmesh's probes (src/proto/pingmesh_wire.h).
 `wire_tables.py` prints both; `wire_tables.py --check docs/wire-protocol.md` fails if any
 generated section of the doc differs.
 """
@@ -16,7 +17,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SIZES = {'uint8_t': 1, 'uint16_t': 2, 'uint32_t': 4, 'int32_t': 4, 'uint64_t': 8, 'Gid': 16,
          'Name': 32}
 SOURCES = {'control': 'src/proto/messages.h', 'cm': 'src/proto/cm_messages.h',
-           'host': 'src/proto/host_wire.h', 'express': 'src/proto/express_wire.h'}
+           'host': 'src/proto/host_wire.h', 'express': 'src/proto/express_wire.h',
+           'pingmesh': 'src/proto/pingmesh_wire.h'}
 END = '<!-- END GENERATED -->'
 
 

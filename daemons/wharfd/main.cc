@@ -125,6 +125,12 @@ int run_wharfd(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(uint64_t{1}, uint64_t{3600000}))
       ->envname("WHARF_CM_TIMEOUT_MS");
+  double pingmesh_interval = static_cast<double>(cfg.pingmesh_interval_ns) / 1e9;
+  app.add_option("--pingmesh-interval", pingmesh_interval,
+                 "Seconds between Pingmesh's probes to every other router; 0: none")
+      ->check(CLI::Range(0.0, 3600.0))
+      ->capture_default_str()
+      ->envname("WHARF_PINGMESH_INTERVAL");
   std::string metrics_address;
   app.add_option("--metrics", metrics_address,
                  "ADDR:PORT: serve Prometheus metrics at http://ADDR:PORT/metrics (default: none)")
@@ -247,6 +253,7 @@ int run_wharfd(int argc, char** argv) {
   cfg.spin_ns = spin_us * 1000;
   cfg.watchdog_ns = watchdog_ms * 1000000;
   cfg.cm_timeout_ns = cm_timeout_ms * 1000000;
+  cfg.pingmesh_interval_ns = static_cast<uint64_t>(pingmesh_interval * 1e9);
   cfg.direct_path = direct_path == "on";
   cfg.express = express == "on";
   if (cfg.link_encrypt && cfg.express) {

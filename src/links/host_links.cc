@@ -116,7 +116,13 @@ struct HostLinks::Conn {
   }
 };
 
-bool HostLinks::linked(const Conn* c) { return c->hello_done; }
+void HostLinks::for_each_link(
+    const std::function<void(int host, int dscp, const LinkStats& stats, bool up)>& fn) const {
+  for (const auto& [key, stats] : stats_) {
+    const Conn* ours = out_[static_cast<size_t>(key.first)][static_cast<size_t>(key.second)].get();
+    fn(key.first, key.second, stats, ours != nullptr && ours->hello_done);
+  }
+}
 
 HostLinks::HostLinks(const AddressDirectory* dir, uint64_t node_guid, Handler* handler,
                      size_t send_budget, const LinkTls* tls)

@@ -33,6 +33,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -149,18 +150,11 @@ class HostLinks {
   };
   // fn(host, dscp, stats, up) for every peer and class that had a connection; up: ours is
   // linked now.
-  template <class Fn>
-  void for_each_link(Fn fn) const {
-    for (const auto& [key, stats] : stats_) {
-      const Conn* ours =
-          out_[static_cast<size_t>(key.first)][static_cast<size_t>(key.second)].get();
-      fn(key.first, key.second, stats, ours != nullptr && linked(ours));
-    }
-  }
+  void for_each_link(
+      const std::function<void(int host, int dscp, const LinkStats& stats, bool up)>& fn) const;
 
  private:
   struct Conn;
-  static bool linked(const Conn* c);
   void accept_all();
   static constexpr int kClasses = 64;  // one connection per DSCP value at most
   // A new outgoing connection to `host` for class `dscp`, its Hello queued, not yet dialled.

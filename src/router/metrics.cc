@@ -8,6 +8,7 @@
 #include <chrono>
 #include <exception>
 #include <future>
+#include <limits>
 #include <string>
 
 #include "common/policy.h"
@@ -69,6 +70,20 @@ constexpr std::array<const char*, shm::kCountedStatuses> kStatusNames = {"succes
                                                                          "tm_err",
                                                                          "tm_rndv_incomplete"};
 
+// A series' labels: the container's, then `extra`.
+std::vector<ClientMetric::Label> container_labels(const Router::ContainerUsage& u,
+                                                  std::vector<ClientMetric::Label> extra = {}) {
+  std::vector<ClientMetric::Label> labels = {
+      {"tenant", u.tenant}, {"network", u.network}, {"container", u.name}};
+  labels.insert(labels.end(), extra.begin(), extra.end());
+  return labels;
+}
+
+// Sets m's value as a metric of family type `type` (a counter or a gauge).
+void set_value(ClientMetric& m, MetricType type, uint64_t value) {
+  (type == MetricType::Counter ? m.counter.value : m.gauge.value) = static_cast<double>(value);
+}
+
 // A family of one series per container: value(usage) with the container's labels.
 template <class Value>
 MetricFamily per_container(const char* name, const char* help, MetricType type,
@@ -76,12 +91,8 @@ MetricFamily per_container(const char* name, const char* help, MetricType type,
   MetricFamily f{name, help, type, {}};
   for (const Router::ContainerUsage& u : usage) {
     ClientMetric m;
-    m.label = {{"tenant", u.tenant}, {"network", u.network}, {"container", u.name}};
-    const double v = static_cast<double>(value(u));
-    if (type == MetricType::Counter)
-      m.counter.value = v;
-    else
-      m.gauge.value = v;
+    m.label = container_labels(u);
+    set_value(m, type, value(u));
     f.metric.push_back(std::move(m));
   }
   return f;
@@ -98,10 +109,7 @@ MetricFamily per_kind(const char* name, const char* help,
       const uint64_t v = value(u, static_cast<QuotaKind>(k));
       if (v == ContainerPolicy::kUnlimited) continue;  // no quota: no series
       ClientMetric m;
-      m.label = {{"tenant", u.tenant},
-                 {"network", u.network},
-                 {"container", u.name},
-                 {"kind", kQuotaNames[k]}};
+      m.label = container_labels(u, {{"kind", kQuotaNames[k]}});
       m.gauge.value = static_cast<double>(v);
       f.metric.push_back(std::move(m));
     }
@@ -121,8 +129,7 @@ MetricFamily per_value(const char* name, const char* help, const char* label,
     for (size_t i = 0; i < N; ++i) {
       if (c[i] == 0 || *names[i] == '\0') continue;
       ClientMetric m;
-      m.label = {
-          {"tenant", u.tenant}, {"network", u.network}, {"container", u.name}, {label, names[i]}};
+      m.label = container_labels(u, {{label, names[i]}});
       m.counter.value = static_cast<double>(c[i]);
       f.metric.push_back(std::move(m));
     }
@@ -132,10 +139,7 @@ MetricFamily per_value(const char* name, const char* help, const char* label,
 
 MetricFamily single(const char* name, const char* help, MetricType type, uint64_t value) {
   ClientMetric m;
-  if (type == MetricType::Counter)
-    m.counter.value = static_cast<double>(value);
-  else
-    m.gauge.value = static_cast<double>(value);
+  set_value(m, type, value);
   return MetricFamily{name, help, type, {m}};
 }
 
@@ -178,6 +182,58 @@ std::vector<MetricFamily> link_families(const RemotePath& remote) {
         up.metric.push_back(m);
       });
   return {tx, rx, reconnects, up};
+}
+
+// Per peer router: what Pingmesh measured (pingmesh/mesh.h).
+std::vector<MetricFamily> pingmesh_families(const RemotePath& remote, const pingmesh::Mesh& mesh) {
+  MetricFamily rtt{"wharf_pingmesh_rtt_seconds",
+                   "Round trips of Pingmesh's probes to the peer router, its own delay taken out",
+                   MetricType::Histogram,
+                   {}};
+  MetricFamily loss{"wharf_pingmesh_loss_ratio",
+                    "Share of the last probes to the peer (Pingmesh's window) that were lost",
+                    MetricType::Gauge,
+                    {}};
+  MetricFamily up{"wharf_pingmesh_peer_up",
+                  "1 while the peer answers Pingmesh's probes, 0 while it is down (its last 3 "
+                  "probes lost) or not heard yet",
+                  MetricType::Gauge,
+                  {}};
+  MetricFamily probes{
+      "wharf_pingmesh_probes_total", "Probes sent to the peer router", MetricType::Counter, {}};
+  MetricFamily lost{"wharf_pingmesh_probes_lost_total",
+                    "Probes to the peer router not answered within an interval",
+                    MetricType::Counter,
+                    {}};
+  const auto& hosts = remote.directory().hosts();
+  for (int h = 0; h < mesh.hosts(); ++h) {
+    if (h == mesh.self()) continue;
+    const pingmesh::PeerTotals& t = mesh.totals(h);
+    const pingmesh::PeerSummary s = mesh.summary(h);
+    ClientMetric m;
+    m.label = {{"peer", hosts[static_cast<size_t>(h)].name}};
+    ClientMetric hist = m;
+    hist.histogram.sample_count = t.answered;
+    hist.histogram.sample_sum = static_cast<double>(t.rtt_sum_ns) * 1e-9;
+    uint64_t cumulative = 0;
+    for (size_t b = 0; b < t.rtt_buckets.size(); ++b) {
+      cumulative += t.rtt_buckets[b];
+      hist.histogram.bucket.push_back({cumulative, b < pingmesh::kRttBuckets.size()
+                                                       ? pingmesh::kRttBuckets[b]
+                                                       : std::numeric_limits<double>::infinity()});
+    }
+    rtt.metric.push_back(std::move(hist));
+    m.gauge.value = s.loss;
+    loss.metric.push_back(m);
+    m.gauge.value = s.state == pingmesh::PeerState::kUp ? 1 : 0;
+    up.metric.push_back(m);
+    m.gauge.value = 0;
+    m.counter.value = static_cast<double>(t.probes);
+    probes.metric.push_back(m);
+    m.counter.value = static_cast<double>(t.lost);
+    lost.metric.push_back(m);
+  }
+  return {rtt, loss, up, probes, lost};
 }
 
 }  // namespace
@@ -253,6 +309,8 @@ std::vector<MetricFamily> router_metrics_st(const Router& router) {
                          "Express-line connections that failed to authenticate",
                          MetricType::Counter, remote->express().refused_lines()));
     for (MetricFamily& f : link_families(*remote)) out.push_back(std::move(f));
+    if (const pingmesh::Mesh* mesh = remote->pingmesh())
+      for (MetricFamily& f : pingmesh_families(*remote, *mesh)) out.push_back(std::move(f));
   }
   return out;
 }

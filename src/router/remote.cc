@@ -11,6 +11,7 @@
 #include "common/clock.h"
 #include "proto/device.h"
 #include "proto/multicast.h"
+#include "proto/pingmesh_wire.h"
 #include "proto/qp_rules.h"
 #include "proto/vip_gid.h"
 #include "router/cm_manager.h"
@@ -110,6 +111,10 @@ int RemotePath::start() {
     return EINVAL;
   }
   if (int e = links_.start(); e != 0) return e;
+  if (cfg_.pingmesh_interval_ns != 0 && dir_->hosts().size() > 1)
+    pingmesh_ = std::make_unique<pingmesh::Mesh>(static_cast<int>(dir_->hosts().size()),
+                                                 dir_->self(), cfg_.pingmesh_interval_ns,
+                                                 now_ns() + cfg_.pingmesh_interval_ns);
   if (!cfg_.express) return 0;
   if (int e = express_.start(); e != 0) {
     spdlog::warn(
@@ -216,6 +221,8 @@ uint64_t RemotePath::next_deadline() const {
   // While any QP holds state, the parking sweep is due (the router may sleep through it).
   if (!states_.empty())
     next = next == 0 ? swept_ns_ + kParkSweepNs : std::min(next, swept_ns_ + kParkSweepNs);
+  if (pingmesh_ != nullptr && (next == 0 || pingmesh_->next_round_ns() < next))
+    next = pingmesh_->next_round_ns();
   for (const auto& [qp, st] : states_) {
     const uint64_t t = st.requester.deadline();
     if (t != 0 && (next == 0 || t < next)) next = t;
@@ -232,6 +239,7 @@ bool RemotePath::poll_st(bool router_busy, bool express_input) {
     did = links_busy_;
   }
   did |= express_.poll_st(express_input);
+  did |= probe_peers_st(now);
   if (now - swept_ns_ >= kParkSweepNs) {
     park_quiet_st();
     swept_ns_ = now;
@@ -667,21 +675,26 @@ void RemotePath::flood_frame_st(Qp* qp, const SegmentList& frame) {
   }
 }
 
-bool RemotePath::send_cm_st(int host, const proto::CmMad& m) {
-  uint8_t body[proto::kCmMadSize];
-  if (proto::encode(m, body, sizeof(body)) != sizeof(body)) return false;
+bool RemotePath::send_router_datagram_st(int host, uint32_t qpn, uint32_t qkey, const uint8_t* body,
+                                         uint32_t len) {
   Packet p;
   p.hdr.opcode = host::opcode_of(host::kUd, host::kSendOnly);
-  p.hdr.dest_qpn = proto::kCmQpn;
-  p.hdr.src_qpn = proto::kCmQpn;
-  p.deth = host::Deth{proto::kCmQkey, proto::kCmQpn};
+  p.hdr.dest_qpn = qpn;
+  p.hdr.src_qpn = qpn;
+  p.deth = host::Deth{qkey, qpn};
   p.payload = body;
-  p.payload_len = sizeof(body);
+  p.payload_len = len;
   return host::finish_packet(&p) && links_.send(host, 0, p);
 }
 
-// A UD datagram: to QPN 1, the connection manager's; else for the local UD QP it names, if
-// its address and Q_Key match.
+bool RemotePath::send_cm_st(int host, const proto::CmMad& m) {
+  uint8_t body[proto::kCmMadSize];
+  if (proto::encode(m, body, sizeof(body)) != sizeof(body)) return false;
+  return send_router_datagram_st(host, proto::kCmQpn, proto::kCmQkey, body, sizeof(body));
+}
+
+// A UD datagram: to QPN 1, the connection manager's, or Pingmesh's; else for the local UD QP
+// it names, if its address and Q_Key match.
 void RemotePath::on_datagram_st(int src_host, const Packet& p) {
   if (p.hdr.dest_qpn == proto::kCmQpn) {
     proto::CmMad m;
@@ -691,6 +704,7 @@ void RemotePath::on_datagram_st(int src_host, const Packet& p) {
                                       : cm_.on_mad_st(src_host, m);
     return;
   }
+  if (p.hdr.dest_qpn == proto::pingmesh::kPingmeshQpn) return on_probe_st(src_host, p, now_ns());
   if (p.hdr.dest_qpn == host::kRawFrameQpn) {
     if (p.deth.qkey != 0 || p.payload_len < device::kMinRawFrame ||
         p.payload_len > device::kMaxRawFrame)

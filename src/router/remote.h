@@ -24,7 +24,10 @@
 // (whose MADs it carries), the network numbers it announces, and the router's counters;
 // never with the Router itself.
 //
-// Status: RC, UC, UD, per-class connections (DSCP), the watchdog.
+// Pingmesh (pingmesh/mesh.h, router/remote_pingmesh.cc): every interval it probes every other
+// router with a datagram to that router's QPN kPingmeshQpn, and answers theirs.
+//
+// Status: RC, UC, UD, per-class connections (DSCP), the watchdog, Pingmesh.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +37,7 @@
 
 #include "links/cluster.h"
 #include "links/host_links.h"
+#include "pingmesh/mesh.h"
 #include "proto/cm_messages.h"
 #include "proto/host_wire.h"
 #include "rc/requester.h"
@@ -121,6 +125,8 @@ class RemotePath final : public links::HostLinks::Handler {
   const ExpressBroker& express() const { return express_; }
   const links::AddressDirectory& directory() const { return *dir_; }
   const links::HostLinks& links() const { return links_; }
+  // What Pingmesh knows of the paths to the other routers; null when it does not probe.
+  const pingmesh::Mesh* pingmesh() const { return pingmesh_.get(); }
 
   // Index of the host serving address vector `ah`, as seen by a QP of container `from`, when
   // that is another host, else -1. A GID ::ffff:<vIP> goes where the orchestrator placed the
@@ -238,6 +244,14 @@ class RemotePath final : public links::HostLinks::Handler {
   void on_request_st(int host, const proto::host::Packet& p);
   void on_datagram_st(int src_host, const proto::host::Packet& p);
   void on_network_announce_st(int host, const proto::CmMad& m);
+  // A datagram of the router's own (CM MAD, Pingmesh probe) to QPN `qpn` of `host`'s router,
+  // on traffic class 0. False when the link cannot take it now.
+  bool send_router_datagram_st(int host, uint32_t qpn, uint32_t qkey, const uint8_t* body,
+                               uint32_t len);
+  // Pingmesh: sends the round of probes that is due (true if one was).
+  bool probe_peers_st(uint64_t now);
+  // Pingmesh: a probe from `host` (answered) or an answer to one of ours.
+  void on_probe_st(int host, const proto::host::Packet& p, uint64_t now);
   // Tells `host` every network this router has numbered (the first time we hear from it).
   void announce_all_st(int host);
   // `host`'s number for container c's network; 0 (dropped there) until announced.
@@ -263,6 +277,7 @@ class RemotePath final : public links::HostLinks::Handler {
   std::unique_ptr<links::LinkTls> tls_;  // nullptr: links not authenticated
   links::HostLinks links_;
   ExpressBroker express_;
+  std::unique_ptr<pingmesh::Mesh> pingmesh_;  // from start(), with a Pingmesh interval
   // The last look at the host links (CLOCK_MONOTONIC ns) and whether it moved anything (read
   // or wrote).
   static constexpr uint64_t kQuietLinkLookNs = 5000;

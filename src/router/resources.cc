@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -89,6 +90,37 @@ json traffic_json(const Traffic& t) {
           {"rx_bytes", t.rx_bytes}, {"errors", t.errors},     {"express_msgs", t.express_msgs}};
 }
 
+// Microseconds, to a tenth.
+double us(uint64_t ns) { return std::round(static_cast<double>(ns) / 100.0) / 10.0; }
+
+// Pingmesh's view of every other router (`wharfctl pingmesh show`): [] when it does not probe.
+json pingmesh_rows(const RemotePath* remote) {
+  json rows = json::array();
+  const pingmesh::Mesh* mesh = remote != nullptr ? remote->pingmesh() : nullptr;
+  if (mesh == nullptr) return rows;
+  const auto& hosts = remote->directory().hosts();
+  for (int h = 0; h < mesh->hosts(); ++h) {
+    if (h == mesh->self()) continue;
+    const pingmesh::PeerSummary s = mesh->summary(h);
+    const pingmesh::PeerTotals& t = mesh->totals(h);
+    rows.push_back({{"peer", hosts[static_cast<size_t>(h)].name},
+                    {"state", pingmesh::state_name(s.state)},
+                    {"rtt_p50_us", us(s.rtt_p50_ns)},
+                    {"rtt_p99_us", us(s.rtt_p99_ns)},
+                    {"rtt_min_us", us(s.rtt_min_ns)},
+                    {"rtt_max_us", us(s.rtt_max_ns)},
+                    {"peer_delay_p50_us", us(s.peer_delay_p50_ns)},
+                    {"peer_delay_p99_us", us(s.peer_delay_p99_ns)},
+                    {"loss", s.loss},
+                    {"answered", s.answered},
+                    {"lost", s.lost},
+                    {"probes_total", t.probes},
+                    {"lost_total", t.lost},
+                    {"interval_ms", mesh->interval_ns() / 1000000}});
+  }
+  return rows;
+}
+
 }  // namespace
 
 std::string Router::describe_resources_st() const {
@@ -144,8 +176,13 @@ std::string Router::describe_resources_st() const {
     j.update(traffic_json(u.traffic));
     containers.push_back(j);
   }
-  return json{{"qp", qps}, {"cq", cqs},       {"mr", mrs},
-              {"pd", pds}, {"cm_id", cm_ids}, {"container", containers}}
+  return json{{"qp", qps},
+              {"cq", cqs},
+              {"mr", mrs},
+              {"pd", pds},
+              {"cm_id", cm_ids},
+              {"container", containers},
+              {"pingmesh", pingmesh_rows(remote_.get())}}
       .dump();
 }
 

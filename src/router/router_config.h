@@ -48,6 +48,9 @@ struct RouterConfig {
   // RTU after a REP, a SIDR REP) or another host's router for an address, before failing
   // with -ETIMEDOUT, as the IB CM does when its retries run out (about a minute).
   uint64_t cm_timeout_ns = 60'000'000'000;
+  // Pingmesh (pingmesh/mesh.h): the time between rounds of probes to every other router. 0:
+  // no probes (this router still answers others').
+  uint64_t pingmesh_interval_ns = 1'000'000'000;
 };
 
 // What the router counts; logged on SIGUSR1 (wharfd) and read by tests.

@@ -10,10 +10,8 @@
 set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 readonly HERE
-readonly BIN=${WHARF_BIN_DIR:?set WHARF_BIN_DIR to the directory holding wharfd and wharf-run}
-readonly LAB=$BIN/wharf-lab
 # shellcheck source-path=SCRIPTDIR source=lib.sh
-source "$HERE/lib.sh" # e2e_lab_script, e2e_lab_fail, e2e_perftest_clock_failed
+source "$HERE/lib.sh" # e2e_lab_script (sets BIN, LAB, TMP), e2e_lab_fail, e2e_perftest_clock_failed
 readonly NAMES=(lmA$$ lmB$$)
 e2e_lab_script lab_metrics_test ib_write_bw curl
 

@@ -303,6 +303,9 @@ e2e_lab_run() {
 e2e_lab_script() {
   E2E_LAB_SCRIPT=$1
   shift
+  BIN=${WHARF_BIN_DIR:?set WHARF_BIN_DIR to the directory holding wharfd and wharf-run}
+  LAB=$BIN/wharf-lab
+  readonly BIN LAB
   (($(id -u) == 0)) || { echo "$E2E_LAB_SCRIPT: needs root; skipped"; exit 77; }
   local tool
   for tool in "$@"; do

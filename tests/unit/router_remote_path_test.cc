@@ -192,5 +192,33 @@ TEST_F(RemotePathTest, FetchAndAddAndCompareAndSwapReturnThePeersOldValue) {
   EXPECT_EQ(now_held, 42u);
 }
 
+// Pingmesh (router/remote_pingmesh.cc): two routers probing every 10 ms answer each other's
+// probes over their link, and each sees the other up with a round trip and nothing lost.
+TEST(RemotePathPingmeshTest, RoutersAnswerEachOthersProbesAndSeeEachOtherUp) {
+  const std::string cluster = test_support::two_host_cluster();
+  constexpr uint64_t kInterval = 10'000'000;
+  RemoteHost a{cluster, "a", 5, 0xc6120105, kMemory, kInterval};
+  RemoteHost b{cluster, "b", 1029, 0xc6120205, kMemory, kInterval};
+  const auto answered = [](const RemoteHost& h, int peer) {
+    return h.remote().pingmesh()->summary(peer).answered;
+  };
+  ASSERT_NE(a.remote().pingmesh(), nullptr);
+  ASSERT_TRUE(test_support::run_until(
+      [&] {
+        a.pass();
+        b.pass();
+      },
+      [&] { return answered(a, 1) >= 3 && answered(b, 0) >= 3; }));
+  for (const auto& [host, peer] : {std::pair<const RemoteHost*, int>{&a, 1}, {&b, 0}}) {
+    const pingmesh::PeerSummary s = host->remote().pingmesh()->summary(peer);
+    EXPECT_EQ(s.state, pingmesh::PeerState::kUp);
+    EXPECT_GT(s.rtt_p50_ns, 0u);
+    EXPECT_LE(s.rtt_p50_ns, s.rtt_p99_ns);
+    // Only the first round, sent before the link was up, may have gone unanswered.
+    EXPECT_LE(s.lost, 1u);
+    EXPECT_EQ(host->remote().pingmesh()->summary(host == &a ? 0 : 1).answered, 0u) << "itself";
+  }
+}
+
 }  // namespace
 }  // namespace wharf::router

@@ -14,6 +14,7 @@
 //   wharfctl token     { add ROLE [tenant T | host H] [name N] [ttl SECONDS] | del ID | show }
 //   wharfctl resource show [qp|cq|mr|pd|cm_id] [container NAME] [tenant T]
 //   wharfctl statistic show [qp] [container NAME] [tenant T]
+//   wharfctl pingmesh show [peer HOST]
 // NAME of quota and ratelimit is a container's. ROLE: admin, tenant-admin (needs tenant),
 // viewer, host or join (needs host) (control/tokens.h); `token add` prints the new token, whose
 // secret the orchestrator does not keep. A quota of "unlimited" and a rate of 0 lift that limit;
@@ -21,9 +22,9 @@
 // -p (pretty JSON), -o URL (the orchestrator, http:// or https://; default $WHARF_ORCHESTRATOR or
 // http://127.0.0.1:7480), --tls-ca FILE (with https://: the CA to verify it against; default
 // $WHARF_TLS_CA, else the system's CAs), -t FILE (a file holding the token to present; default
-// $WHARF_TOKEN_FILE, else the token $WHARF_TOKEN), -r PATH (for `resource` and `statistic`: this
-// host's router socket; default $WHARF_ROUTER or /run/wharf/wharfd.sock). Exit status 0, 1 for a
-// refused request, 2 for bad usage.
+// $WHARF_TOKEN_FILE, else the token $WHARF_TOKEN), -r PATH (for `resource`, `statistic` and
+// `pingmesh`: this host's router socket; default $WHARF_ROUTER or /run/wharf/wharfd.sock). Exit
+// status 0, 1 for a refused request, 2 for bad usage.
 #include <httplib.h>
 #include <stdlib.h>
 
@@ -66,6 +67,8 @@ constexpr const char* kUsage =
     "  resource  show [qp|cq|mr|pd|cm_id] [container NAME] [tenant T]   (this host's router, -r "
     "PATH)\n"
     "  statistic show [qp] [container NAME] [tenant T]                 (this host's router, -r "
+    "PATH)\n"
+    "  pingmesh  show [peer HOST]                                       (this host's router, -r "
     "PATH)\n"
     "RATE: 100mbit, 1gbit, 125mbps (bytes) ...; SIZE: 4096, 64kb, 1gb ...\n";
 
@@ -308,6 +311,26 @@ int show_statistics(const Options& o, const std::vector<std::string>& args) {
   return 0;
 }
 
+// `pingmesh show`: what this host's router knows of its paths to every other router (or to
+// `peer`): one line each, or with -j the router's rows ({"peer", "state", "rtt_p50_us",
+// "rtt_p99_us", "loss", ...}; docs/OPERATIONS.md lists them).
+int show_pingmesh(const Options& o, const std::vector<std::string>& args) {
+  auto kv = pairs(args, 2, {}, {"peer"});
+  json rows = json::array();
+  for (const json& row : router_dump(o).value("pingmesh", json::array()))
+    if (kv.count("peer") == 0 || row.value("peer", "") == kv["peer"]) rows.push_back(row);
+  if (o.json_out) {
+    printf("%s\n", rows.dump(o.pretty ? 2 : -1).c_str());
+    return 0;
+  }
+  for (const json& row : rows)
+    printf("peer %s state %s rtt_p50 %.1fus rtt_p99 %.1fus peer_delay_p50 %.1fus loss %.3f\n",
+           row.value("peer", "").c_str(), row.value("state", "").c_str(),
+           row.value("rtt_p50_us", 0.0), row.value("rtt_p99_us", 0.0),
+           row.value("peer_delay_p50_us", 0.0), row.value("loss", 0.0));
+  return 0;
+}
+
 int run(const Options& o, const std::vector<std::string>& args) {
   if (args.size() < 2) throw Usage{"expected OBJECT COMMAND"};
   const std::string& object = args[0];
@@ -426,6 +449,8 @@ int run(const Options& o, const std::vector<std::string>& args) {
     if (cmd == "show") return show_resources(o, args);
   } else if (object == "statistic") {
     if (cmd == "show") return show_statistics(o, args);
+  } else if (object == "pingmesh") {
+    if (cmd == "show") return show_pingmesh(o, args);
   } else if (object == "token") {
     static const std::vector<const char*> kTokenFields = {"role", "tenant",  "host",
                                                           "name", "created", "expires"};
