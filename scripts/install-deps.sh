@@ -23,6 +23,8 @@ PACKAGES=(
   iproute2 procps util-linux binutils python3 python3-cryptography perl
   # promtool checks what /metrics serves
   prometheus
+  # the dashboard's test drives headless Chromium with Selenium
+  chromium chromium-driver python3-selenium
   # the host-to-host tests look at the DSCP of the routers' packets, and cut paths with
   # nftables rules (a switch that drops everything, a loopback that drops a port)
   tcpdump nftables

@@ -296,8 +296,17 @@ int run_wharfd(int argc, char** argv) {
       me.address = self.address;
       me.subnet = {self.subnet, self.prefix};
     }
+    // The host's report for the orchestrator's views, from the router thread ("" if it is
+    // too busy to answer within a second: that report is skipped).
+    auto report = [&router] {
+      return router
+          .ask<std::string>([&router] { return router.describe_report_st(); },
+                            std::chrono::milliseconds(1000))
+          .value_or("");
+    };
     agent = std::make_unique<wharf::control::HostAgent>(
-        orchestrator, wharf::control::TokenSource(token_file, host_token_file), me, host_ttl);
+        orchestrator, wharf::control::TokenSource(token_file, host_token_file), me, host_ttl,
+        report);
     watch = std::make_unique<wharf::control::ContainerWatch>(
         orchestrator, wharf::control::TokenSource(token_file, host_token_file), cfg.host_name,
         [&router](const std::string& tenant, const std::string& name,

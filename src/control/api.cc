@@ -15,6 +15,7 @@
 #include <string>
 
 #include "control/policy_json.h"
+#include "control/ui_assets.h"
 
 namespace wharf::control {
 namespace {
@@ -246,6 +247,7 @@ void ApiServer::stop() { http_->stop(); }
 
 bool ApiServer::authorize(Access access, const httplib::Request& req, const std::smatch& path,
                           httplib::Response& res, TokenRecord* who) {
+  if (access == Access::kPublic) return true;
   const std::string token = bearer_token(req);
   if (token.empty()) {
     refuse(res, 401, "this API needs a token: Authorization: Bearer TOKEN");
@@ -291,8 +293,8 @@ void ApiServer::audit(const httplib::Request& req, const httplib::Response& res,
   std::fflush(audit_.get());
 }
 
-void ApiServer::add(const char* method, const char* path, Access access, Handler h) {
-  routes_.push_back({method, std::regex(path), access, std::move(h)});
+void ApiServer::add(const char* method, const char* path, Access access, Handler h, bool audited) {
+  routes_.push_back({method, std::regex(path), access, std::move(h), audited});
 }
 
 void ApiServer::handle(const httplib::Request& req, httplib::Response& res) {
@@ -319,7 +321,8 @@ void ApiServer::handle(const httplib::Request& req, httplib::Response& res) {
     allowed = authorize(route->access, req, path, res, &who);
     if (allowed) route->handler(req, path, res, who);
   }
-  audit(req, res, allowed || !who.id.empty() ? &who : nullptr);
+  if (route == nullptr || route->audited || !allowed)
+    audit(req, res, allowed || !who.id.empty() ? &who : nullptr);
 }
 
 void ApiServer::token_routes() {
@@ -400,6 +403,8 @@ void ApiServer::routes() {
   using Path = const std::smatch&;
   token_routes();
   certificate_routes();
+  report_routes();
+  dashboard_routes();
 
   add("GET", "/v1/tenants", Access::kListing, [this](Req, Path, Res res, Who who) {
     std::vector<std::string> tenants;
@@ -559,6 +564,54 @@ void ApiServer::routes() {
       out.push_back(j);
     }
     reply(res, st, out);
+  });
+}
+
+void ApiServer::report_routes() {
+  using Req = const httplib::Request&;
+  using Res = httplib::Response&;
+  using Who = const TokenRecord&;
+  using Path = const std::smatch&;
+  // A router's report, every few seconds: not audited (it would drown the audit log).
+  add(
+      "POST", R"(/v1/hosts/([^/]+)/report)", Access::kHostWrite,
+      [this](Req req, Path m, Res res, Who) {
+        json b;
+        if (!body_object(req, res, &b)) return;
+        reply(res, reports_.report(m[1], b, HostReports::Clock::now()));
+      },
+      /*audited=*/false);
+  add("GET", "/v1/pingmesh", Access::kHostRead, [this](Req, Path, Res res, Who) {
+    std::vector<HostInfo> hosts;
+    Status st = registry_.list_hosts(&hosts);
+    std::vector<std::string> names;
+    for (const HostInfo& h : hosts) names.push_back(h.name);
+    reply(res, st, reports_.pingmesh(names, HostReports::Clock::now()));
+  });
+  add("GET", "/v1/usage", Access::kHostRead, [this](Req, Path, Res res, Who) {
+    reply(res, Status::ok(), reports_.usage(HostReports::Clock::now()));
+  });
+}
+
+void ApiServer::dashboard_routes() {
+  using Req = const httplib::Request&;
+  using Res = httplib::Response&;
+  using Who = const TokenRecord&;
+  using Path = const std::smatch&;
+  add("GET", "/ui", Access::kPublic, [](Req, Path, Res res, Who) { res.set_redirect("/ui/"); });
+  add("GET", R"(/ui/([a-z.]*))", Access::kPublic, [](Req, Path m, Res res, Who) {
+    const std::string name = m[1].length() == 0 ? "index.html" : m[1].str();
+    for (const UiAsset& a : ui_assets()) {
+      if (name != a.name) continue;
+      res.status = 200;
+      res.set_content(a.body.data(), a.body.size(), a.content_type);
+      // The page reads the API with a token it keeps: no framing, no other origin's scripts.
+      res.set_header("Content-Security-Policy",
+                     "default-src 'self'; frame-ancestors 'none'; base-uri 'none'");
+      res.set_header("X-Content-Type-Options", "nosniff");
+      return;
+    }
+    refuse(res, 404, "no file /ui/" + name);
   });
 }
 

@@ -58,6 +58,7 @@
 #include <vector>
 
 #include "control/host_ca.h"
+#include "control/host_reports.h"
 #include "control/kv_store.h"
 #include "control/registry.h"
 #include "control/tokens.h"
@@ -80,6 +81,7 @@ enum class Access {
   kHostRead,     // GET /v1/hosts: admins, viewers, hosts
   kStore,        // the raw store, /v1/kv and /v1/watch: admins, hosts
   kJoin,         // a host's certificate, /v1/hosts/H/certificate: admins, H's join token
+  kPublic,       // the dashboard's files, /ui/: anyone, no token (they hold no data)
 };
 
 // The certificate (chain) and private key, PEM files, of an API served over TLS.
@@ -123,8 +125,9 @@ class ApiServer {
     std::regex path;     // matched against the whole decoded path
     Access access;
     Handler handler;
+    bool audited = true;  // false: routers' routine reports, which change nothing lasting
   };
-  void add(const char* method, const char* path, Access access, Handler h);
+  void add(const char* method, const char* path, Access access, Handler h, bool audited = true);
   // Whether the request's token passes `access`; if not, the refusal is written to res.
   bool authorize(Access access, const httplib::Request& req, const std::smatch& path,
                  httplib::Response& res, TokenRecord* who);
@@ -132,10 +135,13 @@ class ApiServer {
   void routes();
   void token_routes();
   void certificate_routes();
+  void report_routes();
+  void dashboard_routes();
 
   KvStore* store_;
   Registry registry_;
   TokenStore tokens_;
+  HostReports reports_;
   const HostCa* ca_;
   std::vector<Route> routes_;  // filled by the constructor, read-only after
   std::unique_ptr<httplib::Server> http_;

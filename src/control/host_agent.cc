@@ -15,11 +15,14 @@ constexpr int kReadTimeoutS = 5;
 
 }  // namespace
 
-HostAgent::HostAgent(ApiEndpoint orchestrator, TokenSource token, HostInfo host, int ttl_seconds)
+HostAgent::HostAgent(ApiEndpoint orchestrator, TokenSource token, HostInfo host, int ttl_seconds,
+                     std::function<std::string()> report, std::chrono::milliseconds report_period)
     : orchestrator_(std::move(orchestrator)),
       token_(std::move(token)),
       host_(std::move(host)),
-      ttl_seconds_(ttl_seconds) {
+      ttl_seconds_(ttl_seconds),
+      report_(std::move(report)),
+      report_period_(report_period) {
   thread_ = spawn_without_signals([this] { run(); });
 }
 
@@ -58,24 +61,43 @@ bool HostAgent::keep_alive(int64_t lease) {
   return r && r->status == 200;
 }
 
+void HostAgent::send_report() {
+  const std::string body = report_();
+  if (body.empty()) return;
+  auto r = make_agent_client(orchestrator_, token_, kReadTimeoutS)
+               ->Post("/v1/hosts/" + host_.name + "/report", body, "application/json");
+  if (!r || r->status != 200)
+    spdlog::debug("orchestrator {}: the report of {} was refused: {}", orchestrator_.url,
+                  host_.name, r ? r->body : httplib::to_string(r.error()));
+}
+
 void HostAgent::run() {
+  using Clock = std::chrono::steady_clock;
   int64_t lease = 0;
   // Renew three times per TTL, so one lost renewal does not let the entry lapse.
   const auto period = std::chrono::milliseconds(ttl_seconds_ * 1000 / 3);
+  Clock::time_point renew_at = Clock::now();
+  Clock::time_point report_at = renew_at + report_period_;
   std::unique_lock<std::mutex> g(mu_);
   while (!stop_) {
     g.unlock();
-    bool ok = lease != 0 && keep_alive(lease);
-    if (!ok) {
-      if (lease != 0)
-        spdlog::warn("orchestrator {}: lost the lease of host {}", orchestrator_.url, host_.name);
-      lease = 0;
-      ok = register_host(&lease);
+    if (Clock::now() >= renew_at) {
+      bool ok = lease != 0 && keep_alive(lease);
+      if (!ok) {
+        if (lease != 0)
+          spdlog::warn("orchestrator {}: lost the lease of host {}", orchestrator_.url, host_.name);
+        lease = 0;
+        ok = register_host(&lease);
+      }
+      renew_at = Clock::now() + (ok ? period : std::chrono::milliseconds(kRetry));
+    }
+    if (report_ && lease != 0 && Clock::now() >= report_at) {
+      send_report();
+      report_at = Clock::now() + report_period_;
     }
     g.lock();
-    stop_cv_.wait_for(g,
-                      ok ? period : std::chrono::duration_cast<std::chrono::milliseconds>(kRetry),
-                      [this] { return stop_; });
+    stop_cv_.wait_until(g, report_ ? std::min(renew_at, report_at) : renew_at,
+                        [this] { return stop_; });
   }
 }
 

@@ -7,7 +7,6 @@
 #include <array>
 #include <chrono>
 #include <exception>
-#include <future>
 #include <limits>
 #include <string>
 
@@ -25,7 +24,7 @@ using prometheus::MetricFamily;
 using prometheus::MetricType;
 
 // How long a scrape waits for the router thread's snapshot before it answers with none.
-constexpr auto kSnapshotWait = std::chrono::seconds(2);
+constexpr auto kSnapshotWait = std::chrono::milliseconds(2000);
 
 // Label values for enum ibv_wr_opcode and enum ibv_wc_status: rdma-core's names in lower case
 // without their prefix ("" where rdma-core defines no value).
@@ -320,12 +319,11 @@ class MetricsServer::Snapshots : public prometheus::Collectable {
  public:
   explicit Snapshots(Router* router) : router_(router) {}
   std::vector<MetricFamily> Collect() const override {
-    auto promise = std::make_shared<std::promise<std::vector<MetricFamily>>>();
-    std::future<std::vector<MetricFamily>> snapshot = promise->get_future();
     Router* router = router_;
-    router->post([router, promise] { promise->set_value(router_metrics_st(*router)); });
-    if (snapshot.wait_for(kSnapshotWait) != std::future_status::ready) return {};
-    return snapshot.get();
+    return router
+        ->ask<std::vector<MetricFamily>>([router] { return router_metrics_st(*router); },
+                                         kSnapshotWait)
+        .value_or(std::vector<MetricFamily>{});
   }
 
  private:

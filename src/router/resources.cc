@@ -186,6 +186,28 @@ std::string Router::describe_resources_st() const {
       .dump();
 }
 
+std::string Router::describe_report_st() const {
+  json containers = json::array();
+  for (const ContainerUsage& u : container_usage_st(false)) {
+    json objects = json::object(), quota = json::object();
+    for (size_t k = 0; k < kQuotaKinds; ++k) {
+      objects[kQuotaNames[k]] = u.held[k];
+      const uint64_t limit = u.live->policy.limit(static_cast<QuotaKind>(k));
+      if (limit != ContainerPolicy::kUnlimited) quota[kQuotaNames[k]] = limit;
+    }
+    containers.push_back({{"tenant", u.tenant},
+                          {"network", u.network},
+                          {"container", u.name},
+                          {"tx_bytes", u.traffic.tx_bytes},
+                          {"rx_bytes", u.traffic.rx_bytes},
+                          {"tx_msgs", u.traffic.tx_msgs},
+                          {"rx_msgs", u.traffic.rx_msgs},
+                          {"objects", objects},
+                          {"quota", quota}});
+  }
+  return json{{"pingmesh", pingmesh_rows(remote_.get())}, {"containers", containers}}.dump();
+}
+
 std::vector<Router::ContainerUsage> Router::container_usage_st(bool departed) const {
   std::map<const Container*, ContainerUsage> live;
   const auto usage_of = [&live](const Container* c) -> ContainerUsage& {

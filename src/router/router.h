@@ -9,12 +9,15 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -53,6 +56,17 @@ class Router final : private CmEnvironment {
   // Runs fn on the router thread between two control polls, soon. Thread-safe: how other
   // threads (the orchestrator's watch) change what the router holds.
   void post(std::function<void()> fn);
+  // Runs fn on the router thread (post) and waits at most `wait` for what it returns; nullopt
+  // when that did not come in time (a router busy that long, or stopping). Thread-safe; never
+  // from the router thread.
+  template <class T>
+  std::optional<T> ask(std::function<T()> fn, std::chrono::milliseconds wait) {
+    auto promise = std::make_shared<std::promise<T>>();
+    std::future<T> result = promise->get_future();
+    post([fn = std::move(fn), promise] { promise->set_value(fn()); });
+    if (result.wait_for(wait) != std::future_status::ready) return std::nullopt;
+    return result.get();
+  }
 
   const RouterConfig& config() const { return cfg_; }
   RouterCounters& counters() { return counters_; }
@@ -107,6 +121,9 @@ class Router final : private CmEnvironment {
 
   // Every QP, CQ, MR and PD with its owner, as JSON (router/resources.cc).
   std::string describe_resources_st() const;
+  // What the host reports to the orchestrator (control/host_reports.h): Pingmesh's rows as
+  // `wharfctl pingmesh show -j` prints them and each live container's usage and quotas.
+  std::string describe_report_st() const;
   // What a container here moved (its live QPs and the ones it destroyed) and what it holds,
   // by quota kind (QuotaKind; MR bytes as charged): `wharfctl statistic show` and /metrics.
   struct ContainerUsage {

@@ -14,13 +14,14 @@
 //               with its last digit changed
 // A /v1/watch that would wait (timeout_ms accepted, or absent or empty: 10 s) waits 0 ms.
 //
-// Checked for every input: the status is one api.h documents (200, 400, 401, 403, 404, 409,
-// 410, 500, 503); every answer is JSON, an error one an object with a string "error"; a 401
-// asks for a bearer token; no request without a valid token gets past the token check (only
-// 400 for an overlong path, 401, or 404 for no route); an admin is never refused as
-// unauthorized or forbidden; a viewer never changes anything nor reads the raw store; a host
-// never reaches a tenant's objects; nobody but an admin reads or makes tokens; and red's
-// tenant-admin succeeds only under /v1/tenants/red/ or in listings.
+// Checked for every input: the dashboard's files (/ui/...) come to anyone, non-empty, with
+// their content security policy (/ui: a redirect to /ui/); everything else: the status is one
+// api.h documents (200, 400, 401, 403, 404, 409, 410, 500, 503); every answer is JSON, an error one
+// an object with a string "error"; a 401 asks for a bearer token; no request without a valid token
+// gets past the token check (only 400 for an overlong path, 401, or 404 for no route); an admin is
+// never refused as unauthorized or forbidden; a viewer never changes anything nor reads the raw
+// store; a host never reaches a tenant's objects; nobody but an admin reads or makes tokens; and
+// red's tenant-admin succeeds only under /v1/tenants/red/ or in listings.
 #include <httplib.h>
 
 #include <charconv>
@@ -129,6 +130,20 @@ bool starts_with(const std::string& s, const char* prefix) { return s.rfind(pref
 
 void check_answer(const httplib::Request& req, const httplib::Response& res, Credential who) {
   const int s = res.status;
+  // The dashboard's files: anyone may fetch them (no token), and they are not JSON; a name
+  // that is none of them is a 404 like any other.
+  if ((req.method == "GET" || req.method == "HEAD") && (s == 200 || s == 302) &&
+      starts_with(req.path, "/ui")) {
+    WHARF_FUZZ_CHECK(s == 302 ? req.path == "/ui" : starts_with(req.path, "/ui/"),
+                     "a dashboard answer for another path");
+    if (s == 200)
+      WHARF_FUZZ_CHECK(
+          !res.body.empty() &&
+              res.get_header_value("Content-Security-Policy").find("default-src 'self'") !=
+                  std::string::npos,
+          "a dashboard file empty or without its content security policy");
+    return;
+  }
   WHARF_FUZZ_CHECK(s == 200 || s == 400 || s == 401 || s == 403 || s == 404 || s == 409 ||
                        s == 410 || s == 500 || s == 503,
                    "a status api.h does not document");
@@ -144,11 +159,13 @@ void check_answer(const httplib::Request& req, const httplib::Response& res, Cre
                      "a 401 that does not ask for a bearer token");
   const bool valid = who == Credential::kAdmin || who == Credential::kTenantAdmin ||
                      who == Credential::kViewer || who == Credential::kHost;
-  // Before the token check come only a path too long to match (api.cc's limit, 4096 bytes)
-  // and a path no route has.
+  // Before the token check come only a path too long to match (api.cc's limit, 4096 bytes),
+  // a path no route has, and a dashboard file that does not exist.
   if (!valid)
     WHARF_FUZZ_CHECK(s == 401 || (s == 400 && req.path.size() > 4096) ||
-                         (s == 404 && starts_with(body["error"].get<std::string>(), "no route")),
+                         (s == 404 && (starts_with(body["error"].get<std::string>(), "no route") ||
+                                       (starts_with(req.path, "/ui/") &&
+                                        starts_with(body["error"].get<std::string>(), "no file")))),
                      "past the token check without a token");
   if (who == Credential::kAdmin) WHARF_FUZZ_CHECK(s != 401 && s != 403, "an admin refused");
   if (s != 200) return;

@@ -536,5 +536,113 @@ TEST_F(ApiTest, TheAuditLogHasEveryChangeRequestWithItsCallerAndOutcome) {
   for (const json& l : lines) EXPECT_TRUE(l["time"].is_string());
 }
 
+// Routers' reports (control/host_reports.h) make the Pingmesh matrix GET /v1/pingmesh and the
+// usage GET /v1/usage serve; a bad report is refused whole; viewers read them but may not
+// report; reports are not audited.
+TEST_F(ApiTest, RoutersReportsMakeThePingmeshMatrixAndTheUsageOfTheirContainers) {
+  const json row_h2 = {{"peer", "h2"},       {"state", "up"}, {"rtt_p50_us", 41.5},
+                       {"rtt_p99_us", 90.0}, {"loss", 0.0},   {"answered", 64}};
+  const json row_h3 = {
+      {"peer", "h3"}, {"state", "down"}, {"rtt_p50_us", 0}, {"rtt_p99_us", 0}, {"loss", 0.25}};
+  const json usage = {{"tenant", "red"},       {"network", "n"},
+                      {"container", "Job.A1"}, {"tx_bytes", 4096},
+                      {"rx_bytes", 0},         {"tx_msgs", 1},
+                      {"rx_msgs", 0},          {"objects", {{"qp", 2}, {"mr", 1}}},
+                      {"quota", {{"qp", 8}}}};
+  ASSERT_EQ(
+      call("POST", "/v1/hosts/h1/report", {{"pingmesh", {row_h2, row_h3}}, {"containers", {usage}}})
+          .first,
+      200);
+  const std::string host = token(Role::kHost);
+  EXPECT_EQ(code(host, "POST", "/v1/hosts/h2/report",
+                 {{"pingmesh",
+                   {{{"peer", "h1"},
+                     {"state", "up"},
+                     {"rtt_p50_us", 38},
+                     {"rtt_p99_us", 50},
+                     {"loss", 0}}}}}),
+            200);
+  const std::string viewer = token(Role::kViewer);
+  EXPECT_EQ(code(viewer, "POST", "/v1/hosts/h2/report", json::object()), 403);
+
+  auto [got, m] = call("GET", "/v1/pingmesh");
+  ASSERT_EQ(got, 200) << m.dump();
+  EXPECT_EQ(m["hosts"], json({"h1", "h2", "h3"}));
+  ASSERT_EQ(m["links"].size(), 3u) << m.dump();
+  const json& first = m["links"][0];
+  EXPECT_EQ(first["from"], "h1");
+  EXPECT_EQ(first["to"], "h2");
+  EXPECT_EQ(first["state"], "up");
+  EXPECT_EQ(first["rtt_p50_us"], 41.5);
+  EXPECT_FALSE(first.contains("answered")) << "only the checked fields are kept";
+  EXPECT_EQ(m["links"][1]["state"], "down");
+  EXPECT_EQ(m["links"][2]["from"], "h2");
+  EXPECT_EQ(code(viewer, "GET", "/v1/pingmesh"), 200);
+  auto [listed, used] = call("GET", "/v1/usage");
+  ASSERT_EQ(listed, 200);
+  ASSERT_EQ(used.size(), 1u) << used.dump();
+  EXPECT_EQ(used[0]["host"], "h1");
+  EXPECT_EQ(used[0]["tx_bytes"], 4096);
+  EXPECT_EQ(used[0]["objects"]["qp"], 2);
+  EXPECT_EQ(used[0]["quota"], json({{"qp", 8}}));
+
+  // Refused whole, and h1's last report stays.
+  json bad_quota = usage;
+  bad_quota["quota"] = {{"gpus", 1}};
+  json negative = usage;
+  negative["tx_bytes"] = -1;
+  json bad_peer = row_h2;
+  bad_peer["peer"] = "h/3";
+  json bad_loss = row_h2;
+  bad_loss["loss"] = 1.5;
+  json bad_state = row_h2;
+  bad_state["state"] = "sideways";
+  for (const json& bad :
+       {json{{"pingmesh", {row_h2, bad_state}}}, json{{"pingmesh", {bad_peer}}},
+        json{{"pingmesh", {bad_loss}}}, json{{"pingmesh", "h2"}}, json{{"containers", {bad_quota}}},
+        json{{"containers", {negative}}}, json{{"containers", {{{"x", 1}}}}}})
+    EXPECT_EQ(call("POST", "/v1/hosts/h1/report", bad).first, 400) << bad.dump();
+  EXPECT_EQ(call("POST", "/v1/hosts/h1/report", json::array()).first, 400);
+  EXPECT_EQ(call("POST", "/v1/hosts/not%2Fa%2Fname/report", json::object()).first, 404);
+  EXPECT_EQ(call("GET", "/v1/pingmesh").second["links"].size(), 3u);
+  EXPECT_EQ(call("GET", "/v1/usage").second.size(), 1u);
+
+  // Only the requests refused before a report was read are in the audit log: the viewer's and
+  // the one to no route.
+  std::ifstream in(audit_log());
+  std::string line;
+  std::vector<std::string> reports;
+  while (std::getline(in, line))
+    if (line.find("/report") != std::string::npos) reports.push_back(line);
+  ASSERT_EQ(reports.size(), 2u) << "reports are not audited";
+  EXPECT_NE(reports[0].find("403"), std::string::npos) << reports[0];
+  EXPECT_NE(reports[1].find("404"), std::string::npos) << reports[1];
+}
+
+// The dashboard's files (ui/, built in) come to anyone without a token, with their content
+// types and a content security policy; nothing else does.
+TEST_F(ApiTest, TheDashboardsFilesNeedNoTokenAndNothingElseComesWithThem) {
+  auto anyone = client("");
+  auto page = anyone->Get("/ui/");
+  ASSERT_TRUE(page);
+  EXPECT_EQ(page->status, 200);
+  EXPECT_EQ(page->get_header_value("Content-Type"), "text/html; charset=utf-8");
+  EXPECT_NE(page->body.find("Pingmesh"), std::string::npos);
+  EXPECT_NE(page->get_header_value("Content-Security-Policy").find("default-src 'self'"),
+            std::string::npos);
+  auto script = anyone->Get("/ui/dashboard.js");
+  ASSERT_TRUE(script);
+  EXPECT_EQ(script->status, 200);
+  EXPECT_EQ(script->get_header_value("Content-Type"), "text/javascript; charset=utf-8");
+  auto bare = anyone->Get("/ui");
+  ASSERT_TRUE(bare);
+  EXPECT_EQ(bare->status, 302);
+  EXPECT_EQ(bare->get_header_value("Location"), "/ui/");
+  EXPECT_EQ(anyone->Get("/ui/secrets.js")->status, 404);
+  EXPECT_EQ(anyone->Get("/ui/../v1/tokens")->status, 404);  // no route: never a file
+  EXPECT_EQ(anyone->Get("/v1/pingmesh")->status, 401);
+  EXPECT_EQ(anyone->Post("/ui/", "", "text/plain")->status, 404);
+}
+
 }  // namespace
 }  // namespace wharf::control
