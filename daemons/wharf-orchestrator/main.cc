@@ -62,6 +62,10 @@ int run_orchestrator(int argc, char** argv) {
       ->envname("WHARF_TLS_CERT");
   app.add_option("--tls-key", tls.key_file, "the private key (PEM) of --tls-cert")
       ->envname("WHARF_TLS_KEY");
+  std::string metrics_address;
+  app.add_option("--metrics", metrics_address,
+                 "ADDR:PORT: serve Prometheus metrics at http://ADDR:PORT/metrics (default: none)")
+      ->envname("WHARF_ORCHESTRATOR_METRICS");
   CLI11_PARSE(app, argc, argv);
   if (tls.cert_file.empty() != tls.key_file.empty()) {
     spdlog::error("--tls-cert and --tls-key go together (or neither, for plain HTTP)");
@@ -126,6 +130,18 @@ int run_orchestrator(int argc, char** argv) {
                link_ca_dir);
   // Throws when the certificate or key cannot be loaded: never plain HTTP instead.
   wharf::control::ApiServer api(store.get(), audit_log, tls, link_ca.get());
+  std::unique_ptr<wharf::control::ApiMetrics> metrics;
+  if (!metrics_address.empty()) {
+    std::string why;
+    metrics = wharf::control::ApiMetrics::start(metrics_address, store.get(), &why);
+    if (metrics == nullptr) {
+      spdlog::error("--metrics: {}", why);
+      return 1;
+    }
+    api.set_metrics(metrics.get());
+    spdlog::info("metrics at http://{}:{}/metrics",
+                 metrics_address.substr(0, metrics_address.rfind(':')), metrics->port());
+  }
   const int bound = api.bind(listen.substr(0, colon), port);
   if (bound < 0) {
     spdlog::error("cannot listen on {}", listen);

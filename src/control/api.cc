@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <charconv>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <ctime>
@@ -294,10 +295,12 @@ void ApiServer::audit(const httplib::Request& req, const httplib::Response& res,
 }
 
 void ApiServer::add(const char* method, const char* path, Access access, Handler h, bool audited) {
-  routes_.push_back({method, std::regex(path), access, std::move(h), audited});
+  const std::string name = std::regex_replace(path, std::regex(R"(\([^)]*\))"), "{}");
+  routes_.push_back({method, std::regex(path), access, std::move(h), audited, name});
 }
 
 void ApiServer::handle(const httplib::Request& req, httplib::Response& res) {
+  const auto start = std::chrono::steady_clock::now();
   // HEAD is GET without the body, as httplib's own routing has it.
   const bool head = req.method == "HEAD";
   std::smatch path;
@@ -323,6 +326,11 @@ void ApiServer::handle(const httplib::Request& req, httplib::Response& res) {
   }
   if (route == nullptr || route->audited || !allowed)
     audit(req, res, allowed || !who.id.empty() ? &who : nullptr);
+  if (metrics_ != nullptr)
+    metrics_->count(
+        route != nullptr ? route->method : "other", route != nullptr ? route->name : "none",
+        res.status,
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
 void ApiServer::token_routes() {

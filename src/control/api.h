@@ -57,6 +57,7 @@
 #include <string>
 #include <vector>
 
+#include "control/api_metrics.h"
 #include "control/host_ca.h"
 #include "control/host_reports.h"
 #include "control/kv_store.h"
@@ -114,6 +115,9 @@ class ApiServer {
   // audits it. Everything the server answers goes through here; the fuzz target calls it
   // without a socket. May be called from any thread.
   void handle(const httplib::Request& req, httplib::Response& res);
+  // Counts every request handle() answers in `metrics` (which outlives the server; nullptr:
+  // none). Set before serve().
+  void set_metrics(ApiMetrics* metrics) { metrics_ = metrics; }
 
  private:
   // A route's handler, run only for a caller whose token passes the route's access; `path`
@@ -126,6 +130,7 @@ class ApiServer {
     Access access;
     Handler handler;
     bool audited = true;  // false: routers' routine reports, which change nothing lasting
+    std::string name;     // the pattern with each capture as {}: the metrics' `route` label
   };
   void add(const char* method, const char* path, Access access, Handler h, bool audited = true);
   // Whether the request's token passes `access`; if not, the refusal is written to res.
@@ -142,6 +147,7 @@ class ApiServer {
   Registry registry_;
   TokenStore tokens_;
   HostReports reports_;
+  ApiMetrics* metrics_ = nullptr;
   const HostCa* ca_;
   std::vector<Route> routes_;  // filled by the constructor, read-only after
   std::unique_ptr<httplib::Server> http_;

@@ -11,7 +11,7 @@ set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 readonly HERE
 # shellcheck source-path=SCRIPTDIR source=lib.sh
-source "$HERE/lib.sh" # e2e_lab_script (sets BIN, LAB, TMP), e2e_lab_fail, e2e_perftest_clock_failed
+source "$HERE/lib.sh" # e2e_lab_script (sets BIN, LAB, TMP), e2e_lab_fail, e2e_lab_write_bw
 readonly NAMES=(lmA$$ lmB$$)
 e2e_lab_script lab_metrics_test ib_write_bw curl
 
@@ -19,23 +19,7 @@ timeout 60 "$LAB" up --hosts 2 --wharfd "$BIN/wharfd" -- --metrics 127.0.0.1:910
   > "$TMP/up.log" 2>&1 || e2e_lab_fail "wharf-lab up -- --metrics 127.0.0.1:9101"
 
 bytes=$((2000 * 65536))
-for attempt in 1 2 3; do
-  timeout 60 "$BIN/wharf-run" --router /run/wharf-lab/h1/wharfd.sock --name "${NAMES[0]}" \
-    --vip 198.18.1.10 -- ib_write_bw -d wharf0 -s 65536 -n 2000 > "$TMP/server.log" 2>&1 &
-  PIDS=($!)
-  sleep 1
-  timeout 60 "$BIN/wharf-run" --router /run/wharf-lab/h2/wharfd.sock --name "${NAMES[1]}" \
-    --vip 198.18.2.10 -- ib_write_bw -d wharf0 -s 65536 -n 2000 198.18.1.10 \
-    > "$TMP/client.log" 2>&1
-  client=$?
-  wait "${PIDS[0]}"
-  server=$?
-  ((client == 0 && server == 0)) && break
-  if ((attempt == 3)) || ! e2e_perftest_clock_failed "$TMP/client.log" "$TMP/server.log"; then
-    e2e_lab_fail "ib_write_bw from h2 to h1 failed (client $client, server $server)"
-  fi
-  echo "lab_metrics_test: perftest could not calibrate its clock (machine busy); again"
-done
+e2e_lab_write_bw
 
 for h in h1 h2; do
   ip netns exec "wharf-lab-$h" curl -sf http://127.0.0.1:9101/metrics > "$TMP/$h.metrics.log" ||

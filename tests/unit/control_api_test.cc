@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "control/api.h"
+#include "control/api_metrics.h"
 #include "control/files.h"
 #include "control/host_ca.h"
 #include "control/kv_store.h"
@@ -642,6 +643,50 @@ TEST_F(ApiTest, TheDashboardsFilesNeedNoTokenAndNothingElseComesWithThem) {
   EXPECT_EQ(anyone->Get("/ui/../v1/tokens")->status, 404);  // no route: never a file
   EXPECT_EQ(anyone->Get("/v1/pingmesh")->status, 401);
   EXPECT_EQ(anyone->Post("/ui/", "", "text/plain")->status, 404);
+}
+
+// wharf-orchestrator --metrics (control/api_metrics.h): every answered request is counted by
+// method, route pattern and code (a path no route has as "none"), and each scrape probes the
+// store.
+TEST(ApiMetricsTest, RequestsAreCountedByRoutePatternAndTheStoreIsProbed) {
+  test_support::TempDir dir{"wharf-api-metrics"};
+  std::unique_ptr<KvStore> store;
+  ASSERT_TRUE(open_kv_store("sqlite:" + dir.path() + "/state.db", &store).is_ok());
+  ApiServer api(store.get());
+  std::string why;
+  auto metrics = ApiMetrics::start("127.0.0.1:0", store.get(), &why);
+  ASSERT_NE(metrics, nullptr) << why;
+  api.set_metrics(metrics.get());
+  const auto answer = [&](const char* method, const char* path) {
+    httplib::Request req;
+    req.method = method;
+    req.path = path;
+    httplib::Response res;
+    api.handle(req, res);
+    return res.status;
+  };
+  EXPECT_EQ(answer("GET", "/v1/tenants/red/containers/a"), 401);
+  EXPECT_EQ(answer("GET", "/v1/tenants/blue/containers/b"), 401);
+  EXPECT_EQ(answer("GET", "/no/such/thing"), 404);
+  EXPECT_EQ(answer("GET", "/ui/"), 200);
+
+  httplib::Client scraper("127.0.0.1", metrics->port());
+  auto r = scraper.Get("/metrics");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200);
+  const std::string& text = r->body;
+  const std::string container_route = R"(route="/v1/tenants/{}/containers/{}")";
+  for (const std::string& line :
+       {R"(wharf_orchestrator_requests_total{code="401",method="GET",)" + container_route + "} 2",
+        std::string(
+            R"(wharf_orchestrator_requests_total{code="404",method="other",route="none"} 1)"),
+        std::string(
+            R"(wharf_orchestrator_requests_total{code="200",method="GET",route="/ui/{}"} 1)"),
+        std::string(
+            R"(wharf_orchestrator_request_duration_seconds_count{method="GET",route="/ui/{}"} 1)"),
+        std::string("wharf_orchestrator_store_up 1")})
+    EXPECT_NE(text.find(line), std::string::npos) << line << " not in\n" << text;
+  EXPECT_NE(text.find("wharf_orchestrator_store_probe_seconds "), std::string::npos);
 }
 
 }  // namespace
