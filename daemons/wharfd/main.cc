@@ -135,6 +135,10 @@ int run_wharfd(int argc, char** argv) {
   app.add_option("--metrics", metrics_address,
                  "ADDR:PORT: serve Prometheus metrics at http://ADDR:PORT/metrics (default: none)")
       ->envname("WHARF_METRICS");
+  bool metrics_per_qp = false;
+  app.add_flag("--metrics-per-qp", metrics_per_qp,
+               "With --metrics: also a series per live QP (wharf_qp_*; many QPs, many series)")
+      ->envname("WHARF_METRICS_PER_QP");
   wharf::control::ApiEndpoint orchestrator;
   int host_ttl = 10;
   app.add_option("--orchestrator", orchestrator.url,
@@ -274,7 +278,7 @@ int run_wharfd(int argc, char** argv) {
   std::unique_ptr<wharf::router::MetricsServer> metrics;  // goes before the router
   if (!metrics_address.empty()) {
     std::string why;
-    metrics = wharf::router::MetricsServer::start(&router, metrics_address, &why);
+    metrics = wharf::router::MetricsServer::start(&router, metrics_address, metrics_per_qp, &why);
     if (metrics == nullptr) {
       fprintf(stderr, "wharfd: --metrics: %s\n", why.c_str());
       return 1;

@@ -116,6 +116,14 @@ struct HostLinks::Conn {
   }
 };
 
+void HostLinks::count_transport(int host, uint8_t tclass, uint64_t retransmitted,
+                                uint64_t rnr_naks) {
+  if (host < 0 || static_cast<size_t>(host) >= out_.size()) return;
+  LinkStats& s = stats_[{host, tclass >> 2}];
+  s.retransmitted_packets += retransmitted;
+  s.rnr_naks += rnr_naks;
+}
+
 void HostLinks::for_each_link(
     const std::function<void(int host, int dscp, const LinkStats& stats, bool up)>& fn) const {
   for (const auto& [key, stats] : stats_) {

@@ -147,7 +147,14 @@ class HostLinks {
     uint64_t tx_bytes = 0;
     uint64_t rx_bytes = 0;
     uint64_t linked = 0;  // times our connection was linked (Hellos exchanged): 1 + reconnects
+    // What the transport above counted of its traffic to the peer in this class
+    // (count_transport): request packets it sent again, RNR NAKs the peer answered with.
+    uint64_t retransmitted_packets = 0;
+    uint64_t rnr_naks = 0;
   };
+  // The transport above sent `retransmitted` request packets again to `host` in traffic class
+  // `tclass`, or received `rnr_naks` RNR NAKs from it (LinkStats).
+  void count_transport(int host, uint8_t tclass, uint64_t retransmitted, uint64_t rnr_naks);
   // fn(host, dscp, stats, up) for every peer and class that had a connection; up: ours is
   // linked now.
   void for_each_link(

@@ -3,6 +3,7 @@
 #include <prometheus/collectable.h>
 #include <prometheus/exposer.h>
 #include <prometheus/metric_family.h>
+#include <spdlog/fmt/fmt.h>
 
 #include <array>
 #include <chrono>
@@ -79,8 +80,8 @@ std::vector<ClientMetric::Label> container_labels(const Router::ContainerUsage& 
 }
 
 // Sets m's value as a metric of family type `type` (a counter or a gauge).
-void set_value(ClientMetric& m, MetricType type, uint64_t value) {
-  (type == MetricType::Counter ? m.counter.value : m.gauge.value) = static_cast<double>(value);
+void set_value(ClientMetric& m, MetricType type, double value) {
+  (type == MetricType::Counter ? m.counter.value : m.gauge.value) = value;
 }
 
 // A family of one series per container: value(usage) with the container's labels.
@@ -91,7 +92,7 @@ MetricFamily per_container(const char* name, const char* help, MetricType type,
   for (const Router::ContainerUsage& u : usage) {
     ClientMetric m;
     m.label = container_labels(u);
-    set_value(m, type, value(u));
+    set_value(m, type, static_cast<double>(value(u)));
     f.metric.push_back(std::move(m));
   }
   return f;
@@ -136,7 +137,7 @@ MetricFamily per_value(const char* name, const char* help, const char* label,
   return f;
 }
 
-MetricFamily single(const char* name, const char* help, MetricType type, uint64_t value) {
+MetricFamily single(const char* name, const char* help, MetricType type, double value) {
   ClientMetric m;
   set_value(m, type, value);
   return MetricFamily{name, help, type, {m}};
@@ -158,6 +159,16 @@ std::vector<MetricFamily> link_families(const RemotePath& remote) {
                           "again after the first",
                           MetricType::Counter,
                           {}};
+  MetricFamily retransmitted{
+      "wharf_link_retransmitted_packets_total",
+      "Request packets RC QPs sent again to the peer in this class (go-back-N, "
+      "ACK timeouts, RNR waits, a returning link)",
+      MetricType::Counter,
+      {}};
+  MetricFamily rnr_naks{"wharf_link_rnr_naks_total",
+                        "RNR NAKs the peer answered RC requests in this class with",
+                        MetricType::Counter,
+                        {}};
   MetricFamily up{"wharf_link_up",
                   "1 while this router's connection to the peer in this class is linked",
                   MetricType::Gauge,
@@ -176,11 +187,15 @@ std::vector<MetricFamily> link_families(const RemotePath& remote) {
         rx.metric.push_back(m);
         m.counter.value = static_cast<double>(s.linked > 0 ? s.linked - 1 : 0);
         reconnects.metric.push_back(m);
+        m.counter.value = static_cast<double>(s.retransmitted_packets);
+        retransmitted.metric.push_back(m);
+        m.counter.value = static_cast<double>(s.rnr_naks);
+        rnr_naks.metric.push_back(m);
         m.counter.value = 0;
         m.gauge.value = linked ? 1 : 0;
         up.metric.push_back(m);
       });
-  return {tx, rx, reconnects, up};
+  return {tx, rx, reconnects, retransmitted, rnr_naks, up};
 }
 
 // Per peer router: what Pingmesh measured (pingmesh/mesh.h).
@@ -235,9 +250,43 @@ std::vector<MetricFamily> pingmesh_families(const RemotePath& remote, const ping
   return {rtt, loss, up, probes, lost};
 }
 
+// --metrics-per-qp: a series per live QP (its container's labels, `qpn` in hex as rdma-core
+// prints it, `type`).
+std::vector<MetricFamily> qp_families(const Router& router) {
+  struct Kind {
+    const char* name;
+    const char* help;
+    uint64_t Traffic::*value;
+  };
+  static const Kind kKinds[] = {
+      {"wharf_qp_tx_bytes_total", "Bytes the QP sent", &Traffic::tx_bytes},
+      {"wharf_qp_rx_bytes_total", "Bytes the QP received", &Traffic::rx_bytes},
+      {"wharf_qp_tx_messages_total", "Work requests the QP completed", &Traffic::tx_msgs},
+      {"wharf_qp_rx_messages_total", "Messages that consumed one of the QP's receives",
+       &Traffic::rx_msgs},
+  };
+  std::vector<MetricFamily> out;
+  const std::vector<Router::QpUsage> qps = router.qp_usage_st();
+  for (const Kind& k : kKinds) {
+    MetricFamily f{k.name, k.help, MetricType::Counter, {}};
+    for (const Router::QpUsage& q : qps) {
+      ClientMetric m;
+      m.label = {{"tenant", q.container->tenant},
+                 {"network", q.container->network},
+                 {"container", q.container->name},
+                 {"qpn", fmt::format("{:#x}", q.qpn)},
+                 {"type", q.type}};
+      m.counter.value = static_cast<double>(q.traffic.*k.value);
+      f.metric.push_back(std::move(m));
+    }
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
 }  // namespace
 
-std::vector<MetricFamily> router_metrics_st(const Router& router) {
+std::vector<MetricFamily> router_metrics_st(const Router& router, bool per_qp) {
   const std::vector<Router::ContainerUsage> usage = router.container_usage_st(true);
   using U = Router::ContainerUsage;
   std::vector<MetricFamily> out;
@@ -255,6 +304,11 @@ std::vector<MetricFamily> router_metrics_st(const Router& router) {
   out.push_back(per_container("wharf_container_rx_messages_total",
                               "Messages the container's QPs received", MetricType::Counter, usage,
                               [](const U& u) { return u.traffic.rx_msgs; }));
+  out.push_back(
+      per_container("wharf_container_ratelimit_throttled_seconds_total",
+                    "Time the container's work waited for its rate limits, summed over its QPs",
+                    MetricType::Counter, usage,
+                    [](const U& u) { return static_cast<double>(u.traffic.throttled_ns) * 1e-9; }));
   out.push_back(per_value(
       "wharf_container_wrs_total", "Work requests the container's QPs completed, by opcode",
       "opcode", kOpcodeNames, usage,
@@ -285,6 +339,12 @@ std::vector<MetricFamily> router_metrics_st(const Router& router) {
       single("wharf_router_qps", "QPs the router's applications hold", MetricType::Gauge, qps));
   out.push_back(single("wharf_router_containers", "Containers the router serves", MetricType::Gauge,
                        containers));
+  out.push_back(single("wharf_router_busy_ratio",
+                       "Share of the last second the router's data-path passes did work",
+                       MetricType::Gauge, router.busy_ratio()));
+  out.push_back(single("wharf_router_busy_seconds_total",
+                       "Time the router's data-path passes did work", MetricType::Counter,
+                       static_cast<double>(router.busy_ns()) * 1e-9));
   const RouterCounters& c = router.counters();
   out.push_back(single("wharf_router_watchdog_trips_total",
                        "RC QPs the watchdog moved to error (their peer refused work too long)",
@@ -311,27 +371,31 @@ std::vector<MetricFamily> router_metrics_st(const Router& router) {
     if (const pingmesh::Mesh* mesh = remote->pingmesh())
       for (MetricFamily& f : pingmesh_families(*remote, *mesh)) out.push_back(std::move(f));
   }
+  if (per_qp)
+    for (MetricFamily& f : qp_families(router)) out.push_back(std::move(f));
   return out;
 }
 
 // What the exposer collects: a snapshot the router thread makes on request.
 class MetricsServer::Snapshots : public prometheus::Collectable {
  public:
-  explicit Snapshots(Router* router) : router_(router) {}
+  Snapshots(Router* router, bool per_qp) : router_(router), per_qp_(per_qp) {}
   std::vector<MetricFamily> Collect() const override {
     Router* router = router_;
+    const bool per_qp = per_qp_;
     return router
-        ->ask<std::vector<MetricFamily>>([router] { return router_metrics_st(*router); },
-                                         kSnapshotWait)
+        ->ask<std::vector<MetricFamily>>(
+            [router, per_qp] { return router_metrics_st(*router, per_qp); }, kSnapshotWait)
         .value_or(std::vector<MetricFamily>{});
   }
 
  private:
   Router* router_;
+  bool per_qp_;
 };
 
 std::unique_ptr<MetricsServer> MetricsServer::start(Router* router, const std::string& address,
-                                                    std::string* why) {
+                                                    bool per_qp, std::string* why) {
   std::unique_ptr<MetricsServer> s(new MetricsServer());
   try {
     s->exposer_ = std::make_unique<prometheus::Exposer>(address, 1);
@@ -339,7 +403,7 @@ std::unique_ptr<MetricsServer> MetricsServer::start(Router* router, const std::s
     *why = "cannot serve metrics on " + address + ": " + e.what();
     return nullptr;
   }
-  s->snapshots_ = std::make_shared<Snapshots>(router);
+  s->snapshots_ = std::make_shared<Snapshots>(router, per_qp);
   s->exposer_->RegisterCollectable(s->snapshots_);
   return s;
 }

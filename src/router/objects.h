@@ -37,6 +37,9 @@ struct RemoteQpState;  // router/remote.h
 // What QPs moved (shm::QpCounters), summed: a container keeps its destroyed QPs' share.
 struct Traffic {
   uint64_t tx_msgs = 0, tx_bytes = 0, rx_msgs = 0, rx_bytes = 0, errors = 0, express_msgs = 0;
+  // Kept by the router, not the QPs' shared counters: how long work waited for the rate
+  // limits (a container's: Container::throttled_ns).
+  uint64_t throttled_ns = 0;
   std::array<uint64_t, shm::kCountedOpcodes> tx_by_opcode{};
   std::array<uint64_t, shm::kCountedStatuses> errors_by_status{};
   void add(const shm::QpCounters& c) {
@@ -58,6 +61,7 @@ struct Traffic {
     rx_msgs += t.rx_msgs;
     rx_bytes += t.rx_bytes;
     errors += t.errors;
+    throttled_ns += t.throttled_ns;
     for (size_t i = 0; i < tx_by_opcode.size(); ++i) tx_by_opcode[i] += t.tx_by_opcode[i];
     for (size_t i = 0; i < errors_by_status.size(); ++i)
       errors_by_status[i] += t.errors_by_status[i];
@@ -80,6 +84,9 @@ struct Container {
   ContainerPolicy policy;  // from the orchestrator (router/policy.cc)
   TokenBucket rate;        // policy.rate_bps over all its QPs
   Traffic retired;         // what its destroyed QPs moved (`wharfctl statistic`)
+  // The time its QPs' work was held back by a rate limit (its own or its QPs'), summed over
+  // its QPs (router/scheduler.cc): wharf_container_ratelimit_throttled_seconds_total.
+  uint64_t throttled_ns = 0;
 };
 
 struct Pd {

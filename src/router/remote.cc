@@ -456,7 +456,14 @@ class RemotePath::RequesterCalls final : public rc::RequesterPort<RemoteQpState:
 
   bool transmit(const Request& r) override {
     const bool first = fresh_ != nullptr && fresh_->ring_index == r.work.ring_index;
-    return path_->transmit_st(ex_, qp_, host_, r, first ? fresh_ : nullptr);
+    const bool sent = path_->transmit_st(ex_, qp_, host_, r, first ? fresh_ : nullptr);
+    // Every transmission but the one issue() makes is a retransmission (go-back-N, an ACK
+    // timeout, an RNR wait's end, a returning link); a READ or an atomic is one packet.
+    if (!first && sent)
+      path_->links_.count_transport(
+          host_, link_class(qp_, qp_->attr.ah_attr),
+          r.kind == rc::RequestKind::kMessage ? rc::psn_diff(r.last_psn, r.first_psn) + 1 : 1, 0);
+    return sent;
   }
   // The work request being issued, until the next (null: none).
   void issuing(const Fresh* fresh) { fresh_ = fresh; }
@@ -488,6 +495,7 @@ class RemotePath::RequesterCalls final : public rc::RequesterPort<RemoteQpState:
   void rnr_refused(uint64_t stalled_ns, bool isolated) override {
     RouterCounters& counters = path_->counters_;
     counters.rnr_naks_received++;
+    path_->links_.count_transport(host_, link_class(qp_, qp_->attr.ah_attr), 0, 1);
     if (!isolated) return;
     counters.watchdog_isolations++;
     spdlog::warn(

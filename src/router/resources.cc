@@ -208,12 +208,26 @@ std::string Router::describe_report_st() const {
   return json{{"pingmesh", pingmesh_rows(remote_.get())}, {"containers", containers}}.dump();
 }
 
+std::vector<Router::QpUsage> Router::qp_usage_st() const {
+  std::vector<QpUsage> out;
+  for (const auto& [fd, s] : sessions_) {
+    const Container* c = s->container();
+    s->qps_.for_each([&out, c](const Qp* qp) {
+      Traffic t;
+      t.add(*qp->counters());
+      out.push_back({c, qp->qpn, qp_type_name(qp->type), t});
+    });
+  }
+  return out;
+}
+
 std::vector<Router::ContainerUsage> Router::container_usage_st(bool departed) const {
   std::map<const Container*, ContainerUsage> live;
   const auto usage_of = [&live](const Container* c) -> ContainerUsage& {
     ContainerUsage& u = live[c];
     if (u.live == nullptr) {
       u = {c->tenant, c->network, c->name, c, c->retired, {}};
+      u.traffic.throttled_ns = c->throttled_ns;
     }
     return u;
   };

@@ -183,10 +183,19 @@ void Router::run(bool handle_signals) {
   constexpr uint64_t kControlHotNs = 1000000;
   uint64_t last_work = now_ns();
   uint64_t last_control = 0;
+  ratio_since_ns_ = now_ns();
   while (!stopping_) {
     loop_turns_.store(loop_turns_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    const uint64_t pass_start = now_ns();
     bool busy = poll_datapath_st();
     uint64_t now = now_ns();
+    if (busy) busy_ns_ += now - pass_start;
+    if (now - ratio_since_ns_ >= 1'000'000'000) {
+      busy_ratio_ = static_cast<double>(busy_ns_ - ratio_busy_at_start_) /
+                    static_cast<double>(now - ratio_since_ns_);
+      ratio_since_ns_ = now;
+      ratio_busy_at_start_ = busy_ns_;
+    }
     if (busy || now - last_request_ns_ < kControlHotNs) last_work = now;
     if (now - last_control >= kControlPeriodNs || now - last_request_ns_ < kControlHotNs) {
       poll_control(0);
@@ -485,7 +494,9 @@ void Router::release_container(Container* c) {
 
 void Router::forget_container(decltype(containers_)::iterator it) {
   const Container& c = *it->second;  // no sessions: its QPs are all retired
-  departed_.push_back({c.tenant, c.network, c.name, c.retired, now_ns()});
+  Traffic moved = c.retired;
+  moved.throttled_ns = c.throttled_ns;
+  departed_.push_back({c.tenant, c.network, c.name, moved, now_ns()});
   while (departed_.size() > kDepartedKept ||
          departed_.front().gone_ns + kDepartedNs < departed_.back().gone_ns) {
     departed_.pop_front();

@@ -137,6 +137,14 @@ class Router final : private CmEnvironment {
   // added to a live one's of the same tenant, network and name (its counters go on from
   // there), else it is listed on its own, holding nothing.
   std::vector<ContainerUsage> container_usage_st(bool departed) const;
+  // What each live QP moved, with its container (--metrics-per-qp).
+  struct QpUsage {
+    const Container* container;
+    uint32_t qpn;
+    const char* type;  // as `rdma res show qp` names it: "RC", "UD", ...
+    Traffic traffic;
+  };
+  std::vector<QpUsage> qp_usage_st() const;
   static constexpr uint64_t kDepartedNs = 300'000'000'000;  // 5 min: several scrapes
   static constexpr size_t kDepartedKept = 1024;             // the newest, at most
 
@@ -188,6 +196,10 @@ class Router final : private CmEnvironment {
   // Turns of the router's loop so far (any thread may read it). For tests: a router with
   // nothing to do turns only when woken.
   uint64_t loop_turns() const { return loop_turns_.load(std::memory_order_relaxed); }
+  // The time the loop's data-path passes did work, since start; and the share of the last
+  // full second (or longer sleep) they did (router thread; wharf_router_busy_*).
+  uint64_t busy_ns() const { return busy_ns_; }
+  double busy_ratio() const { return busy_ratio_; }
 
  private:
   // Announces sleep, re-polls, then blocks for control input, a doorbell or timeout_ms (the
@@ -237,7 +249,11 @@ class Router final : private CmEnvironment {
   UniqueFd wake_;  // eventfd written by stop()
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> loop_turns_{0};  // written by the router thread alone
-  std::mutex posted_mu_;                 // guards posted_ (control path only)
+  uint64_t busy_ns_ = 0;
+  double busy_ratio_ = 0;
+  uint64_t ratio_since_ns_ = 0;       // the start of the second busy_ratio_ is being taken over
+  uint64_t ratio_busy_at_start_ = 0;  // busy_ns_ then
+  std::mutex posted_mu_;              // guards posted_ (control path only)
   std::vector<std::function<void()>> posted_;
   std::map<std::string, ContainerPolicy> policies_;  // by "tenant/name", from the orchestrator
   NetworkNumbers networks_;

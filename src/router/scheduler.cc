@@ -30,7 +30,10 @@ bool Scheduler::admit(Qp* qp, uint64_t bytes, uint64_t now) {
   const bool own_ok = !qp->rate_limited() || qp->rate()->ready(now, &own_at);
   const bool shared_ok = shared.ready(now, &shared_at);
   if (!own_ok || !shared_ok) {
-    work(qp).paced_until_ns = std::max(own_at, shared_at);
+    const uint64_t until = std::max(own_at, shared_at);
+    work(qp).paced_until_ns = until;
+    // The QP is not offered work again before `until` (its issue loops wait for it).
+    qp->owner->container()->throttled_ns += until > now ? until - now : 0;
     return false;
   }
   if (qp->rate_limited()) qp->rate()->charge(bytes);

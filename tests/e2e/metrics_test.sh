@@ -3,7 +3,8 @@
 # /metrics (which promtool accepts) counts for the client's container what perftest moved,
 # 2000 x 65536 bytes within 1 % in 2000 WRITEs, though the container has gone by the scrape; and while a
 # server waits for its client, its container holds a QP, CQ, MR and PD by
-# wharf_container_objects. PATH (argument): direct
+# wharf_container_objects and, with --metrics-per-qp, its QP has a series of its own (gone
+# with the QP). PATH (argument): direct
 # (the library executes the WRITEs itself) or router (--direct-path off).
 #
 #   WHARF_BIN_DIR=build/bin bash tests/e2e/metrics_test.sh direct|router
@@ -17,7 +18,7 @@ e2e_init
 e2e_require_command ib_write_bw
 e2e_require_command curl
 e2e_require_command promtool
-E2E_WHARFD_ARGS="--metrics 127.0.0.1:0"
+E2E_WHARFD_ARGS="--metrics 127.0.0.1:0 --metrics-per-qp"
 [[ $PATH_KIND == router ]] && E2E_WHARFD_ARGS+=" --direct-path off"
 e2e_start_router
 url=""
@@ -42,6 +43,9 @@ for kind in qp cq mr pd; do
     "$E2E_TMP/during.txt" || e2e_fail "/metrics shows no $kind held by $O"
 done
 grep -q '^wharf_router_qps [1-9]' "$E2E_TMP/during.txt" || e2e_fail "no QPs on the router"
+# --metrics-per-qp: the waiting QP has its own series.
+grep -q "^wharf_qp_tx_bytes_total{.*container=\"$O\".*qpn=\"0x[0-9a-f]*\",type=\"RC\"} 0" \
+  "$E2E_TMP/during.txt" || e2e_fail "/metrics has no per-QP series for $O's QP"
 e2e_run_container pinger "$(e2e_name P)" "$(e2e_vip 3)" preload 30 \
   ibv_rc_pingpong -d wharf0 -n 10 "$OVIP" || e2e_fail "ibv_rc_pingpong failed"
 e2e_wait_pid "$holder" 15
@@ -84,4 +88,5 @@ writes=$(series wharf_container_wrs_total "$C" 'opcode="rdma_write"')
 rx=$(series wharf_container_rx_bytes_total "$S")
 e2e_log "$PATH_KIND path: client tx_bytes $tx in $writes WRITEs, server rx_bytes $rx (ib_write_bw moved $bytes)"
 grep -q '^wharf_router_qps 0' "$E2E_TMP/metrics.txt" || e2e_fail "QPs left after both ended"
+! grep -q '^wharf_qp_' "$E2E_TMP/metrics.txt" || e2e_fail "per-QP series left after the QPs went"
 e2e_log "PASS"

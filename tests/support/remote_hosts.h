@@ -213,6 +213,15 @@ class RemoteHost {
   uint32_t rkey() const { return mr_.key; }
   const router::RouterCounters& counters() const { return counters_; }
   const router::RemotePath& remote() const { return *remote_; }
+  // What the links to host `peer` in traffic class 0 counted (links::HostLinks::LinkStats).
+  links::HostLinks::LinkStats link_stats(int peer) const {
+    links::HostLinks::LinkStats out;
+    remote_->links().for_each_link(
+        [&](int host, int dscp, const links::HostLinks::LinkStats& s, bool) {
+          if (host == peer && dscp == 0) out = s;
+        });
+    return out;
+  }
   // Every CQE the CQ got so far, in order.
   const std::vector<shm::Cqe>& completions() const { return completions_; }
 

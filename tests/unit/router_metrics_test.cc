@@ -90,6 +90,9 @@ TEST(RouterMetricsTest, ASeriesPerContainerWithItsQuotas) {
   EXPECT_EQ(series(m, "wharf_container_objects").size(), 2 * kQuotaKinds);
   EXPECT_EQ(single(m, "wharf_router_containers"), 2);
   EXPECT_EQ(single(m, "wharf_router_qps"), 0);
+  EXPECT_EQ(single(m, "wharf_router_busy_ratio"), 0) << "a router that never ran";
+  EXPECT_EQ(single(m, "wharf_router_busy_seconds_total"), 0);
+  EXPECT_EQ(series(m, "wharf_container_ratelimit_throttled_seconds_total").size(), 2u);
   EXPECT_EQ(family(m, "wharf_link_refused_peers_total"), nullptr) << "no links without a cluster";
 }
 

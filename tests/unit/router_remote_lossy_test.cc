@@ -152,6 +152,8 @@ TEST_F(LossyLinkTest, EverySendArrivesOnceAndInOrderThoughPacketsAreLostRepeated
   const std::vector<std::string> received = stream_sends(kSends, [](size_t) {});
   expect_sends_delivered(kSends, received);
 
+  // Lost requests and answers were made good by sending requests again, and counted.
+  EXPECT_GT(a_.link_stats(1).retransmitted_packets, 0u);
   // The faults happened, to requests and to answers alike.
   for (const LossyProxy* proxy : {&to_b_, &to_a_}) {
     EXPECT_GT(proxy->counts().dropped, 0u);

@@ -156,6 +156,11 @@ TEST_F(RemotePathTest, ASendRefusedForWantOfAReceiveLandsOnceOneIsPosted) {
   EXPECT_EQ(a_.completions()[0].wr_id, 1u);
   EXPECT_EQ(a_.completions()[0].status, IBV_WC_SUCCESS);
   EXPECT_EQ(a_.qp().state(), IBV_QPS_RTS);
+  // Each refusal is counted on a's link to b, and each wait's end sent the SEND again.
+  const links::HostLinks::LinkStats link = a_.link_stats(1);
+  EXPECT_EQ(link.rnr_naks, a_.counters().rnr_naks_received);
+  EXPECT_GE(link.retransmitted_packets, link.rnr_naks);
+  EXPECT_EQ(b_.link_stats(0).retransmitted_packets, 0u) << "b sent nothing again";
 }
 
 // Atomics act on the peer's 8 bytes and bring back what they held before.

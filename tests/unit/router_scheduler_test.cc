@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <vector>
 
+#include "router/router.h"
 #include "router/scheduler.h"
+#include "router/session.h"
 
 namespace wharf::router {
 namespace {
@@ -128,6 +130,31 @@ TEST_F(SchedulerTest, ClearingGivesEveryRecordBack) {
   sched_.clear();
   EXPECT_EQ(sched_.qps_with_work(), 0u);
   for (Qp& qp : qps_) EXPECT_FALSE(qp.busy);
+}
+
+// A QP its container's rate limit holds back waits until the bucket has refilled, and that
+// wait is counted as the container's throttled time
+// (wharf_container_ratelimit_throttled_seconds_total).
+TEST(SchedulerRateTest, TheTimeARateLimitHoldsWorkBackIsCountedForItsContainer) {
+  RouterConfig cfg;
+  cfg.socket_path = "/nonexistent/wharf-scheduler-test.sock";  // never started
+  Router router(cfg);
+  Container c;
+  Session session(&router, UniqueFd(), getpid(), 0, &c);
+  Qp qp;
+  qp.owner = &session;
+  constexpr uint64_t kNow = 1'000'000'000;
+  c.rate.configure(8'000'000, 1000, kNow);  // 1 MB/s, 1000 bytes deep: a byte per us
+  Scheduler sched;
+  // A full bucket lets a message through and goes into debt for what it lacked.
+  EXPECT_TRUE(sched.admit(&qp, 2000, kNow));
+  EXPECT_EQ(c.throttled_ns, 0u);
+  EXPECT_FALSE(sched.admit(&qp, 1000, kNow));
+  const uint64_t until = qp.work().paced_until_ns;
+  EXPECT_GT(until, kNow);
+  EXPECT_EQ(c.throttled_ns, until - kNow);
+  EXPECT_TRUE(sched.admit(&qp, 1000, until)) << "refilled by then";
+  EXPECT_EQ(c.throttled_ns, until - kNow);
 }
 
 }  // namespace
