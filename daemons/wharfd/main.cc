@@ -131,6 +131,12 @@ int run_wharfd(int argc, char** argv) {
       ->check(CLI::Range(0.0, 3600.0))
       ->capture_default_str()
       ->envname("WHARF_PINGMESH_INTERVAL");
+  std::vector<std::string> pingmesh_networks;
+  app.add_option("--pingmesh-networks", pingmesh_networks,
+                 "TENANT/NETWORK,...: also probe within these tenants' virtual networks, between "
+                 "the routers that probe or serve them")
+      ->delimiter(',')
+      ->envname("WHARF_PINGMESH_NETWORKS");
   std::string metrics_address;
   app.add_option("--metrics", metrics_address,
                  "ADDR:PORT: serve Prometheus metrics at http://ADDR:PORT/metrics (default: none)")
@@ -258,6 +264,15 @@ int run_wharfd(int argc, char** argv) {
   cfg.watchdog_ns = watchdog_ms * 1000000;
   cfg.cm_timeout_ns = cm_timeout_ms * 1000000;
   cfg.pingmesh_interval_ns = static_cast<uint64_t>(pingmesh_interval * 1e9);
+  for (const std::string& n : pingmesh_networks) {
+    const size_t slash = n.find('/');
+    if (slash == std::string::npos || slash == 0 || slash + 1 == n.size() ||
+        n.find('/', slash + 1) != std::string::npos) {
+      fprintf(stderr, "wharfd: --pingmesh-networks: '%s' is not TENANT/NETWORK\n", n.c_str());
+      return 2;
+    }
+    cfg.pingmesh_networks.emplace_back(n.substr(0, slash), n.substr(slash + 1));
+  }
   cfg.direct_path = direct_path == "on";
   cfg.express = express == "on";
   if (cfg.link_encrypt && cfg.express) {

@@ -52,12 +52,17 @@ bool Mesh::tick(uint64_t now, const Send& send) {
     if (h == self_) continue;
     Peer& p = peers_[static_cast<size_t>(h)];
     Slot& s = p.window[seq % kWindow];
-    s = Slot{Outcome::kPending, seq, now, 0, 0};
-    ++p.totals.probes;
     proto::pingmesh::Probe probe;
     probe.seq = seq;
     probe.sent_ns = now;
-    if (!send(h, probe)) lose(p, s);
+    const Sent sent = send(h, probe);
+    if (sent == Sent::kSkipped) {
+      s = Slot{};
+      continue;
+    }
+    s = Slot{Outcome::kPending, seq, now, 0, 0};
+    ++p.totals.probes;
+    if (sent == Sent::kLost) lose(p, s);
   }
   // The next round one interval after this one, or after now if the router fell behind.
   next_round_ns_ += interval_ns_;

@@ -55,8 +55,13 @@ struct PeerTotals {
 
 class Mesh {
  public:
-  // Sends one probe to a peer on the links; false when they could not take it.
-  using Send = std::function<bool(int peer, const proto::pingmesh::Probe& probe)>;
+  // What became of one probe a round asked for.
+  enum class Sent {
+    kSent,     // on its way
+    kLost,     // the links could not take it: lost at once
+    kSkipped,  // not this peer, this round (not a member of the probed network): no probe
+  };
+  using Send = std::function<Sent(int peer, const proto::pingmesh::Probe& probe)>;
 
   // hosts: how many routers the cluster has; self: this one's index (never probed);
   // interval_ns > 0: the time between rounds; the first round is due at start_ns.
@@ -64,7 +69,7 @@ class Mesh {
 
   uint64_t next_round_ns() const { return next_round_ns_; }
   // If a round is due at `now`: ends the previous round's unanswered probes as lost, then
-  // sends a probe to every peer. True if a round was made.
+  // sends a probe to every peer (that send() does not skip). True if a round was made.
   bool tick(uint64_t now, const Send& send);
   // An answer from `peer` that arrived at `now`. False when it answers no outstanding probe
   // to that peer (late, repeated, or not ours), which changes nothing.
@@ -75,6 +80,8 @@ class Mesh {
   uint64_t interval_ns() const { return interval_ns_; }
   PeerSummary summary(int peer) const;
   const PeerTotals& totals(int peer) const { return peers_[static_cast<size_t>(peer)].totals; }
+  // Whether a probe was ever sent (or tried) to peer.
+  bool probed(int peer) const { return totals(peer).probes != 0; }
 
  private:
   enum class Outcome : uint8_t { kNone, kPending, kAnswered, kLost };

@@ -29,12 +29,17 @@ struct Probe {
   uint64_t sent_ns = 0;       // the prober's monotonic clock when it sent it, echoed
   uint64_t received_ns = 0;   // kReply: the answerer's monotonic clock when it arrived
   uint64_t replied_ns = 0;    // kReply: the answerer's monotonic clock when it answered
+  // 0: a probe between routers. Else a probe within a tenant's virtual network: the prober's
+  // number for that network, echoed (the packet's PacketHeader.network carries the
+  // answerer's number for it, as a request's does; an answerer without it drops the probe).
+  uint32_t network = 0;
   template <class V>
   void visit(V&& v) {
-    v(kind), v(traffic_class), v(reserved), v(seq), v(sent_ns), v(received_ns), v(replied_ns);
+    v(kind), v(traffic_class), v(reserved), v(seq), v(sent_ns), v(received_ns), v(replied_ns),
+        v(network);
   }
 };
-constexpr size_t kProbeSize = 32;
+constexpr size_t kProbeSize = 36;
 
 // The probe in bytes[0, len), if they are one: exactly kProbeSize bytes, a known kind, the
 // reserved field 0.

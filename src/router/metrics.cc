@@ -198,8 +198,9 @@ std::vector<MetricFamily> link_families(const RemotePath& remote) {
   return {tx, rx, reconnects, retransmitted, rnr_naks, up};
 }
 
-// Per peer router: what Pingmesh measured (pingmesh/mesh.h).
-std::vector<MetricFamily> pingmesh_families(const RemotePath& remote, const pingmesh::Mesh& mesh) {
+// Per peer router: what Pingmesh measured (pingmesh/mesh.h), its routers' own mesh with
+// tenant and network "" and each tenant network's mesh with its names.
+std::vector<MetricFamily> pingmesh_families(const RemotePath& remote) {
   MetricFamily rtt{"wharf_pingmesh_rtt_seconds",
                    "Round trips of Pingmesh's probes to the peer router, its own delay taken out",
                    MetricType::Histogram,
@@ -220,33 +221,41 @@ std::vector<MetricFamily> pingmesh_families(const RemotePath& remote, const ping
                     MetricType::Counter,
                     {}};
   const auto& hosts = remote.directory().hosts();
-  for (int h = 0; h < mesh.hosts(); ++h) {
-    if (h == mesh.self()) continue;
-    const pingmesh::PeerTotals& t = mesh.totals(h);
-    const pingmesh::PeerSummary s = mesh.summary(h);
-    ClientMetric m;
-    m.label = {{"peer", hosts[static_cast<size_t>(h)].name}};
-    ClientMetric hist = m;
-    hist.histogram.sample_count = t.answered;
-    hist.histogram.sample_sum = static_cast<double>(t.rtt_sum_ns) * 1e-9;
-    uint64_t cumulative = 0;
-    for (size_t b = 0; b < t.rtt_buckets.size(); ++b) {
-      cumulative += t.rtt_buckets[b];
-      hist.histogram.bucket.push_back({cumulative, b < pingmesh::kRttBuckets.size()
-                                                       ? pingmesh::kRttBuckets[b]
-                                                       : std::numeric_limits<double>::infinity()});
+  const auto add = [&](const pingmesh::Mesh& mesh, const std::string& tenant,
+                       const std::string& network, bool all) {
+    for (int h = 0; h < mesh.hosts(); ++h) {
+      if (h == mesh.self() || (!all && !mesh.probed(h))) continue;
+      const pingmesh::PeerTotals& t = mesh.totals(h);
+      const pingmesh::PeerSummary s = mesh.summary(h);
+      ClientMetric m;
+      m.label = {
+          {"peer", hosts[static_cast<size_t>(h)].name}, {"tenant", tenant}, {"network", network}};
+      ClientMetric hist = m;
+      hist.histogram.sample_count = t.answered;
+      hist.histogram.sample_sum = static_cast<double>(t.rtt_sum_ns) * 1e-9;
+      uint64_t cumulative = 0;
+      for (size_t b = 0; b < t.rtt_buckets.size(); ++b) {
+        cumulative += t.rtt_buckets[b];
+        hist.histogram.bucket.push_back(
+            {cumulative, b < pingmesh::kRttBuckets.size()
+                             ? pingmesh::kRttBuckets[b]
+                             : std::numeric_limits<double>::infinity()});
+      }
+      rtt.metric.push_back(std::move(hist));
+      m.gauge.value = s.loss;
+      loss.metric.push_back(m);
+      m.gauge.value = s.state == pingmesh::PeerState::kUp ? 1 : 0;
+      up.metric.push_back(m);
+      m.gauge.value = 0;
+      m.counter.value = static_cast<double>(t.probes);
+      probes.metric.push_back(m);
+      m.counter.value = static_cast<double>(t.lost);
+      lost.metric.push_back(m);
     }
-    rtt.metric.push_back(std::move(hist));
-    m.gauge.value = s.loss;
-    loss.metric.push_back(m);
-    m.gauge.value = s.state == pingmesh::PeerState::kUp ? 1 : 0;
-    up.metric.push_back(m);
-    m.gauge.value = 0;
-    m.counter.value = static_cast<double>(t.probes);
-    probes.metric.push_back(m);
-    m.counter.value = static_cast<double>(t.lost);
-    lost.metric.push_back(m);
-  }
+  };
+  add(*remote.pingmesh(), "", "", true);
+  for (const RemotePath::NetworkMesh& n : remote.network_meshes())
+    add(*n.mesh, n.tenant, n.network, false);
   return {rtt, loss, up, probes, lost};
 }
 
@@ -368,8 +377,8 @@ std::vector<MetricFamily> router_metrics_st(const Router& router, bool per_qp) {
                          "Express-line connections that failed to authenticate",
                          MetricType::Counter, remote->express().refused_lines()));
     for (MetricFamily& f : link_families(*remote)) out.push_back(std::move(f));
-    if (const pingmesh::Mesh* mesh = remote->pingmesh())
-      for (MetricFamily& f : pingmesh_families(*remote, *mesh)) out.push_back(std::move(f));
+    if (remote->pingmesh() != nullptr)
+      for (MetricFamily& f : pingmesh_families(*remote)) out.push_back(std::move(f));
   }
   if (per_qp)
     for (MetricFamily& f : qp_families(router)) out.push_back(std::move(f));

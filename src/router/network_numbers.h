@@ -30,6 +30,8 @@ class NetworkNumbers {
     for (const auto& [key, n] : numbers_) f(key.first, key.second, n);
   }
   void on_new(NewNumber f) { on_new_ = std::move(f); }
+  // Whether `number` names a network numbered here (numbers run from 1, in order).
+  bool known(uint32_t number) const { return number >= 1 && number <= numbers_.size(); }
 
  private:
   std::map<std::pair<std::string, std::string>, uint32_t> numbers_;

@@ -111,10 +111,17 @@ int RemotePath::start() {
     return EINVAL;
   }
   if (int e = links_.start(); e != 0) return e;
-  if (cfg_.pingmesh_interval_ns != 0 && dir_->hosts().size() > 1)
-    pingmesh_ = std::make_unique<pingmesh::Mesh>(static_cast<int>(dir_->hosts().size()),
-                                                 dir_->self(), cfg_.pingmesh_interval_ns,
-                                                 now_ns() + cfg_.pingmesh_interval_ns);
+  if (cfg_.pingmesh_interval_ns != 0 && dir_->hosts().size() > 1) {
+    const auto mesh = [this] {
+      return std::make_unique<pingmesh::Mesh>(static_cast<int>(dir_->hosts().size()), dir_->self(),
+                                              cfg_.pingmesh_interval_ns,
+                                              now_ns() + cfg_.pingmesh_interval_ns);
+    };
+    pingmesh_ = mesh();
+    // Numbering a network announces it: the other routers that number it too answer.
+    for (const auto& [tenant, network] : cfg_.pingmesh_networks)
+      network_meshes_.push_back({tenant, network, networks_.number(tenant, network), mesh()});
+  }
   if (!cfg_.express) return 0;
   if (int e = express_.start(); e != 0) {
     spdlog::warn(
@@ -223,6 +230,8 @@ uint64_t RemotePath::next_deadline() const {
     next = next == 0 ? swept_ns_ + kParkSweepNs : std::min(next, swept_ns_ + kParkSweepNs);
   if (pingmesh_ != nullptr && (next == 0 || pingmesh_->next_round_ns() < next))
     next = pingmesh_->next_round_ns();
+  for (const NetworkMesh& m : network_meshes_)
+    if (next == 0 || m.mesh->next_round_ns() < next) next = m.mesh->next_round_ns();
   for (const auto& [qp, st] : states_) {
     const uint64_t t = st.requester.deadline();
     if (t != 0 && (next == 0 || t < next)) next = t;
@@ -684,8 +693,9 @@ void RemotePath::flood_frame_st(Qp* qp, const SegmentList& frame) {
 }
 
 bool RemotePath::send_router_datagram_st(int host, uint32_t qpn, uint32_t qkey, const uint8_t* body,
-                                         uint32_t len) {
+                                         uint32_t len, uint32_t network) {
   Packet p;
+  p.hdr.network = network;
   p.hdr.opcode = host::opcode_of(host::kUd, host::kSendOnly);
   p.hdr.dest_qpn = qpn;
   p.hdr.src_qpn = qpn;

@@ -127,6 +127,13 @@ class RemotePath final : public links::HostLinks::Handler {
   const links::HostLinks& links() const { return links_; }
   // What Pingmesh knows of the paths to the other routers; null when it does not probe.
   const pingmesh::Mesh* pingmesh() const { return pingmesh_.get(); }
+  // Pingmesh within tenants' virtual networks (RouterConfig::pingmesh_networks).
+  struct NetworkMesh {
+    std::string tenant, network;
+    uint32_t number;  // this router's number for it
+    std::unique_ptr<pingmesh::Mesh> mesh;
+  };
+  const std::vector<NetworkMesh>& network_meshes() const { return network_meshes_; }
 
   // Index of the host serving address vector `ah`, as seen by a QP of container `from`, when
   // that is another host, else -1. A GID ::ffff:<vIP> goes where the orchestrator placed the
@@ -246,8 +253,9 @@ class RemotePath final : public links::HostLinks::Handler {
   void on_network_announce_st(int host, const proto::CmMad& m);
   // A datagram of the router's own (CM MAD, Pingmesh probe) to QPN `qpn` of `host`'s router,
   // on traffic class 0. False when the link cannot take it now.
+  // `network`: the packet's PacketHeader.network (0: none).
   bool send_router_datagram_st(int host, uint32_t qpn, uint32_t qkey, const uint8_t* body,
-                               uint32_t len);
+                               uint32_t len, uint32_t network = 0);
   // Pingmesh: sends the round of probes that is due (true if one was).
   bool probe_peers_st(uint64_t now);
   // Pingmesh: a probe from `host` (answered) or an answer to one of ours.
@@ -278,6 +286,7 @@ class RemotePath final : public links::HostLinks::Handler {
   links::HostLinks links_;
   ExpressBroker express_;
   std::unique_ptr<pingmesh::Mesh> pingmesh_;  // from start(), with a Pingmesh interval
+  std::vector<NetworkMesh> network_meshes_;   // likewise
   // The last look at the host links (CLOCK_MONOTONIC ns) and whether it moved anything (read
   // or wrote).
   static constexpr uint64_t kQuietLinkLookNs = 5000;

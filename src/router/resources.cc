@@ -93,31 +93,44 @@ json traffic_json(const Traffic& t) {
 // Microseconds, to a tenth.
 double us(uint64_t ns) { return std::round(static_cast<double>(ns) / 100.0) / 10.0; }
 
-// Pingmesh's view of every other router (`wharfctl pingmesh show`): [] when it does not probe.
-json pingmesh_rows(const RemotePath* remote) {
-  json rows = json::array();
-  const pingmesh::Mesh* mesh = remote != nullptr ? remote->pingmesh() : nullptr;
-  if (mesh == nullptr) return rows;
-  const auto& hosts = remote->directory().hosts();
-  for (int h = 0; h < mesh->hosts(); ++h) {
-    if (h == mesh->self()) continue;
-    const pingmesh::PeerSummary s = mesh->summary(h);
-    const pingmesh::PeerTotals& t = mesh->totals(h);
-    rows.push_back({{"peer", hosts[static_cast<size_t>(h)].name},
-                    {"state", pingmesh::state_name(s.state)},
-                    {"rtt_p50_us", us(s.rtt_p50_ns)},
-                    {"rtt_p99_us", us(s.rtt_p99_ns)},
-                    {"rtt_min_us", us(s.rtt_min_ns)},
-                    {"rtt_max_us", us(s.rtt_max_ns)},
-                    {"peer_delay_p50_us", us(s.peer_delay_p50_ns)},
-                    {"peer_delay_p99_us", us(s.peer_delay_p99_ns)},
-                    {"loss", s.loss},
-                    {"answered", s.answered},
-                    {"lost", s.lost},
-                    {"probes_total", t.probes},
-                    {"lost_total", t.lost},
-                    {"interval_ms", mesh->interval_ns() / 1000000}});
+// One mesh's rows: a row per other router it probed (every other router, for the routers'
+// own mesh), with `extra` fields.
+void mesh_rows(const RemotePath& remote, const pingmesh::Mesh& mesh, bool all, const json& extra,
+               json* rows) {
+  const auto& hosts = remote.directory().hosts();
+  for (int h = 0; h < mesh.hosts(); ++h) {
+    if (h == mesh.self() || (!all && !mesh.probed(h))) continue;
+    const pingmesh::PeerSummary s = mesh.summary(h);
+    const pingmesh::PeerTotals& t = mesh.totals(h);
+    json row = {{"peer", hosts[static_cast<size_t>(h)].name},
+                {"state", pingmesh::state_name(s.state)},
+                {"rtt_p50_us", us(s.rtt_p50_ns)},
+                {"rtt_p99_us", us(s.rtt_p99_ns)},
+                {"rtt_min_us", us(s.rtt_min_ns)},
+                {"rtt_max_us", us(s.rtt_max_ns)},
+                {"peer_delay_p50_us", us(s.peer_delay_p50_ns)},
+                {"peer_delay_p99_us", us(s.peer_delay_p99_ns)},
+                {"loss", s.loss},
+                {"answered", s.answered},
+                {"lost", s.lost},
+                {"probes_total", t.probes},
+                {"lost_total", t.lost},
+                {"interval_ms", mesh.interval_ns() / 1000000}};
+    row.update(extra);
+    rows->push_back(std::move(row));
   }
+}
+
+// Pingmesh's view (`wharfctl pingmesh show`): the routers' own rows, then (with_networks) the
+// rows of each tenant network it probes within, which name their "tenant" and "network"; []
+// when it does not probe.
+json pingmesh_rows(const RemotePath* remote, bool with_networks) {
+  json rows = json::array();
+  if (remote == nullptr || remote->pingmesh() == nullptr) return rows;
+  mesh_rows(*remote, *remote->pingmesh(), true, json::object(), &rows);
+  if (with_networks)
+    for (const RemotePath::NetworkMesh& m : remote->network_meshes())
+      mesh_rows(*remote, *m.mesh, false, {{"tenant", m.tenant}, {"network", m.network}}, &rows);
   return rows;
 }
 
@@ -182,7 +195,7 @@ std::string Router::describe_resources_st() const {
               {"pd", pds},
               {"cm_id", cm_ids},
               {"container", containers},
-              {"pingmesh", pingmesh_rows(remote_.get())}}
+              {"pingmesh", pingmesh_rows(remote_.get(), true)}}
       .dump();
 }
 
@@ -205,7 +218,8 @@ std::string Router::describe_report_st() const {
                           {"objects", objects},
                           {"quota", quota}});
   }
-  return json{{"pingmesh", pingmesh_rows(remote_.get())}, {"containers", containers}}.dump();
+  // The cluster's matrix is between routers: the tenant networks' rows stay here.
+  return json{{"pingmesh", pingmesh_rows(remote_.get(), false)}, {"containers", containers}}.dump();
 }
 
 std::vector<Router::QpUsage> Router::qp_usage_st() const {

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace wharf::router {
 
@@ -51,6 +53,9 @@ struct RouterConfig {
   // Pingmesh (pingmesh/mesh.h): the time between rounds of probes to every other router. 0:
   // no probes (this router still answers others').
   uint64_t pingmesh_interval_ns = 1'000'000'000;
+  // Tenants' virtual networks (tenant, network) Pingmesh also probes within, each round:
+  // between this router and every other that has numbered the network.
+  std::vector<std::pair<std::string, std::string>> pingmesh_networks;
 };
 
 // What the router counts; logged on SIGUSR1 (wharfd) and read by tests.

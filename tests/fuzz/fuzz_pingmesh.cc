@@ -59,7 +59,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       mesh.tick(now, [&](int peer, const pm::Probe& p) {
         WHARF_FUZZ_CHECK(peer != 2 && peer >= 0 && peer < kHosts, "probed a non-peer");
         sent.emplace_back(peer, p);
-        return ((refuse >> peer) & 1) == 0;
+        // Two bits of `refuse` per round: host 0 and 1 may be skipped, any host lost.
+        if (peer < 2 && ((refuse >> (4 + peer)) & 1) != 0) return pingmesh::Mesh::Sent::kSkipped;
+        return ((refuse >> peer) & 1) == 0 ? pingmesh::Mesh::Sent::kSent
+                                           : pingmesh::Mesh::Sent::kLost;
       });
       continue;
     }
@@ -67,7 +70,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const int from = static_cast<int>(in.u8() % (kHosts + 2)) - 1;  // -1 .. kHosts
     if (op % 3 == 1) {
       // Raw bytes off the wire.
-      uint8_t bytes[pm::kProbeSize + 1];
+      uint8_t bytes[pm::kProbeSize + 1];  // one more than a probe, to try that length too
       const size_t len = in.u8() % (sizeof(bytes) + 1);
       for (size_t i = 0; i < len; ++i) bytes[i] = in.u8();
       const bool ok = pm::decode_probe(bytes, len, &reply);

@@ -96,14 +96,16 @@ bool run_until(Step step, Done done, std::chrono::milliseconds limit = std::chro
 // an MR over `memory` bytes of its own, built as the router's control path builds them.
 class RemoteHost {
  public:
-  // pingmesh_interval_ns: RouterConfig's (0, the default here: no probes).
+  // pingmesh_interval_ns, pingmesh_networks: RouterConfig's (0, the default here: no probes).
   RemoteHost(const std::string& cluster, const char* name, uint16_t lid, uint32_t vip,
-             size_t memory = kMemory, uint64_t pingmesh_interval_ns = 0)
+             size_t memory = kMemory, uint64_t pingmesh_interval_ns = 0,
+             std::vector<std::pair<std::string, std::string>> pingmesh_networks = {})
       : direct_(objects_, /*enabled=*/false, kIb), multicast_(kIb) {
     cfg_.socket_path = "/nonexistent/wharf-remote-path-test.sock";  // never started
     cfg_.node_guid = 0x0200000000000000ull | lid;
     cfg_.express = false;
     cfg_.pingmesh_interval_ns = pingmesh_interval_ns;
+    cfg_.pingmesh_networks = std::move(pingmesh_networks);
     auto dir = std::make_unique<links::StaticCluster>();
     EXPECT_EQ(dir->load(cluster, name), "");
     remote_ = std::make_unique<router::RemotePath>(paths_, cfg_, counters_, cm_, networks_,

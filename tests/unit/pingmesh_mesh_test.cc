@@ -23,7 +23,7 @@ class MeshTest : public ::testing::Test {
     std::vector<std::pair<int, pm::Probe>> sent;
     const bool made = mesh_.tick(now, [&](int peer, const pm::Probe& p) {
       sent.emplace_back(peer, p);
-      return link_takes;
+      return link_takes ? Mesh::Sent::kSent : Mesh::Sent::kLost;
     });
     EXPECT_TRUE(made);
     return sent;
@@ -46,7 +46,7 @@ class MeshTest : public ::testing::Test {
 };
 
 TEST_F(MeshTest, EachRoundProbesEveryPeerButItselfOnceAnIntervalHasPassed) {
-  EXPECT_FALSE(mesh_.tick(kSecond - 1, [](int, const pm::Probe&) { return true; }));
+  EXPECT_FALSE(mesh_.tick(kSecond - 1, [](int, const pm::Probe&) { return Mesh::Sent::kSent; }));
   const auto first = round(kSecond);
   ASSERT_EQ(first.size(), 2u);
   EXPECT_EQ(first[0].first, 0);
@@ -55,7 +55,8 @@ TEST_F(MeshTest, EachRoundProbesEveryPeerButItselfOnceAnIntervalHasPassed) {
   EXPECT_EQ(first[0].second.sent_ns, kSecond);
   EXPECT_EQ(first[0].second.seq, first[1].second.seq);
   EXPECT_EQ(mesh_.next_round_ns(), 2 * kSecond);
-  EXPECT_FALSE(mesh_.tick(2 * kSecond - 1, [](int, const pm::Probe&) { return true; }));
+  EXPECT_FALSE(
+      mesh_.tick(2 * kSecond - 1, [](int, const pm::Probe&) { return Mesh::Sent::kSent; }));
   EXPECT_NE(round(2 * kSecond)[0].second.seq, first[0].second.seq);
   EXPECT_EQ(mesh_.summary(0).state, PeerState::kUnknown);
   EXPECT_EQ(mesh_.totals(0).probes, 2u);
@@ -128,6 +129,21 @@ TEST_F(MeshTest, AProbeTheLinkCannotTakeIsLostAtOnce) {
   EXPECT_EQ(mesh_.summary(0).lost, 1u);
   EXPECT_EQ(mesh_.totals(0).lost, 1u);
   EXPECT_EQ(mesh_.totals(0).probes, 1u);
+}
+
+TEST_F(MeshTest, APeerASendSkipsIsNotProbedAndHasNoFigures) {
+  const auto skip_host_0 = [](int peer, const pm::Probe&) {
+    return peer == 0 ? Mesh::Sent::kSkipped : Mesh::Sent::kSent;
+  };
+  ASSERT_TRUE(mesh_.tick(kSecond, skip_host_0));
+  ASSERT_TRUE(mesh_.tick(2 * kSecond, skip_host_0));
+  ASSERT_TRUE(mesh_.tick(3 * kSecond, skip_host_0));
+  ASSERT_TRUE(mesh_.tick(4 * kSecond, skip_host_0));
+  EXPECT_FALSE(mesh_.probed(0));
+  EXPECT_EQ(mesh_.summary(0).state, PeerState::kUnknown) << "not down: never probed";
+  EXPECT_EQ(mesh_.summary(0).lost, 0u);
+  EXPECT_TRUE(mesh_.probed(2));
+  EXPECT_EQ(mesh_.summary(2).state, PeerState::kDown) << "probed, never answered";
 }
 
 TEST_F(MeshTest, LateRepeatedForgedAndMisdirectedAnswersChangeNothing) {

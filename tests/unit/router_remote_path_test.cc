@@ -225,5 +225,34 @@ TEST(RemotePathPingmeshTest, RoutersAnswerEachOthersProbesAndSeeEachOtherUp) {
   }
 }
 
+// Pingmesh within tenants' networks: a probes within acme/blue (which b serves: its container
+// is there) and acme/red (which b numbers only when a announces it). Each probe carries b's
+// number for its network, which b must know to answer; until b announced that number, a
+// does not probe b within that network.
+TEST(RemotePathPingmeshTest, ProbesWithinATenantNetworkReachTheRoutersThatServeIt) {
+  const std::string cluster = test_support::two_host_cluster();
+  constexpr uint64_t kInterval = 10'000'000;
+  RemoteHost a{
+      cluster, "a", 5, 0xc6120105, kMemory, kInterval, {{"acme", "blue"}, {"acme", "red"}}};
+  RemoteHost b{cluster, "b", 1029, 0xc6120205, kMemory, kInterval};
+  const auto& meshes = a.remote().network_meshes();
+  ASSERT_EQ(meshes.size(), 2u);
+  ASSERT_EQ(meshes[0].network, "blue");
+  ASSERT_TRUE(test_support::run_until(
+      [&] {
+        a.pass();
+        b.pass();
+      },
+      [&] {
+        return meshes[0].mesh->summary(1).answered >= 3 && meshes[1].mesh->summary(1).answered >= 3;
+      }));
+  for (const RemotePath::NetworkMesh& m : meshes) {
+    EXPECT_EQ(m.mesh->summary(1).state, pingmesh::PeerState::kUp) << m.network;
+    EXPECT_GT(m.mesh->summary(1).rtt_p50_ns, 0u) << m.network;
+    EXPECT_EQ(m.mesh->summary(1).lost, 0u) << m.network << ": no probe before b's number";
+  }
+  EXPECT_EQ(b.remote().network_meshes().size(), 0u);
+}
+
 }  // namespace
 }  // namespace wharf::router

@@ -312,8 +312,9 @@ int show_statistics(const Options& o, const std::vector<std::string>& args) {
 }
 
 // `pingmesh show`: what this host's router knows of its paths to every other router (or to
-// `peer`): one line each, or with -j the router's rows ({"peer", "state", "rtt_p50_us",
-// "rtt_p99_us", "loss", ...}; docs/OPERATIONS.md lists them).
+// `peer`), then within each tenant network it probes: one line each, or with -j the router's
+// rows ({"peer", "state", "rtt_p50_us", "rtt_p99_us", "loss", ...; a tenant network's also
+// "tenant" and "network"}; docs/OPERATIONS.md lists them).
 int show_pingmesh(const Options& o, const std::vector<std::string>& args) {
   auto kv = pairs(args, 2, {}, {"peer"});
   json rows = json::array();
@@ -323,11 +324,15 @@ int show_pingmesh(const Options& o, const std::vector<std::string>& args) {
     printf("%s\n", rows.dump(o.pretty ? 2 : -1).c_str());
     return 0;
   }
-  for (const json& row : rows)
-    printf("peer %s state %s rtt_p50 %.1fus rtt_p99 %.1fus peer_delay_p50 %.1fus loss %.3f\n",
-           row.value("peer", "").c_str(), row.value("state", "").c_str(),
+  for (const json& row : rows) {
+    const std::string within = row.contains("network") ? " tenant " + row.value("tenant", "") +
+                                                             " network " + row.value("network", "")
+                                                       : "";
+    printf("peer %s%s state %s rtt_p50 %.1fus rtt_p99 %.1fus peer_delay_p50 %.1fus loss %.3f\n",
+           row.value("peer", "").c_str(), within.c_str(), row.value("state", "").c_str(),
            row.value("rtt_p50_us", 0.0), row.value("rtt_p99_us", 0.0),
            row.value("peer_delay_p50_us", 0.0), row.value("loss", 0.0));
+  }
   return 0;
 }
 
