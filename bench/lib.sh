@@ -33,6 +33,21 @@ lab_bench_cleanup() {
   rm -rf "$WORK"
 }
 
+# lab_bench_one_build NAME WORK_NAME BUILD [REPS]: the set-up of a bench of one build on
+# wharf-lab, run from the project root as `bench/NAME BUILD [REPS]`: sets BUILD (absolute),
+# REPS (default 3) and LAB, makes the checks (lab_bench_checks) and WORK (lab_bench_work), and
+# brings in lab_perftest (bench/lab_perftest.sh).
+# shellcheck disable=SC2034 # REPS is the calling bench's
+lab_bench_one_build() {
+  BUILD=$(readlink -f "$3")
+  REPS=${4:-3}
+  LAB=$PWD/tools/wharf-lab/wharf-lab
+  lab_bench_checks "$1" "$BUILD"
+  lab_bench_work "$2"
+  # shellcheck source=bench/lab_perftest.sh
+  . "$PWD/bench/lab_perftest.sh"
+}
+
 # ab_rounds ROUND REPS and ab_table A B REPS NAME...: the A/B benches' loop and report.
 # ab_rounds calls `ROUND BUILD a|b` for $A and $B in turn, REPS times; each call appends one
 # line of figures to $WORK/a or $WORK/b. ab_table prints, per column (named by the NAMEs in

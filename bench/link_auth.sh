@@ -10,13 +10,8 @@
 # Needs root (namespaces), perftest and a BUILD with bin/wharfd and bin/wharf-run.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-BUILD=$(readlink -f "$1")
-REPS=${2:-3}
-LAB=$PWD/tools/wharf-lab/wharf-lab
-. bench/lib.sh # lab_bench_checks, lab_bench_work, median
-lab_bench_checks link_auth.sh "$BUILD"
-lab_bench_work link-auth
-. "$PWD/bench/lab_perftest.sh"
+. bench/lib.sh # lab_bench_one_build (BUILD, REPS, LAB, WORK, lab_perftest), median
+lab_bench_one_build link_auth.sh link-auth "$@"
 
 # round NAME [WHARFD-OPTIONS...]: appends the MB/s of one ib_write_bw to WORK/NAME.
 round() {

@@ -16,13 +16,8 @@
 # bin/wharf-idle-qps.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-BUILD=$(readlink -f "$1")
-REPS=${2:-3}
-LAB=$PWD/tools/wharf-lab/wharf-lab
-. bench/lib.sh # lab_bench_checks, lab_bench_work, median
-lab_bench_checks observability_cost.sh "$BUILD"
-lab_bench_work observability-cost
-. "$PWD/bench/lab_perftest.sh"
+. bench/lib.sh # lab_bench_one_build (BUILD, REPS, LAB, WORK, lab_perftest), median
+lab_bench_one_build observability_cost.sh observability-cost "$@"
 SCRAPER=""
 bench_cleanup() {
   [[ -z $SCRAPER ]] || kill "$SCRAPER" 2> /dev/null || true

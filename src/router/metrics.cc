@@ -221,41 +221,34 @@ std::vector<MetricFamily> pingmesh_families(const RemotePath& remote) {
                     MetricType::Counter,
                     {}};
   const auto& hosts = remote.directory().hosts();
-  const auto add = [&](const pingmesh::Mesh& mesh, const std::string& tenant,
-                       const std::string& network, bool all) {
-    for (int h = 0; h < mesh.hosts(); ++h) {
-      if (h == mesh.self() || (!all && !mesh.probed(h))) continue;
-      const pingmesh::PeerTotals& t = mesh.totals(h);
-      const pingmesh::PeerSummary s = mesh.summary(h);
-      ClientMetric m;
-      m.label = {
-          {"peer", hosts[static_cast<size_t>(h)].name}, {"tenant", tenant}, {"network", network}};
-      ClientMetric hist = m;
-      hist.histogram.sample_count = t.answered;
-      hist.histogram.sample_sum = static_cast<double>(t.rtt_sum_ns) * 1e-9;
-      uint64_t cumulative = 0;
-      for (size_t b = 0; b < t.rtt_buckets.size(); ++b) {
-        cumulative += t.rtt_buckets[b];
-        hist.histogram.bucket.push_back(
-            {cumulative, b < pingmesh::kRttBuckets.size()
-                             ? pingmesh::kRttBuckets[b]
-                             : std::numeric_limits<double>::infinity()});
-      }
-      rtt.metric.push_back(std::move(hist));
-      m.gauge.value = s.loss;
-      loss.metric.push_back(m);
-      m.gauge.value = s.state == pingmesh::PeerState::kUp ? 1 : 0;
-      up.metric.push_back(m);
-      m.gauge.value = 0;
-      m.counter.value = static_cast<double>(t.probes);
-      probes.metric.push_back(m);
-      m.counter.value = static_cast<double>(t.lost);
-      lost.metric.push_back(m);
+  remote.for_each_pingmesh_peer(true, [&](const std::string& tenant, const std::string& network,
+                                          const pingmesh::Mesh& mesh, int h) {
+    const pingmesh::PeerTotals& t = mesh.totals(h);
+    const pingmesh::PeerSummary s = mesh.summary(h);
+    ClientMetric m;
+    m.label = {
+        {"peer", hosts[static_cast<size_t>(h)].name}, {"tenant", tenant}, {"network", network}};
+    ClientMetric hist = m;
+    hist.histogram.sample_count = t.answered;
+    hist.histogram.sample_sum = static_cast<double>(t.rtt_sum_ns) * 1e-9;
+    uint64_t cumulative = 0;
+    for (size_t b = 0; b < t.rtt_buckets.size(); ++b) {
+      cumulative += t.rtt_buckets[b];
+      hist.histogram.bucket.push_back({cumulative, b < pingmesh::kRttBuckets.size()
+                                                       ? pingmesh::kRttBuckets[b]
+                                                       : std::numeric_limits<double>::infinity()});
     }
-  };
-  add(*remote.pingmesh(), "", "", true);
-  for (const RemotePath::NetworkMesh& n : remote.network_meshes())
-    add(*n.mesh, n.tenant, n.network, false);
+    rtt.metric.push_back(std::move(hist));
+    m.gauge.value = s.loss;
+    loss.metric.push_back(m);
+    m.gauge.value = s.state == pingmesh::PeerState::kUp ? 1 : 0;
+    up.metric.push_back(m);
+    m.gauge.value = 0;
+    m.counter.value = static_cast<double>(t.probes);
+    probes.metric.push_back(m);
+    m.counter.value = static_cast<double>(t.lost);
+    lost.metric.push_back(m);
+  });
   return {rtt, loss, up, probes, lost};
 }
 

@@ -31,7 +31,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -134,6 +136,12 @@ class RemotePath final : public links::HostLinks::Handler {
     std::unique_ptr<pingmesh::Mesh> mesh;
   };
   const std::vector<NetworkMesh>& network_meshes() const { return network_meshes_; }
+  // fn(tenant, network, mesh, peer) for each peer Pingmesh has figures for: every other router
+  // in the routers' own mesh (tenant and network ""), then (with_networks) in each tenant
+  // network's mesh the routers probed within it. Nothing when Pingmesh is off.
+  using PingmeshPeer = std::function<void(const std::string& tenant, const std::string& network,
+                                          const pingmesh::Mesh& mesh, int peer)>;
+  void for_each_pingmesh_peer(bool with_networks, const PingmeshPeer& fn) const;
 
   // Index of the host serving address vector `ah`, as seen by a QP of container `from`, when
   // that is another host, else -1. A GID ::ffff:<vIP> goes where the orchestrator placed the

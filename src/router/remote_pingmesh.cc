@@ -39,6 +39,18 @@ bool RemotePath::probe_peers_st(uint64_t now) {
   return did;
 }
 
+void RemotePath::for_each_pingmesh_peer(bool with_networks, const PingmeshPeer& fn) const {
+  if (pingmesh_ == nullptr) return;
+  const auto peers = [&fn](const std::string& tenant, const std::string& network,
+                           const pingmesh::Mesh& mesh, bool all) {
+    for (int h = 0; h < mesh.hosts(); ++h)
+      if (h != mesh.self() && (all || mesh.probed(h))) fn(tenant, network, mesh, h);
+  };
+  peers("", "", *pingmesh_, true);
+  if (with_networks)
+    for (const NetworkMesh& m : network_meshes_) peers(m.tenant, m.network, *m.mesh, false);
+}
+
 void RemotePath::on_probe_st(int host, const proto::host::Packet& p, uint64_t now) {
   pm::Probe probe;
   if (p.deth.qkey != pm::kPingmeshQkey || !pm::decode_probe(p.payload, p.payload_len, &probe))

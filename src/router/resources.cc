@@ -93,44 +93,36 @@ json traffic_json(const Traffic& t) {
 // Microseconds, to a tenth.
 double us(uint64_t ns) { return std::round(static_cast<double>(ns) / 100.0) / 10.0; }
 
-// One mesh's rows: a row per other router it probed (every other router, for the routers'
-// own mesh), with `extra` fields.
-void mesh_rows(const RemotePath& remote, const pingmesh::Mesh& mesh, bool all, const json& extra,
-               json* rows) {
-  const auto& hosts = remote.directory().hosts();
-  for (int h = 0; h < mesh.hosts(); ++h) {
-    if (h == mesh.self() || (!all && !mesh.probed(h))) continue;
-    const pingmesh::PeerSummary s = mesh.summary(h);
-    const pingmesh::PeerTotals& t = mesh.totals(h);
-    json row = {{"peer", hosts[static_cast<size_t>(h)].name},
-                {"state", pingmesh::state_name(s.state)},
-                {"rtt_p50_us", us(s.rtt_p50_ns)},
-                {"rtt_p99_us", us(s.rtt_p99_ns)},
-                {"rtt_min_us", us(s.rtt_min_ns)},
-                {"rtt_max_us", us(s.rtt_max_ns)},
-                {"peer_delay_p50_us", us(s.peer_delay_p50_ns)},
-                {"peer_delay_p99_us", us(s.peer_delay_p99_ns)},
-                {"loss", s.loss},
-                {"answered", s.answered},
-                {"lost", s.lost},
-                {"probes_total", t.probes},
-                {"lost_total", t.lost},
-                {"interval_ms", mesh.interval_ns() / 1000000}};
-    row.update(extra);
-    rows->push_back(std::move(row));
-  }
-}
-
-// Pingmesh's view (`wharfctl pingmesh show`): the routers' own rows, then (with_networks) the
-// rows of each tenant network it probes within, which name their "tenant" and "network"; []
-// when it does not probe.
+// Pingmesh's view (`wharfctl pingmesh show`): a row per peer, the routers' own first, then
+// (with_networks) those within each tenant network it probes, which name their "tenant" and
+// "network"; [] when it does not probe.
 json pingmesh_rows(const RemotePath* remote, bool with_networks) {
   json rows = json::array();
-  if (remote == nullptr || remote->pingmesh() == nullptr) return rows;
-  mesh_rows(*remote, *remote->pingmesh(), true, json::object(), &rows);
-  if (with_networks)
-    for (const RemotePath::NetworkMesh& m : remote->network_meshes())
-      mesh_rows(*remote, *m.mesh, false, {{"tenant", m.tenant}, {"network", m.network}}, &rows);
+  if (remote == nullptr) return rows;
+  const auto& hosts = remote->directory().hosts();
+  remote->for_each_pingmesh_peer(with_networks,
+                                 [&](const std::string& tenant, const std::string& network,
+                                     const pingmesh::Mesh& mesh, int h) {
+                                   const pingmesh::PeerSummary s = mesh.summary(h);
+                                   const pingmesh::PeerTotals& t = mesh.totals(h);
+                                   json row = {{"peer", hosts[static_cast<size_t>(h)].name},
+                                               {"state", pingmesh::state_name(s.state)},
+                                               {"rtt_p50_us", us(s.rtt_p50_ns)},
+                                               {"rtt_p99_us", us(s.rtt_p99_ns)},
+                                               {"rtt_min_us", us(s.rtt_min_ns)},
+                                               {"rtt_max_us", us(s.rtt_max_ns)},
+                                               {"peer_delay_p50_us", us(s.peer_delay_p50_ns)},
+                                               {"peer_delay_p99_us", us(s.peer_delay_p99_ns)},
+                                               {"loss", s.loss},
+                                               {"answered", s.answered},
+                                               {"lost", s.lost},
+                                               {"probes_total", t.probes},
+                                               {"lost_total", t.lost},
+                                               {"interval_ms", mesh.interval_ns() / 1000000}};
+                                   if (!network.empty())
+                                     row.update({{"tenant", tenant}, {"network", network}});
+                                   rows.push_back(std::move(row));
+                                 });
   return rows;
 }
 
