@@ -19,6 +19,8 @@ PACKAGES=(
   libspdlog-dev libcli11-dev nlohmann-json3-dev libcpp-httplib-dev libsqlite3-dev libssl-dev
   prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  # wharf-scala: GSL fits its performance model, gnuplot draws its heatmaps
+  libgsl-dev gnuplot-nox
   # test harnesses: network namespaces and veth, ABI check (readelf, python3), e2e helpers
   iproute2 procps util-linux binutils python3 python3-cryptography perl
   # promtool checks what /metrics serves

@@ -137,6 +137,12 @@ int run_wharfd(int argc, char** argv) {
                  "the routers that probe or serve them")
       ->delimiter(',')
       ->envname("WHARF_PINGMESH_NETWORKS");
+  std::string emulate;
+  app.add_option(
+         "--emulate", emulate,
+         "KEY=VALUE,...: emulate an RNIC's caches for wharf-scala: qp_cache=N "
+         "[,qp_miss_ns=NS], mtt_cache=N[,mtt_page=4k][,mtt_miss_ns=NS] (docs/OPERATIONS.md)")
+      ->envname("WHARF_EMULATE");
   std::string metrics_address;
   app.add_option("--metrics", metrics_address,
                  "ADDR:PORT: serve Prometheus metrics at http://ADDR:PORT/metrics (default: none)")
@@ -183,6 +189,10 @@ int run_wharfd(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (lid_base + lid_count - 1 > 0xbfff) {
     fprintf(stderr, "wharfd: --lid-base + --lid-count - 1 must not exceed 0xbfff (49151)\n");
+    return 2;
+  }
+  if (std::string error; !wharf::emulator::parse_emulation(emulate, &cfg.emulate, &error)) {
+    fprintf(stderr, "wharfd: %s\n", error.c_str());
     return 2;
   }
   if (cfg.host_name.empty() && (!cfg.cluster_file.empty() || !orchestrator.url.empty())) {
@@ -290,6 +300,9 @@ int run_wharfd(int argc, char** argv) {
   raise_fd_limit();
   wharf::router::Router router(cfg);
   if (router.start() != 0) return 1;
+  if (cfg.emulate.enabled())
+    spdlog::warn("emulating an RNIC's caches ({}): work through this router pays their misses",
+                 wharf::emulator::describe(cfg.emulate));
   std::unique_ptr<wharf::router::MetricsServer> metrics;  // goes before the router
   if (!metrics_address.empty()) {
     std::string why;

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "common/clock.h"
+#include "emulator/rnic_emulator.h"
 #include "proto/datagram.h"
 #include "proto/device.h"
 #include "proto/multicast.h"
@@ -83,6 +84,7 @@ bool Executor::process_qp_st(Qp* qp) {
       if (st == shm::RingStatus::kCorrupt) qp_fatal_st(qp, "send ring index out of range");
       break;
     }
+    if (ctx_.emulator != nullptr) ctx_.emulator->touch_qp_st(qp->qpn);
     SendWork w;
     ibv_wc_status status = IBV_WC_SUCCESS;
     uint32_t byte_len = 0;
@@ -148,6 +150,7 @@ bool Executor::resolve_sges_st(const shm::Sge* sges, uint32_t n, const Session* 
       return false;
     if (need_write && !(mr->access & IBV_ACCESS_LOCAL_WRITE)) return false;
     if (!append_mr_range(out, *mr, s.addr, s.length)) return false;
+    if (ctx_.emulator != nullptr) ctx_.emulator->touch_memory_st(s.lkey, s.addr, s.length);
   }
   return true;
 }

@@ -19,6 +19,10 @@
 #include "router/wqe.h"
 #include "shm/layout.h"
 
+namespace wharf::emulator {
+class RnicEmulator;
+}
+
 namespace wharf::router {
 
 class DirectLines;
@@ -38,6 +42,8 @@ struct PathContext {
   const FlowRules& flows;
   uint8_t link_layer = 0;        // RouterConfig::link_layer
   RemotePath* remote = nullptr;  // the host-to-host engine; nullptr without a cluster
+  // The RNIC emulator (wharfd --emulate); nullptr when nothing is emulated.
+  emulator::RnicEmulator* emulator = nullptr;
 };
 
 // What serves a request arriving at QP `qp`: whose memory it may reach (owner, pd), where its

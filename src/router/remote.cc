@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "common/clock.h"
+#include "emulator/rnic_emulator.h"
 #include "proto/device.h"
 #include "proto/multicast.h"
 #include "proto/pingmesh_wire.h"
@@ -594,6 +595,7 @@ bool RemotePath::process_requester_st(Executor* ex, Qp* qp, int dest, uint64_t n
       break;  // over its rate: waits, others go on
     o.byte_len = static_cast<uint32_t>(local.total);
     did = true;
+    if (paths_.emulator != nullptr) paths_.emulator->touch_qp_st(qp->qpn);
     const Fresh fresh{o.ring_index, &w, &local};
     calls.issuing(&fresh);
     if (qp->type != IBV_QPT_UC) {
@@ -830,6 +832,7 @@ void RemotePath::on_response_st(int src_host, const Packet& p) {
     ++counters_.stray_packets_dropped;
     return;
   }
+  if (paths_.emulator != nullptr) paths_.emulator->touch_qp_st(qp->qpn);
   State& st = *qp->remote;
   st.peer_incarnation = links_.incarnation(src_host);
   const uint64_t now = now_ns();
@@ -847,7 +850,9 @@ void RemotePath::on_response_st(int src_host, const Packet& p) {
 Mr* RemotePath::target_mr(const Responder& rsp, uint32_t rkey, uint64_t va, uint64_t len,
                           uint32_t need) const {
   Mr* mr = paths_.objects.mr_by_key(rkey);
-  return remote_access_allowed(mr, rsp.owner, rsp.pd, rsp.qp->qpn, need, va, len) ? mr : nullptr;
+  if (!remote_access_allowed(mr, rsp.owner, rsp.pd, rsp.qp->qpn, need, va, len)) return nullptr;
+  if (paths_.emulator != nullptr) paths_.emulator->touch_memory_st(rkey, va, len);
+  return mr;
 }
 
 bool RemotePath::responder_for(Qp* dst, uint32_t srqn, Responder* out) const {
@@ -1004,6 +1009,7 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
     ++counters_.stray_packets_dropped;
     return;
   }
+  if (paths_.emulator != nullptr) paths_.emulator->touch_qp_st(dst->qpn);
   State& st = state(dst);
   rc::Responder& rs = st.responder;
   st.requester_host = src_host;

@@ -65,7 +65,10 @@ Router::Router(RouterConfig cfg)
     : cfg_(std::move(cfg)),
       direct_(objects_, cfg_.direct_path, cfg_.link_layer),
       multicast_(cfg_.link_layer),
-      paths_{objects_, scheduler_, direct_, multicast_, flows_, cfg_.link_layer, nullptr} {
+      emulator_(cfg_.emulate.enabled() ? std::make_unique<emulator::RnicEmulator>(cfg_.emulate)
+                                       : nullptr),
+      paths_{objects_, scheduler_,      direct_, multicast_,
+             flows_,   cfg_.link_layer, nullptr, emulator_.get()} {
   if (cfg_.node_guid == 0)
     cfg_.node_guid = (std::hash<std::string>{}(cfg_.socket_path) & 0x0000ffffffffffffull) |
                      0x0200000000000000ull;
@@ -288,6 +291,14 @@ bool Router::poll_control(int timeout_ms) {
               counters_.stray_packets_dropped, remote_ != nullptr ? remote_->refused_peers() : 0,
               remote_ != nullptr ? remote_->refused_records() : 0,
               remote_ != nullptr ? remote_->express().refused_lines() : 0);
+          if (emulator_ != nullptr) {
+            const emulator::EmulatorCounters& e = emulator_->counters();
+            spdlog::warn(
+                "emulator ({}): qp_hits={} qp_misses={} mtt_hits={} mtt_misses={} "
+                "stalled_ns={}",
+                emulator::describe(emulator_->config()), e.qp_hits, e.qp_misses, e.mtt_hits,
+                e.mtt_misses, e.stalled_ns);
+          }
         } else {
           stopping_ = true;
         }

@@ -265,6 +265,7 @@ class Router final : private CmEnvironment {
   DirectLines direct_;
   MulticastGroups multicast_;
   FlowRules flows_;
+  std::unique_ptr<emulator::RnicEmulator> emulator_;  // with --emulate only
   PathContext paths_;
   std::unordered_map<int, std::unique_ptr<Session>> sessions_;
   std::unordered_map<uint64_t, std::unique_ptr<Container>> containers_;  // by netns inode

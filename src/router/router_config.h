@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "emulator/rnic_emulator.h"
+
 namespace wharf::router {
 
 struct RouterConfig {
@@ -56,6 +58,8 @@ struct RouterConfig {
   // Tenants' virtual networks (tenant, network) Pingmesh also probes within, each round:
   // between this router and every other that has numbered the network.
   std::vector<std::pair<std::string, std::string>> pingmesh_networks;
+  // The RNIC emulator's caches and penalties (emulator/rnic_emulator.h); off by default.
+  emulator::EmulationConfig emulate;
 };
 
 // What the router counts; logged on SIGUSR1 (wharfd) and read by tests.

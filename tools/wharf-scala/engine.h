@@ -1,0 +1,84 @@
+// wharf-scala's traffic engine: opens one verbs device on each side (a Wharf router, through
+// its socket, or an RNIC by name), and for each point of a sweep builds the QPs, CQs, SRQs and
+// registered memory the point names, drives traffic both ways for a while and measures it.
+// Only the public verbs API: it runs on wharf0, mlx5, rxe alike.
+//
+// A point: `ql` QP pairs carry work from the local side to the remote, `qr` pairs from the
+// remote to the local; each QP keeps `depth` work requests in flight. What is measured is what
+// the two devices carry between them, both ways: payload bandwidth and message rate (counted
+// where the payload lands for UD, whose sender does not know), and every work request's time
+// from posting to its completion, p50 and p99. (Counting one direction only would make the
+// other's QPs look like a wall: they take their share of a saturated path.)
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace wharf::scala {
+
+enum class Opcode { kSend, kWrite, kRead, kAtomic };
+
+struct PointSpec {
+  uint32_t ql = 1, qr = 1;
+  uint32_t size = 4096;  // bytes; atomics move 8
+  Opcode opcode = Opcode::kWrite;
+  ibv_qp_type qp_type = IBV_QPT_RC;
+  bool shared_cq = true;  // one CQ per side and thread; else one per QP
+  bool srq = false;       // receives from one SRQ per side and thread
+  bool inline_data = false;
+  uint32_t mrs = 1;  // registrations per side the work spreads over
+  uint64_t mr_size = 65536;
+};
+
+struct RunOptions {
+  double warmup_s = 0.1;
+  double measure_s = 0.3;
+  uint32_t depth = 2;    // work requests in flight per QP
+  uint32_t threads = 1;  // each drives a share of the QPs, with CQs and SRQs of its own
+  // Sleep on completion events when the CQs are empty instead of polling: on a machine with
+  // fewer cores than busy threads (the routers poll too) polling takes the cores the work
+  // needs.
+  bool events = true;
+};
+
+struct PointResult {
+  bool ok = false;
+  std::string error;
+  double bw_gbps = 0, mrate_mps = 0;  // both directions
+  double lat_p50_us = 0, lat_p99_us = 0;
+  double setup_s = 0;  // building and connecting the point's objects
+};
+
+class Engine {
+ public:
+  // local, remote: a Wharf router's socket path (a Unix socket on disk: opened through
+  // WHARF_ROUTER, so the process must run with Wharf's libibverbs), or a device name. nullptr
+  // and *error on failure.
+  static std::unique_ptr<Engine> open(const std::string& local, const std::string& remote,
+                                      std::string* error);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // What the two ends are, for the report: "wharf0 (router /run/...)", "mlx5_0".
+  const std::string& local_name() const;
+  const std::string& remote_name() const;
+  // The work requests a QP of this device takes, bounding depth.
+  uint32_t max_qp_wr() const;
+
+  PointResult run(const PointSpec& spec, const RunOptions& opts);
+
+  struct Device;
+
+ private:
+  Engine() = default;
+  std::unique_ptr<Device> local_, remote_;
+};
+
+// Whether `endpoint` names a Wharf router (a socket on disk) rather than a device.
+bool is_router_socket(const std::string& endpoint);
+
+}  // namespace wharf::scala

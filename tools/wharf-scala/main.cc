@@ -1,0 +1,287 @@
+// wharf-scala: ScalaCN's greybox performance tester on any verbs device (issue #21).
+//
+//   wharf-scala sweep --local SOCK|DEV --remote SOCK|DEV [--dim NAME=RANGE]... [--budget S]
+//                     [-t T] [--depth N] [--threads N] -o FILE.json
+//   wharf-scala fit FILE.json [-j] [--predict QL,QR]...
+//   wharf-scala walls FILE.json [-j] [--bw-drop F] [--lat-factor F]
+//   wharf-scala plot FILE.json -o DIR
+//
+// docs/OPERATIONS.md walks through them on a lab cluster.
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "engine.h"
+#include "plot.h"
+#include "report.h"
+#include "scala/constraints.h"
+#include "scala/plan.h"
+#include "scala/results.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace wharf::scala;
+using Clock = std::chrono::steady_clock;
+
+// A router's device is Wharf's: the process needs Wharf's libibverbs (lib/ beside bin/). Unless
+// it already runs with it, wharf-scala runs itself again with it preloaded, as wharf-run does
+// for containers. Real RNICs need nothing.
+constexpr const char* kPreloadedEnv = "WHARF_SCALA_PRELOADED";
+
+int run_with_wharf_verbs(char** argv) {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  const fs::path lib = exe.parent_path().parent_path() / "lib";
+  const fs::path verbs = lib / "libibverbs.so.1";
+  if (ec || !fs::exists(verbs)) {
+    fprintf(stderr, "wharf-scala: no %s: cannot reach a Wharf router\n", verbs.c_str());
+    return 1;
+  }
+  std::string preload = verbs.string() + ":" + (lib / "librdmacm.so.1").string();
+  if (const char* old = getenv("LD_PRELOAD"); old != nullptr && *old != '\0')
+    preload += std::string(":") + old;
+  setenv("LD_PRELOAD", preload.c_str(), 1);
+  setenv(kPreloadedEnv, "1", 1);
+  execv(exe.c_str(), argv);
+  perror("wharf-scala: exec");
+  return 1;
+}
+
+// Every QP maps its rings from a descriptor: thousands of QPs need more than the soft limit.
+void raise_file_limit() {
+  rlimit r{};
+  if (getrlimit(RLIMIT_NOFILE, &r) == 0) {
+    r.rlim_cur = r.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &r);
+  }
+}
+
+PointSpec spec_of(const Space& s, const Assignment& a) {
+  PointSpec p;
+  auto num = [&](const char* name, double dflt) {
+    const double v = s.number(a, name);
+    return v == v ? v : dflt;  // NaN: the space lacks it
+  };
+  auto is = [&](const char* name, const char* level) { return s.level(a, name) == level; };
+  p.ql = static_cast<uint32_t>(num("ql", 1));
+  p.qr = static_cast<uint32_t>(num("qr", 1));
+  p.size = static_cast<uint32_t>(num("size", 4096));
+  p.opcode = is("opcode", "send")     ? Opcode::kSend
+             : is("opcode", "read")   ? Opcode::kRead
+             : is("opcode", "atomic") ? Opcode::kAtomic
+                                      : Opcode::kWrite;
+  p.qp_type = is("qp_type", "uc") ? IBV_QPT_UC : is("qp_type", "ud") ? IBV_QPT_UD : IBV_QPT_RC;
+  p.shared_cq = !is("cq", "per_qp");
+  p.srq = is("srq", "on");
+  p.inline_data = is("inline", "on");
+  p.mrs = static_cast<uint32_t>(num("mrs", 1));
+  p.mr_size = static_cast<uint64_t>(num("mr_size", 65536));
+  return p;
+}
+
+std::string describe_point(const Space& s, const Assignment& a) {
+  std::string out;
+  for (size_t d = 0; d < s.size(); ++d)
+    out += (out.empty() ? "" : " ") + s.dims()[d].name + "=" +
+           s.dims()[d].levels[static_cast<size_t>(a[d])];
+  return out;
+}
+
+struct SweepOptions {
+  std::string local, remote, output;
+  std::vector<std::string> dims;
+  double budget_s = 120;
+  int t = 2;
+  uint32_t depth = 2;
+  uint32_t threads = 1;
+  double measure_s = 0;  // 0: from the budget
+  bool quiet = false;
+};
+
+int sweep(const SweepOptions& o, char** argv) {
+  Space space = default_space();
+  for (const std::string& d : o.dims) {
+    std::string error;
+    if (!space.set_levels(d, &error)) {
+      fprintf(stderr, "wharf-scala: --dim %s: %s\n", d.c_str(), error.c_str());
+      return 2;
+    }
+  }
+  if ((is_router_socket(o.local) || is_router_socket(o.remote)) && getenv(kPreloadedEnv) == nullptr)
+    return run_with_wharf_verbs(argv);
+  raise_file_limit();
+  std::string error;
+  std::unique_ptr<Engine> engine = Engine::open(o.local, o.remote, &error);
+  if (engine == nullptr) {
+    fprintf(stderr, "wharf-scala: %s\n", error.c_str());
+    return 1;
+  }
+  if (o.depth > engine->max_qp_wr()) {
+    fprintf(stderr, "wharf-scala: --depth %u: the devices take at most %u\n", o.depth,
+            engine->max_qp_wr());
+    return 2;
+  }
+  const Plan plan = make_plan(space, o.t);
+  RunOptions run;
+  run.depth = o.depth;
+  run.threads = o.threads;
+  // Each point costs its warm-up, its measurement and its set-up (about 0.1 s): the
+  // measurement gets what the budget leaves, within [0.1, 0.3] s.
+  run.measure_s = o.measure_s > 0
+                      ? o.measure_s
+                      : std::clamp(0.8 * o.budget_s / plan.points.size() - 0.2, 0.1, 0.3);
+  printf(
+      "wharf-scala: %zu points planned: scans, the ql x qr plane and a %d-wise covering "
+      "array (%zu rows), of a full factorial of %llu points (%llu runnable under the "
+      "constraints): %.0fx fewer; budget %.0f s, %.2f s measured per point\n",
+      plan.points.size(), plan.t, plan.covering_rows,
+      static_cast<unsigned long long>(plan.full_factorial),
+      static_cast<unsigned long long>(plan.runnable),
+      static_cast<double>(plan.full_factorial) / plan.points.size(), o.budget_s, run.measure_s);
+  fflush(stdout);
+
+  SweepFile file;
+  file.local = engine->local_name();
+  file.remote = engine->remote_name();
+  file.space = space;
+  const auto start = Clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+  double slowest = 0;
+  for (size_t i = 0; i < plan.points.size(); ++i) {
+    const PlannedPoint& pp = plan.points[i];
+    if (elapsed() + std::max(slowest, run.warmup_s + run.measure_s) > o.budget_s) {
+      printf("wharf-scala: budget reached: %zu of %zu planned points ran\n", i, plan.points.size());
+      break;
+    }
+    const double t0 = elapsed();
+    const PointResult r = engine->run(spec_of(space, pp.at), run);
+    slowest = std::max(slowest, elapsed() - t0);
+    Sample s;
+    s.at = pp.at;
+    s.phase = pp.phase;
+    s.ok = r.ok;
+    s.error = r.error;
+    s.bw_gbps = r.bw_gbps;
+    s.mrate_mps = r.mrate_mps;
+    s.lat_p50_us = r.lat_p50_us;
+    s.lat_p99_us = r.lat_p99_us;
+    file.samples.push_back(s);
+    if (!o.quiet) {
+      if (r.ok)
+        fprintf(stderr,
+                "[%3zu/%zu %4.0fs] %-10s %s: %.2f Gb/s %.3f Mmsg/s p50 %.1f us p99 %.1f us\n",
+                i + 1, plan.points.size(), elapsed(), pp.phase.c_str(),
+                describe_point(space, pp.at).c_str(), r.bw_gbps, r.mrate_mps, r.lat_p50_us,
+                r.lat_p99_us);
+      else
+        fprintf(stderr, "[%3zu/%zu %4.0fs] %-10s %s: failed: %s\n", i + 1, plan.points.size(),
+                elapsed(), pp.phase.c_str(), describe_point(space, pp.at).c_str(), r.error.c_str());
+    }
+  }
+  file.full_factorial = plan.full_factorial;
+  file.runnable = plan.runnable;
+  file.t = plan.t;
+  file.covering_rows = plan.covering_rows;
+  file.planned = plan.points.size();
+  file.budget_s = o.budget_s;
+  file.elapsed_s = elapsed();
+  file.measure_s = run.measure_s;
+  file.depth = run.depth;
+  file.threads = run.threads;
+  std::ofstream out(o.output);
+  out << to_json(file);
+  if (!out.flush()) {
+    fprintf(stderr, "wharf-scala: cannot write %s\n", o.output.c_str());
+    return 1;
+  }
+  size_t failed = 0;
+  for (const Sample& s : file.samples) failed += s.ok ? 0 : 1;
+  printf(
+      "wharf-scala: ran %zu points (%zu failed) in %.0f s against a full factorial of %llu: "
+      "%.0fx fewer; results in %s\n",
+      file.samples.size(), failed, file.elapsed_s,
+      static_cast<unsigned long long>(plan.full_factorial),
+      file.samples.empty() ? 0.0 : static_cast<double>(plan.full_factorial) / file.samples.size(),
+      o.output.c_str());
+  return file.samples.empty() || failed == file.samples.size() ? 1 : 0;
+}
+
+bool load(const std::string& path, SweepFile* f) {
+  std::string error;
+  if (read_sweep_file(path, f, &error)) return true;
+  fprintf(stderr, "wharf-scala: %s\n", error.c_str());
+  return false;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"wharf-scala: finds the scalability walls of an RDMA network (ScalaCN)"};
+  app.require_subcommand(1);
+
+  SweepOptions so;
+  CLI::App* sw = app.add_subcommand("sweep", "Measure the space between two devices");
+  sw->add_option("--local", so.local, "A Wharf router's socket, or a local device name")
+      ->required();
+  sw->add_option("--remote", so.remote, "The other end: a router's socket or a device name")
+      ->required();
+  sw->add_option("--dim", so.dims, "NAME=RANGE: a dimension's levels (\"1,4,16\", \"1..256\")");
+  sw->add_option("--budget", so.budget_s, "Seconds the sweep may take")
+      ->check(CLI::Range(1.0, 86400.0))
+      ->capture_default_str();
+  sw->add_option("-t,--strength", so.t, "The covering array's strength (t-wise)")
+      ->check(CLI::Range(1, 3))
+      ->capture_default_str();
+  sw->add_option("--depth", so.depth, "Work requests in flight per QP")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  sw->add_option("--threads", so.threads, "Threads driving the QPs")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  sw->add_option("--measure", so.measure_s, "Seconds measured per point (default: from the budget)")
+      ->check(CLI::Range(0.01, 60.0));
+  sw->add_flag("-q,--quiet", so.quiet, "No line per point");
+  sw->add_option("-o,--output", so.output, "The results file (JSON)")->required();
+
+  std::string file;
+  bool json_out = false;
+  std::vector<std::string> predict;
+  CLI::App* fit = app.add_subcommand("fit", "Fit the BW and LAT models per configuration");
+  fit->add_option("file", file, "A sweep's results")->required();
+  fit->add_flag("-j,--json", json_out, "JSON: a list of objects (u v m n w a b c gd ...)");
+  fit->add_option("--predict", predict, "QL,QR: also predict BW and LAT there");
+
+  WallOptions wo;
+  CLI::App* walls = app.add_subcommand("walls", "Find the walls and the critical path");
+  walls->add_option("file", file, "A sweep's results")->required();
+  walls->add_flag("-j,--json", json_out, "JSON: a list of walls");
+  walls->add_option("--bw-drop", wo.limits.bw_drop, "A wall: bandwidth falls by this share")
+      ->check(CLI::Range(0.01, 0.99))
+      ->capture_default_str();
+  walls
+      ->add_option("--lat-factor", wo.limits.lat_factor,
+                   "A wall: latency exceeds its trend this many times")
+      ->check(CLI::Range(1.01, 1000.0))
+      ->capture_default_str();
+
+  std::string out_dir;
+  CLI::App* plot = app.add_subcommand("plot", "Heatmaps of the plane and the scans (gnuplot)");
+  plot->add_option("file", file, "A sweep's results")->required();
+  plot->add_option("-o,--output", out_dir, "The directory for the pictures")->required();
+
+  CLI11_PARSE(app, argc, argv);
+  if (sw->parsed()) return sweep(so, argv);
+  SweepFile f;
+  if (!load(file, &f)) return 1;
+  if (fit->parsed()) return print_fits(f, predict, json_out);
+  if (walls->parsed()) return print_walls(f, wo, json_out);
+  return draw_plots(f, wo.limits, out_dir);
+}
