@@ -33,6 +33,13 @@ bool parse_quantity(std::string_view text, uint64_t* out) {
   return true;
 }
 
+uint64_t page_tag(uint32_t key, uint64_t page) {
+  uint64_t x = page ^ (static_cast<uint64_t>(key) * 0x9e3779b97f4a7c15ULL);
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;  // splitmix64's finalizer
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
 void busy_wait(uint64_t ns, void*) {
   timespec t{};
   clock_gettime(CLOCK_MONOTONIC, &t);
@@ -59,10 +66,15 @@ constexpr Key kKeys[] = {
     {"mtt_miss_ns", &EmulationConfig::mtt_miss_ns, nullptr, 0, kMaxPenaltyNs, false},
 };
 
+// The kKeys bits of the settings that belong to each cache (its size itself excepted).
+constexpr uint32_t kQpSettings = 1u << 1;
+constexpr uint32_t kMttSettings = 1u << 3 | 1u << 4;
+
 }  // namespace
 
 bool parse_emulation(std::string_view spec, EmulationConfig* out, std::string* error) {
   EmulationConfig cfg;
+  uint32_t seen = 0;  // bit i: kKeys[i] given
   for (bool more = !spec.empty(); more;) {
     const size_t comma = spec.find(',');
     const std::string_view item = spec.substr(0, comma);
@@ -85,10 +97,25 @@ bool parse_emulation(std::string_view spec, EmulationConfig* out, std::string* e
                ".." + std::to_string(key->max) + (key->power_of_two ? ", a power of two)" : ")");
       return false;
     }
+    const auto bit = static_cast<uint32_t>(key - kKeys);
+    if (seen & (1u << bit)) {
+      *error = "--emulate: " + std::string(key->name) + " given twice";
+      return false;
+    }
+    seen |= 1u << bit;
     if (key->u64 != nullptr)
       cfg.*(key->u64) = v;
     else
       cfg.*(key->u32) = static_cast<uint32_t>(v);
+  }
+  // A cache's settings without the cache would do nothing: say so rather than ignore them.
+  if (cfg.qp_cache == 0 && (seen & kQpSettings) != 0) {
+    *error = "--emulate: qp_miss_ns without qp_cache";
+    return false;
+  }
+  if (cfg.mtt_cache == 0 && (seen & kMttSettings) != 0) {
+    *error = "--emulate: mtt_page or mtt_miss_ns without mtt_cache";
+    return false;
   }
   *out = cfg;
   return true;
@@ -142,9 +169,10 @@ void RnicEmulator::touch_memory_st(uint32_t key, uint64_t addr, uint64_t len) {
   const uint64_t last = (addr + len - 1) >> page_shift_;
   uint64_t misses = 0;
   for (uint64_t page = first; page <= last; ++page) {
-    // A translation entry belongs to one registration: the key picks the table, as an RNIC's
-    // MTT is indexed per memory key.
-    if (pages_->touch((static_cast<uint64_t>(key) << 40) ^ page))
+    // A translation entry belongs to one registration, as an RNIC's MTT is indexed per
+    // memory key: the tag mixes the whole key and the whole page number (a 64-bit hash; two
+    // entries share one with a chance of about 2^-64).
+    if (pages_->touch(page_tag(key, page)))
       ++counters_.mtt_hits;
     else
       ++misses;

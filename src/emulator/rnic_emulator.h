@@ -40,9 +40,10 @@ struct EmulationConfig {
 
 // Parses "KEY=VALUE,..." (keys above; sizes take k/m/g suffixes, powers of 1024; mtt_page a
 // power of two from 256 bytes to 1 GiB; caches at most 16M entries; penalties at most 1 s in
-// ns). On bad input returns false with one line in *error. "" is valid and enables nothing.
+// ns). A setting given twice, or a cache's setting without the cache, is refused. On bad input
+// returns false with one line in *error. "" is valid and enables nothing.
 bool parse_emulation(std::string_view spec, EmulationConfig* out, std::string* error);
-// The spec in canonical form ("qp_cache=64,qp_miss_ns=2000"), for logs and the metrics.
+// The spec in canonical form ("qp_cache=64,qp_miss_ns=10000"), for the router's log.
 std::string describe(const EmulationConfig& cfg);
 
 struct EmulatorCounters {

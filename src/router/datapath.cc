@@ -84,19 +84,22 @@ bool Executor::process_qp_st(Qp* qp) {
       if (st == shm::RingStatus::kCorrupt) qp_fatal_st(qp, "send ring index out of range");
       break;
     }
-    if (ctx_.emulator != nullptr) ctx_.emulator->touch_qp_st(qp->qpn);
     SendWork w;
     ibv_wc_status status = IBV_WC_SUCCESS;
     uint32_t byte_len = 0;
+    const bool starts = qp->work().copied_bytes == 0;
     if (!qp->copy_send(slot, &w)) {
       status = IBV_WC_LOC_QP_OP_ERR;
-    } else if (qp->work().copied_bytes == 0 && !ctx_.scheduler.admit(qp, rate_charge(w), now_)) {
+    } else if (starts && !ctx_.scheduler.admit(qp, rate_charge(w), now_)) {
       break;  // over its rate: the WQE stays queued until paced_until_ns
-    } else if (const Step step = execute_st(qp, w, &status, &byte_len); step != Step::kDone) {
-      // The head WQE stays queued: for its next part, or until wait_until_ns; a message cut
-      // off (its receiver went away or ran dry) starts over when it is retried.
-      if (step == Step::kWait) ctx_.scheduler.work(qp).copied_bytes = 0;
-      return true;
+    } else {
+      if (starts) charge_start_st(qp, w);
+      if (const Step step = execute_st(qp, w, &status, &byte_len); step != Step::kDone) {
+        // The head WQE stays queued: for its next part, or until wait_until_ns; a message cut
+        // off (its receiver went away or ran dry) starts over when it is retried.
+        if (step == Step::kWait) ctx_.scheduler.work(qp).copied_bytes = 0;
+        return true;
+      }
     }
     const uint64_t bytes = payload_bytes(w);
     if (qp->work().copied_bytes == 0 && bytes <= Scheduler::kCopyPartShared)
@@ -127,6 +130,32 @@ bool Executor::process_qp_st(Qp* qp) {
   return did;
 }
 
+void Executor::charge_start_st(const Qp* qp, const SendWork& w) {
+  if (ctx_.emulator == nullptr) return;
+  ctx_.emulator->touch_qp_st(qp->qpn);
+  if (!(w.hdr.flags & shm::kWqeInline)) charge_memory_st(w.sge, w.hdr.num_sge, 0, UINT64_MAX);
+}
+
+void Executor::charge_memory_st(const shm::Sge* sges, uint32_t n, uint64_t from, uint64_t len) {
+  if (ctx_.emulator == nullptr) return;
+  uint64_t start = 0;  // of sges[i] within the list
+  for (uint32_t i = 0; i < n && len != 0; start += sges[i].length, ++i) {
+    const uint64_t end = start + sges[i].length;
+    if (end <= from) continue;
+    const uint64_t skip = from > start ? from - start : 0;
+    const uint64_t take = std::min<uint64_t>(sges[i].length - skip, len);
+    ctx_.emulator->touch_memory_st(sges[i].lkey, sges[i].addr + skip, take);
+    from += take;
+    len -= take;
+  }
+}
+
+void Executor::charge_remote_st(const Qp* dst, uint32_t rkey, uint64_t va, uint64_t len) {
+  if (ctx_.emulator == nullptr) return;
+  ctx_.emulator->touch_qp_st(dst->qpn);
+  ctx_.emulator->touch_memory_st(rkey, va, len);
+}
+
 // Resolves the WQE's local buffers. need_write: the router will write them (READ/atomic).
 bool Executor::gather_local_st(Qp* qp, const SendWork& w, bool need_write, SegmentList* out) {
   if (w.hdr.flags & shm::kWqeInline) {
@@ -150,7 +179,6 @@ bool Executor::resolve_sges_st(const shm::Sge* sges, uint32_t n, const Session* 
       return false;
     if (need_write && !(mr->access & IBV_ACCESS_LOCAL_WRITE)) return false;
     if (!append_mr_range(out, *mr, s.addr, s.length)) return false;
-    if (ctx_.emulator != nullptr) ctx_.emulator->touch_memory_st(s.lkey, s.addr, s.length);
   }
   return true;
 }
@@ -276,6 +304,7 @@ Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w, const S
   const uint64_t len = local.total;
   if (send) {
     const uint64_t from = std::min<uint64_t>(qp->work().copied_bytes, len);
+    if (from == 0) charge_remote_st(dst, 0, 0, 0);
     // The window a SEND_WITH_INV names must be the responder's to invalidate (IBTA 10.6.7.2.3):
     // else an invalid request, and nothing is placed.
     if (from == 0 && op == IBV_WR_SEND_WITH_INV &&
@@ -319,6 +348,7 @@ Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w, const S
   } else if (!(dst->attr.qp_access_flags & need)) {
     return responder_error(IBV_WC_REM_ACCESS_ERR);
   }
+  if (qp->work().copied_bytes == 0) charge_remote_st(dst, w.hdr.rkey, w.hdr.remote_addr, rlen);
 
   if (atomic_write) {
     uint64_t value = 0;
@@ -398,6 +428,7 @@ ibv_wc_status Executor::place_send_st(const SegmentList& payload, MessagePart pa
     *requester_status = err == kSourceFault ? IBV_WC_LOC_PROT_ERR : IBV_WC_REM_OP_ERR;
     return err == kSourceFault ? IBV_WC_GENERAL_ERR : IBV_WC_LOC_PROT_ERR;
   }
+  charge_memory_st(sges, n, part.from, len);
   return IBV_WC_SUCCESS;
 }
 

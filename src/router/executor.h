@@ -105,6 +105,14 @@ class Executor {
   Executor(const PathContext& ctx, uint64_t now) : ctx_(ctx), now_(now) {}
 
   bool process_qp_st(Qp* qp);
+
+  // The RNIC emulator's charges (wharfd --emulate; nothing without it): a work request that
+  // starts needs its QP's context and translates its local SGEs (not inline data);
+  // charge_memory_st translates bytes [from, from + len) of an SGE list as placed or read, and
+  // charge_remote_st a responder's QP and the target of an RDMA or atomic access.
+  void charge_start_st(const Qp* qp, const SendWork& w);
+  void charge_memory_st(const shm::Sge* sges, uint32_t n, uint64_t from, uint64_t len);
+  void charge_remote_st(const Qp* dst, uint32_t rkey, uint64_t va, uint64_t len);
   // How much of a long message between local QPs one pass copies (router/datapath.cc).
   uint64_t copy_part() const;
 

@@ -595,7 +595,7 @@ bool RemotePath::process_requester_st(Executor* ex, Qp* qp, int dest, uint64_t n
       break;  // over its rate: waits, others go on
     o.byte_len = static_cast<uint32_t>(local.total);
     did = true;
-    if (paths_.emulator != nullptr) paths_.emulator->touch_qp_st(qp->qpn);
+    ex->charge_start_st(qp, w);
     const Fresh fresh{o.ring_index, &w, &local};
     calls.issuing(&fresh);
     if (qp->type != IBV_QPT_UC) {
@@ -850,9 +850,7 @@ void RemotePath::on_response_st(int src_host, const Packet& p) {
 Mr* RemotePath::target_mr(const Responder& rsp, uint32_t rkey, uint64_t va, uint64_t len,
                           uint32_t need) const {
   Mr* mr = paths_.objects.mr_by_key(rkey);
-  if (!remote_access_allowed(mr, rsp.owner, rsp.pd, rsp.qp->qpn, need, va, len)) return nullptr;
-  if (paths_.emulator != nullptr) paths_.emulator->touch_memory_st(rkey, va, len);
-  return mr;
+  return remote_access_allowed(mr, rsp.owner, rsp.pd, rsp.qp->qpn, need, va, len) ? mr : nullptr;
 }
 
 bool RemotePath::responder_for(Qp* dst, uint32_t srqn, Responder* out) const {
@@ -942,6 +940,7 @@ bool RemotePath::pump_responses_st(Qp* dst) {
           failed = true;
           break;
         }
+        if (paths_.emulator != nullptr) paths_.emulator->touch_memory_st(r.rkey, r.va + off, chunk);
       }
       const uint8_t op = n == 1            ? host::kReadResponseOnly
                          : r.sent == 0     ? host::kReadResponseFirst
@@ -994,6 +993,7 @@ void RemotePath::on_atomic_request_st(const Responder& rsp, State& st, const Pac
       atomic_on_mr(*mr, p.atomic.va, fetch_add, fetch_add ? p.atomic.swap_add : p.atomic.compare,
                    p.atomic.swap_add, &orig) != 0)
     return nak(host::kNakRemoteAccess);
+  if (paths_.emulator != nullptr) paths_.emulator->touch_memory_st(p.atomic.rkey, p.atomic.va, 8);
   rs.remember_atomic(psn, orig);
   rs.accept(psn);
   rs.end_message();
@@ -1153,6 +1153,8 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
       if (mr == nullptr || !append_mr_range(&target, *mr, rs.va + rs.offset, p.payload_len) ||
           copy_spans(&src, 1, 0, target.seg, target.count, 0, p.payload_len) != 0)
         return fail(host::kNakRemoteAccess, IBV_WC_SUCCESS);
+      if (paths_.emulator != nullptr)
+        paths_.emulator->touch_memory_st(rs.rkey, rs.va + rs.offset, p.payload_len);
     }
   }
   rs.offset += p.payload_len;

@@ -150,6 +150,8 @@ uint64_t runnable_count(const Space& space, uint64_t cap) {
       free_product = saturating_product(free_product, space.dims()[d].levels.size());
   }
   // Enough searched completions to reach cap once multiplied by free_product.
+  // (free_product >= 1: a Space has no dimension without levels.)
+  free_product = std::max<uint64_t>(free_product, 1);
   const uint64_t needed = cap / free_product + (cap % free_product != 0 ? 1 : 0);
   return std::min(
       cap, saturating_product(count_completions(space, a, searched, 0, needed), free_product));

@@ -31,7 +31,8 @@ std::span<const Constraint> constraints();
 const Constraint* first_violated(const Space& space, const Assignment& a);
 
 // Whether a (possibly partial) assignment can be completed to a full one breaking no rule
-// (a depth-first search over the unset dimensions, pruned by first_violated).
+// (a depth-first search over the unset dimensions some rule reads, pruned by first_violated;
+// a dimension no rule reads can take any level).
 bool completable(const Space& space, Assignment a);
 
 // The number of full assignments that break no rule (the runnable part of the full

@@ -33,7 +33,8 @@ struct LatModel {
 
 // Several starts (from the data's extremes and spread), the best kept; v is kept positive.
 BwModel fit_bw(std::span<const PlanePoint> points);
-// Linear least squares (ordinary, GSL's multifit_linear).
+// Ordinary linear least squares (GSL's truncated SVD solver, gsl_multifit_linear_tsvd, which
+// also tells the design's rank).
 LatModel fit_lat(std::span<const PlanePoint> points);
 
 }  // namespace wharf::scala

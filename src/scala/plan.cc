@@ -1,5 +1,6 @@
 #include "scala/plan.h"
 
+#include <algorithm>
 #include <set>
 
 #include "scala/constraints.h"
@@ -25,7 +26,8 @@ std::vector<int> spread_levels(size_t count, size_t n) {
 namespace {
 
 // A copy of space whose scale dimensions keep only `n` spread levels (the baseline among them
-// when it was kept, else the nearest kept level). `kept[d]` maps the copy's level indices back.
+// when it was kept, else the nearest kept level below it). `kept[d]` maps the copy's level indices
+// back.
 Space thinned(const Space& space, size_t n, std::vector<std::vector<int>>* kept) {
   std::vector<Dimension> dims = space.dims();
   kept->assign(dims.size(), {});
@@ -101,9 +103,8 @@ Plan make_plan(const Space& space, int t) {
     p.add(a, "cover");
   }
   Plan& plan = p.plan();
-  plan.t = t;
+  plan.t = std::min<int>(t, static_cast<int>(space.size()));  // as covering_array clamps it
   plan.covering_rows = cover.rows.size();
-  plan.covered_tuples = cover.tuples;
   plan.full_factorial = space.full_factorial();
   plan.runnable = runnable_count(space);
   return std::move(plan);

@@ -23,7 +23,6 @@ struct Plan {
   uint64_t runnable = 0;        // those the constraint model lets run
   int t = 2;
   size_t covering_rows = 0;
-  uint64_t covered_tuples = 0;
 };
 
 // At most kPlaneLevels levels of ql and qr span the plane (every other level, the ends kept);

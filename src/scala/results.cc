@@ -1,5 +1,7 @@
 #include "scala/results.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -12,10 +14,11 @@ using nlohmann::json;
 
 constexpr int kVersion = 1;
 // Bounds on what a file may hold, so that a hostile one cannot make the readers build
-// enormous tables: far beyond any sweep.
-constexpr size_t kMaxDimensions = 64;
+// enormous tables or the analyses (walls: backfitting per dimension) run for minutes. A sweep
+// of 16k points would take hours; the default space has 10 dimensions.
+constexpr size_t kMaxDimensions = 16;
 constexpr size_t kMaxLevels = 4096;
-constexpr size_t kMaxSamples = 1u << 20;
+constexpr size_t kMaxSamples = 1u << 14;
 
 json space_json(const Space& s) {
   json dims = json::array();
@@ -63,24 +66,44 @@ double number(const json& o, const char* key) {
     bad(std::string("\"") + key + "\" is not a finite number >= 0");
   return v.get<double>();
 }
+// A count: a whole number in [0, limit] (read as a double: a cast of one beyond the target
+// type's range would be undefined). limit 2^64: UINT64_MAX and above saturate, as the counts
+// that were written saturated (Space::full_factorial).
+uint64_t count(const json& o, const char* key, double limit) {
+  const double v = number(o, key);
+  if (v > limit || v != std::floor(v))
+    bad(std::string("\"") + key + "\" is not a whole number up to " + std::to_string(limit));
+  return v >= 0x1p64 ? UINT64_MAX : static_cast<uint64_t>(v);
+}
 bool flag(const json& o, const char* key) {
   const json& v = field(o, key);
   if (!v.is_boolean()) bad(std::string("\"") + key + "\" is not true or false");
   return v.get<bool>();
 }
 
+// Names and levels become file names and gnuplot text (wharf-scala plot): only letters,
+// digits, '_' and '.' (levels: numbers with k/m/g, and choices like "per_qp").
+bool plain_word(const std::string& s) {
+  return !s.empty() && s.size() <= 64 && s != "." && s != ".." &&
+         std::all_of(s.begin(), s.end(), [](char c) {
+           return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.';
+         });
+}
+
 Space read_space(const json& dims) {
   if (!dims.is_array() || dims.empty() || dims.size() > kMaxDimensions)
-    bad("\"space\" is not a list of 1 to 64 dimensions");
+    bad("\"space\" is not a list of 1 to 16 dimensions");
   std::vector<Dimension> out;
   for (const json& d : dims) {
     Dimension dim;
     dim.name = text(d, "name");
+    if (!plain_word(dim.name)) bad("a dimension's name is not a plain word");
     const json& levels = field(d, "levels");
     if (!levels.is_array() || levels.empty() || levels.size() > kMaxLevels)
       bad("dimension " + dim.name + ": \"levels\" is not a list of 1 to 4096 levels");
     for (const json& l : levels) {
-      if (!l.is_string()) bad("dimension " + dim.name + ": a level is not a string");
+      if (!l.is_string() || !plain_word(l.get<std::string>()))
+        bad("dimension " + dim.name + ": a level is not a plain word");
       dim.levels.push_back(l.get<std::string>());
     }
     dim.numeric = flag(d, "numeric");
@@ -164,16 +187,17 @@ bool from_json(const std::string& input, SweepFile* out, std::string* error) {
     f.remote = text(dev, "remote");
     f.space = read_space(field(j, "space"));
     const json& plan = field(j, "plan");
-    f.full_factorial = static_cast<uint64_t>(number(plan, "full_factorial"));
-    f.runnable = static_cast<uint64_t>(number(plan, "runnable"));
-    f.planned = static_cast<size_t>(number(plan, "points_planned"));
-    f.t = static_cast<int>(number(field(plan, "covering"), "t"));
-    f.covering_rows = static_cast<size_t>(number(field(plan, "covering"), "rows"));
+    constexpr double kMaxCount = 0x1p64;
+    f.full_factorial = count(plan, "full_factorial", kMaxCount);
+    f.runnable = count(plan, "runnable", kMaxCount);
+    f.planned = count(plan, "points_planned", kMaxCount);
+    f.t = static_cast<int>(count(field(plan, "covering"), "t", 16));
+    f.covering_rows = count(field(plan, "covering"), "rows", kMaxCount);
     f.budget_s = number(plan, "budget_s");
     f.elapsed_s = number(plan, "elapsed_s");
     f.measure_s = number(plan, "measure_s");
-    f.depth = static_cast<uint32_t>(number(plan, "depth"));
-    f.threads = static_cast<uint32_t>(number(plan, "threads"));
+    f.depth = static_cast<uint32_t>(count(plan, "depth", UINT32_MAX));
+    f.threads = static_cast<uint32_t>(count(plan, "threads", UINT32_MAX));
     const json& points = field(j, "points");
     if (!points.is_array() || points.size() > kMaxSamples) bad("\"points\" is not a list");
     for (const json& p : points) f.samples.push_back(read_sample(f.space, p));

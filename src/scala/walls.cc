@@ -117,7 +117,10 @@ Wall wall_at(const Scan& scan, size_t k, const std::string& dimension) {
   w.at = scan[k].x;
   w.before = scan[k - 1].x;
   w.bw_drop = best > 0 ? 1 - scan[k].bw / best : 0;
-  w.lat_factor = scan[k - 1].lat > 0 ? scan[k].lat / scan[k - 1].lat : 0;
+  // Latency's growth against the dimension's: 1 is growth in proportion (queueing).
+  w.lat_factor = scan[k - 1].lat > 0 && scan[k].x > 0
+                     ? (scan[k].lat / scan[k - 1].lat) / (scan[k].x / scan[k - 1].x)
+                     : 0;
   return w;
 }
 

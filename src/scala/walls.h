@@ -39,16 +39,18 @@ namespace wharf::scala {
 
 struct WallThresholds {
   double bw_drop = 0.5;     // fraction of the best bandwidth before
-  double lat_factor = 2.0;  // times the trend
+  double lat_factor = 2.0;  // times faster than the dimension
   double min_importance = 0.1;
 };
 
 struct Wall {
   std::string dimension;
-  double at = 0;                      // the level of `dimension` where the wall is
-  double before = 0;                  // the level before it in the scan
-  double bw_drop = 0;                 // 1 - bw(at) / best bw before it
-  double lat_factor = 0;              // lat_p50(at) / lat_p50(before)
+  double at = 0;       // the level of `dimension` where the wall is
+  double before = 0;   // the level before it in the scan
+  double bw_drop = 0;  // 1 - bw(at) / best bw before it
+  // How many times faster than the dimension latency grew from `before` to `at`:
+  // (lat_p50(at) / lat_p50(before)) / (at / before); 1 is growth in proportion.
+  double lat_factor = 0;
   int scans = 1;                      // scans that found it
   std::vector<std::string> critical;  // dimensions on the critical path, most important first
 };

@@ -41,7 +41,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     WHARF_FUZZ_CHECK(i.sensitivity >= 0 && i.sensitivity <= 1 && i.removal >= 0 && i.removal <= 1,
                      "importance out of [0, 1]");
   for (const Wall& w : find_walls(f.space, f.samples)) {
-    WHARF_FUZZ_CHECK(f.space.index_of(w.dimension) >= 0, "wall on no dimension");
+    const int d = f.space.index_of(w.dimension);
+    WHARF_FUZZ_CHECK(d >= 0, "wall on no dimension");
+    bool at_level = false;
+    for (const std::string& l : f.space.dims()[static_cast<size_t>(d)].levels) {
+      double v = 0;
+      at_level |= parse_number(l, &v) && v == w.at;
+    }
+    WHARF_FUZZ_CHECK(at_level, "wall at no level of its dimension");
     WHARF_FUZZ_CHECK(w.bw_drop >= 0 && w.bw_drop <= 1, "drop out of [0, 1]");
     WHARF_FUZZ_CHECK(std::isfinite(w.at) && w.at > w.before, "wall before its predecessor");
   }

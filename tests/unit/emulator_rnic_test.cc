@@ -154,7 +154,8 @@ TEST(ParseEmulation, RefusesBadInputWithAReason) {
   for (const char* bad :
        {"qp_cache", "qp_cache=", "qp_cache=0", "qp_cache=-1", "qp_cache=1x", "qp_cache=17m",
         "mtt_page=3000", "mtt_page=128", "match=sequential", "qp_cache=64,", ",qp_cache=64",
-        "qp_miss_ns=2000000000", "qp_cache=99999999999999999999"}) {
+        "qp_miss_ns=2000000000", "qp_cache=99999999999999999999", "qp_cache=8,qp_cache=9",
+        "qp_miss_ns=5", "mtt_page=64k", "qp_cache=8,mtt_miss_ns=1"}) {
     EmulationConfig c;
     c.qp_cache = 5;
     std::string err;

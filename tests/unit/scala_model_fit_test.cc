@@ -215,9 +215,9 @@ TEST(ScalaModelFit, LatOfNonFiniteValuesIsNotFitted) {
 // flat at the mean and explains none of the variation.
 TEST(ScalaModelFit, FlatFitOfVaryingDataHasR2NearZero) {
   std::vector<PlanePoint> points;
-  for (double ql = 1; ql <= 5; ++ql)
-    for (double qr = 1; qr <= 5; ++qr)
-      points.push_back({ql, qr, (ql - 3) * (ql - 3) + (qr - 3) * (qr - 3)});
+  for (int i = 1; i <= 5; ++i)
+    for (int j = 1; j <= 5; ++j)
+      points.push_back({double(i), double(j), double((i - 3) * (i - 3) + (j - 3) * (j - 3))});
   const LatModel fit = fit_lat(points);
   ASSERT_TRUE(fit.fitted);
   EXPECT_NEAR(fit.a, 0, 1e-12);

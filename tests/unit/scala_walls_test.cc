@@ -113,7 +113,7 @@ TEST(ScalaWalls, AQpCacheWallIsOnQlAtTheFirstLevelWhereTheQpsNoLongerFit) {
   EXPECT_EQ(ql->at, 48);  // qr = 32: 48 + 32 > 64, the earliest of the scans
   EXPECT_EQ(ql->before, 32);
   EXPECT_DOUBLE_EQ(ql->bw_drop, 0.7);
-  EXPECT_DOUBLE_EQ(ql->lat_factor, 4 * (2 + 0.05 * 80) / (2 + 0.05 * 64));
+  EXPECT_DOUBLE_EQ(ql->lat_factor, 4 * (2 + 0.05 * 80) / (2 + 0.05 * 64) / (48.0 / 32));
   EXPECT_EQ(ql->scans, 3 * 5 * 2);  // every scan along ql hits the wall (at 48 or 64)
   // qr's scans at ql = 48 cross the cache too (48 + 32 > 64), but qr explains far too little of
   // either measure to be on the critical path.
@@ -249,7 +249,7 @@ TEST(ScalaWalls, ALatencyOnlyWallIsFoundWithItsLatencyFactor) {
   EXPECT_EQ(walls[0].at, 80);
   EXPECT_EQ(walls[0].before, 64);
   EXPECT_DOUBLE_EQ(walls[0].bw_drop, 0);
-  EXPECT_DOUBLE_EQ(walls[0].lat_factor, 5 * 9.0 / 7.4);
+  EXPECT_DOUBLE_EQ(walls[0].lat_factor, 5 * 9.0 / 7.4 / (80.0 / 64));
   EXPECT_EQ(walls[0].scans, 3 * 5 * 2);
   EXPECT_TRUE(walls[0].critical.empty());  // bandwidth depends on nothing
 }
@@ -264,7 +264,29 @@ TEST(ScalaWalls, LatencyGrowingLinearlyIsNoWall) {
   EXPECT_TRUE(find_walls(space, sweep(space, steep_linear_latency)).empty());
 }
 
-// Bandwidth flat; latency eases off as MRs grow, then levels.
+// Bandwidth flat; latency flat up to ql 32, then growing `times` as fast as ql.
+Measured latency_growing(const Where& w, double times) {
+  return {10, w.ql <= 32 ? 10 : 10 * (w.ql / 32) * times};
+}
+
+TEST(ScalaWalls, LatencyGrowingUnderTwiceAsFastAsTheScaleIsNoWall) {
+  const Space space = test_space();
+  EXPECT_TRUE(
+      find_walls(space, sweep(space, [](const Where& w) { return latency_growing(w, 1.9); }))
+          .empty());
+}
+
+TEST(ScalaWalls, LatencyGrowingOverTwiceAsFastAsTheScaleIsAWall) {
+  const Space space = test_space();
+  const std::vector<Wall> walls =
+      find_walls(space, sweep(space, [](const Where& w) { return latency_growing(w, 2.1); }));
+  const std::optional<Wall> ql = wall_on(walls, "ql");
+  ASSERT_TRUE(ql);
+  EXPECT_EQ(ql->at, 48);
+  EXPECT_NEAR(ql->lat_factor, 2.1, 1e-9);  // against growth in proportion to ql
+}
+
+// Bandwidth flat; latency easing off as MRs grow: falling latency is never a wall.
 Measured latency_easing(const Where& w) {
   return {10, w.mr_size <= 4096      ? 3.3
               : w.mr_size <= 65536   ? 3.2
@@ -272,9 +294,7 @@ Measured latency_easing(const Where& w) {
                                      : 2.6};
 }
 
-TEST(ScalaWalls, ATrendExtrapolatedFarIsNeverBelowTheLatenciesSeen) {
-  // The line through the first four points falls to 0.64 us at 16m; measured against that,
-  // the level 2.6 us would be a 4x jump.
+TEST(ScalaWalls, FallingLatencyIsNoWall) {
   const Space space = test_space();
   EXPECT_TRUE(find_walls(space, sweep(space, latency_easing)).empty());
 }

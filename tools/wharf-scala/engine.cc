@@ -31,6 +31,10 @@ uint64_t now_ns() {
 }
 
 std::string errno_text(const char* what) { return std::string(what) + ": " + strerror(errno); }
+// Verbs that return their error (ibv_post_*) rather than set errno.
+std::string error_text(const char* what, int err) {
+  return std::string(what) + ": " + strerror(err);
+}
 
 }  // namespace
 
@@ -89,8 +93,8 @@ std::unique_ptr<Engine::Device> open_device(const std::string& endpoint, std::st
   return d;
 }
 
-// What one side builds for a point; destroyed in an order safe with work in flight (QPs
-// first, so that nothing lands in memory about to be freed).
+// What one side builds for a point. Its QPs go first (destroy_qps, both sides' before either
+// side's memory), so that no work in flight lands in memory about to be freed.
 struct SideObjects {
   Engine::Device* dev = nullptr;
   ibv_pd* pd = nullptr;
@@ -104,8 +108,12 @@ struct SideObjects {
   std::vector<ibv_qp*> qps;
   std::vector<ibv_ah*> ahs;
 
-  void destroy() {
+  void destroy_qps() {
     for (ibv_qp* q : qps) ibv_destroy_qp(q);
+    qps.clear();
+  }
+  void destroy() {
+    destroy_qps();
     for (ibv_ah* a : ahs) ibv_destroy_ah(a);
     for (ibv_srq* s : srqs) ibv_destroy_srq(s);
     for (ibv_cq* c : cqs) ibv_destroy_cq(c);
@@ -205,8 +213,10 @@ int post_recv(Flow& f, size_t flow, const PointSpec& p) {
                           : ibv_post_recv(f.qp_rsp, &wr, &bad);
 }
 
-// Moves qp to RTS facing remote QP `dest` on device `peer`, as the QP type needs.
-const char* connect_qp(ibv_qp* qp, ibv_qp_type type, uint32_t dest, const Engine::Device& peer) {
+// Moves qp (on device `self`) to RTS facing QP `dest` on device `peer`, as the QP type needs,
+// within both devices' limits.
+const char* connect_qp(ibv_qp* qp, ibv_qp_type type, uint32_t dest, const Engine::Device& self,
+                       const Engine::Device& peer) {
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_INIT;
   a.port_num = 1;
@@ -215,8 +225,10 @@ const char* connect_qp(ibv_qp* qp, ibv_qp_type type, uint32_t dest, const Engine
     a.qkey = kQkey;
     mask |= IBV_QP_QKEY;
   } else {
-    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                        (type == IBV_QPT_RC ? IBV_ACCESS_REMOTE_ATOMIC : 0);
+    // UC has no READ or atomics (IBTA 9.7.4): only RC QPs allow them.
+    a.qp_access_flags =
+        IBV_ACCESS_REMOTE_WRITE |
+        (type == IBV_QPT_RC ? IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC : 0);
     mask |= IBV_QP_ACCESS_FLAGS;
   }
   if (ibv_modify_qp(qp, &a, mask) != 0) return "INIT";
@@ -224,7 +236,7 @@ const char* connect_qp(ibv_qp* qp, ibv_qp_type type, uint32_t dest, const Engine
   a.qp_state = IBV_QPS_RTR;
   mask = IBV_QP_STATE;
   if (type != IBV_QPT_UD) {
-    a.path_mtu = std::min(IBV_MTU_4096, peer.port.active_mtu);
+    a.path_mtu = std::min({IBV_MTU_4096, self.port.active_mtu, peer.port.active_mtu});
     a.dest_qp_num = dest;
     a.ah_attr.port_num = 1;
     a.ah_attr.dlid = peer.port.lid;
@@ -235,7 +247,8 @@ const char* connect_qp(ibv_qp* qp, ibv_qp_type type, uint32_t dest, const Engine
     }
     mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
     if (type == IBV_QPT_RC) {
-      a.max_dest_rd_atomic = kMaxRdAtomic;
+      a.max_dest_rd_atomic =
+          static_cast<uint8_t>(std::min(kMaxRdAtomic, std::max(1, self.attr.max_qp_rd_atom)));
       a.min_rnr_timer = 12;
       mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
     }
@@ -248,7 +261,8 @@ const char* connect_qp(ibv_qp* qp, ibv_qp_type type, uint32_t dest, const Engine
     a.timeout = 18;
     a.retry_cnt = 7;
     a.rnr_retry = 7;
-    a.max_rd_atomic = kMaxRdAtomic;
+    a.max_rd_atomic =
+        static_cast<uint8_t>(std::min(kMaxRdAtomic, std::max(1, self.attr.max_qp_init_rd_atom)));
     mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
   }
   return ibv_modify_qp(qp, &a, mask) != 0 ? "RTS" : nullptr;
@@ -270,6 +284,8 @@ class Point {
     sides_[1].dev = remote;
   }
   ~Point() {
+    // Every QP of both sides first: nothing is then in flight towards memory freed next.
+    for (SideObjects& s : sides_) s.destroy_qps();
     for (SideObjects& s : sides_) s.destroy();
   }
 
@@ -313,11 +329,17 @@ std::string Point::build_side(SideObjects& s) {
   if (s.grh_mr == nullptr) return errno_text("ibv_reg_mr");
   const size_t flows = size_t{spec_.ql} + spec_.qr;
   const size_t ncq = spec_.shared_cq ? opts_.threads : flows;
-  // A shared CQ takes every QP's completions: sends of the QPs it requests for, receives of
-  // those it responds to.
-  const int per_cq =
-      static_cast<int>(std::min<size_t>(2 * opts_.depth * (spec_.shared_cq ? flows : 1) + 16,
-                                        static_cast<size_t>(s.dev->attr.max_cqe)));
+  const size_t per_thread = (flows + opts_.threads - 1) / opts_.threads;
+  // A CQ takes the completions of its QPs' sends and receives: depth each way per QP, all of a
+  // thread's QPs on a shared one. More than the device takes would overrun it: the point fails.
+  const size_t per_cq = 2 * size_t{opts_.depth} * (spec_.shared_cq ? per_thread : 1) + 16;
+  if (per_cq > static_cast<size_t>(s.dev->attr.max_cqe))
+    return "a CQ would need " + std::to_string(per_cq) + " entries, " + s.dev->name + " has " +
+           std::to_string(s.dev->attr.max_cqe) + " (fewer QPs per thread, or --depth)";
+  const size_t per_srq = size_t{opts_.depth} * per_thread + 16;
+  if (spec_.srq && per_srq > static_cast<size_t>(s.dev->attr.max_srq_wr))
+    return "an SRQ would need " + std::to_string(per_srq) + " receives, " + s.dev->name +
+           " takes " + std::to_string(s.dev->attr.max_srq_wr);
   for (uint32_t t = 0; opts_.events && t < opts_.threads; ++t) {
     ibv_comp_channel* ch = ibv_create_comp_channel(s.dev->ctx);
     if (ch == nullptr) return errno_text("ibv_create_comp_channel");
@@ -326,14 +348,13 @@ std::string Point::build_side(SideObjects& s) {
   }
   for (size_t i = 0; i < ncq; ++i) {
     ibv_comp_channel* ch = opts_.events ? s.channels[i % opts_.threads] : nullptr;
-    ibv_cq* cq = ibv_create_cq(s.dev->ctx, per_cq, nullptr, ch, 0);
+    ibv_cq* cq = ibv_create_cq(s.dev->ctx, static_cast<int>(per_cq), nullptr, ch, 0);
     if (cq == nullptr) return errno_text("ibv_create_cq");
     s.cqs.push_back(cq);
   }
   for (uint32_t t = 0; spec_.srq && t < opts_.threads; ++t) {
     ibv_srq_init_attr init{};
-    init.attr.max_wr = static_cast<uint32_t>(
-        std::min<size_t>(opts_.depth * flows + 16, static_cast<size_t>(s.dev->attr.max_srq_wr)));
+    init.attr.max_wr = static_cast<uint32_t>(per_srq);
     init.attr.max_sge = 2;
     ibv_srq* srq = ibv_create_srq(s.pd, &init);
     if (srq == nullptr) return errno_text("ibv_create_srq");
@@ -366,9 +387,11 @@ std::string Point::build_flow(size_t i, bool forward) {
   f.qp_req = make_qp(*f.req, false);
   f.qp_rsp = make_qp(*f.rsp, true);
   if (f.qp_req == nullptr || f.qp_rsp == nullptr) return errno_text("ibv_create_qp");
-  if (const char* step = connect_qp(f.qp_req, spec_.qp_type, f.qp_rsp->qp_num, *f.rsp->dev))
+  if (const char* step =
+          connect_qp(f.qp_req, spec_.qp_type, f.qp_rsp->qp_num, *f.req->dev, *f.rsp->dev))
     return errno_text((std::string("ibv_modify_qp to ") + step).c_str());
-  if (const char* step = connect_qp(f.qp_rsp, spec_.qp_type, f.qp_req->qp_num, *f.req->dev))
+  if (const char* step =
+          connect_qp(f.qp_rsp, spec_.qp_type, f.qp_req->qp_num, *f.rsp->dev, *f.req->dev))
     return errno_text((std::string("ibv_modify_qp to ") + step).c_str());
   if (spec_.qp_type == IBV_QPT_UD) {
     ibv_ah_attr ah{};
@@ -396,7 +419,8 @@ std::string Point::build() {
   if (spec_.opcode == Opcode::kSend)
     for (size_t i = 0; i < flows_.size(); ++i)
       for (uint32_t k = 0; k < opts_.depth; ++k)
-        if (post_recv(flows_[i], i, spec_) != 0) return errno_text("ibv_post_recv");
+        if (const int err = post_recv(flows_[i], i, spec_); err != 0)
+          return error_text("ibv_post_recv", err);
   return {};
 }
 
@@ -408,13 +432,15 @@ void Point::drive(uint32_t thread, uint64_t from, uint64_t until, Tally* tally) 
     for (size_t i = 0; i < s.cqs.size(); ++i)
       if (i % opts_.threads == thread) cqs.push_back(s.cqs[i]);
   }
+  // The first failure ends every thread's loop; the point reports it.
+  auto fail = [&](std::string why) {
+    tally->error = std::move(why);
+    failed_ = true;
+  };
   for (size_t i = thread; i < flows_.size(); i += opts_.threads)
     for (uint32_t slot = 0; slot < opts_.depth; ++slot)
-      if (post_send(flows_[i], i, slot, spec_) != 0) {
-        tally->error = errno_text("ibv_post_send");
-        failed_ = true;
-        return;
-      }
+      if (const int err = post_send(flows_[i], i, slot, spec_); err != 0)
+        return fail(error_text("ibv_post_send", err));
   ibv_wc wc[kPollBatch];
   bool armed = false;
   for (uint64_t now = now_ns(); now < until && !failed_; now = now_ns()) {
@@ -422,31 +448,21 @@ void Point::drive(uint32_t thread, uint64_t from, uint64_t until, Tally* tally) 
     int seen = 0;
     for (ibv_cq* cq : cqs) {
       const int n = ibv_poll_cq(cq, kPollBatch, wc);
-      seen += std::max(n, 0);
-      if (n < 0) {
-        tally->error = "ibv_poll_cq failed";
-        failed_ = true;
-        return;
-      }
+      if (n < 0) return fail("ibv_poll_cq failed");
+      seen += n;
       for (int k = 0; k < n; ++k) {
         const ibv_wc& c = wc[k];
         const size_t i = (c.wr_id & ~kRecvBit) >> 32;
-        if (c.status != IBV_WC_SUCCESS || i >= flows_.size()) {
-          tally->error = std::string("completion: ") + ibv_wc_status_str(c.status);
-          failed_ = true;
-          return;
-        }
+        if (c.status != IBV_WC_SUCCESS || i >= flows_.size())
+          return fail(std::string("completion: ") + ibv_wc_status_str(c.status));
         Flow& f = flows_[i];
         if (c.wr_id & kRecvBit) {
           if (counting && counts_at_receiver()) {
             tally->bytes += spec_.size;
             ++tally->messages;
           }
-          if (post_recv(f, i, spec_) != 0) {
-            tally->error = errno_text("ibv_post_recv");
-            failed_ = true;
-            return;
-          }
+          if (const int err = post_recv(f, i, spec_); err != 0)
+            return fail(error_text("ibv_post_recv", err));
           continue;
         }
         const uint32_t slot = static_cast<uint32_t>(c.wr_id & 0xffffffffu);
@@ -458,11 +474,8 @@ void Point::drive(uint32_t thread, uint64_t from, uint64_t until, Tally* tally) 
             ++tally->messages;
           }
         }
-        if (post_send(f, i, slot, spec_) != 0) {
-          tally->error = errno_text("ibv_post_send");
-          failed_ = true;
-          return;
-        }
+        if (const int err = post_send(f, i, slot, spec_); err != 0)
+          return fail(error_text("ibv_post_send", err));
       }
     }
     if (seen > 0 || !opts_.events) {
@@ -485,6 +498,7 @@ void Point::wait_for_events(uint32_t thread, uint64_t until) {
   pollfd fds[2];
   for (int s = 0; s < 2; ++s) fds[s] = {sides_[s].channels[thread]->fd, POLLIN, 0};
   const uint64_t now = now_ns();
+  if (now >= until) return;
   const int timeout_ms = static_cast<int>(std::min<uint64_t>((until - now) / 1'000'000 + 1, 10));
   if (poll(fds, 2, timeout_ms) <= 0) return;
   for (int s = 0; s < 2; ++s) {
@@ -555,17 +569,13 @@ uint32_t Engine::max_qp_wr() const {
 }
 
 PointResult Engine::run(const PointSpec& spec, const RunOptions& opts) {
-  const auto t0 = Clock::now();
   Point point(local_.get(), remote_.get(), spec, opts);
-  std::string error = point.build();
-  const double setup = std::chrono::duration<double>(Clock::now() - t0).count();
-  PointResult r;
-  if (error.empty())
-    r = point.run();
-  else
-    r.error = error;
-  r.setup_s = setup;
-  return r;
+  if (std::string error = point.build(); !error.empty()) {
+    PointResult r;
+    r.error = std::move(error);
+    return r;
+  }
+  return point.run();
 }
 
 }  // namespace wharf::scala

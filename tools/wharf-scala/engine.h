@@ -49,7 +49,6 @@ struct PointResult {
   std::string error;
   double bw_gbps = 0, mrate_mps = 0;  // both directions
   double lat_p50_us = 0, lat_p99_us = 0;
-  double setup_s = 0;  // building and connecting the point's objects
 };
 
 class Engine {

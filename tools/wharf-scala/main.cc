@@ -64,6 +64,33 @@ void raise_file_limit() {
   }
 }
 
+// What the engine takes of each numeric dimension (a level outside is refused at --dim):
+// counts at least 1, messages within a work request's 2 GiB, a registration that holds one.
+struct Bounds {
+  const char* dim;
+  double min, max;
+};
+constexpr Bounds kBounds[] = {{"ql", 1, 1 << 20},
+                              {"qr", 1, 1 << 20},
+                              {"size", 1, 0x1p31 - 1},
+                              {"mrs", 1, 1 << 16},
+                              {"mr_size", 8, 0x1p40}};
+
+bool within_bounds(const Space& space, std::string* error) {
+  for (const Bounds& b : kBounds) {
+    const int d = space.index_of(b.dim);
+    if (d < 0) continue;
+    for (const std::string& level : space.dims()[static_cast<size_t>(d)].levels) {
+      double v = 0;
+      if (parse_number(level, &v) && v >= b.min && v <= b.max) continue;
+      *error = std::string(b.dim) + "=" + level + ": want " + std::to_string(uint64_t(b.min)) +
+               ".." + std::to_string(uint64_t(b.max));
+      return false;
+    }
+  }
+  return true;
+}
+
 PointSpec spec_of(const Space& s, const Assignment& a) {
   PointSpec p;
   auto num = [&](const char* name, double dflt) {
@@ -114,6 +141,10 @@ int sweep(const SweepOptions& o, char** argv) {
       fprintf(stderr, "wharf-scala: --dim %s: %s\n", d.c_str(), error.c_str());
       return 2;
     }
+  }
+  if (std::string error; !within_bounds(space, &error)) {
+    fprintf(stderr, "wharf-scala: --dim %s\n", error.c_str());
+    return 2;
   }
   if ((is_router_socket(o.local) || is_router_socket(o.remote)) && getenv(kPreloadedEnv) == nullptr)
     return run_with_wharf_verbs(argv);
@@ -221,9 +252,7 @@ bool load(const std::string& path, SweepFile* f) {
   return false;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   CLI::App app{"wharf-scala: finds the scalability walls of an RDMA network (ScalaCN)"};
   app.require_subcommand(1);
 
@@ -284,4 +313,17 @@ int main(int argc, char** argv) {
   if (fit->parsed()) return print_fits(f, predict, json_out);
   if (walls->parsed()) return print_walls(f, wo, json_out);
   return draw_plots(f, wo.limits, out_dir);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    fprintf(stderr, "wharf-scala: %s\n", e.what());
+  } catch (...) {
+    fprintf(stderr, "wharf-scala: unknown error\n");
+  }
+  return 1;
 }

@@ -4,12 +4,14 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include "report.h"
 
@@ -20,13 +22,25 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Text from the sweep file (device names, levels, configurations) goes into gnuplot's quoted
+// strings: a file is untrusted input, and a quote or a newline there would end the string and
+// make the rest a command (gnuplot's `system`). Anything but plain characters becomes '?'.
+std::string plain(std::string_view text) {
+  std::string out(text);
+  for (char& c : out)
+    if (!isalnum(static_cast<unsigned char>(c)) &&
+        std::string_view(" _.,:/()=+-").find(c) == std::string_view::npos)
+      c = '?';
+  return out;
+}
+
 // Levels sit at their index on the axes (they are spaced by powers of two, not evenly); the
 // tics name them.
 std::string tics(const Dimension& d, const std::set<int>& used) {
   std::string s = "(";
   for (int i : used)
-    s += (s.size() > 1 ? ", " : "") + std::string("\"") + d.levels[static_cast<size_t>(i)] + "\" " +
-         std::to_string(i);
+    s += (s.size() > 1 ? ", " : "") + std::string("\"") + plain(d.levels[static_cast<size_t>(i)]) +
+         "\" " + std::to_string(i);
   return s + ")";
 }
 
@@ -101,11 +115,11 @@ void plane_plots(const SweepFile& f, const std::vector<Wall>& walls, const fs::p
                              tics(f.space.dims()[qr], qrs) + "\nset palette rgbformulae 33,13,10\n";
   const std::string plane = (dir / "plane.dat").string();
   both_formats(gp, dir, "bw_plane",
-               common + "set title 'Bandwidth both ways, Gb/s (" + g.config + "; " + f.local +
-                   ")'\nplot '" + plane +
+               common + "set title 'Bandwidth both ways, Gb/s (" + plain(g.config) + "; " +
+                   plain(f.local) + ")'\nplot '" + plane +
                    "' using 1:2:(0.5):(0.5):3 with boxxyerror fs solid 1.0 lc palette notitle\n");
   both_formats(gp, dir, "lat_plane",
-               common + "set title 'Latency p50, us (" + g.config + ")'\nplot '" + plane +
+               common + "set title 'Latency p50, us (" + plain(g.config) + ")'\nplot '" + plane +
                    "' using 1:2:(0.5):(0.5):4 with boxxyerror fs solid 1.0 lc palette notitle\n");
   drawn->insert(drawn->end(), {"bw_plane", "lat_plane"});
 }
@@ -141,7 +155,7 @@ void scan_plots(const SweepFile& f, const WallThresholds& limits, const fs::path
     const std::string s = file.string();
     both_formats(gp, dir, "scan_" + dim.name,
                  "unset arrow\nunset label\nset ytics autofreq\n" + marks.str() +
-                     "set title 'Scan of " + dim.name + " from the baseline (" + f.local +
+                     "set title 'Scan of " + dim.name + " from the baseline (" + plain(f.local) +
                      ")'\nset xlabel '" + dim.name + "'\nset xtics " + tics(dim, used) +
                      "\nset ytics nomirror\nset y2tics\nset ylabel 'Gb/s'\nset y2label 'us'\n"
                      "set key top left\nplot '" +
@@ -157,6 +171,13 @@ void scan_plots(const SweepFile& f, const WallThresholds& limits, const fs::path
 
 int draw_plots(const SweepFile& f, const WallThresholds& limits, const std::string& out) {
   const fs::path dir(out);
+  if (plain(out) != out) {
+    fprintf(stderr,
+            "wharf-scala: %s: the directory's name must be plain (letters, digits, "
+            "' _.,:/()=+-')\n",
+            out.c_str());
+    return 1;
+  }
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) {

@@ -166,9 +166,10 @@ int print_walls(const SweepFile& f, const WallOptions& o, bool json_out) {
     std::string crit;
     for (const std::string& c : w.critical) crit += (crit.empty() ? "" : ", ") + c;
     printf(
-        "wall on %s at %.0f (after %.0f): bandwidth -%.0f%%, latency x%.2f; %d scan(s); "
-        "critical path: %s\n",
-        w.dimension.c_str(), w.at, w.before, w.bw_drop * 100, w.lat_factor, w.scans, crit.c_str());
+        "wall on %s at %.0f (after %.0f): bandwidth -%.0f%%, latency grew %.2fx as fast as %s; "
+        "%d scan(s); critical path: %s\n",
+        w.dimension.c_str(), w.at, w.before, w.bw_drop * 100, w.lat_factor, w.dimension.c_str(),
+        w.scans, crit.c_str());
   }
   return 0;
 }
