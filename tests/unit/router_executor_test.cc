@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "emulator/rnic_emulator.h"
 #include "rc/timers.h"
 #include "router/direct_lines.h"
 #include "router/executor.h"
@@ -247,6 +248,79 @@ TEST_F(ExecutorTest, AWriteWithAKeyThePeerDoesNotHaveIsARemoteAccessError) {
   EXPECT_EQ(got[1].status, IBV_WC_REM_ACCESS_ERR);
   EXPECT_EQ(a_.state(), IBV_QPS_ERR);
   EXPECT_EQ(buffer_[3000], 0);  // nothing written
+}
+
+// wharfd --emulate (issue #21): what the executor charges the RNIC emulator. The stalls are
+// recorded, not waited out.
+void no_stall(uint64_t, void*) {}
+emulator::EmulationConfig both_caches() {
+  emulator::EmulationConfig cfg;
+  cfg.qp_cache = 16;
+  cfg.mtt_cache = 16;
+  return cfg;
+}
+
+TEST_F(ExecutorTest, TheEmulatorChargesAWriteItsTwoQpsAndTheBytesAtBothEnds) {
+  emulator::RnicEmulator emu(both_caches(), no_stall, nullptr);
+  ctx_.emulator = &emu;
+  write(&a_, 1, 4, reinterpret_cast<uint64_t>(buffer_.data()) + 2048, mr_.key);
+  EXPECT_TRUE(look(&a_, kStart));
+  EXPECT_EQ(emu.counters().qp_misses, 2u);  // the requester's context, then the responder's
+  EXPECT_EQ(emu.counters().qp_hits, 0u);
+  // One page of the source, one of the target (the same page, or two).
+  EXPECT_EQ(emu.counters().mtt_misses + emu.counters().mtt_hits, 2u);
+  write(&a_, 2, 4, reinterpret_cast<uint64_t>(buffer_.data()) + 2048, mr_.key);
+  EXPECT_TRUE(look(&a_, kStart));
+  EXPECT_EQ(emu.counters().qp_hits, 2u);  // both contexts cached now
+  EXPECT_EQ(emu.counters().mtt_misses + emu.counters().mtt_hits, 4u);
+  EXPECT_EQ(completions().size(), 2u);
+}
+
+TEST_F(ExecutorTest, TheEmulatorChargesAnInlineSendOnlyTheBytesItPlaces) {
+  emulator::RnicEmulator emu(both_caches(), no_stall, nullptr);
+  ctx_.emulator = &emu;
+  post_recv(&b_, 9, 100, 64);
+  send_inline(&a_, 1, "hello");
+  EXPECT_TRUE(look(&a_, kStart));
+  EXPECT_EQ(emu.counters().qp_misses, 2u);
+  EXPECT_EQ(emu.counters().mtt_misses + emu.counters().mtt_hits, 1u);  // the receive's 5 bytes
+}
+
+TEST_F(ExecutorTest, ALongWriteIsChargedOnceNotPerPart) {
+  // 256 KiB go a part (at most 64 KiB) a look; the QPs' contexts and the 64 + 64 pages are
+  // charged as the work request starts, not again for each part.
+  alignas(4096) static uint8_t big[512 * 1024];
+  Mr mr;
+  mr.owner = session_.get();
+  mr.pd = &pd_;
+  mr.addr = mr.iova = mr.mapped_start = reinterpret_cast<uint64_t>(big);
+  mr.length = mr.mapped_len = sizeof(big);
+  mr.mapping = big;
+  mr.access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+  mr.key = objects_.add_key(&mr);
+  emulator::EmulationConfig cfg = both_caches();
+  cfg.mtt_cache = 1024;
+  emulator::RnicEmulator emu(cfg, no_stall, nullptr);
+  ctx_.emulator = &emu;
+  shm::SendWqe h{};
+  h.wr_id = 1;
+  h.opcode = IBV_WR_RDMA_WRITE;
+  h.flags = shm::kWqeSignaled;
+  h.num_sge = 1;
+  h.remote_addr = reinterpret_cast<uint64_t>(big) + 256 * 1024;
+  h.rkey = mr.key;
+  shm::Sge sge{reinterpret_cast<uint64_t>(big), 256 * 1024, mr.key};
+  push(&a_, true, &h, sizeof(h), &sge, sizeof(sge));
+  int looks = 0;
+  while (completions().empty() && looks < 100) {
+    look(&a_, kStart);
+    ++looks;
+  }
+  EXPECT_GT(looks, 1);  // it did go in parts
+  EXPECT_EQ(emu.counters().qp_misses + emu.counters().qp_hits, 2u);
+  EXPECT_EQ(emu.counters().mtt_misses, 128u);
+  EXPECT_EQ(emu.counters().mtt_hits, 0u);
+  objects_.remove_key(mr.key);
 }
 
 }  // namespace

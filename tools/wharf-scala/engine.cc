@@ -295,8 +295,11 @@ class Point {
  private:
   std::string build_side(SideObjects& s);
   std::string build_flow(size_t i, bool forward);
-  void drive(uint32_t thread, uint64_t from, uint64_t until, Tally* tally);
+  void drive(uint32_t thread, uint64_t warm_until, uint64_t warm_cap, Tally* tally);
   void wait_for_events(uint32_t thread, uint64_t until);
+  // A thread whose flows have all completed a work request (or whose warm-up ran out) says so;
+  // the last one starts the measured interval.
+  void warmed_up(uint64_t now);
   // The CQ a QP on side s of flow i completes on.
   ibv_cq* cq_for(const SideObjects& s, size_t i) const {
     return spec_.shared_cq ? s.cqs[i % opts_.threads] : s.cqs[i];
@@ -308,6 +311,8 @@ class Point {
   SideObjects sides_[2];
   std::vector<Flow> flows_;
   std::atomic<bool> failed_{false};
+  std::atomic<uint32_t> warm_threads_{0};
+  std::atomic<uint64_t> measure_from_{UINT64_MAX};  // set by warmed_up
 };
 
 std::string Point::build_side(SideObjects& s) {
@@ -424,9 +429,17 @@ std::string Point::build() {
   return {};
 }
 
-// One thread's loop: keeps its flows' windows full and takes their completions until `until`;
-// counts what completes in [from, until).
-void Point::drive(uint32_t thread, uint64_t from, uint64_t until, Tally* tally) {
+void Point::warmed_up(uint64_t now) {
+  if (warm_threads_.fetch_add(1) + 1 == opts_.threads) measure_from_.store(now);
+}
+
+// One thread's loop: keeps its flows' windows full and takes their completions. It is warm
+// once every flow of its has completed a work request, and not before warm_until (nor after
+// warm_cap: a flow that never completes is the measurement's business, not the warm-up's);
+// the interval measured starts when every thread is warm and lasts measure_s. (With
+// thousands of QPs the first round alone takes longer than a fixed warm-up: the QPs' first
+// packets set up state in the routers.)
+void Point::drive(uint32_t thread, uint64_t warm_until, uint64_t warm_cap, Tally* tally) {
   std::vector<ibv_cq*> cqs;
   for (SideObjects& s : sides_) {
     for (size_t i = 0; i < s.cqs.size(); ++i)
@@ -441,9 +454,20 @@ void Point::drive(uint32_t thread, uint64_t from, uint64_t until, Tally* tally) 
     for (uint32_t slot = 0; slot < opts_.depth; ++slot)
       if (const int err = post_send(flows_[i], i, slot, spec_); err != 0)
         return fail(error_text("ibv_post_send", err));
+  std::vector<bool> completed(flows_.size());  // indexed by flow; this thread's only
+  size_t mine = 0, warm = 0;
+  for (size_t i = thread; i < flows_.size(); i += opts_.threads) ++mine;
+  bool is_warm = false;
+  const uint64_t measure_ns = static_cast<uint64_t>(opts_.measure_s * 1e9);
   ibv_wc wc[kPollBatch];
   bool armed = false;
-  for (uint64_t now = now_ns(); now < until && !failed_; now = now_ns()) {
+  for (uint64_t now = now_ns(); !failed_; now = now_ns()) {
+    if (!is_warm && ((warm == mine && now >= warm_until) || now >= warm_cap)) {
+      is_warm = true;
+      warmed_up(now);
+    }
+    const uint64_t from = measure_from_.load(std::memory_order_relaxed);
+    if (from != UINT64_MAX && now >= from + measure_ns) break;
     const bool counting = now >= from;
     int seen = 0;
     for (ibv_cq* cq : cqs) {
@@ -466,6 +490,10 @@ void Point::drive(uint32_t thread, uint64_t from, uint64_t until, Tally* tally) 
           continue;
         }
         const uint32_t slot = static_cast<uint32_t>(c.wr_id & 0xffffffffu);
+        if (!completed[i]) {
+          completed[i] = true;
+          ++warm;
+        }
         if (counting) {
           if (tally->latencies.size() < kMaxLatencies)
             tally->latencies.push_back(now - f.posted_ns[slot]);
@@ -489,7 +517,8 @@ void Point::drive(uint32_t thread, uint64_t from, uint64_t until, Tally* tally) 
       armed = true;
       continue;
     }
-    wait_for_events(thread, until);
+    const uint64_t from_now = measure_from_.load(std::memory_order_relaxed);
+    wait_for_events(thread, from_now == UINT64_MAX ? warm_cap : from_now + measure_ns);
     armed = false;
   }
 }
@@ -518,14 +547,14 @@ double percentile(std::vector<uint64_t>& v, double q) {
 PointResult Point::run() {
   PointResult r;
   const uint64_t start = now_ns();
-  const uint64_t from = start + static_cast<uint64_t>(opts_.warmup_s * 1e9);
-  const uint64_t until = from + static_cast<uint64_t>(opts_.measure_s * 1e9);
+  const uint64_t warm_until = start + static_cast<uint64_t>(opts_.warmup_s * 1e9);
+  const uint64_t warm_cap = start + static_cast<uint64_t>(opts_.warmup_max_s * 1e9);
   std::vector<Tally> tallies(opts_.threads);
   for (Tally& t : tallies) t.latencies.reserve(1u << 16);
   std::vector<std::thread> threads;
   for (uint32_t t = 1; t < opts_.threads; ++t)
-    threads.emplace_back(&Point::drive, this, t, from, until, &tallies[t]);
-  drive(0, from, until, &tallies[0]);
+    threads.emplace_back(&Point::drive, this, t, warm_until, warm_cap, &tallies[t]);
+  drive(0, warm_until, warm_cap, &tallies[0]);
   for (std::thread& t : threads) t.join();
   std::vector<uint64_t> lat;
   uint64_t bytes = 0, messages = 0;

@@ -34,7 +34,10 @@ struct PointSpec {
 };
 
 struct RunOptions {
+  // Counting starts once every flow has completed a work request, at least warmup_s and at
+  // most warmup_max_s after the start.
   double warmup_s = 0.1;
+  double warmup_max_s = 2;
   double measure_s = 0.3;
   uint32_t depth = 2;    // work requests in flight per QP
   uint32_t threads = 1;  // each drives a share of the QPs, with CQs and SRQs of its own
