@@ -116,7 +116,8 @@ Wall wall_at(const Scan& scan, size_t k, const std::string& dimension) {
   w.dimension = dimension;
   w.at = scan[k].x;
   w.before = scan[k - 1].x;
-  w.bw_drop = best > 0 ? 1 - scan[k].bw / best : 0;
+  // A latency wall may come with more bandwidth, not less: then nothing fell.
+  w.bw_drop = best > 0 ? std::clamp(1 - scan[k].bw / best, 0.0, 1.0) : 0;
   // Latency's growth against the dimension's: 1 is growth in proportion (queueing).
   w.lat_factor = scan[k - 1].lat > 0 && scan[k].x > 0
                      ? (scan[k].lat / scan[k - 1].lat) / (scan[k].x / scan[k - 1].x)
@@ -214,9 +215,10 @@ std::vector<Importance> importance_of(const Space& space, std::span<const Sample
   const double full = additive_sse(space, o, std::nullopt);
   for (size_t d = 0; d < space.size(); ++d) {
     if (space.dims()[d].levels.size() < 2) continue;
-    out[d].sensitivity = eta_squared(space, o, d);
-    // Backfitting stops a hair short of the optimum; that never makes a term worth less than 0.
-    out[d].removal = std::max(0.0, (additive_sse(space, o, d) - full) / o.ss_total);
+    // Both are shares of ss_total; rounding can take them a hair past 0 or 1 (backfitting also
+    // stops a hair short of the optimum), never further.
+    out[d].sensitivity = std::clamp(eta_squared(space, o, d), 0.0, 1.0);
+    out[d].removal = std::clamp((additive_sse(space, o, d) - full) / o.ss_total, 0.0, 1.0);
   }
   return out;
 }

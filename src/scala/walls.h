@@ -47,7 +47,7 @@ struct Wall {
   std::string dimension;
   double at = 0;       // the level of `dimension` where the wall is
   double before = 0;   // the level before it in the scan
-  double bw_drop = 0;  // 1 - bw(at) / best bw before it
+  double bw_drop = 0;  // 1 - bw(at) / best bw before it; 0 when bandwidth did not fall
   // How many times faster than the dimension latency grew from `before` to `at`:
   // (lat_p50(at) / lat_p50(before)) / (at / before); 1 is growth in proportion.
   double lat_factor = 0;

@@ -113,12 +113,19 @@ rdma_pair ib_write_bw_uc ib_write_bw -d wharf0 -c UC -n 1000
 # rdma_cm between hosts: h2's router asks h1's who holds 198.18.1.10, then the REQ, REP and
 # RTU (SIDR for UD) go between the routers; the programs are unmodified.
 # cm_pair LABEL PORT SERVER_CMD -- CLIENT_CMD: the server on h1, the client on h2 once the
-# server's rdma_cm id listens on PORT.
+# server's rdma_cm id listens on PORT. The previous pair's server may have used PORT: its id
+# must be gone first, or its LISTEN would pass for the new server's (whose client, started
+# too early, is then rejected: no listener yet).
 cm_pair() {
   local label=$1 port=$2 status=0 srv=() i
   shift 2
   while [[ $1 != -- ]]; do srv+=("$1"); shift; done
   shift
+  for ((i = 0; i < 50; i++)); do
+    "$BIN/wharfctl" -r "$H1" resource show cm_id 2> /dev/null |
+      grep -qE "state LISTEN .*src-addr [^ ]*:$port( |$)" || break
+    sleep 0.1
+  done
   timeout 60 "$BIN/wharf-run" --router "$H1" --name "${NAMES[0]}" --vip 198.18.1.10 -- "${srv[@]}" \
     > "$TMP/$label.server.log" 2>&1 &
   PIDS=($!)
