@@ -3,6 +3,7 @@
 #include <bit>
 #include <charconv>
 #include <ctime>
+#include <iterator>
 
 namespace wharf::emulator {
 namespace {
@@ -50,25 +51,26 @@ void busy_wait(uint64_t ns, void*) {
   }
 }
 
-// One row per key: where it goes and the values it may take.
+// One row per key: where it goes, the values it may take, and the cache it tunes (nullptr
+// for a cache's size itself): a setting of a cache that is not emulated is refused.
 struct Key {
   const char* name;
   uint64_t EmulationConfig::*u64;
   uint32_t EmulationConfig::*u32;
   uint64_t min, max;
   bool power_of_two;
+  uint32_t EmulationConfig::*cache;
 };
 constexpr Key kKeys[] = {
-    {"qp_cache", nullptr, &EmulationConfig::qp_cache, 1, kMaxEntries, false},
-    {"qp_miss_ns", &EmulationConfig::qp_miss_ns, nullptr, 0, kMaxPenaltyNs, false},
-    {"mtt_cache", nullptr, &EmulationConfig::mtt_cache, 1, kMaxEntries, false},
-    {"mtt_page", &EmulationConfig::mtt_page, nullptr, 256, 1ULL << 30, true},
-    {"mtt_miss_ns", &EmulationConfig::mtt_miss_ns, nullptr, 0, kMaxPenaltyNs, false},
+    {"qp_cache", nullptr, &EmulationConfig::qp_cache, 1, kMaxEntries, false, nullptr},
+    {"qp_miss_ns", &EmulationConfig::qp_miss_ns, nullptr, 0, kMaxPenaltyNs, false,
+     &EmulationConfig::qp_cache},
+    {"mtt_cache", nullptr, &EmulationConfig::mtt_cache, 1, kMaxEntries, false, nullptr},
+    {"mtt_page", &EmulationConfig::mtt_page, nullptr, 256, 1ULL << 30, true,
+     &EmulationConfig::mtt_cache},
+    {"mtt_miss_ns", &EmulationConfig::mtt_miss_ns, nullptr, 0, kMaxPenaltyNs, false,
+     &EmulationConfig::mtt_cache},
 };
-
-// The kKeys bits of the settings that belong to each cache (its size itself excepted).
-constexpr uint32_t kQpSettings = 1u << 1;
-constexpr uint32_t kMttSettings = 1u << 3 | 1u << 4;
 
 }  // namespace
 
@@ -109,14 +111,11 @@ bool parse_emulation(std::string_view spec, EmulationConfig* out, std::string* e
       cfg.*(key->u32) = static_cast<uint32_t>(v);
   }
   // A cache's settings without the cache would do nothing: say so rather than ignore them.
-  if (cfg.qp_cache == 0 && (seen & kQpSettings) != 0) {
-    *error = "--emulate: qp_miss_ns without qp_cache";
-    return false;
-  }
-  if (cfg.mtt_cache == 0 && (seen & kMttSettings) != 0) {
-    *error = "--emulate: mtt_page or mtt_miss_ns without mtt_cache";
-    return false;
-  }
+  for (size_t k = 0; k < std::size(kKeys); ++k)
+    if ((seen & (1u << k)) != 0 && kKeys[k].cache != nullptr && cfg.*(kKeys[k].cache) == 0) {
+      *error = "--emulate: " + std::string(kKeys[k].name) + " without its cache";
+      return false;
+    }
   *out = cfg;
   return true;
 }
