@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# wharf-scala on wharf-lab (issue #21), three sweeps between two lab hosts, one run:
+# wharf-scala on wharf-lab (issue #21), five sweeps between two lab hosts, one run:
 # 1. plain Wharf, ql and qr from 1 to 5000 (each router holds ql + qr QPs: up to 10,000),
 #    the other dimensions at their defaults: Wharf's own walls and model;
 # 2. routers emulating a 64-entry QP-context cache (wharfd --emulate qp_cache=64);
-# 3. routers emulating a 256-entry MTT cache of 4 KiB pages (--emulate mtt_cache=256).
+# 3. routers emulating a 256-entry MTT cache of 4 KiB pages (--emulate mtt_cache=256);
+# 4. plain Wharf on Ethernet routers, the default space (networks and rules up to 1,000);
+# 5. the same with sequential match lookups emulated (--emulate match=sequential).
 # For each: the sweep's summary, `wharf-scala walls`, `wharf-scala fit`, and the pictures
-# (`wharf-scala plot`) in OUT/NAME/ (OUT: default bench-out/scala). Takes about 6 minutes.
+# (`wharf-scala plot`) in OUT/NAME/ (OUT: default bench-out/scala). Takes about 10 minutes.
 #
 #   sudo bash bench/scala_walls.sh BUILD [OUT]    # e.g. build
 set -euo pipefail
@@ -38,3 +40,7 @@ echo "wharf-scala walls, $(date -u +%F), $(nproc) cores; pictures in $OUT" >&2
 sweep plain 300 "" --dim ql=1,4,16,64,256,1024,2048,5000 --dim qr=1,4,16,64,256,1024,2048,5000
 sweep qp_cache 120 "--emulate qp_cache=64"
 sweep mtt_cache 120 "--emulate mtt_cache=256"
+# On Ethernet the engine is a container of its own on each host (docs/OPERATIONS.md).
+readonly ETH_VIPS=198.18.1.200,198.18.2.200
+sweep plain_eth 150 "--link-layer eth" --vip "$ETH_VIPS"
+sweep match 150 "--link-layer eth --emulate match=sequential" --vip "$ETH_VIPS"

@@ -51,26 +51,41 @@ void busy_wait(uint64_t ns, void*) {
   }
 }
 
-// One row per key: where it goes, the values it may take, and the cache it tunes (nullptr
-// for a cache's size itself): a setting of a cache that is not emulated is refused.
+// One row per key: where it goes, the values it may take (a number in [min, max], or only
+// `word`, which stores 1), and the model it tunes (nullptr for a model's own key): a setting
+// of a model that is not emulated is refused.
 struct Key {
   const char* name;
   uint64_t EmulationConfig::*u64;
   uint32_t EmulationConfig::*u32;
   uint64_t min, max;
   bool power_of_two;
-  uint32_t EmulationConfig::*cache;
+  const char* word;
+  uint32_t EmulationConfig::*tunes;
 };
 constexpr Key kKeys[] = {
-    {"qp_cache", nullptr, &EmulationConfig::qp_cache, 1, kMaxEntries, false, nullptr},
-    {"qp_miss_ns", &EmulationConfig::qp_miss_ns, nullptr, 0, kMaxPenaltyNs, false,
+    {"qp_cache", nullptr, &EmulationConfig::qp_cache, 1, kMaxEntries, false, nullptr, nullptr},
+    {"qp_miss_ns", &EmulationConfig::qp_miss_ns, nullptr, 0, kMaxPenaltyNs, false, nullptr,
      &EmulationConfig::qp_cache},
-    {"mtt_cache", nullptr, &EmulationConfig::mtt_cache, 1, kMaxEntries, false, nullptr},
-    {"mtt_page", &EmulationConfig::mtt_page, nullptr, 256, 1ULL << 30, true,
+    {"mtt_cache", nullptr, &EmulationConfig::mtt_cache, 1, kMaxEntries, false, nullptr, nullptr},
+    {"mtt_page", &EmulationConfig::mtt_page, nullptr, 256, 1ULL << 30, true, nullptr,
      &EmulationConfig::mtt_cache},
-    {"mtt_miss_ns", &EmulationConfig::mtt_miss_ns, nullptr, 0, kMaxPenaltyNs, false,
+    {"mtt_miss_ns", &EmulationConfig::mtt_miss_ns, nullptr, 0, kMaxPenaltyNs, false, nullptr,
      &EmulationConfig::mtt_cache},
+    {"match", nullptr, &EmulationConfig::match_sequential, 1, 1, false, "sequential", nullptr},
+    {"match_ns", &EmulationConfig::match_ns, nullptr, 0, kMaxPenaltyNs, false, nullptr,
+     &EmulationConfig::match_sequential},
 };
+
+// Reads the value of `key` from text; false if it is not one the key takes.
+bool parse_value(const Key& key, std::string_view text, uint64_t* v) {
+  if (key.word != nullptr) {
+    *v = 1;
+    return text == key.word;
+  }
+  return parse_quantity(text, v) && *v >= key.min && *v <= key.max &&
+         (!key.power_of_two || std::has_single_bit(*v));
+}
 
 }  // namespace
 
@@ -89,14 +104,15 @@ bool parse_emulation(std::string_view spec, EmulationConfig* out, std::string* e
       if (name == k.name) key = &k;
     if (key == nullptr || eq == std::string_view::npos) {
       *error = "--emulate: unknown setting '" + std::string(item) +
-               "' (qp_cache, qp_miss_ns, mtt_cache, mtt_page, mtt_miss_ns)";
+               "' (qp_cache, qp_miss_ns, mtt_cache, mtt_page, mtt_miss_ns, match, match_ns)";
       return false;
     }
     uint64_t v = 0;
-    if (!parse_quantity(item.substr(eq + 1), &v) || v < key->min || v > key->max ||
-        (key->power_of_two && !std::has_single_bit(v))) {
-      *error = "--emulate: bad value in '" + std::string(item) + "' (" + std::to_string(key->min) +
-               ".." + std::to_string(key->max) + (key->power_of_two ? ", a power of two)" : ")");
+    if (!parse_value(*key, item.substr(eq + 1), &v)) {
+      *error = "--emulate: bad value in '" + std::string(item) + "' (" +
+               (key->word != nullptr ? std::string(key->word)
+                                     : std::to_string(key->min) + ".." + std::to_string(key->max)) +
+               (key->power_of_two ? ", a power of two)" : ")");
       return false;
     }
     const auto bit = static_cast<uint32_t>(key - kKeys);
@@ -110,10 +126,11 @@ bool parse_emulation(std::string_view spec, EmulationConfig* out, std::string* e
     else
       cfg.*(key->u32) = static_cast<uint32_t>(v);
   }
-  // A cache's settings without the cache would do nothing: say so rather than ignore them.
+  // A model's settings without the model would do nothing: say so rather than ignore them.
   for (size_t k = 0; k < std::size(kKeys); ++k)
-    if ((seen & (1u << k)) != 0 && kKeys[k].cache != nullptr && cfg.*(kKeys[k].cache) == 0) {
-      *error = "--emulate: " + std::string(kKeys[k].name) + " without its cache";
+    if ((seen & (1u << k)) != 0 && kKeys[k].tunes != nullptr && cfg.*(kKeys[k].tunes) == 0) {
+      *error = "--emulate: " + std::string(kKeys[k].name) + " without " +
+               (kKeys[k].tunes == &EmulationConfig::match_sequential ? "match" : "its cache");
       return false;
     }
   *out = cfg;
@@ -133,6 +150,10 @@ std::string describe(const EmulationConfig& cfg) {
     add("mtt_cache", cfg.mtt_cache);
     add("mtt_page", cfg.mtt_page);
     add("mtt_miss_ns", cfg.mtt_miss_ns);
+  }
+  if (cfg.match_sequential != 0) {
+    s += std::string(s.empty() ? "" : ",") + "match=sequential";
+    add("match_ns", cfg.match_ns);
   }
   return s.empty() ? "none" : s;
 }
@@ -160,6 +181,15 @@ void RnicEmulator::touch_qp_st(uint32_t qpn) {
   }
   ++counters_.qp_misses;
   pay(cfg_.qp_miss_ns);
+}
+
+void RnicEmulator::steer_to_qp_st(uint32_t qpn) {
+  if (cfg_.match_sequential != 0) {
+    ++counters_.match_lookups;
+    counters_.match_rules_tried += match_rules_;
+    pay(match_rules_ * cfg_.match_ns);
+  }
+  touch_qp_st(qpn);
 }
 
 void RnicEmulator::touch_memory_st(uint32_t key, uint64_t addr, uint64_t len) {

@@ -327,6 +327,7 @@ int Session::on_hello(const proto::HelloReq& req, UniqueFd* fds, int nfds, proto
   if (!doorbell_.valid()) return errno;
   async_sock_ = std::move(fds[0]);
   hello_done_ = true;
+  router_->watch_context_page_st(this);
   container_->sessions++;
 
   rep->node_guid = router_->config().node_guid;
@@ -513,11 +514,16 @@ int Session::on_detach_mcast(const proto::McastReq& req, UniqueFd*, int, proto::
 int Session::on_create_flow(const proto::CreateFlowReq& req, UniqueFd*, int, proto::Handle* rep,
                             ReplyFds*) {
   Qp* qp = qps_.find(req.qp);
-  return qp == nullptr ? EINVAL : router_->flows().create(qp, req.type, req.match, &rep->handle);
+  if (qp == nullptr) return EINVAL;
+  const int err = router_->flows().create(qp, req.type, req.match, &rep->handle);
+  router_->match_rules_changed_st();
+  return err;
 }
 
 int Session::on_destroy_flow(const proto::Handle& req, UniqueFd*, int, proto::Empty*, ReplyFds*) {
-  return router_->flows().destroy(this, req.handle);
+  const int err = router_->flows().destroy(this, req.handle);
+  router_->match_rules_changed_st();
+  return err;
 }
 
 int Session::on_create_channel(const proto::Empty&, UniqueFd* fds, int nfds, proto::Handle* rep,
@@ -839,6 +845,7 @@ void Session::destroy_qp(std::unique_ptr<Qp> qp) {
   router_->objects().remove_qp(qp->qpn);
   router_->multicast().forget(qp.get());
   router_->flows().forget(qp.get());
+  router_->match_rules_changed_st();
   // Type 2 windows bound to it are reached through it only: they go with it, so a later QP
   // given the same number cannot reach them.
   for (auto& [h, mw] : mws_)

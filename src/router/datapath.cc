@@ -152,7 +152,7 @@ void Executor::charge_memory_st(const shm::Sge* sges, uint32_t n, uint64_t from,
 
 void Executor::charge_remote_st(const Qp* dst, uint32_t rkey, uint64_t va, uint64_t len) {
   if (ctx_.emulator == nullptr) return;
-  ctx_.emulator->touch_qp_st(dst->qpn);
+  ctx_.emulator->steer_to_qp_st(dst->qpn);
   ctx_.emulator->touch_memory_st(rkey, va, len);
 }
 

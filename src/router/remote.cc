@@ -832,7 +832,7 @@ void RemotePath::on_response_st(int src_host, const Packet& p) {
     ++counters_.stray_packets_dropped;
     return;
   }
-  if (paths_.emulator != nullptr) paths_.emulator->touch_qp_st(qp->qpn);
+  if (paths_.emulator != nullptr) paths_.emulator->steer_to_qp_st(qp->qpn);
   State& st = *qp->remote;
   st.peer_incarnation = links_.incarnation(src_host);
   const uint64_t now = now_ns();
@@ -1009,7 +1009,7 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
     ++counters_.stray_packets_dropped;
     return;
   }
-  if (paths_.emulator != nullptr) paths_.emulator->touch_qp_st(dst->qpn);
+  if (paths_.emulator != nullptr) paths_.emulator->steer_to_qp_st(dst->qpn);
   State& st = state(dst);
   rc::Responder& rs = st.responder;
   st.requester_host = src_host;

@@ -231,8 +231,7 @@ void Router::run(bool handle_signals) {
 // message or timeout_ms (next_wake_st's, -1: none). Returns true if woken by work.
 bool Router::sleep_until_work(int timeout_ms) {
   if (stopping_) return false;
-  for (auto& [fd, s] : sessions_)
-    if (s->page() != nullptr) s->page()->router_sleeping.store(1, std::memory_order_relaxed);
+  for (Session* s : paged_sessions_) s->page()->router_sleeping.store(1, std::memory_order_relaxed);
   // Pairs with the producer's fence between publishing its ring index and posted mark and
   // reading router_sleeping: either it sees 1 and rings, or we see its mark below.
   std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -240,8 +239,7 @@ bool Router::sleep_until_work(int timeout_ms) {
   bool busy = poll_datapath_st(false);
   // A stop consumed by an earlier poll_control() would never wake this wait.
   if (!busy && !stopping_) poll_control(timeout_ms);
-  for (auto& [fd, s] : sessions_)
-    if (s->page() != nullptr) s->page()->router_sleeping.store(0, std::memory_order_relaxed);
+  for (Session* s : paged_sessions_) s->page()->router_sleeping.store(0, std::memory_order_relaxed);
   return busy;
 }
 
@@ -295,9 +293,9 @@ bool Router::poll_control(int timeout_ms) {
             const emulator::EmulatorCounters& e = emulator_->counters();
             spdlog::warn(
                 "emulator ({}): qp_hits={} qp_misses={} mtt_hits={} mtt_misses={} "
-                "stalled_ns={}",
+                "match_lookups={} match_rules_tried={} stalled_ns={}",
                 emulator::describe(emulator_->config()), e.qp_hits, e.qp_misses, e.mtt_hits,
-                e.mtt_misses, e.stalled_ns);
+                e.mtt_misses, e.match_lookups, e.match_rules_tried, e.stalled_ns);
           }
         } else {
           stopping_ = true;
@@ -390,6 +388,11 @@ void Router::close_session(int fd) {
   epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
   if (s->doorbell_fd() >= 0) epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, s->doorbell_fd(), nullptr);
   spdlog::debug("session fd {} pid {} closed", fd, s->pid());
+  if (auto p = std::find(paged_sessions_.begin(), paged_sessions_.end(), s);
+      p != paged_sessions_.end()) {
+    *p = paged_sessions_.back();
+    paged_sessions_.pop_back();
+  }
   sessions_.erase(it);
 }
 
@@ -477,6 +480,7 @@ int Router::register_container(const std::string& tenant, const std::string& net
   c->vip = vip;
   c->gid = proto::gid_for_vip(vip);
   c->registered = true;
+  match_rules_changed_st();
   *lid = c->lid;
   if (auto it = policies_.find(tenant + "/" + name); it != policies_.end())
     apply_policy_st(c, it->second);
@@ -492,6 +496,7 @@ void Router::unregister_container(const std::string& tenant, const std::string& 
     spdlog::info("container {} unregistered", name);
     c->registered = false;
     if (c->sessions == 0) forget_container(it);
+    match_rules_changed_st();
     return;
   }
 }
@@ -501,6 +506,13 @@ void Router::unregister_container(const std::string& tenant, const std::string& 
 void Router::release_container(Container* c) {
   if (c->sessions > 0) c->sessions--;
   if (c->sessions == 0 && !c->registered) forget_container(containers_.find(c->netns_ino));
+}
+
+void Router::match_rules_changed_st() {
+  if (emulator_ == nullptr) return;
+  size_t rules = flows_.rules().size();
+  for (const auto& [ino, c] : containers_) rules += c->registered ? 1 : 0;
+  emulator_->set_match_rules_st(static_cast<uint32_t>(rules));
 }
 
 void Router::forget_container(decltype(containers_)::iterator it) {
@@ -604,11 +616,8 @@ bool Router::has_own_work_st(Qp* qp, uint64_t now) {
 }
 
 void Router::take_posted_st() {
-  for (auto& [fd, s] : sessions_) {
-    shm::ContextPage* page = s->page();
-    if (page == nullptr) continue;
-    const Session* session = s.get();
-    shm::take_posted(page, [&](uint32_t mark) {
+  for (const Session* session : paged_sessions_) {
+    shm::take_posted(session->page(), [&](uint32_t mark) {
       // Any bit may be set: only a mark naming an active QP of this session counts.
       if (Qp* qp = session->posted_qp(mark); qp != nullptr && qp->active) scheduler_.activate(qp);
     });

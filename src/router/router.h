@@ -96,6 +96,9 @@ class Router final : private CmEnvironment {
                          uint16_t want_lid, uint16_t* lid);
   void unregister_container(const std::string& tenant, const std::string& name);
   void release_container(Container* c);
+  // Tells the RNIC emulator (match=sequential) how many match rules this router holds: one
+  // per registered container and one per flow-steering rule. Called after either changes.
+  void match_rules_changed_st();
   Container* container_by_lid(uint16_t lid);
   // The registered container of virtual network tenant/network that holds vIP `vip` (host
   // order), or nullptr.
@@ -221,6 +224,10 @@ class Router final : private CmEnvironment {
   // timeout_ms (-1: forever) for some. True if a library connected or sent a request.
   // Public for tests.
   bool poll_control(int timeout_ms);
+  // Session s said Hello: from now on the data path watches its context page's posted marks.
+  void watch_context_page_st(Session* s) { paged_sessions_.push_back(s); }
+  // How many context pages the data path watches (router thread; tests).
+  size_t watched_context_pages_st() const { return paged_sessions_.size(); }
   // Whether qp needs another pass although its library marks nothing: its head WQE waits
   // (RNR, a missing peer, pacing), a long copy is under way, or its send ring holds work.
   // Public for tests that run passes of their own.
@@ -268,6 +275,10 @@ class Router final : private CmEnvironment {
   std::unique_ptr<emulator::RnicEmulator> emulator_;  // with --emulate only
   PathContext paths_;
   std::unordered_map<int, std::unique_ptr<Session>> sessions_;
+  // The sessions with a context page (Hello'd), which every data-path pass looks at: a
+  // contiguous list, not every connection (wharf-scala found 1,000 registration sessions,
+  // which never post, taking 40% of the router thread when each pass walked them all).
+  std::vector<Session*> paged_sessions_;
   std::unordered_map<uint64_t, std::unique_ptr<Container>> containers_;  // by netns inode
   // Containers gone, oldest first: what they moved and when they went (container_usage_st).
   struct Departed {

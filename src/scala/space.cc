@@ -253,6 +253,8 @@ Space default_space() {
        .numeric = true,
        .scale = true,
        .baseline = 1},
+      {.name = "networks", .levels = {"1", "10", "100", "1000"}, .numeric = true, .scale = true},
+      {.name = "rules", .levels = {"0", "10", "100", "1000"}, .numeric = true, .scale = true},
   });
 }
 

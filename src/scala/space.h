@@ -67,7 +67,8 @@ class Space {
   std::vector<std::vector<std::string>> known_choices_;
 };
 
-// The default space (docs/OPERATIONS.md lists it); the scales are ql, qr, mrs and mr_size:
+// The default space (docs/OPERATIONS.md lists it); the scales are ql, qr, mrs, mr_size,
+// networks and rules:
 //   ql      local QPs sending to the remote   1 2 4 8 16 32 48 64 80 96 128 192 256 (base 4)
 //   qr      remote QPs sending to the local   same levels                           (base 4)
 //   size    message bytes                     8 64 4k 64k                           (base 4k)
@@ -78,6 +79,8 @@ class Space {
 //   inline  off on                                                                   (base off)
 //   mrs     MRs the work spreads over         1 4 16 64                             (base 1)
 //   mr_size bytes per MR                      4k 64k 1m 4m 16m                      (base 64k)
+//   networks tenant networks on each router   1 10 100 1000                         (base 1)
+//   rules   match-action rules on each side   0 10 100 1000                         (base 0)
 Space default_space();
 
 }  // namespace wharf::scala

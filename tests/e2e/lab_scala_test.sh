@@ -20,7 +20,7 @@ timeout 60 "$LAB" up --hosts 2 --wharfd "$BIN/wharfd" -- --emulate qp_cache=16 >
 S=$BIN/wharf-scala
 timeout 120 "$S" sweep --local /run/wharf-lab/h1/wharfd.sock --remote /run/wharf-lab/h2/wharfd.sock \
   --dim ql=1,2,4,8,16,24,32 --dim qr=1,4,8 --dim size=64,4k --dim opcode=send,write \
-  --dim qp_type=rc,ud --dim mrs=1,4 --dim mr_size=64k,1m --budget 40 --measure 0.15 \
+  --dim qp_type=rc,ud --dim mrs=1,4 --dim mr_size=64k,1m --dim networks=1 --budget 40 --measure 0.15 \
   -o "$TMP/sweep.json" > "$TMP/sweep.log" 2>&1 || e2e_lab_fail "sweep"
 grep -q "against a full factorial of" "$TMP/sweep.log" ||
   e2e_lab_fail "the sweep does not say how many points ran against the full factorial"

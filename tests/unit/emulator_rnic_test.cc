@@ -1,4 +1,4 @@
-// The RNIC emulator's caches and the penalties they charge (issue #21).
+// The RNIC emulator's caches, sequential matching and the penalties they charge (issue #21).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -121,10 +121,47 @@ TEST(MttCache, AWorkingSetBeyondTheCacheMissesOnEveryPage) {
   EXPECT_EQ(spills.counters().mtt_hits, 0u);
 }
 
+TEST(SequentialMatch, EachSteeredMessageTriesEveryRule) {
+  Stalls st;
+  EmulationConfig cfg;
+  cfg.match_sequential = 1;
+  cfg.match_ns = 40;
+  RnicEmulator e(cfg, Stalls::record, &st);
+  e.steer_to_qp_st(1);  // no rules yet: nothing to try
+  EXPECT_EQ(st.total(), 0u);
+  e.set_match_rules_st(250);
+  for (int i = 0; i < 4; ++i) e.steer_to_qp_st(1);
+  EXPECT_EQ(st.total(), 4u * 250 * 40);
+  e.set_match_rules_st(10);  // rules removed: cheaper again
+  e.steer_to_qp_st(2);
+  EXPECT_EQ(st.total(), 4u * 250 * 40 + 10 * 40);
+  EXPECT_EQ(e.counters().match_lookups, 6u);
+  EXPECT_EQ(e.counters().match_rules_tried, 4u * 250 + 10);
+  e.touch_qp_st(3);  // a work request starting is not steered
+  EXPECT_EQ(e.counters().match_lookups, 6u);
+  EXPECT_EQ(e.counters().qp_misses, 0u);  // no QP cache emulated
+}
+
+TEST(SequentialMatch, SteeringAlsoNeedsTheQpContext) {
+  Stalls st;
+  EmulationConfig cfg;
+  cfg.qp_cache = 1;
+  cfg.qp_miss_ns = 7;
+  RnicEmulator e(cfg, Stalls::record, &st);
+  e.set_match_rules_st(1000);  // match not emulated: rules cost nothing
+  e.steer_to_qp_st(1);
+  e.steer_to_qp_st(2);
+  EXPECT_EQ(st.total(), 14u);
+  EXPECT_EQ(e.counters().qp_misses, 2u);
+  EXPECT_EQ(e.counters().match_lookups, 0u);
+}
+
 TEST(Emulation, WithNothingEnabledChargesNothing) {
   Stalls st;
   RnicEmulator e(EmulationConfig{}, Stalls::record, &st);
+  e.set_match_rules_st(1000);
   for (uint32_t q = 0; q < 1000; ++q) e.touch_qp_st(q);
+  for (uint32_t q = 0; q < 1000; ++q) e.steer_to_qp_st(q);
   e.touch_memory_st(1, 0, 1 << 30);
   EXPECT_TRUE(st.ns.empty());
   EXPECT_FALSE(EmulationConfig{}.enabled());
@@ -145,17 +182,39 @@ TEST(ParseEmulation, AcceptsTheDocumentedSettings) {
   EXPECT_EQ(c.qp_cache, 8u);
   EXPECT_EQ(c.qp_miss_ns, 0u);
   EXPECT_EQ(describe(c), "qp_cache=8,qp_miss_ns=0,mtt_cache=1024,mtt_page=65536,mtt_miss_ns=700");
+  ASSERT_TRUE(parse_emulation("match=sequential,match_ns=250", &c, &err)) << err;
+  EXPECT_EQ(c.match_sequential, 1u);
+  EXPECT_EQ(c.match_ns, 250u);
+  EXPECT_TRUE(c.enabled());
+  EXPECT_EQ(describe(c), "match=sequential,match_ns=250");
   ASSERT_TRUE(parse_emulation("", &c, &err));
   EXPECT_FALSE(c.enabled());
   EXPECT_EQ(describe(c), "none");
 }
 
 TEST(ParseEmulation, RefusesBadInputWithAReason) {
-  for (const char* bad :
-       {"qp_cache", "qp_cache=", "qp_cache=0", "qp_cache=-1", "qp_cache=1x", "qp_cache=17m",
-        "mtt_page=3000", "mtt_page=128", "match=sequential", "qp_cache=64,", ",qp_cache=64",
-        "qp_miss_ns=2000000000", "qp_cache=99999999999999999999", "qp_cache=8,qp_cache=9",
-        "qp_miss_ns=5", "mtt_page=64k", "qp_cache=8,mtt_miss_ns=1"}) {
+  for (const char* bad : {"qp_cache",
+                          "qp_cache=",
+                          "qp_cache=0",
+                          "qp_cache=-1",
+                          "qp_cache=1x",
+                          "qp_cache=17m",
+                          "mtt_page=3000",
+                          "mtt_page=128",
+                          "match=hashed",
+                          "match=1",
+                          "match=",
+                          "qp_cache=64,",
+                          ",qp_cache=64",
+                          "qp_miss_ns=2000000000",
+                          "qp_cache=99999999999999999999",
+                          "qp_cache=8,qp_cache=9",
+                          "qp_miss_ns=5",
+                          "mtt_page=64k",
+                          "qp_cache=8,mtt_miss_ns=1",
+                          "match_ns=50",
+                          "qp_cache=8,match_ns=50",
+                          "match=sequential,match=sequential"}) {
     EmulationConfig c;
     c.qp_cache = 5;
     std::string err;

@@ -286,6 +286,28 @@ TEST_F(ExecutorTest, TheEmulatorChargesAnInlineSendOnlyTheBytesItPlaces) {
   EXPECT_EQ(emu.counters().mtt_misses + emu.counters().mtt_hits, 1u);  // the receive's 5 bytes
 }
 
+TEST_F(ExecutorTest, SequentialMatchingChargesTheResponderSideOnly) {
+  // A WRITE and a SEND are each steered to their responder once: a lookup over every rule.
+  // The requester's work starting is not a lookup.
+  emulator::EmulationConfig cfg;
+  cfg.match_sequential = 1;
+  cfg.match_ns = 30;
+  uint64_t stalled = 0;
+  emulator::RnicEmulator emu(
+      cfg, [](uint64_t ns, void* arg) { *static_cast<uint64_t*>(arg) += ns; }, &stalled);
+  emu.set_match_rules_st(12);
+  ctx_.emulator = &emu;
+  write(&a_, 1, 4, reinterpret_cast<uint64_t>(buffer_.data()) + 2048, mr_.key);
+  EXPECT_TRUE(look(&a_, kStart));
+  post_recv(&b_, 9, 100, 64);
+  send_inline(&a_, 2, "hello");
+  EXPECT_TRUE(look(&a_, kStart));
+  EXPECT_EQ(completions().size(), 3u);  // the WRITE's, the SEND's and its receive's
+  EXPECT_EQ(emu.counters().match_lookups, 2u);
+  EXPECT_EQ(emu.counters().match_rules_tried, 24u);
+  EXPECT_EQ(stalled, 24u * 30);
+}
+
 TEST_F(ExecutorTest, ALongWriteIsChargedOnceNotPerPart) {
   // 256 KiB go a part (at most 64 KiB) a look; the QPs' contexts and the 64 + 64 pages are
   // charged as the work request starts, not again for each part.

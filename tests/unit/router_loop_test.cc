@@ -629,6 +629,31 @@ struct TestMapping {
 
 // The data path looks at a QP when its library marks it posted, not on every pass: an idle
 // QP costs a pass nothing, and work put in its ring waits for its mark.
+// Regression (found by wharf-scala, issue #21): every data-path pass walked every connection,
+// so 1,000 containers' registration sessions, which never post, slowed all traffic by a
+// third. A pass looks at the context pages of Hello'd sessions only, while they are open.
+TEST_F(RouterControlTest, APassWatchesTheContextPagesOfHelloedSessionsOnly) {
+  auto watched = [&] {
+    std::promise<size_t> n;
+    router_->post([&] { n.set_value(router_->watched_context_pages_st()); });
+    return n.get_future().get();
+  };
+  std::vector<std::unique_ptr<RawClient>> idle;
+  for (int i = 0; i < 8; ++i) idle.push_back(std::make_unique<RawClient>(cfg_.socket_path));
+  auto a = std::make_unique<RawClient>(cfg_.socket_path);
+  hello(*a);
+  RawClient b(cfg_.socket_path);
+  hello(b);
+  EXPECT_EQ(watched(), 2u);
+  a.reset();
+  EXPECT_TRUE(eventually([&] { return router_->watched_context_pages_st() == 1; }));
+  idle.clear();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(watched(), 1u);
+  b.send(proto::Op::kAllocPd, proto::Empty{});  // the survivor is still served
+  EXPECT_EQ(b.status(), 0);
+}
+
 TEST_F(RouterControlTest, TheDataPathLooksAtAQpWhenItsLibraryMarksItPosted) {
   RawClient c(cfg_.socket_path);
   hello(c);

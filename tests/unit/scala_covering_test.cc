@@ -146,7 +146,7 @@ TEST(CoveringArray, UdWithReadIsInfeasible) {
   // atomic; atomic with 64, 4k, 64k; inline with 4k, 64k, read, atomic; srq with write, read,
   // atomic; 64k messages in 4k MRs; 64 MRs of 16m.
   EXPECT_EQ(array.infeasible_tuples, 18u);
-  EXPECT_EQ(array.tuples + array.infeasible_tuples, 1136u);  // all pairs of levels
+  EXPECT_EQ(array.tuples + array.infeasible_tuples, 1568u);  // all pairs of levels
 }
 
 TEST(CoveringArray, SameSeedSameRows) {

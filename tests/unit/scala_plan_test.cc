@@ -29,8 +29,9 @@ TEST(Plan, RunsScansThenThePlaneThenTheCoveringArray) {
   std::vector<std::string> order;
   for (const PlannedPoint& p : plan.points)
     if (order.empty() || order.back() != p.phase) order.push_back(p.phase);
-  EXPECT_EQ(order, (std::vector<std::string>{"scan:ql", "scan:qr", "plane", "scan:mrs",
-                                             "scan:mr_size", "cover"}));
+  EXPECT_EQ(order,
+            (std::vector<std::string>{"scan:ql", "scan:qr", "plane", "scan:mrs", "scan:mr_size",
+                                      "scan:networks", "scan:rules", "cover"}));
   // The ql scan sees every level of ql, from the baseline.
   size_t ql_scan = 0;
   for (const PlannedPoint& p : plan.points) ql_scan += p.phase == "scan:ql" ? 1 : 0;

@@ -58,7 +58,7 @@ TEST(DefaultSpace, HasTheDocumentedDimensionsInOrder) {
   std::vector<std::string> names;
   for (const Dimension& d : space.dims()) names.push_back(d.name);
   EXPECT_EQ(names, (std::vector<std::string>{"ql", "qr", "size", "opcode", "qp_type", "cq", "srq",
-                                             "inline", "mrs", "mr_size"}));
+                                             "inline", "mrs", "mr_size", "networks", "rules"}));
   const std::vector<std::string> qps = {"1",  "2",  "4",  "8",   "16",  "32", "48",
                                         "64", "80", "96", "128", "192", "256"};
   EXPECT_EQ(levels_of(space, "ql"), qps);
@@ -73,13 +73,15 @@ TEST(DefaultSpace, HasTheDocumentedDimensionsInOrder) {
   EXPECT_EQ(levels_of(space, "mrs"), (std::vector<std::string>{"1", "4", "16", "64"}));
   EXPECT_EQ(levels_of(space, "mr_size"),
             (std::vector<std::string>{"4k", "64k", "1m", "4m", "16m"}));
+  EXPECT_EQ(levels_of(space, "networks"), (std::vector<std::string>{"1", "10", "100", "1000"}));
+  EXPECT_EQ(levels_of(space, "rules"), (std::vector<std::string>{"0", "10", "100", "1000"}));
 }
 
 TEST(DefaultSpace, NumericAndScaleDimensionsAreMarked) {
   const Space space = default_space();
   for (const Dimension& d : space.dims()) {
     const bool numeric = d.name == "ql" || d.name == "qr" || d.name == "size" || d.name == "mrs" ||
-                         d.name == "mr_size";
+                         d.name == "mr_size" || d.name == "networks" || d.name == "rules";
     EXPECT_EQ(d.numeric, numeric) << d.name;
     EXPECT_EQ(d.scale, numeric && d.name != "size") << d.name;
   }
@@ -90,8 +92,9 @@ TEST(DefaultSpace, BaselinesAreTheDocumentedLevels) {
   const Assignment base = space.baseline();
   ASSERT_EQ(base.size(), space.size());
   const std::pair<const char*, const char*> expected[] = {
-      {"ql", "4"},      {"qr", "4"},    {"size", "4k"},    {"opcode", "write"}, {"qp_type", "rc"},
-      {"cq", "shared"}, {"srq", "off"}, {"inline", "off"}, {"mrs", "1"},        {"mr_size", "64k"},
+      {"ql", "4"},       {"qr", "4"},        {"size", "4k"},    {"opcode", "write"},
+      {"qp_type", "rc"}, {"cq", "shared"},   {"srq", "off"},    {"inline", "off"},
+      {"mrs", "1"},      {"mr_size", "64k"}, {"networks", "1"}, {"rules", "0"},
   };
   for (const auto& [name, level] : expected) {
     EXPECT_EQ(space.level(base, name), level) << name;
@@ -100,7 +103,7 @@ TEST(DefaultSpace, BaselinesAreTheDocumentedLevels) {
 }
 
 TEST(Space, FullFactorialIsTheProductOfLevelCounts) {
-  EXPECT_EQ(default_space().full_factorial(), 13u * 13 * 4 * 4 * 3 * 2 * 2 * 2 * 4 * 5);
+  EXPECT_EQ(default_space().full_factorial(), 13u * 13 * 4 * 4 * 3 * 2 * 2 * 2 * 4 * 5 * 4 * 4);
 }
 
 TEST(Space, FullFactorialSaturates) {

@@ -16,6 +16,7 @@
 #include "child.h"
 #include "common/unique_fd.h"
 #include "container/record.h"
+#include "container/router_session.h"
 #include "container/sysfs_tree.h"
 #include "control/api_client.h"
 #include "control/credentials.h"
@@ -24,7 +25,6 @@
 #include "options.h"
 #include "placement.h"
 #include "proto/vip_gid.h"
-#include "registration.h"
 
 extern char** environ;
 
@@ -106,9 +106,9 @@ int run(Options o) {
   }
 
   // Connect first: a missing router is the commonest mistake and needs nothing undone.
-  RouterSession session;
+  container::RouterSession session;
   if (!session.connect(router)) return kExitSetupFailed;
-  RouterSession::Info router_info;
+  container::RouterSession::Info router_info;
   if (!session.router_info(&router_info)) return kExitSetupFailed;
   uint16_t lid = 0;  // the orchestrator's for the container; 0: the router picks
   if (!o.tenant.empty()) {

@@ -1,8 +1,10 @@
 #include "engine.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -107,6 +109,10 @@ struct SideObjects {
   std::vector<ibv_srq*> srqs;  // per thread, or empty
   std::vector<ibv_qp*> qps;
   std::vector<ibv_ah*> ahs;
+  // The match-action rules (PointSpec::rules) and the RAW_PACKET QPs that hold them.
+  ibv_cq* rule_cq = nullptr;
+  std::vector<ibv_qp*> rule_qps;
+  std::vector<ibv_flow*> rules;
 
   void destroy_qps() {
     for (ibv_qp* q : qps) ibv_destroy_qp(q);
@@ -114,6 +120,9 @@ struct SideObjects {
   }
   void destroy() {
     destroy_qps();
+    for (ibv_flow* f : rules) ibv_destroy_flow(f);  // a QP's rules go before it
+    for (ibv_qp* q : rule_qps) ibv_destroy_qp(q);
+    if (rule_cq != nullptr) ibv_destroy_cq(rule_cq);
     for (ibv_ah* a : ahs) ibv_destroy_ah(a);
     for (ibv_srq* s : srqs) ibv_destroy_srq(s);
     for (ibv_cq* c : cqs) ibv_destroy_cq(c);
@@ -268,6 +277,81 @@ const char* connect_qp(ibv_qp* qp, ibv_qp_type type, uint32_t dest, const Engine
   return ibv_modify_qp(qp, &a, mask) != 0 ? "RTS" : nullptr;
 }
 
+// A flow-steering rule as ibv_create_flow takes it: Ethernet, IPv4 and one UDP port.
+struct UdpRule {
+  ibv_flow_attr attr{};
+  ibv_flow_spec_eth eth{};
+  ibv_flow_spec_ipv4 ip{};
+  ibv_flow_spec_tcp_udp udp{};
+};
+
+UdpRule udp_rule(uint16_t port) {
+  UdpRule r;
+  r.attr.type = IBV_FLOW_ATTR_NORMAL;
+  r.attr.size = sizeof(r);
+  r.attr.num_of_specs = 3;
+  r.attr.port = 1;
+  r.eth.type = IBV_FLOW_SPEC_ETH;
+  r.eth.size = sizeof(r.eth);
+  r.ip.type = IBV_FLOW_SPEC_IPV4;
+  r.ip.size = sizeof(r.ip);
+  r.udp.type = IBV_FLOW_SPEC_UDP;
+  r.udp.size = sizeof(r.udp);
+  r.udp.val.dst_port = htons(port);
+  r.udp.mask.dst_port = 0xffff;
+  return r;
+}
+
+// A RAW_PACKET QP in INIT on CQ cq, to hold rules; nullptr with errno set on failure.
+ibv_qp* rule_qp(ibv_pd* pd, ibv_cq* cq) {
+  ibv_qp_init_attr init{};
+  init.send_cq = init.recv_cq = cq;
+  init.qp_type = IBV_QPT_RAW_PACKET;
+  init.cap.max_send_wr = init.cap.max_recv_wr = 1;
+  init.cap.max_send_sge = init.cap.max_recv_sge = 1;
+  ibv_qp* qp = ibv_create_qp(pd, &init);
+  if (qp == nullptr) return nullptr;
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.port_num = 1;
+  if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PORT) != 0) {
+    const int err = errno;
+    ibv_destroy_qp(qp);
+    errno = err;
+    return nullptr;
+  }
+  return qp;
+}
+
+// Installs `count` rules on side s, each on its own UDP port: a QP takes rules until the
+// device has no room for more on it (ENOMEM), then the next QP takes them.
+std::string install_rules(SideObjects& s, uint32_t count) {
+  if (count == 0) return {};
+  s.rule_cq = ibv_create_cq(s.dev->ctx, 1, nullptr, nullptr, 0);
+  if (s.rule_cq == nullptr) return errno_text("ibv_create_cq");
+  size_t on_last = 0;  // rules on the newest QP
+  bool need_qp = true;
+  while (s.rules.size() < count) {
+    if (need_qp) {
+      ibv_qp* qp = rule_qp(s.pd, s.rule_cq);
+      if (qp == nullptr) return errno_text("a RAW_PACKET QP for the rules");
+      s.rule_qps.push_back(qp);
+      on_last = 0;
+      need_qp = false;
+    }
+    UdpRule r = udp_rule(static_cast<uint16_t>(1 + s.rules.size() % 65535));
+    ibv_flow* f = ibv_create_flow(s.rule_qps.back(), &r.attr);
+    if (f == nullptr) {
+      need_qp = errno == ENOMEM && on_last > 0;  // this QP is full
+      if (need_qp) continue;
+      return errno_text("ibv_create_flow");
+    }
+    s.rules.push_back(f);
+    ++on_last;
+  }
+  return {};
+}
+
 // What a thread measured.
 struct Tally {
   uint64_t bytes = 0, messages = 0;
@@ -365,7 +449,7 @@ std::string Point::build_side(SideObjects& s) {
     if (srq == nullptr) return errno_text("ibv_create_srq");
     s.srqs.push_back(srq);
   }
-  return {};
+  return install_rules(s, spec_.rules);
 }
 
 std::string Point::build_flow(size_t i, bool forward) {
@@ -577,6 +661,16 @@ PointResult Point::run() {
   return r;
 }
 
+// Whether device d can hold a flow-steering rule: "" or why not.
+std::string probe_rules(const Engine::Device& d) {
+  SideObjects s;
+  s.dev = const_cast<Engine::Device*>(&d);
+  s.pd = ibv_alloc_pd(d.ctx);
+  std::string why = s.pd == nullptr ? errno_text("ibv_alloc_pd") : install_rules(s, 1);
+  s.destroy();
+  return why.empty() ? why : d.name + ": " + why;
+}
+
 }  // namespace
 
 std::unique_ptr<Engine> Engine::open(const std::string& local, const std::string& remote,
@@ -586,6 +680,18 @@ std::unique_ptr<Engine> Engine::open(const std::string& local, const std::string
   if (e->local_ == nullptr) return nullptr;
   e->remote_ = open_device(remote, error);
   if (e->remote_ == nullptr) return nullptr;
+  if (!is_router_socket(local) || !is_router_socket(remote))
+    e->fixed_.push_back({"networks", "tenant networks are Wharf routers' (two devices given)"});
+  else if (geteuid() != 0)
+    e->fixed_.push_back({"networks", "registering tenant networks needs root"});
+  if (e->fixed_.empty()) {
+    e->networks_.push_back(std::make_unique<TenantNetworks>(local, 0, &e->namespaces_));
+    if (remote != local)
+      e->networks_.push_back(std::make_unique<TenantNetworks>(remote, 1, &e->namespaces_));
+  }
+  std::string why = probe_rules(*e->local_);
+  if (why.empty()) why = probe_rules(*e->remote_);
+  if (!why.empty()) e->fixed_.push_back({"rules", "no flow steering: " + why});
   return e;
 }
 
@@ -598,6 +704,18 @@ uint32_t Engine::max_qp_wr() const {
 }
 
 PointResult Engine::run(const PointSpec& spec, const RunOptions& opts) {
+  if (spec.networks > 1 && networks_.empty()) {
+    PointResult r;
+    r.error = "networks > 1: tenant networks need two Wharf routers and root";
+    return r;
+  }
+  for (auto& n : networks_) {
+    if (std::string error = n->hold(spec.networks - 1); !error.empty()) {
+      PointResult r;
+      r.error = std::move(error);
+      return r;
+    }
+  }
   Point point(local_.get(), remote_.get(), spec, opts);
   if (std::string error = point.build(); !error.empty()) {
     PointResult r;

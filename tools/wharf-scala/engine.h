@@ -16,6 +16,9 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
+
+#include "tenant_networks.h"
 
 namespace wharf::scala {
 
@@ -31,6 +34,13 @@ struct PointSpec {
   bool inline_data = false;
   uint32_t mrs = 1;  // registrations per side the work spreads over
   uint64_t mr_size = 65536;
+  // Tenant networks on each router, the engine's own included (tenant_networks.h): more than 1
+  // needs Wharf routers and root.
+  uint32_t networks = 1;
+  // Match-action rules on each side's device: flow-steering rules (ibv_create_flow, one UDP
+  // port each) on RAW_PACKET QPs of their own, as an eSwitch holds a container network's
+  // rules. More than 0 needs a device with flow steering, and CAP_NET_RAW.
+  uint32_t rules = 0;
 };
 
 struct RunOptions {
@@ -73,11 +83,23 @@ class Engine {
 
   PointResult run(const PointSpec& spec, const RunOptions& opts);
 
+  // The dimensions these two ends cannot vary, with the reason: "networks" unless both are
+  // Wharf routers and the engine runs as root; "rules" unless both devices steer flows (an
+  // InfiniBand port has no Ethernet frames to steer; RAW_PACKET QPs need CAP_NET_RAW).
+  struct Fixed {
+    std::string dimension, why;
+  };
+  const std::vector<Fixed>& fixed_dimensions() const { return fixed_; }
+
   struct Device;
 
  private:
   Engine() = default;
   std::unique_ptr<Device> local_, remote_;
+  NamespacePool namespaces_;
+  // For router endpoints only; one when both ends are the same router.
+  std::vector<std::unique_ptr<TenantNetworks>> networks_;
+  std::vector<Fixed> fixed_;
 };
 
 // Whether `endpoint` names a Wharf router (a socket on disk) rather than a device.

@@ -7,10 +7,12 @@
 //   wharf-scala plot FILE.json -o DIR
 //
 // docs/OPERATIONS.md walks through them on a lab cluster.
+#include <arpa/inet.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -70,11 +72,10 @@ struct Bounds {
   const char* dim;
   double min, max;
 };
-constexpr Bounds kBounds[] = {{"ql", 1, 1 << 20},
-                              {"qr", 1, 1 << 20},
-                              {"size", 1, 0x1p31 - 1},
-                              {"mrs", 1, 1 << 16},
-                              {"mr_size", 8, 0x1p40}};
+constexpr Bounds kBounds[] = {{"ql", 1, 1 << 20},      {"qr", 1, 1 << 20},
+                              {"size", 1, 0x1p31 - 1}, {"mrs", 1, 1 << 16},
+                              {"mr_size", 8, 0x1p40},  {"networks", 1, kMaxTenantNetworks + 1},
+                              {"rules", 0, 4096}};
 
 bool within_bounds(const Space& space, std::string* error) {
   for (const Bounds& b : kBounds) {
@@ -111,6 +112,8 @@ PointSpec spec_of(const Space& s, const Assignment& a) {
   p.inline_data = is("inline", "on");
   p.mrs = static_cast<uint32_t>(num("mrs", 1));
   p.mr_size = static_cast<uint64_t>(num("mr_size", 65536));
+  p.networks = static_cast<uint32_t>(num("networks", 1));
+  p.rules = static_cast<uint32_t>(num("rules", 0));
   return p;
 }
 
@@ -124,6 +127,7 @@ std::string describe_point(const Space& s, const Assignment& a) {
 
 struct SweepOptions {
   std::string local, remote, output;
+  std::vector<std::string> vips;  // the engine's own container's, local then remote
   std::vector<std::string> dims;
   double budget_s = 120;
   int t = 2;
@@ -150,10 +154,50 @@ int sweep(const SweepOptions& o, char** argv) {
     return run_with_wharf_verbs(argv);
   raise_file_limit();
   std::string error;
+  OwnContainer own;
+  if (!o.vips.empty()) {
+    std::vector<uint32_t> vips;
+    for (const std::string& text : o.vips) {
+      in_addr a{};
+      if (inet_pton(AF_INET, text.c_str(), &a) != 1 || a.s_addr == 0) {
+        fprintf(stderr, "wharf-scala: --vip %s: not an IPv4 address\n", text.c_str());
+        return 2;
+      }
+      vips.push_back(ntohl(a.s_addr));
+    }
+    if (vips.size() != 2 || !is_router_socket(o.local) || !is_router_socket(o.remote)) {
+      fprintf(stderr, "wharf-scala: --vip takes two addresses, for two Wharf routers\n");
+      return 2;
+    }
+    if (error = own.join({o.local, o.remote}, vips); !error.empty()) {
+      fprintf(stderr, "wharf-scala: %s\n", error.c_str());
+      return 1;
+    }
+  }
   std::unique_ptr<Engine> engine = Engine::open(o.local, o.remote, &error);
   if (engine == nullptr) {
     fprintf(stderr, "wharf-scala: %s\n", error.c_str());
     return 1;
+  }
+  // What these ends cannot vary stays at its baseline, said once rather than failed at every
+  // point; asked for explicitly, it is an error.
+  for (const Engine::Fixed& f : engine->fixed_dimensions()) {
+    const int d = space.index_of(f.dimension);
+    if (d < 0) continue;
+    const Dimension& dim = space.dims()[static_cast<size_t>(d)];
+    const bool asked = std::any_of(o.dims.begin(), o.dims.end(), [&](const std::string& spec) {
+      return spec.rfind(f.dimension + "=", 0) == 0;
+    });
+    if (asked && dim.levels.size() > 1) {
+      fprintf(stderr, "wharf-scala: --dim %s: %s\n", f.dimension.c_str(), f.why.c_str());
+      return 2;
+    }
+    const std::string pin = f.dimension + "=" + dim.levels[dim.baseline];
+    printf("wharf-scala: %s kept at its baseline: %s\n", pin.c_str(), f.why.c_str());
+    if (!space.set_levels(pin, &error)) {
+      fprintf(stderr, "wharf-scala: %s\n", error.c_str());
+      return 1;
+    }
   }
   if (o.depth > engine->max_qp_wr()) {
     fprintf(stderr, "wharf-scala: --depth %u: the devices take at most %u\n", o.depth,
@@ -262,6 +306,11 @@ int run(int argc, char** argv) {
       ->required();
   sw->add_option("--remote", so.remote, "The other end: a router's socket or a device name")
       ->required();
+  sw->add_option("--vip", so.vips,
+                 "LOCAL,REMOTE: run as a container at these addresses (Ethernet routers across "
+                 "hosts; root)")
+      ->delimiter(',')
+      ->expected(2);
   sw->add_option("--dim", so.dims, "NAME=RANGE: a dimension's levels (\"1,4,16\", \"1..256\")");
   sw->add_option("--budget", so.budget_s, "Seconds the sweep may take")
       ->check(CLI::Range(1.0, 86400.0))

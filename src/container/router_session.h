@@ -1,6 +1,8 @@
-// wharf-run's session with the router: registers the container (with its network namespace)
+// A container's registration session with the router (wharf-run's, and wharf-scala's for the
+// tenant networks it puts on a router): registers the container with its network namespace
 // and keeps the socket open for the container's life; the router treats the socket closing
-// as unregistration. Messages: proto::Op::kRegisterContainer / kUnregisterContainer.
+// as unregistration. Errors are printed prefixed with the program's name. Messages:
+// proto::Op::kRegisterContainer / kUnregisterContainer.
 #pragma once
 
 #include <sys/types.h>
@@ -10,7 +12,7 @@
 
 #include "proto/router_client.h"
 
-namespace wharf::run {
+namespace wharf::container {
 
 class RouterSession {
  public:
@@ -54,4 +56,4 @@ class RouterSession {
   std::string path_;
 };
 
-}  // namespace wharf::run
+}  // namespace wharf::container

@@ -1,4 +1,4 @@
-#include "registration.h"
+#include "container/router_session.h"
 
 #include <errno.h>
 #include <sys/socket.h>
@@ -9,7 +9,7 @@
 
 #include "proto/messages.h"
 
-namespace wharf::run {
+namespace wharf::container {
 namespace {
 
 constexpr int kRegisterTimeoutMs = 10000;
@@ -30,8 +30,8 @@ bool RouterSession::connect(const std::string& socket_path) {
     err = client_.connect(socket_path.c_str());
   } while (err == EINTR);
   if (err != 0) {
-    std::fprintf(stderr, "wharf-run: cannot connect to router at %s: %s (is wharfd running?)\n",
-                 socket_path.c_str(), std::strerror(err));
+    std::fprintf(stderr, "%s: cannot connect to router at %s: %s (is wharfd running?)\n",
+                 program_invocation_short_name, socket_path.c_str(), std::strerror(err));
     return false;
   }
   return true;
@@ -51,7 +51,7 @@ int RouterSession::call(proto::Op op, const Req& req, const int* fds, int nfds, 
   const int status = client_.call(op, req, fds, nfds, rep);
   if (status == 0 || client_.connected()) return status;
   if (!quiet)
-    std::fprintf(stderr, "wharf-run: router %s: %s\n", path_.c_str(),
+    std::fprintf(stderr, "%s: router %s: %s\n", program_invocation_short_name, path_.c_str(),
                  status == ETIMEDOUT ? "no reply within timeout" : std::strerror(status));
   return -1;
 }
@@ -62,8 +62,8 @@ bool RouterSession::router_info(Info* info) {
       call(proto::Op::kRouterInfo, proto::Empty{}, nullptr, 0, kRegisterTimeoutMs, false, &rep);
   if (status != 0) {
     if (status > 0)
-      std::fprintf(stderr, "wharf-run: router %s did not say who it is (%s)\n", path_.c_str(),
-                   std::strerror(status));
+      std::fprintf(stderr, "%s: router %s did not say who it is (%s)\n",
+                   program_invocation_short_name, path_.c_str(), std::strerror(status));
     return false;
   }
   info->host.assign(rep.host.data(), strnlen(rep.host.data(), rep.host.size()));
@@ -86,13 +86,13 @@ bool RouterSession::register_container(const std::string& tenant, const std::str
       call(proto::Op::kRegisterContainer, req, &netns_fd, 1, kRegisterTimeoutMs, false, &rep);
   if (status < 0) return false;
   if (status != 0) {
-    std::fprintf(stderr, "wharf-run: router refused to register container %s: %s\n", name.c_str(),
-                 std::strerror(status));
+    std::fprintf(stderr, "%s: router refused to register container %s: %s\n",
+                 program_invocation_short_name, name.c_str(), std::strerror(status));
     if (want_lid != 0 && (status == ERANGE || status == EADDRINUSE))
       std::fprintf(stderr,
-                   "wharf-run: the orchestrator gave it LID %u, which the router %s (see the "
+                   "%s: the orchestrator gave it LID %u, which the router %s (see the "
                    "router's log and `wharfctl host show`)\n",
-                   want_lid,
+                   program_invocation_short_name, want_lid,
                    status == ERANGE ? "does not hand out" : "has given another container");
     return false;
   }
@@ -108,10 +108,10 @@ void RouterSession::unregister_container(const std::string& name) {
   int status =
       call(proto::Op::kUnregisterContainer, req, nullptr, 0, kUnregisterTimeoutMs, true, &rep);
   if (status > 0) {
-    std::fprintf(stderr, "wharf-run: router could not unregister container %s: %s\n", name.c_str(),
-                 std::strerror(status));
+    std::fprintf(stderr, "%s: router could not unregister container %s: %s\n",
+                 program_invocation_short_name, name.c_str(), std::strerror(status));
   }
   client_.close();
 }
 
-}  // namespace wharf::run
+}  // namespace wharf::container
