@@ -25,8 +25,15 @@ struct Point {
   double x = 0;
   double bw = 0;
   double lat = 0;
+  int level = 0;       // x's index among the dimension's levels
+  size_t samples = 0;  // how many were measured there
 };
 using Scan = std::vector<Point>;  // sorted by x, distinct x
+// A scan and what its samples agree on: every dimension's level but the scanned one's (unset).
+struct KeyedScan {
+  Assignment rest;
+  Scan scan;
+};
 
 // Which part of a sample the importance measures look at.
 using Measure = double (*)(const Sample&);
@@ -50,13 +57,15 @@ double median(std::vector<double> values) {
 // The scans along numeric dimension `dim`: the usable samples grouped by every other
 // dimension's level, each group's samples at the same value of `dim` merged into one point
 // (medians), groups with fewer than 3 points left out.
-std::vector<Scan> scans_along(const Space& space, std::span<const Sample> samples, size_t dim) {
+std::vector<KeyedScan> scans_along(const Space& space, std::span<const Sample> samples,
+                                   size_t dim) {
   const Dimension& d = space.dims()[dim];
   std::vector<double> value(d.levels.size());
   for (size_t l = 0; l < d.levels.size(); ++l)
     parse_number(d.levels[l], &value[l]);  // Space keeps a numeric dimension's levels numbers
 
   struct Measured {
+    int level = 0;
     std::vector<double> bw, lat;
   };
   std::map<Assignment, std::map<double, Measured>> groups;
@@ -66,15 +75,18 @@ std::vector<Scan> scans_along(const Space& space, std::span<const Sample> sample
     Assignment rest = s.at;
     rest[dim] = kUnset;
     Measured& m = groups[rest][x];
+    m.level = s.at[dim];
     m.bw.push_back(s.bw_gbps);
     m.lat.push_back(s.lat_p50_us);
   }
 
-  std::vector<Scan> scans;
+  std::vector<KeyedScan> scans;
   for (const auto& [rest, by_x] : groups) {
     if (by_x.size() < 3) continue;
-    Scan& scan = scans.emplace_back();
-    for (const auto& [x, m] : by_x) scan.push_back({x, median(m.bw), median(m.lat)});
+    KeyedScan& k = scans.emplace_back();
+    k.rest = rest;
+    for (const auto& [x, m] : by_x)
+      k.scan.push_back({x, median(m.bw), median(m.lat), m.level, m.bw.size()});
   }
   return scans;
 }
@@ -247,6 +259,25 @@ std::optional<size_t> scan_wall(const Scan& scan, const WallThresholds& limits, 
   return bw ? bw : lat;
 }
 
+// Calls fn(d, scan, k) for every scan of a dimension d that find_walls considers, whose wall
+// is at scan[k]; returns the bandwidth critical path.
+template <class F>
+std::vector<std::string> each_scan_wall(const Space& space, std::span<const Sample> samples,
+                                        const WallThresholds& limits, F&& fn) {
+  const std::vector<Importance> for_bw = importance_of(space, samples, bandwidth);
+  const std::vector<Importance> for_lat = importance_of(space, samples, latency);
+  for (size_t d = 0; d < space.size(); ++d) {
+    const Dimension& dim = space.dims()[d];
+    const bool bw_counts = score(for_bw[d]) >= limits.min_importance;
+    const bool lat_counts = score(for_lat[d]) >= limits.min_importance;
+    if (!dim.numeric || !dim.scale || !(bw_counts || lat_counts)) continue;
+    for (const KeyedScan& keyed : scans_along(space, samples, d))
+      if (const std::optional<size_t> k = scan_wall(keyed.scan, limits, bw_counts, lat_counts))
+        fn(d, keyed, *k);
+  }
+  return critical_path(for_bw, limits.min_importance);
+}
+
 }  // namespace
 
 std::vector<Importance> importance(const Space& space, std::span<const Sample> samples) {
@@ -255,30 +286,34 @@ std::vector<Importance> importance(const Space& space, std::span<const Sample> s
 
 std::vector<Wall> find_walls(const Space& space, std::span<const Sample> samples,
                              const WallThresholds& limits) {
-  const std::vector<Importance> for_bw = importance_of(space, samples, bandwidth);
-  const std::vector<Importance> for_lat = importance_of(space, samples, latency);
-  const std::vector<std::string> critical = critical_path(for_bw, limits.min_importance);
-
+  std::vector<std::optional<Wall>> earliest(space.size());  // ties: the first scan's
+  const std::vector<std::string> critical =
+      each_scan_wall(space, samples, limits, [&](size_t d, const KeyedScan& keyed, size_t k) {
+        std::optional<Wall>& w = earliest[d];
+        const int scans = w ? w->scans + 1 : 1;
+        if (!w || keyed.scan[k].x < w->at) w = wall_at(keyed.scan, k, space.dims()[d].name);
+        w->scans = scans;
+      });
   std::vector<Wall> walls;
-  for (size_t d = 0; d < space.size(); ++d) {
-    const Dimension& dim = space.dims()[d];
-    const bool bw_counts = score(for_bw[d]) >= limits.min_importance;
-    const bool lat_counts = score(for_lat[d]) >= limits.min_importance;
-    if (!dim.numeric || !dim.scale || !(bw_counts || lat_counts)) continue;
-    std::optional<Wall> earliest;  // ties: the first scan's (in order of the other levels)
-    int scans = 0;
-    for (const Scan& scan : scans_along(space, samples, d)) {
-      const std::optional<size_t> k = scan_wall(scan, limits, bw_counts, lat_counts);
-      if (!k) continue;
-      ++scans;
-      if (!earliest || scan[*k].x < earliest->at) earliest = wall_at(scan, *k, dim.name);
-    }
-    if (!earliest) continue;
-    earliest->scans = scans;
-    earliest->critical = critical;
-    walls.push_back(std::move(*earliest));
+  for (std::optional<Wall>& w : earliest) {
+    if (!w) continue;
+    w->critical = critical;
+    walls.push_back(std::move(*w));
   }
   return walls;
+}
+
+std::vector<Assignment> walls_to_confirm(const Space& space, std::span<const Sample> samples,
+                                         const WallThresholds& limits, size_t enough) {
+  std::vector<Assignment> out;
+  each_scan_wall(space, samples, limits, [&](size_t d, const KeyedScan& keyed, size_t k) {
+    const Point& p = keyed.scan[k];
+    if (k + 1 != keyed.scan.size() || p.samples >= enough) return;
+    Assignment at = keyed.rest;
+    at[d] = p.level;
+    if (std::find(out.begin(), out.end(), at) == out.end()) out.push_back(std::move(at));
+  });
+  return out;
 }
 
 }  // namespace wharf::scala

@@ -69,4 +69,12 @@ std::vector<Importance> importance(const Space& space, std::span<const Sample> s
 std::vector<Wall> find_walls(const Space& space, std::span<const Sample> samples,
                              const WallThresholds& limits = {});
 
+// The points a sweep should measure again before it trusts its walls: the last point of every
+// scan whose wall find_walls would count is at that last level, while fewer than `enough`
+// samples were taken there. Such a wall rests on one point alone (nothing later in the scan
+// confirms it), and one noisy measurement would pass for a wall; measured again, the median
+// of the samples decides. Each point once, in the space's order of dimensions.
+std::vector<Assignment> walls_to_confirm(const Space& space, std::span<const Sample> samples,
+                                         const WallThresholds& limits = {}, size_t enough = 3);
+
 }  // namespace wharf::scala

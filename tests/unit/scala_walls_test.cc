@@ -176,6 +176,59 @@ TEST(ScalaWalls, ALowPointThatLastsToTheEndOfItsScanIsAWall) {
   EXPECT_NEAR(ql->bw_drop, 1 - 2 / (10 - 0.02 * 1), 1e-12);  // the best before is at ql = 1
 }
 
+// gentle(), but one scan's last point (ql = 128) measured low: a wall on that point alone.
+std::vector<Sample> gentle_with_a_low_last_point(const Space& space) {
+  return sweep(space, [&](const Where& w) {
+    const bool low = w.qr == 1 && w.mr_size == 65536 && w.opcode == "write" && w.ql == 128;
+    return low ? Measured{2, 10 * gentle(w).lat} : gentle(w);
+  });
+}
+
+TEST(ScalaWalls, AWallOnAScansLastPointAloneIsToBeConfirmed) {
+  const Space space = test_space();
+  std::vector<Sample> samples = gentle_with_a_low_last_point(space);
+  ASSERT_TRUE(wall_on(find_walls(space, samples), "ql"));
+  const std::vector<Assignment> again = walls_to_confirm(space, samples);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(space.number(again[0], "ql"), 128);
+  EXPECT_EQ(space.number(again[0], "qr"), 1);
+  EXPECT_EQ(space.level(again[0], "opcode"), "write");
+  // Measured again twice and normal both times: the median of three is no wall.
+  const Sample low = *std::find_if(samples.begin(), samples.end(),
+                                   [&](const Sample& s) { return s.at == again[0]; });
+  for (int i = 0; i < 2; ++i) {
+    Sample s = low;
+    s.phase = "confirm";
+    s.bw_gbps = 10 - 0.02 * 128;
+    s.lat_p50_us = 1 + 0.1 * 128;
+    samples.push_back(s);
+    if (i == 0) EXPECT_EQ(walls_to_confirm(space, samples).size(), 1u);  // two samples: not yet
+  }
+  EXPECT_FALSE(wall_on(find_walls(space, samples), "ql"));
+  EXPECT_TRUE(walls_to_confirm(space, samples).empty());
+}
+
+TEST(ScalaWalls, AWallConfirmedByMeasuringAgainStays) {
+  const Space space = test_space();
+  std::vector<Sample> samples = gentle_with_a_low_last_point(space);
+  const std::vector<Assignment> again = walls_to_confirm(space, samples);
+  ASSERT_EQ(again.size(), 1u);
+  const Sample low = *std::find_if(samples.begin(), samples.end(),
+                                   [&](const Sample& s) { return s.at == again[0]; });
+  samples.push_back(low);
+  samples.push_back(low);
+  EXPECT_TRUE(wall_on(find_walls(space, samples), "ql"));
+  EXPECT_TRUE(walls_to_confirm(space, samples).empty());  // three samples: enough
+}
+
+TEST(ScalaWalls, AWallWithLaterPointsNeedsNoConfirming) {
+  const Space space = test_space();
+  const std::vector<Sample> samples = gentle_with_a_low_point(space, true);  // ql 32 .. 128
+  ASSERT_TRUE(wall_on(find_walls(space, samples), "ql"));
+  EXPECT_TRUE(walls_to_confirm(space, samples).empty());
+  EXPECT_TRUE(walls_to_confirm(space, sweep(space, gentle)).empty());  // no wall at all
+}
+
 // Bandwidth 10 up to 1 MiB per MR, 4 beyond; latency flat; everything +-10%.
 Measured mr_bound(const Where& w) {
   return {(w.mr_size <= (1 << 20) ? 10 : 4) * noisy(w, 1), 3 * noisy(w, 2)};
