@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "scala/json_fields.h"
+
 namespace wharf::scala {
 namespace {
 
@@ -47,39 +49,14 @@ json sample_json(const Space& s, const Sample& x) {
   return j;
 }
 
-// Reading: each helper throws std::runtime_error with the reason; from_json turns it into
+// Reading: the helpers (scala/json_fields.h) throw with the reason; from_json turns it into
 // the error line.
-[[noreturn]] void bad(const std::string& why) { throw std::runtime_error(why); }
-
-const json& field(const json& o, const char* key) {
-  if (!o.is_object() || !o.contains(key)) bad(std::string("missing \"") + key + "\"");
-  return o.at(key);
-}
-std::string text(const json& o, const char* key) {
-  const json& v = field(o, key);
-  if (!v.is_string()) bad(std::string("\"") + key + "\" is not a string");
-  return v.get<std::string>();
-}
-double number(const json& o, const char* key) {
-  const json& v = field(o, key);
-  if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0)
-    bad(std::string("\"") + key + "\" is not a finite number >= 0");
-  return v.get<double>();
-}
-// A count: a whole number in [0, limit] (read as a double: a cast of one beyond the target
-// type's range would be undefined). limit 2^64: UINT64_MAX and above saturate, as the counts
-// that were written saturated (Space::full_factorial).
-uint64_t count(const json& o, const char* key, double limit) {
-  const double v = number(o, key);
-  if (v > limit || v != std::floor(v))
-    bad(std::string("\"") + key + "\" is not a whole number up to " + std::to_string(limit));
-  return v >= 0x1p64 ? UINT64_MAX : static_cast<uint64_t>(v);
-}
-bool flag(const json& o, const char* key) {
-  const json& v = field(o, key);
-  if (!v.is_boolean()) bad(std::string("\"") + key + "\" is not true or false");
-  return v.get<bool>();
-}
+using json_fields::bad;
+using json_fields::count;
+using json_fields::field;
+using json_fields::flag;
+using json_fields::number;
+using json_fields::text;
 
 // Names and levels become file names and gnuplot text (wharf-scala plot): only letters,
 // digits, '_' and '.' (levels: numbers with k/m/g, and choices like "per_qp").

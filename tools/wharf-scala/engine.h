@@ -1,7 +1,8 @@
 // wharf-scala's traffic engine: opens one verbs device on each side (a Wharf router, through
-// its socket, or an RNIC by name), and for each point of a sweep builds the QPs, CQs, SRQs and
-// registered memory the point names, drives traffic both ways for a while and measures it.
-// Only the public verbs API: it runs on wharf0, mlx5, rxe alike.
+// its socket, or an RNIC by name; the remote one possibly on another host, through
+// `wharf-scala serve`), and for each point of a sweep builds the QPs, CQs, SRQs and registered
+// memory the point names (each side its half, half.h), drives traffic both ways for a while
+// and measures it. Only the public verbs API: it runs on wharf0, mlx5, rxe alike.
 //
 // A point: `ql` QP pairs carry work from the local side to the remote, `qr` pairs from the
 // remote to the local; each QP keeps `depth` work requests in flight. What is measured is what
@@ -64,11 +65,15 @@ struct PointResult {
   double lat_p50_us = 0, lat_p99_us = 0;
 };
 
+struct OpenDevice;
+class AgentClient;
+
 class Engine {
  public:
-  // local, remote: a Wharf router's socket path (a Unix socket on disk: opened through
-  // WHARF_ROUTER, so the process must run with Wharf's libibverbs), or a device name. nullptr
-  // and *error on failure.
+  // local: a Wharf router's socket path (a Unix socket on disk: opened through WHARF_ROUTER,
+  // so the process must run with Wharf's libibverbs), or a device name. remote: the same, or
+  // HOST:PORT of a `wharf-scala serve` on another host (agent.h). nullptr and *error on
+  // failure.
   static std::unique_ptr<Engine> open(const std::string& local, const std::string& remote,
                                       std::string* error);
   ~Engine();
@@ -78,31 +83,28 @@ class Engine {
   // What the two ends are, for the report: "wharf0 (router /run/...)", "mlx5_0".
   const std::string& local_name() const;
   const std::string& remote_name() const;
-  // The work requests a QP of this device takes, bounding depth.
+  // The work requests a QP of both devices takes, bounding depth.
   uint32_t max_qp_wr() const;
 
   PointResult run(const PointSpec& spec, const RunOptions& opts);
 
   // The dimensions these two ends cannot vary, with the reason: "networks" unless both are
-  // Wharf routers and the engine runs as root; "rules" unless both devices steer flows (an
-  // InfiniBand port has no Ethernet frames to steer; RAW_PACKET QPs need CAP_NET_RAW).
+  // Wharf routers this process reaches and it runs as root; "rules" unless both devices steer
+  // flows (an InfiniBand port has no Ethernet frames to steer; RAW_PACKET QPs need CAP_NET_RAW).
   struct Fixed {
     std::string dimension, why;
   };
   const std::vector<Fixed>& fixed_dimensions() const { return fixed_; }
 
-  struct Device;
-
  private:
   Engine() = default;
-  std::unique_ptr<Device> local_, remote_;
+  std::unique_ptr<OpenDevice> local_, remote_;  // remote_: without an agent
+  std::unique_ptr<AgentClient> agent_;
+  std::string remote_name_;
   NamespacePool namespaces_;
   // For router endpoints only; one when both ends are the same router.
   std::vector<std::unique_ptr<TenantNetworks>> networks_;
   std::vector<Fixed> fixed_;
 };
-
-// Whether `endpoint` names a Wharf router (a socket on disk) rather than a device.
-bool is_router_socket(const std::string& endpoint);
 
 }  // namespace wharf::scala

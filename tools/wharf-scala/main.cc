@@ -1,7 +1,8 @@
 // wharf-scala: ScalaCN's greybox performance tester on any verbs device (issue #21).
 //
-//   wharf-scala sweep --local SOCK|DEV --remote SOCK|DEV [--dim NAME=RANGE]... [--budget S]
-//                     [-t T] [--depth N] [--threads N] -o FILE.json
+//   wharf-scala sweep --local SOCK|DEV --remote SOCK|DEV|HOST:PORT [--dim NAME=RANGE]...
+//                     [--budget S] [-t T] [--depth N] [--threads N] [--vip A[,B]] -o FILE.json
+//   wharf-scala serve --device SOCK|DEV --listen ADDR:PORT [--vip A] [--once]
 //   wharf-scala fit FILE.json [-j] [--predict QL,QR]...
 //   wharf-scala walls FILE.json [-j] [--bw-drop F] [--lat-factor F]
 //   wharf-scala plot FILE.json -o DIR
@@ -20,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "agent.h"
+#include "device.h"
 #include "engine.h"
 #include "plot.h"
 #include "report.h"
@@ -138,6 +141,26 @@ struct SweepOptions {
   bool quiet = false;
 };
 
+// Makes this process a container of its own on each router, at vips[i] on routers[i]
+// (OwnContainer); false after printing why.
+bool join_as_container(OwnContainer* own, const std::vector<std::string>& routers,
+                       const std::vector<std::string>& vips) {
+  std::vector<uint32_t> addresses;
+  for (const std::string& text : vips) {
+    in_addr a{};
+    if (inet_pton(AF_INET, text.c_str(), &a) != 1 || a.s_addr == 0) {
+      fprintf(stderr, "wharf-scala: --vip %s: not an IPv4 address\n", text.c_str());
+      return false;
+    }
+    addresses.push_back(ntohl(a.s_addr));
+  }
+  if (std::string error = own->join(routers, addresses); !error.empty()) {
+    fprintf(stderr, "wharf-scala: %s\n", error.c_str());
+    return false;
+  }
+  return true;
+}
+
 int sweep(const SweepOptions& o, char** argv) {
   Space space = default_space();
   for (const std::string& d : o.dims) {
@@ -155,25 +178,18 @@ int sweep(const SweepOptions& o, char** argv) {
     return run_with_wharf_verbs(argv);
   raise_file_limit();
   std::string error;
+  // The routers this process reaches: both ends, or the local one beside an agent.
+  std::vector<std::string> routers = {o.local};
+  if (!is_agent_address(o.remote)) routers.push_back(o.remote);
   OwnContainer own;
   if (!o.vips.empty()) {
-    std::vector<uint32_t> vips;
-    for (const std::string& text : o.vips) {
-      in_addr a{};
-      if (inet_pton(AF_INET, text.c_str(), &a) != 1 || a.s_addr == 0) {
-        fprintf(stderr, "wharf-scala: --vip %s: not an IPv4 address\n", text.c_str());
-        return 2;
-      }
-      vips.push_back(ntohl(a.s_addr));
-    }
-    if (vips.size() != 2 || !is_router_socket(o.local) || !is_router_socket(o.remote)) {
-      fprintf(stderr, "wharf-scala: --vip takes two addresses, for two Wharf routers\n");
+    const bool all_routers = std::all_of(routers.begin(), routers.end(), is_router_socket);
+    if (o.vips.size() != routers.size() || !all_routers) {
+      fprintf(stderr, "wharf-scala: --vip takes an address for each Wharf router (%zu)\n",
+              routers.size());
       return 2;
     }
-    if (error = own.join({o.local, o.remote}, vips); !error.empty()) {
-      fprintf(stderr, "wharf-scala: %s\n", error.c_str());
-      return 1;
-    }
+    if (!join_as_container(&own, routers, o.vips)) return 1;
   }
   std::unique_ptr<Engine> engine = Engine::open(o.local, o.remote, &error);
   if (engine == nullptr) {
@@ -319,13 +335,15 @@ int run(int argc, char** argv) {
   CLI::App* sw = app.add_subcommand("sweep", "Measure the space between two devices");
   sw->add_option("--local", so.local, "A Wharf router's socket, or a local device name")
       ->required();
-  sw->add_option("--remote", so.remote, "The other end: a router's socket or a device name")
+  sw->add_option("--remote", so.remote,
+                 "The other end: a router's socket, a device name, or HOST:PORT of a "
+                 "`wharf-scala serve`")
       ->required();
   sw->add_option("--vip", so.vips,
-                 "LOCAL,REMOTE: run as a container at these addresses (Ethernet routers across "
-                 "hosts; root)")
+                 "LOCAL[,REMOTE]: run as a container at these addresses on the routers "
+                 "(Ethernet routers across hosts; root)")
       ->delimiter(',')
-      ->expected(2);
+      ->expected(1, 2);
   sw->add_option("--dim", so.dims, "NAME=RANGE: a dimension's levels (\"1,4,16\", \"1..256\")");
   sw->add_option("--budget", so.budget_s, "Seconds the sweep may take")
       ->check(CLI::Range(1.0, 86400.0))
@@ -365,6 +383,16 @@ int run(int argc, char** argv) {
       ->check(CLI::Range(1.01, 1000.0))
       ->capture_default_str();
 
+  std::string device, listen, serve_vip;
+  bool once = false;
+  CLI::App* srv = app.add_subcommand("serve", "Run the remote half of sweeps from another host");
+  srv->add_option("--device", device, "A Wharf router's socket, or a device name")->required();
+  srv->add_option("--listen", listen, "ADDR:PORT to take sweeps at (no authentication)")
+      ->required();
+  srv->add_option("--vip", serve_vip,
+                  "Run as a container at this address on the router (Ethernet; root)");
+  srv->add_flag("--once", once, "Exit after the first sweep");
+
   std::string out_dir;
   CLI::App* plot = app.add_subcommand("plot", "Heatmaps of the plane and the scans (gnuplot)");
   plot->add_option("file", file, "A sweep's results")->required();
@@ -372,6 +400,13 @@ int run(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
   if (sw->parsed()) return sweep(so, argv);
+  if (srv->parsed()) {
+    if (is_router_socket(device) && getenv(kPreloadedEnv) == nullptr)
+      return run_with_wharf_verbs(argv);
+    OwnContainer own;
+    if (!serve_vip.empty() && !join_as_container(&own, {device}, {serve_vip})) return 1;
+    return serve(device, listen, once);
+  }
   SweepFile f;
   if (!load(file, &f)) return 1;
   if (fit->parsed()) return print_fits(f, predict, json_out);
