@@ -4,6 +4,7 @@
 # for each rule a router holds (a registered container per network, a flow-steering rule per
 # rule), so `walls -j` must name both networks and rules; on the same lab without emulation it
 # must name neither (Wharf's own data path does not slow with either, up to 1,000 of each).
+# The scans' pictures start at the baseline.
 # The engine runs as a container of its own (--vip), as it must on Ethernet across hosts.
 #
 #   WHARF_BIN_DIR=build/bin bash tests/e2e/lab_scala_match_test.sh
@@ -46,6 +47,10 @@ walls = json.load(open(sys.argv[1]))
 named = {w["dimension"] for w in walls}
 assert {"networks", "rules"} <= named, "emulated: want walls on networks and rules: %s" % walls
 PY
+# The scan's picture starts from the baseline (networks=1, measured under another phase).
+"$S" plot "$TMP/emulated.json" -o "$TMP/plots" > "$TMP/plot.log" 2>&1 || e2e_lab_fail "plot"
+[[ $(grep -vc '^#' "$TMP/plots/scan_networks.dat") == 4 ]] ||
+  e2e_lab_fail "the networks scan's picture lacks levels: $(cat "$TMP/plots/scan_networks.dat")"
 kill -USR1 "$(cat /run/wharf-lab/h1/wharfd.pid)" # the router logs its counters
 sleep 0.5
 grep -Eq "match_lookups=[1-9]" /run/wharf-lab/h1/wharfd.log ||

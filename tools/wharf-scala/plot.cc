@@ -126,12 +126,14 @@ void plane_plots(const SweepFile& f, const std::vector<Wall>& walls, const fs::p
 
 void scan_plots(const SweepFile& f, const WallThresholds& limits, const fs::path& dir,
                 std::ostream& gp, std::vector<std::string>* drawn) {
+  const Assignment base = f.space.baseline();
   for (size_t d = 0; d < f.space.size(); ++d) {
     const Dimension& dim = f.space.dims()[d];
     const std::string phase = "scan:" + dim.name;
+    // The scan's points, and the baseline it starts from (measured once, by the first scan).
     std::map<int, const Sample*> by_level;
     for (const Sample& x : f.samples)
-      if (x.ok && x.phase == phase) by_level[x.at[d]] = &x;
+      if (x.ok && (x.phase == phase || x.at == base)) by_level.emplace(x.at[d], &x);
     if (by_level.size() < 2) continue;
     const fs::path file = dir / ("scan_" + dim.name + ".dat");
     std::ofstream data(file);
