@@ -150,7 +150,8 @@ std::string to_json(const SweepFile& f) {
               {"depth", f.depth},
               {"threads", f.threads}}},
             {"points", points}};
-  return j.dump(1) + "\n";
+  // Replacing what is not UTF-8 rather than throwing (error texts come from devices and peers).
+  return j.dump(1, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
 bool from_json(const std::string& input, SweepFile* out, std::string* error) {

@@ -50,5 +50,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     WHARF_FUZZ_CHECK(agent::tally_from_json(agent::tally_to_json(t), &t2, &error), "own tally");
     WHARF_FUZZ_CHECK(t2.bytes == t.bytes && t2.latencies == t.latencies, "tally changed");
   }
+  agent::Greeting g;
+  if (agent::greeting_from_json(j, &g, &error)) {
+    WHARF_FUZZ_CHECK(g.max_qp_wr > 0 && g.device.size() <= 256, "greeting bounds");
+    (void)agent::greeting_to_json(g).dump();  // never throws: the texts are whole characters
+  }
   return 0;
 }

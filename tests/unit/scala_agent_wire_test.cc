@@ -2,6 +2,7 @@
 // agent_wire.h), what they refuse, and how a sampled tally weighs in the merged percentiles.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -133,6 +134,60 @@ TEST(AgentWire, SampledLatenciesWeighAsManyAsTheyStandFor) {
   here.latencies.assign(300, 10'000);
   std::vector<Tally> more_here = {here, there};
   EXPECT_DOUBLE_EQ(summarize(more_here, 1.0).lat_p50_us, 10);
+}
+
+// Regression (review): an error text cut in the middle of a UTF-8 character made the JSON
+// writer throw, which ended the agent (its reply) or lost a sweep's results (its file).
+TEST(AgentWire, TextIsCutOnACharactersBoundary) {
+  std::string e;
+  for (int i = 0; i < 600; ++i) e += "\xc3\xa9";  // 1,200 bytes of U+00E9
+  EXPECT_EQ(agent::clip(e, 7), "\xc3\xa9\xc3\xa9\xc3\xa9");
+  EXPECT_EQ(agent::clip("short", 7), "short");
+  Tally t;
+  t.error = e;
+  Tally back;
+  std::string error;
+  ASSERT_TRUE(agent::tally_from_json(agent::tally_to_json(t), &back, &error)) << error;
+  EXPECT_EQ(back.error.size(), 1024u);
+  EXPECT_NO_THROW(agent::tally_to_json(back).dump());
+  EXPECT_NO_THROW((json{{"error", "unexpected \"" + agent::clip(e, 33) + "\""}}.dump()));
+}
+
+TEST(AgentWire, AGreetingIsReadWithinBounds) {
+  const agent::Greeting g{"mlx5_0", 32768, ""};
+  agent::Greeting back;
+  std::string error;
+  ASSERT_TRUE(agent::greeting_from_json(agent::greeting_to_json(g), &back, &error)) << error;
+  EXPECT_EQ(back.device, "mlx5_0");
+  EXPECT_EQ(back.max_qp_wr, 32768u);
+  for (const auto& [key, value] :
+       std::vector<std::pair<const char*, json>>{{"version", 2},
+                                                 {"max_qp_wr", 1e30},
+                                                 {"max_qp_wr", -1},
+                                                 {"max_qp_wr", 0},
+                                                 {"device", 7},
+                                                 {"no_rules", nullptr}}) {
+    json b = agent::greeting_to_json(g);
+    b[key] = value;
+    EXPECT_FALSE(agent::greeting_from_json(b, &back, &error)) << key << " " << value;
+  }
+}
+
+// Regression (review): the agent merged every thread's latencies before sampling them, up to
+// 64 x 4 Mi of them. Each thread's share is sampled in proportion instead.
+TEST(AgentWire, MergedThreadsAreSampledInProportion) {
+  std::vector<Tally> threads(2);
+  threads[0].latencies.assign(3 * agent::kMaxTallyLatencies, 10);
+  threads[1].latencies.assign(agent::kMaxTallyLatencies, 20);
+  threads[0].messages = 3;
+  threads[1].messages = 1;
+  const Tally all = agent::merge(threads);
+  EXPECT_EQ(all.messages, 4u);
+  ASSERT_EQ(all.latencies.size(), agent::kMaxTallyLatencies);
+  EXPECT_DOUBLE_EQ(all.weight, 4);
+  EXPECT_EQ(std::count(all.latencies.begin(), all.latencies.end(), 10u),
+            static_cast<long>(3 * agent::kMaxTallyLatencies / 4));
+  EXPECT_TRUE(agent::merge({}).latencies.empty());
 }
 
 TEST(AgentWire, AFrameBodyMustBeOneObject) {

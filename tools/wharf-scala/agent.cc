@@ -94,7 +94,7 @@ bool read_all(int fd, uint8_t* p, size_t n, Clock::time_point deadline) {
 }
 
 bool send_message(int fd, const json& j, int timeout_ms) {
-  const std::string body = j.dump();
+  const std::string body = j.dump(-1, ' ', false, json::error_handler_t::replace);
   const auto n = static_cast<uint32_t>(body.size());
   const uint8_t len[4] = {static_cast<uint8_t>(n >> 24), static_cast<uint8_t>(n >> 16),
                           static_cast<uint8_t>(n >> 8), static_cast<uint8_t>(n)};
@@ -211,18 +211,14 @@ std::unique_ptr<AgentClient> AgentClient::connect(const std::string& address, st
     *error = "the agent at " + address + " did not answer: " + *error;
     return nullptr;
   }
-  try {
-    if (reply.at("version").get<int>() != agent::kVersion) {
-      *error = "the agent at " + address + " speaks another version";
-      return nullptr;
-    }
-    c->device_ = reply.at("device").get<std::string>() + " (agent " + address + ")";
-    c->max_qp_wr_ = reply.at("max_qp_wr").get<uint32_t>();
-    c->no_rules_ = reply.at("no_rules").get<std::string>();
-  } catch (const std::exception&) {
-    *error = "the agent at " + address + " sent a greeting that is not one";
+  agent::Greeting g;
+  if (!agent::greeting_from_json(reply, &g, error)) {
+    *error = "the agent at " + address + " greeted with " + *error;
     return nullptr;
   }
+  c->device_ = g.device + " (agent " + address + ")";
+  c->max_qp_wr_ = g.max_qp_wr;
+  c->no_rules_ = g.no_rules;
   return c;
 }
 
@@ -298,13 +294,9 @@ void serve_session(int fd, const OpenDevice& device, const std::string& no_rules
   json msg;
   std::string error;
   if (!receive_message(fd, &msg, kSlackMs, &error) || op_of(msg) != "hello") return;
-  if (!send_message(fd,
-                    {{"version", agent::kVersion},
-                     {"device", device.dev.name},
-                     {"max_qp_wr", device.dev.attr.max_qp_wr},
-                     {"no_rules", no_rules}},
-                    kSlackMs))
-    return;
+  const agent::Greeting hello{device.dev.name, static_cast<uint32_t>(device.dev.attr.max_qp_wr),
+                              no_rules};
+  if (!send_message(fd, agent::greeting_to_json(hello), kSlackMs)) return;
   std::unique_ptr<Half> half;
   PointSpec spec;
   RunOptions opts;
@@ -358,7 +350,7 @@ void serve_session(int fd, const OpenDevice& device, const std::string& no_rules
       half.reset();
       connected = false;
       if (!send_message(fd, json::object(), kSlackMs)) return;
-    } else if (!reply_error("unexpected \"" + op.substr(0, 32) + "\"")) {
+    } else if (!reply_error("unexpected \"" + agent::clip(op, 32) + "\"")) {
       return;
     }
   }
@@ -366,25 +358,19 @@ void serve_session(int fd, const OpenDevice& device, const std::string& no_rules
 
 }  // namespace
 
-int serve(const std::string& device_name, const std::string& listen_at, bool once) {
-  std::string host, port, error;
-  if (!split_address(listen_at, &host, &port)) {
-    fprintf(stderr, "wharf-scala: --listen %s: not ADDR:PORT\n", listen_at.c_str());
-    return 2;
+UniqueFd listen_at(const std::string& address, std::string* error) {
+  std::string host, port;
+  if (!split_address(address, &host, &port)) {
+    *error = "not ADDR:PORT";
+    return {};
   }
-  std::unique_ptr<OpenDevice> device = open_device(device_name, &error);
-  if (device == nullptr) {
-    fprintf(stderr, "wharf-scala: %s\n", error.c_str());
-    return 1;
-  }
-  const std::string no_rules = Half::probe_rules(device->dev);
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_PASSIVE;
   addrinfo* found = nullptr;
   if (const int err = getaddrinfo(host.c_str(), port.c_str(), &hints, &found); err != 0) {
-    fprintf(stderr, "wharf-scala: --listen %s: %s\n", listen_at.c_str(), gai_strerror(err));
-    return 2;
+    *error = gai_strerror(err);
+    return {};
   }
   UniqueFd listener(socket(found->ai_family, found->ai_socktype | SOCK_CLOEXEC, 0));
   const int one = 1;
@@ -394,13 +380,25 @@ int serve(const std::string& device_name, const std::string& listen_at, bool onc
                   listen(listener.get(), 4) == 0;
   freeaddrinfo(found);
   if (!ok) {
-    fprintf(stderr, "wharf-scala: --listen %s: %s\n", listen_at.c_str(), strerror(errno));
+    *error = strerror(errno);
+    return {};
+  }
+  return listener;
+}
+
+int serve(const std::string& device_name, const std::string& address, int listener, bool once) {
+  std::string error;
+  std::unique_ptr<OpenDevice> device = open_device(device_name, &error);
+  if (device == nullptr) {
+    fprintf(stderr, "wharf-scala: %s\n", error.c_str());
     return 1;
   }
-  printf("wharf-scala: serving %s at %s\n", device->dev.name.c_str(), listen_at.c_str());
+  const std::string no_rules = Half::probe_rules(device->dev);
+  printf("wharf-scala: serving %s at %s\n", device->dev.name.c_str(), address.c_str());
   fflush(stdout);
+  const int one = 1;
   for (;;) {
-    UniqueFd client(accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    UniqueFd client(accept4(listener, nullptr, nullptr, SOCK_CLOEXEC));
     if (!client.valid()) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       fprintf(stderr, "wharf-scala: accept: %s\n", strerror(errno));

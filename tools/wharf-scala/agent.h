@@ -50,8 +50,12 @@ class AgentClient {
   std::string no_rules_;
 };
 
-// `wharf-scala serve`: answers sweeps at `listen` (ADDR:PORT) with `device` (a router's socket
-// or an RNIC's name), one at a time; after the first if `once`. Returns the exit status.
-int serve(const std::string& device, const std::string& listen, bool once);
+// A TCP socket listening at ADDR:PORT; invalid with *error on failure.
+UniqueFd listen_at(const std::string& address, std::string* error);
+
+// `wharf-scala serve`: answers sweeps arriving on `listener` (listening at `address`) with
+// `device` (a router's socket or an RNIC's name), one at a time; after the first if `once`.
+// Returns the exit status.
+int serve(const std::string& device, const std::string& address, int listener, bool once);
 
 }  // namespace wharf::scala

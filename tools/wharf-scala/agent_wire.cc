@@ -185,8 +185,7 @@ bool tally_from_json(const json& j, Tally* out, std::string* error) {
     Tally t;
     t.bytes = count(j, "bytes", 0x1p64);
     t.messages = count(j, "messages", 0x1p64);
-    t.error = text(j, "error");
-    if (t.error.size() > 1024) t.error.resize(1024);
+    t.error = clip(text(j, "error"), 1024);
     t.weight = number(j, "weight");
     if (t.weight < 1 || t.weight > 0x1p40) bad("\"weight\" is not in [1, 2^40]");
     const json& lat = field(j, "latencies");
@@ -202,13 +201,51 @@ bool tally_from_json(const json& j, Tally* out, std::string* error) {
 
 Tally merge(const std::vector<Tally>& tallies) {
   Tally all;
+  size_t total = 0;
   for (const Tally& t : tallies) {
     all.bytes += t.bytes;
     all.messages += t.messages;
     if (all.error.empty()) all.error = t.error;
-    all.latencies.insert(all.latencies.end(), t.latencies.begin(), t.latencies.end());
+    total += t.latencies.size();
   }
+  const size_t keep = std::min(total, kMaxTallyLatencies);
+  if (keep == 0) return all;
+  all.latencies.reserve(keep);
+  for (const Tally& t : tallies) {  // each thread's share, evenly spread over its samples
+    const size_t n = t.latencies.size();
+    const size_t share = n * keep / total;
+    for (size_t i = 0; i < share; ++i) all.latencies.push_back(t.latencies[i * n / share]);
+  }
+  if (!all.latencies.empty())
+    all.weight = static_cast<double>(total) / static_cast<double>(all.latencies.size());
   return all;
+}
+
+json greeting_to_json(const Greeting& g) {
+  return {{"version", kVersion},
+          {"device", g.device},
+          {"max_qp_wr", g.max_qp_wr},
+          {"no_rules", g.no_rules}};
+}
+
+bool greeting_from_json(const json& j, Greeting* out, std::string* error) {
+  return reading(error, [&] {
+    if (count(j, "version", 1u << 16) != kVersion) bad("another version of the protocol");
+    Greeting g;
+    g.device = clip(text(j, "device"), 256);
+    g.max_qp_wr = static_cast<uint32_t>(count(j, "max_qp_wr", UINT32_MAX));
+    if (g.max_qp_wr == 0) bad("\"max_qp_wr\" is 0");
+    g.no_rules = clip(text(j, "no_rules"), 1024);
+    *out = std::move(g);
+  });
+}
+
+std::string clip(std::string text, size_t max) {
+  if (text.size() <= max) return text;
+  size_t n = max;
+  while (n > 0 && (static_cast<uint8_t>(text[n]) & 0xc0) == 0x80) --n;  // inside a character
+  text.resize(n);
+  return text;
 }
 
 }  // namespace wharf::scala::agent

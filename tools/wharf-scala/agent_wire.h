@@ -4,7 +4,8 @@
 //
 // Everything read from the connection is hostile: the decoders take only well-formed objects
 // whose numbers are in the ranges a sweep can ask for, so a peer cannot make the agent build
-// more than a sweep could (at most 2^20 QPs a side, 256 MiB of registrations, 4,096 rules).
+// more than a sweep could (at most 2^20 QP pairs each way, so 2^21 QPs a side; 256 MiB of
+// registrations; 4,096 rules).
 #pragma once
 
 #include <cstddef>
@@ -38,7 +39,21 @@ bool info_from_json(const nlohmann::json& j, HalfInfo* info, std::string* error)
 nlohmann::json tally_to_json(const Tally& t);
 bool tally_from_json(const nlohmann::json& j, Tally* t, std::string* error);
 
-// Several threads' tallies as one.
+// Several threads' tallies as one, their latencies sampled down to kMaxTallyLatencies in
+// proportion to each thread's (the weight says how many each stands for).
 Tally merge(const std::vector<Tally>& tallies);
+
+// The agent's greeting: who it is.
+struct Greeting {
+  std::string device;
+  uint32_t max_qp_wr = 0;
+  std::string no_rules;  // "" when its device steers flows, else why not
+};
+nlohmann::json greeting_to_json(const Greeting& g);
+bool greeting_from_json(const nlohmann::json& j, Greeting* g, std::string* error);
+
+// Text from the other side, cut to at most `max` bytes on a UTF-8 character's boundary (a
+// JSON writer refuses half a character).
+std::string clip(std::string text, size_t max);
 
 }  // namespace wharf::scala::agent

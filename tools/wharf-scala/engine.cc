@@ -52,20 +52,19 @@ PointResult run_here(Half& a, Half& b, const RunOptions& opts) {
 }  // namespace
 
 std::unique_ptr<Engine> Engine::open(const std::string& local, const std::string& remote,
-                                     std::string* error) {
+                                     std::unique_ptr<AgentClient> agent, std::string* error) {
   std::unique_ptr<Engine> e(new Engine);
   e->local_ = open_device(local, error);
   if (e->local_ == nullptr) return nullptr;
-  if (is_agent_address(remote)) {
-    e->agent_ = AgentClient::connect(remote, error);
-    if (e->agent_ == nullptr) return nullptr;
+  if (agent != nullptr) {
+    e->agent_ = std::move(agent);
     e->remote_name_ = e->agent_->device_name();
   } else {
     e->remote_ = open_device(remote, error);
     if (e->remote_ == nullptr) return nullptr;
     e->remote_name_ = e->remote_->dev.name;
   }
-  if (!is_router_socket(local) || !is_router_socket(remote))
+  if (e->agent_ != nullptr || !is_router_socket(local) || !is_router_socket(remote))
     e->fixed_.push_back({"networks",
                          "tenant networks are those of two Wharf routers this "
                          "process reaches (not two devices, nor an agent)"});

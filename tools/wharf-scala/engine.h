@@ -72,10 +72,11 @@ class Engine {
  public:
   // local: a Wharf router's socket path (a Unix socket on disk: opened through WHARF_ROUTER,
   // so the process must run with Wharf's libibverbs), or a device name. remote: the same, or
-  // HOST:PORT of a `wharf-scala serve` on another host (agent.h). nullptr and *error on
-  // failure.
+  // the address of a `wharf-scala serve` on another host (agent.h), then connected as
+  // `agent` (AgentClient::connect: before the process moves into a namespace of its own,
+  // which has no route to it). nullptr and *error on failure.
   static std::unique_ptr<Engine> open(const std::string& local, const std::string& remote,
-                                      std::string* error);
+                                      std::unique_ptr<AgentClient> agent, std::string* error);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;

@@ -16,7 +16,8 @@ namespace {
 constexpr uint32_t kGrhBytes = 40;  // a UD receive starts with the GRH (IBA 11.4.1.2)
 constexpr uint32_t kQkey = 0x5343414c;
 constexpr int kMaxRdAtomic = 16;
-// At most this many latencies a thread keeps per point: about 3 s at 1 M work requests/s.
+// At most this many latencies the threads of a half keep per point, together: about 3 s at
+// 1 M work requests/s.
 constexpr size_t kMaxLatencies = 4u << 20;
 constexpr int kPollBatch = 32;
 // Receives a responder keeps posted per QP, as a multiple of the sender's window: a receive is
@@ -225,6 +226,12 @@ void Half::destroy() {
   flows_.clear();
 }
 
+uint32_t Half::recv_window() const {
+  // Within what a QP of the device takes (the sweep keeps depth itself within it).
+  const auto most = static_cast<uint32_t>(std::max(dev_->attr.max_qp_wr, 1));
+  return std::max(opts_.depth, std::min(kRecvWindows * opts_.depth, most));
+}
+
 ibv_cq* Half::cq_for(size_t flow) const {
   return spec_.shared_cq ? cqs_[flow % opts_.threads] : cqs_[flow];
 }
@@ -291,7 +298,7 @@ std::string Half::build() {
   // A CQ takes the completions of its QPs' sends and receives (depth sends and kRecvWindows x
   // depth receives per QP), all of a thread's QPs on a shared one. More than the device takes would
   // overrun it: the point fails.
-  const size_t recvs = size_t{kRecvWindows} * opts_.depth;
+  const size_t recvs = recv_window();
   const size_t per_cq = (opts_.depth + recvs) * (spec_.shared_cq ? per_thread : 1) + 16;
   if (per_cq > static_cast<size_t>(dev_->attr.max_cqe))
     return "a CQ would need " + std::to_string(per_cq) + " entries, " + dev_->name + " has " +
@@ -332,7 +339,7 @@ std::string Half::build() {
     init.qp_type = spec_.qp_type;
     init.srq = f.srq;
     init.cap.max_send_wr = opts_.depth;
-    init.cap.max_recv_wr = f.srq != nullptr ? 0 : kRecvWindows * opts_.depth;
+    init.cap.max_recv_wr = f.srq != nullptr ? 0 : recv_window();
     init.cap.max_send_sge = 1;
     init.cap.max_recv_sge = 2;
     init.cap.max_inline_data = spec_.inline_data ? spec_.size : 0;
@@ -378,7 +385,7 @@ std::string Half::connect(const HalfInfo& peer) {
       ahs_.push_back(f.ah);
     }
     if (!sends(i) && spec_.opcode == Opcode::kSend)
-      for (uint32_t k = 0; k < kRecvWindows * opts_.depth; ++k)
+      for (uint32_t k = 0; k < recv_window(); ++k)
         if (const int err = post_recv(f, i); err != 0) return error_text("ibv_post_recv", err);
   }
   return {};
@@ -484,7 +491,7 @@ int Half::poll(uint32_t thread, uint64_t now, bool counting, Tally* tally, size_
         ++*warmed;
       }
       if (counting) {
-        if (tally->latencies.size() < kMaxLatencies)
+        if (tally->latencies.size() < kMaxLatencies / opts_.threads)
           tally->latencies.push_back(now - f.posted_ns[slot]);
         if (!counts_at_receiver()) {
           tally->bytes += payload(spec_);

@@ -111,6 +111,8 @@ class Half {
  private:
   bool sends(size_t flow) const { return (flow < spec_.ql) == (side_ == 0); }
   ibv_cq* cq_for(size_t flow) const;
+  // The receives a QP answering SENDs keeps posted (kRecvWindows windows, as the device allows).
+  uint32_t recv_window() const;
   bool counts_at_receiver() const { return spec_.qp_type == IBV_QPT_UD; }
   int post_send(Flow& f, size_t flow, uint32_t slot);
   int post_recv(Flow& f, size_t flow);

@@ -178,9 +178,19 @@ int sweep(const SweepOptions& o, char** argv) {
     return run_with_wharf_verbs(argv);
   raise_file_limit();
   std::string error;
+  // The agent is reached from the host's network: connected before --vip moves the process
+  // into a namespace of its own.
+  std::unique_ptr<AgentClient> agent;
+  if (is_agent_address(o.remote)) {
+    agent = AgentClient::connect(o.remote, &error);
+    if (agent == nullptr) {
+      fprintf(stderr, "wharf-scala: %s\n", error.c_str());
+      return 1;
+    }
+  }
   // The routers this process reaches: both ends, or the local one beside an agent.
   std::vector<std::string> routers = {o.local};
-  if (!is_agent_address(o.remote)) routers.push_back(o.remote);
+  if (agent == nullptr) routers.push_back(o.remote);
   OwnContainer own;
   if (!o.vips.empty()) {
     const bool all_routers = std::all_of(routers.begin(), routers.end(), is_router_socket);
@@ -191,25 +201,32 @@ int sweep(const SweepOptions& o, char** argv) {
     }
     if (!join_as_container(&own, routers, o.vips)) return 1;
   }
-  std::unique_ptr<Engine> engine = Engine::open(o.local, o.remote, &error);
+  std::unique_ptr<Engine> engine = Engine::open(o.local, o.remote, std::move(agent), &error);
   if (engine == nullptr) {
     fprintf(stderr, "wharf-scala: %s\n", error.c_str());
     return 1;
   }
-  // What these ends cannot vary stays at its baseline, said once rather than failed at every
-  // point; asked for explicitly, it is an error.
+  // What these ends cannot vary stays at the one level they run (the default space's
+  // baseline), said once rather than failed at every point; asked for with any other level, it
+  // is an error.
+  const Space defaults = default_space();
   for (const Engine::Fixed& f : engine->fixed_dimensions()) {
     const int d = space.index_of(f.dimension);
-    if (d < 0) continue;
+    const int def = defaults.index_of(f.dimension);
+    if (d < 0 || def < 0) continue;
     const Dimension& dim = space.dims()[static_cast<size_t>(d)];
+    const Dimension& runs = defaults.dims()[static_cast<size_t>(def)];
+    const std::string& level = runs.levels[runs.baseline];
+    if (dim.levels.size() == 1 && dim.levels[0] == level) continue;
     const bool asked = std::any_of(o.dims.begin(), o.dims.end(), [&](const std::string& spec) {
       return spec.rfind(f.dimension + "=", 0) == 0;
     });
-    if (asked && dim.levels.size() > 1) {
-      fprintf(stderr, "wharf-scala: --dim %s: %s\n", f.dimension.c_str(), f.why.c_str());
+    if (asked) {
+      fprintf(stderr, "wharf-scala: --dim %s: only %s here: %s\n", f.dimension.c_str(),
+              level.c_str(), f.why.c_str());
       return 2;
     }
-    const std::string pin = f.dimension + "=" + dim.levels[dim.baseline];
+    const std::string pin = f.dimension + "=" + level;
     printf("wharf-scala: %s kept at its baseline: %s\n", pin.c_str(), f.why.c_str());
     if (!space.set_levels(pin, &error)) {
       fprintf(stderr, "wharf-scala: %s\n", error.c_str());
@@ -403,9 +420,17 @@ int run(int argc, char** argv) {
   if (srv->parsed()) {
     if (is_router_socket(device) && getenv(kPreloadedEnv) == nullptr)
       return run_with_wharf_verbs(argv);
+    // Listening from the host's network, before --vip moves the process into a namespace of
+    // its own (the socket keeps the namespace it was made in).
+    std::string error;
+    wharf::UniqueFd listener = listen_at(listen, &error);
+    if (!listener.valid()) {
+      fprintf(stderr, "wharf-scala: --listen %s: %s\n", listen.c_str(), error.c_str());
+      return 2;
+    }
     OwnContainer own;
     if (!serve_vip.empty() && !join_as_container(&own, {device}, {serve_vip})) return 1;
-    return serve(device, listen, once);
+    return serve(device, listen, listener.get(), once);
   }
   SweepFile f;
   if (!load(file, &f)) return 1;
