@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "agent_wire.h"
+#include "common/clock.h"
 #include "device.h"
 
 namespace wharf::scala {
@@ -29,12 +30,6 @@ using Clock = std::chrono::steady_clock;
 constexpr int kSlackMs = 60'000;
 // An agent drops a sweep that says nothing for this long between points.
 constexpr int kIdleMs = 600'000;
-
-uint64_t now_ns() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
-          .count());
-}
 
 // HOST:PORT split at the last colon; false when PORT is not 1..65535.
 bool split_address(const std::string& address, std::string* host, std::string* port) {
@@ -146,15 +141,11 @@ int point_timeout_ms(const RunOptions& o) {
 std::vector<std::thread> start_threads(Half* half, const RunOptions& opts, Meter* meter,
                                        std::vector<Tally>* tallies) {
   const uint64_t start = now_ns();
-  const uint64_t warm_until = start + static_cast<uint64_t>(opts.warmup_s * 1e9);
-  const uint64_t warm_cap = start + static_cast<uint64_t>(opts.warmup_max_s * 1e9);
   tallies->assign(opts.threads, Tally{});
   std::vector<std::thread> threads;
   for (uint32_t t = 0; t < opts.threads; ++t)
-    threads.emplace_back([=] {
-      drive({half}, t, opts, warm_until, warm_cap, /*start_when_warm=*/false, meter,
-            &(*tallies)[t]);
-    });
+    threads.emplace_back(
+        [=] { drive({half}, t, opts, start, /*start_when_warm=*/false, meter, &(*tallies)[t]); });
   return threads;
 }
 
@@ -163,12 +154,6 @@ void wait_until_warm(const Meter& meter, int timeout_ms) {
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   while (!meter.all_warm() && !meter.aborted() && Clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::microseconds(500));
-}
-
-PointResult failed(std::string why) {
-  PointResult r;
-  r.error = std::move(why);
-  return r;
 }
 
 }  // namespace
@@ -223,7 +208,7 @@ std::unique_ptr<AgentClient> AgentClient::connect(const std::string& address, st
 }
 
 PointResult AgentClient::run(Half& local, const PointSpec& spec, const RunOptions& opts) {
-  if (!sock_.valid()) return failed("the agent at " + address_ + " went away");
+  if (!sock_.valid()) return PointResult::failure("the agent at " + address_ + " went away");
   const int fd = sock_.get();
   const int timeout = point_timeout_ms(opts);
   std::string error;
@@ -231,7 +216,7 @@ PointResult AgentClient::run(Half& local, const PointSpec& spec, const RunOption
   // The connection is in an unknown state after any failure of its own: no later point uses it.
   auto lost = [&](const std::string& why) {
     sock_.reset();
-    return failed("the agent at " + address_ + ": " + why);
+    return PointResult::failure("the agent at " + address_ + ": " + why);
   };
   // The agent's half goes when asked; ours when `local` does (the caller's).
   auto end = [&] {
@@ -245,15 +230,16 @@ PointResult AgentClient::run(Half& local, const PointSpec& spec, const RunOption
   if (!send_message(fd, {{"op", "point"}, {"point", agent::point_to_json(spec, opts)}}, timeout) ||
       !receive_message(fd, &reply, timeout, &error))
     return lost(error);
-  if (std::string e = error_in(reply); !e.empty()) return failed("the agent's half: " + e);
+  if (std::string e = error_in(reply); !e.empty())
+    return PointResult::failure("the agent's half: " + e);
   HalfInfo peer;
   if (!reply.contains("info") || !agent::info_from_json(reply.at("info"), &peer, &error)) {
     end();
-    return failed("the agent's half: " + error);
+    return PointResult::failure("the agent's half: " + error);
   }
   if (std::string e = local.connect(peer); !e.empty()) {
     end();
-    return failed(e);
+    return PointResult::failure(e);
   }
   if (!send_message(fd, {{"op", "connect"}, {"info", agent::info_to_json(local.info())}},
                     timeout) ||
@@ -261,7 +247,7 @@ PointResult AgentClient::run(Half& local, const PointSpec& spec, const RunOption
     return lost(error);
   if (std::string e = error_in(reply); !e.empty()) {
     end();
-    return failed("the agent's half: " + e);
+    return PointResult::failure("the agent's half: " + e);
   }
 
   if (!send_message(fd, {{"op", "start"}}, timeout)) return lost("it does not read");
@@ -280,7 +266,7 @@ PointResult AgentClient::run(Half& local, const PointSpec& spec, const RunOption
   if (!receive_message(fd, &reply, timeout, &error)) return lost(error);
   if (!reply.contains("tally") || !agent::tally_from_json(reply.at("tally"), &theirs, &error)) {
     end();
-    return failed("the agent's tally: " + error);
+    return PointResult::failure("the agent's tally: " + error);
   }
   end();
   tallies.push_back(std::move(theirs));

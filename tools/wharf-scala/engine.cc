@@ -3,28 +3,16 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <thread>
 #include <vector>
 
 #include "agent.h"
+#include "common/clock.h"
 #include "device.h"
 #include "half.h"
 
 namespace wharf::scala {
 namespace {
-
-uint64_t now_ns() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::steady_clock::now().time_since_epoch())
-                                   .count());
-}
-
-PointResult failed(std::string why) {
-  PointResult r;
-  r.error = std::move(why);
-  return r;
-}
 
 // Both halves in this process: every thread drives its share of each, and the last one warm
 // starts the measured interval. The halves' QPs go first, both sides' before either side's
@@ -32,17 +20,14 @@ PointResult failed(std::string why) {
 PointResult run_here(Half& a, Half& b, const RunOptions& opts) {
   std::vector<Half*> halves{&a, &b};
   const uint64_t start = now_ns();
-  const uint64_t warm_until = start + static_cast<uint64_t>(opts.warmup_s * 1e9);
-  const uint64_t warm_cap = start + static_cast<uint64_t>(opts.warmup_max_s * 1e9);
   Meter meter(opts.threads);
   std::vector<Tally> tallies(opts.threads);
   for (Tally& t : tallies) t.latencies.reserve(1u << 16);
   std::vector<std::thread> threads;
   for (uint32_t t = 1; t < opts.threads; ++t)
-    threads.emplace_back([&, t] {
-      drive(halves, t, opts, warm_until, warm_cap, /*start_when_warm=*/true, &meter, &tallies[t]);
-    });
-  drive(halves, 0, opts, warm_until, warm_cap, /*start_when_warm=*/true, &meter, &tallies[0]);
+    threads.emplace_back(
+        [&, t] { drive(halves, t, opts, start, /*start_when_warm=*/true, &meter, &tallies[t]); });
+  drive(halves, 0, opts, start, /*start_when_warm=*/true, &meter, &tallies[0]);
   for (std::thread& t : threads) t.join();
   a.destroy_qps();
   b.destroy_qps();
@@ -94,16 +79,17 @@ uint32_t Engine::max_qp_wr() const {
 
 PointResult Engine::run(const PointSpec& spec, const RunOptions& opts) {
   if (spec.networks > 1 && networks_.empty())
-    return failed("networks > 1: tenant networks need two Wharf routers and root");
+    return PointResult::failure("networks > 1: tenant networks need two Wharf routers and root");
   for (auto& n : networks_)
-    if (std::string error = n->hold(spec.networks - 1); !error.empty()) return failed(error);
+    if (std::string error = n->hold(spec.networks - 1); !error.empty())
+      return PointResult::failure(error);
   Half local(&local_->dev, 0, spec, opts);
-  if (std::string e = local.build(); !e.empty()) return failed(e);
+  if (std::string e = local.build(); !e.empty()) return PointResult::failure(e);
   if (agent_ != nullptr) return agent_->run(local, spec, opts);
   Half remote(&remote_->dev, 1, spec, opts);
-  if (std::string e = remote.build(); !e.empty()) return failed(e);
-  if (std::string e = local.connect(remote.info()); !e.empty()) return failed(e);
-  if (std::string e = remote.connect(local.info()); !e.empty()) return failed(e);
+  if (std::string e = remote.build(); !e.empty()) return PointResult::failure(e);
+  if (std::string e = local.connect(remote.info()); !e.empty()) return PointResult::failure(e);
+  if (std::string e = remote.connect(local.info()); !e.empty()) return PointResult::failure(e);
   return run_here(local, remote, opts);
 }
 

@@ -63,6 +63,12 @@ struct PointResult {
   std::string error;
   double bw_gbps = 0, mrate_mps = 0;  // both directions
   double lat_p50_us = 0, lat_p99_us = 0;
+
+  static PointResult failure(std::string why) {
+    PointResult r;
+    r.error = std::move(why);
+    return r;
+  }
 };
 
 struct OpenDevice;

@@ -6,9 +6,10 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
+
+#include "common/clock.h"
 
 namespace wharf::scala {
 namespace {
@@ -25,12 +26,6 @@ constexpr int kPollBatch = 32;
 // next SEND often arrives first; with a window's worth spare it finds a receive rather than
 // an RNR NAK and its retry timer.
 constexpr uint32_t kRecvWindows = 2;
-
-uint64_t now_ns() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::steady_clock::now().time_since_epoch())
-                                   .count());
-}
 
 std::string errno_text(const char* what) { return std::string(what) + ": " + strerror(errno); }
 // Verbs that return their error (ibv_post_*) rather than set errno.
@@ -520,8 +515,9 @@ void Half::take_events(uint32_t thread) {
 }
 
 void drive(const std::vector<Half*>& halves, uint32_t thread, const RunOptions& opts,
-           uint64_t warm_until, uint64_t warm_cap, bool start_when_warm, Meter* meter,
-           Tally* tally) {
+           uint64_t start, bool start_when_warm, Meter* meter, Tally* tally) {
+  const uint64_t warm_until = start + static_cast<uint64_t>(opts.warmup_s * 1e9);
+  const uint64_t warm_cap = start + static_cast<uint64_t>(opts.warmup_max_s * 1e9);
   // The first failure ends every thread's loop; the point reports it.
   auto fail = [&] { meter->abort(); };
   for (Half* h : halves)

@@ -142,12 +142,12 @@ class Half {
 // One thread's loop over its share of every half in this process: keeps the windows full,
 // takes the completions, sleeps on completion events when nothing completes (RunOptions::
 // events). It is warm once every flow it sends has completed a work request, not before
-// warm_until nor after warm_cap (a flow that never completes is the measurement's business);
+// warmup_s after `start` nor after warmup_max_s (a flow that never completes is the
+// measurement's business);
 // it ends measure_s after the meter starts, or when the meter is aborted. start_when_warm:
 // the last warm thread starts the meter (one process holds both halves).
 void drive(const std::vector<Half*>& halves, uint32_t thread, const RunOptions& opts,
-           uint64_t warm_until, uint64_t warm_cap, bool start_when_warm, Meter* meter,
-           Tally* tally);
+           uint64_t start, bool start_when_warm, Meter* meter, Tally* tally);
 
 // p50 and p99 of the merged tallies, bandwidth and message rate over measure_s.
 PointResult summarize(std::vector<Tally>& tallies, double measure_s);
