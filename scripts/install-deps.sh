@@ -35,6 +35,11 @@ PACKAGES=(
   # the orchestrator's cluster store (tests start a real etcd on loopback), and the HTTP
   # client its end-to-end test talks to the orchestrator with
   etcd-server curl
+  # Kubernetes: Debian's CNI plugins (bridge, host-local) that wharf-cni is chained after, and
+  # gRPC for the kubelet's device-plugin API (protobuf-compiler-grpc also completes gRPC's
+  # CMake package, which checks for its code generators)
+  containernetworking-plugins protobuf-compiler libprotobuf-dev protobuf-compiler-grpc
+  libgrpc++-dev
 )
 
 # (Output is captured before matching: `cmd | grep -q` can fail under pipefail by SIGPIPE.)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SIZES = {'uint8_t': 1, 'uint16_t': 2, 'uint32_t': 4, 'int32_t': 4, 'uint64_t': 8, 'Gid': 16,
-         'Name': 32}
+         'Name': 32, 'LongName': 64, 'SandboxId': 128}
 SOURCES = {'control': 'src/proto/messages.h', 'cm': 'src/proto/cm_messages.h',
            'host': 'src/proto/host_wire.h', 'express': 'src/proto/express_wire.h',
            'pingmesh': 'src/proto/pingmesh_wire.h'}

@@ -4,8 +4,10 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstring>
+#include <tuple>
 
 #include "proto/messages.h"
 
@@ -15,21 +17,34 @@ namespace {
 constexpr int kRegisterTimeoutMs = 10000;
 constexpr int kUnregisterTimeoutMs = 2000;
 
-proto::Name to_wire_name(const std::string& name) {
-  proto::Name wire{};
+template <size_t N = std::tuple_size_v<proto::Name>>
+std::array<char, N> to_wire_name(const std::string& name) {
+  std::array<char, N> wire{};
   std::copy_n(name.begin(), std::min(name.size(), wire.size() - 1), wire.begin());
   return wire;
 }
 
+template <size_t N>
+std::string from_wire_name(const std::array<char, N>& wire) {
+  return std::string(wire.data(), strnlen(wire.data(), wire.size()));
+}
+
+constexpr size_t kLong = std::tuple_size_v<proto::LongName>;
+constexpr size_t kSandbox = std::tuple_size_v<proto::SandboxId>;
+
 }  // namespace
 
-bool RouterSession::connect(const std::string& socket_path) {
+int RouterSession::connect_quietly(const std::string& socket_path) {
   path_ = socket_path;
   int err;
   do {
     err = client_.connect(socket_path.c_str());
   } while (err == EINTR);
-  if (err != 0) {
+  return err;
+}
+
+bool RouterSession::connect(const std::string& socket_path) {
+  if (int err = connect_quietly(socket_path); err != 0) {
     std::fprintf(stderr, "%s: cannot connect to router at %s: %s (is wharfd running?)\n",
                  program_invocation_short_name, socket_path.c_str(), std::strerror(err));
     return false;
@@ -112,6 +127,44 @@ void RouterSession::unregister_container(const std::string& name) {
                  program_invocation_short_name, name.c_str(), std::strerror(status));
   }
   client_.close();
+}
+
+int RouterSession::hold_container(const HeldContainer& c, int netns_fd, uint16_t* lid) {
+  proto::HoldContainerReq req;
+  req.sandbox = to_wire_name<kSandbox>(c.sandbox);
+  req.tenant = to_wire_name<kLong>(c.tenant);
+  req.network = to_wire_name<kLong>(c.network);
+  req.name = to_wire_name<kLong>(c.name);
+  req.vip = c.vip;
+  req.lid = c.lid;
+  proto::RegisterContainerRep rep;
+  const int status =
+      call(proto::Op::kHoldContainer, req, &netns_fd, 1, kRegisterTimeoutMs, true, &rep);
+  if (status == 0) *lid = rep.lid;
+  return status;
+}
+
+int RouterSession::release_held_container(const std::string& sandbox) {
+  proto::SandboxRef req;
+  req.sandbox = to_wire_name<kSandbox>(sandbox);
+  proto::Empty rep;
+  return call(proto::Op::kReleaseContainer, req, nullptr, 0, kRegisterTimeoutMs, true, &rep);
+}
+
+int RouterSession::held_container(HeldContainer* c) {
+  proto::SandboxRef req;
+  req.sandbox = to_wire_name<kSandbox>(c->sandbox);
+  proto::HeldContainerRep rep;
+  const int status =
+      call(proto::Op::kHeldContainer, req, nullptr, 0, kRegisterTimeoutMs, true, &rep);
+  if (status != 0) return status;
+  c->tenant = from_wire_name(rep.tenant);
+  c->network = from_wire_name(rep.network);
+  c->name = from_wire_name(rep.name);
+  c->vip = rep.vip;
+  c->lid = rep.lid;
+  c->netns_ino = rep.netns_ino;
+  return 0;
 }
 
 }  // namespace wharf::container

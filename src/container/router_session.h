@@ -3,6 +3,9 @@
 // and keeps the socket open for the container's life; the router treats the socket closing
 // as unregistration. Errors are printed prefixed with the program's name. Messages:
 // proto::Op::kRegisterContainer / kUnregisterContainer.
+// Also wharf-cni's registrations, which the router holds for a runtime's sandbox after the
+// session has gone (kHoldContainer, kReleaseContainer, kHeldContainer); those calls print
+// nothing and return what happened.
 #pragma once
 
 #include <sys/types.h>
@@ -14,10 +17,21 @@
 
 namespace wharf::container {
 
+// A registration held for a sandbox, as the router holds it.
+struct HeldContainer {
+  std::string sandbox;  // the runtime's ID of the pod sandbox (CNI_CONTAINERID)
+  std::string tenant, network, name;
+  uint32_t vip = 0;        // host order
+  uint16_t lid = 0;        // held: the orchestrator's or 0 (any); answered: the container's
+  uint64_t netns_ino = 0;  // answered: the inode of the namespace the router holds
+};
+
 class RouterSession {
  public:
   // Connects a SOCK_SEQPACKET socket to the router. Prints an error and returns false on failure.
   [[nodiscard]] bool connect(const std::string& socket_path);
+  // The same without printing: 0 or the errno.
+  [[nodiscard]] int connect_quietly(const std::string& socket_path);
 
   // Registers container `name` of `tenant` and `network` ("" without an orchestrator) with
   // `vip` (host order) and LID `want_lid` (the orchestrator's; 0: the router picks), passing
@@ -39,6 +53,14 @@ class RouterSession {
   // Asks the router to forget the container and waits briefly for its answer. Quiet when the
   // router has gone away (closing the socket unregisters as well).
   void unregister_container(const std::string& name);
+
+  // Held registrations. Each returns 0, the router's errno, or -1 when no answer came (the
+  // connection broke or timed out). hold: c's sandbox, names, vip and lid with netns_fd, the
+  // container's LID in *lid. release: ENOENT when the sandbox holds none. held: fills *c
+  // (sandbox given) from the router's record.
+  int hold_container(const HeldContainer& c, int netns_fd, uint16_t* lid);
+  int release_held_container(const std::string& sandbox);
+  int held_container(HeldContainer* c);
 
   // The connected socket; readable with 0 bytes once the router closes it.
   int fd() const { return client_.fd(); }

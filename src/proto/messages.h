@@ -12,11 +12,12 @@
 namespace wharf::proto {
 
 constexpr uint32_t kMagic = 0x46524857;  // "WHRF" when read as little-endian bytes
+// 11: HoldContainer, ReleaseContainer, HeldContainer (registrations a CNI plugin leaves);
 // 10: QP counters by opcode and status, so a QP's send slots start at 704 (docs/shm-rings.md);
 // 8: tag-matching SRQs (CreateSrqReq's tm fields, PostSrqOps), ModifyCq; 5: RegisterContainerReq
 // carries the orchestrator's LID; 4: connection steps carry QP
 // transitions; 3: rdma_cm ops; 2: RegisterContainerReq names tenant and network.
-constexpr uint16_t kVersion = 10;
+constexpr uint16_t kVersion = 11;
 constexpr size_t kMaxMessage = 1024;
 constexpr int kMaxFds = 4;
 constexpr uint16_t kReplyBit = 0x8000;
@@ -85,6 +86,9 @@ enum class Op : uint16_t {
   kPostSrqOps = 57,
   kModifyCq = 58,
   kTakeExpress = 59,
+  kHoldContainer = 60,
+  kReleaseContainer = 61,
+  kHeldContainer = 62,
 };
 
 // Every datagram starts with this. `status` is 0 in requests; in replies it is 0 or a
@@ -109,6 +113,10 @@ struct Empty {
 
 using Gid = std::array<uint8_t, 16>;
 using Name = std::array<char, 32>;
+// Kubernetes' names (a namespace, a pod): up to 63 bytes and a terminating NUL.
+using LongName = std::array<char, 64>;
+// A runtime's sandbox ID (CNI_CONTAINERID; containerd and podman use 64 hex digits).
+using SandboxId = std::array<char, 128>;
 
 // ---- Session ----
 // Request fds: [async-event socket]. Reply fds: [context page memfd, doorbell eventfd].
@@ -657,6 +665,42 @@ struct UnregisterContainerReq {
   template <class V>
   void visit(V&& v) {
     v(name);
+  }
+};
+// A registration that outlives the session which made it (wharf-cni's ADD): the router keeps
+// the container's netns fd until ReleaseContainer names the same sandbox. Fields as in
+// RegisterContainerReq, with Kubernetes-length names.
+struct HoldContainerReq {
+  SandboxId sandbox{};
+  LongName tenant{};
+  LongName network{};
+  LongName name{};
+  uint32_t vip = 0;  // host order
+  uint16_t lid = 0;  // the orchestrator's, within the router's range; 0: any
+  template <class V>
+  void visit(V&& v) {
+    v(sandbox), v(tenant), v(network), v(name), v(vip), v(lid);
+  }
+};
+// ReleaseContainer's and HeldContainer's request.
+struct SandboxRef {
+  SandboxId sandbox{};
+  template <class V>
+  void visit(V&& v) {
+    v(sandbox);
+  }
+};
+// What the router holds for a sandbox (wharf-cni's CHECK).
+struct HeldContainerRep {
+  LongName tenant{};
+  LongName network{};
+  LongName name{};
+  uint32_t vip = 0;  // host order
+  uint16_t lid = 0;
+  uint64_t netns_ino = 0;  // the inode of the namespace it holds
+  template <class V>
+  void visit(V&& v) {
+    v(tenant), v(network), v(name), v(vip), v(lid), v(netns_ino);
   }
 };
 

@@ -3,8 +3,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <linux/nsfs.h>
+#include <sched.h>
 #include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 
@@ -36,9 +39,18 @@ constexpr uint32_t kValidQpAccess = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_
                                     IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_LOCAL_WRITE |
                                     IBV_ACCESS_RELAXED_ORDERING | IBV_ACCESS_ON_DEMAND;
 
-std::string name_of(const proto::Name& n) {
+template <size_t N>
+std::string name_of(const std::array<char, N>& n) {
   size_t len = strnlen(n.data(), n.size());
   return std::string(n.data(), len);
+}
+
+// A name that fits its field with the terminating NUL, as a router's answer carries it.
+template <size_t N>
+std::array<char, N> wire_name(const std::string& s) {
+  std::array<char, N> n{};
+  std::copy_n(s.data(), std::min(s.size(), N - 1), n.data());
+  return n;
 }
 
 // An address vector is usable when it names our single port and a GID entry in use; on an
@@ -233,7 +245,8 @@ bool Session::handle_request(const uint8_t* buf, size_t len, UniqueFd* fds, int 
                      op == Op::kCmJoinMulticast;
   const bool standalone = op == Op::kHello || op == Op::kRegisterContainer ||
                           op == Op::kUnregisterContainer || op == Op::kRouterInfo ||
-                          op == Op::kDumpResources || op == Op::kCmOpen;
+                          op == Op::kHoldContainer || op == Op::kReleaseContainer ||
+                          op == Op::kHeldContainer || op == Op::kDumpResources || op == Op::kCmOpen;
   if (cm_op ? !cm_open_ : (!hello_done_ && !standalone)) {
     send_reply(h, EPROTO, nullptr, 0, ReplyFds{});
     return true;
@@ -287,6 +300,11 @@ bool Session::handle_request(const uint8_t* buf, size_t len, UniqueFd* fds, int 
     case Op::kUnregisterContainer:
       serve(h, body, blen, fds, nfds, &Session::on_unregister_container);
       break;
+    case Op::kHoldContainer: serve(h, body, blen, fds, nfds, &Session::on_hold_container); break;
+    case Op::kReleaseContainer:
+      serve(h, body, blen, fds, nfds, &Session::on_release_container);
+      break;
+    case Op::kHeldContainer: serve(h, body, blen, fds, nfds, &Session::on_held_container); break;
     case Op::kCmOpen: serve(h, body, blen, fds, nfds, &Session::on_cm_open); break;
     case Op::kCmCreateChannel:
       serve(h, body, blen, fds, nfds, &Session::on_cm_create_channel);
@@ -1140,6 +1158,42 @@ int Session::on_unregister_container(const proto::UnregisterContainerReq& req, U
   router_->unregister_container(registered_tenant_, name);
   registered_name_.clear();
   registered_tenant_.clear();
+  return 0;
+}
+
+int Session::on_hold_container(const proto::HoldContainerReq& req, UniqueFd* fds, int nfds,
+                               proto::RegisterContainerRep* rep, ReplyFds*) {
+  if (uid_ != 0) return EPERM;
+  const std::string sandbox = name_of(req.sandbox);
+  const std::string name = name_of(req.name);
+  if (nfds != 1 || sandbox.empty() || name.empty() || req.vip == 0) return EINVAL;
+  struct stat st;
+  // Only a network namespace: the fd stays with the router for the registration's life.
+  if (fstat(fds[0].get(), &st) != 0 || ::ioctl(fds[0].get(), NS_GET_NSTYPE) != CLONE_NEWNET)
+    return EINVAL;
+  return router_->hold_container(sandbox, name_of(req.tenant), name_of(req.network), name,
+                                 std::move(fds[0]), st.st_ino, req.vip, req.lid, &rep->lid);
+}
+
+int Session::on_release_container(const proto::SandboxRef& req, UniqueFd*, int, proto::Empty*,
+                                  ReplyFds*) {
+  if (uid_ != 0) return EPERM;
+  const std::string sandbox = name_of(req.sandbox);
+  if (sandbox.empty()) return EINVAL;
+  return router_->release_held_container(sandbox);
+}
+
+int Session::on_held_container(const proto::SandboxRef& req, UniqueFd*, int,
+                               proto::HeldContainerRep* rep, ReplyFds*) {
+  if (uid_ != 0) return EPERM;
+  const Container* c = router_->held_container(name_of(req.sandbox));
+  if (c == nullptr) return ENOENT;
+  rep->tenant = wire_name<proto::LongName{}.size()>(c->tenant);
+  rep->network = wire_name<proto::LongName{}.size()>(c->network);
+  rep->name = wire_name<proto::LongName{}.size()>(c->name);
+  rep->vip = c->vip;
+  rep->lid = c->lid;
+  rep->netns_ino = c->netns_ino;
   return 0;
 }
 

@@ -81,6 +81,11 @@ struct Container {
   proto::Gid gid{};
   int sessions = 0;  // open library connections from this container
   bool registered = false;
+  // A registration held for a runtime's sandbox (wharf-cni) rather than for a session's
+  // life: the sandbox's ID, and its network namespace kept open so that no other namespace
+  // can take the inode while the registration stands. Empty / invalid otherwise.
+  std::string sandbox;
+  UniqueFd held_netns;
   ContainerPolicy policy;  // from the orchestrator (router/policy.cc)
   TokenBucket rate;        // policy.rate_bps over all its QPs
   Traffic retired;         // what its destroyed QPs moved (`wharfctl statistic`)

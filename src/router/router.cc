@@ -501,6 +501,39 @@ void Router::unregister_container(const std::string& tenant, const std::string& 
   }
 }
 
+int Router::hold_container(const std::string& sandbox, const std::string& tenant,
+                           const std::string& network, const std::string& name, UniqueFd netns,
+                           uint64_t netns_ino, uint32_t vip, uint16_t want_lid, uint16_t* lid) {
+  if (held_container(sandbox) != nullptr) return EEXIST;
+  if (int err = register_container(tenant, network, name, netns_ino, vip, want_lid, lid); err != 0)
+    return err;
+  Container* c = containers_.at(netns_ino).get();
+  c->sandbox = sandbox;
+  c->held_netns = std::move(netns);
+  return 0;
+}
+
+int Router::release_held_container(const std::string& sandbox) {
+  for (auto it = containers_.begin(); it != containers_.end(); ++it) {
+    Container* c = it->second.get();
+    if (!c->registered || c->sandbox != sandbox) continue;
+    spdlog::info("container {}/{} of sandbox {} released", c->tenant, c->name, sandbox);
+    c->registered = false;
+    c->sandbox.clear();
+    c->held_netns.reset();
+    if (c->sessions == 0) forget_container(it);
+    match_rules_changed_st();
+    return 0;
+  }
+  return ENOENT;
+}
+
+const Container* Router::held_container(const std::string& sandbox) const {
+  for (const auto& [ino, c] : containers_)
+    if (c->registered && !c->sandbox.empty() && c->sandbox == sandbox) return c.get();
+  return nullptr;
+}
+
 // Drops one Hello'd session's reference; frees the container when nobody uses it any more
 // (anonymous ones, or registered ones whose launcher has gone).
 void Router::release_container(Container* c) {

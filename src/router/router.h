@@ -95,6 +95,16 @@ class Router final : private CmEnvironment {
                          const std::string& name, uint64_t netns_ino, uint32_t vip,
                          uint16_t want_lid, uint16_t* lid);
   void unregister_container(const std::string& tenant, const std::string& name);
+  // A registration for a runtime's sandbox that lasts until release_held_container names the
+  // sandbox again, whatever the session that asked: as register_container, keeping `netns`
+  // (the namespace of inode netns_ino); EEXIST also when the sandbox holds one already.
+  int hold_container(const std::string& sandbox, const std::string& tenant,
+                     const std::string& network, const std::string& name, UniqueFd netns,
+                     uint64_t netns_ino, uint32_t vip, uint16_t want_lid, uint16_t* lid);
+  // ENOENT when the sandbox holds none.
+  int release_held_container(const std::string& sandbox);
+  // The container the sandbox holds, or nullptr.
+  const Container* held_container(const std::string& sandbox) const;
   void release_container(Container* c);
   // Tells the RNIC emulator (match=sequential) how many match rules this router holds: one
   // per registered container and one per flow-steering rule. Called after either changes.

@@ -190,6 +190,11 @@ class Session {
   int on_dump_resources(const proto::Empty&, UniqueFd*, int, proto::DumpResourcesRep*, ReplyFds*);
   int on_unregister_container(const proto::UnregisterContainerReq&, UniqueFd*, int, proto::Empty*,
                               ReplyFds*);
+  int on_hold_container(const proto::HoldContainerReq&, UniqueFd*, int,
+                        proto::RegisterContainerRep*, ReplyFds*);
+  int on_release_container(const proto::SandboxRef&, UniqueFd*, int, proto::Empty*, ReplyFds*);
+  int on_held_container(const proto::SandboxRef&, UniqueFd*, int, proto::HeldContainerRep*,
+                        ReplyFds*);
 
   int on_cm_open(const proto::Empty&, UniqueFd*, int, proto::CmOpenRep*, ReplyFds*);
   int on_cm_create_channel(const proto::Empty&, UniqueFd*, int, proto::Handle*, ReplyFds*);

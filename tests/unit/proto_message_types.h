@@ -64,6 +64,9 @@ WHARF_MESSAGE_SPEC(QuerySrqRep, 12);     // 3 * 4
 WHARF_MESSAGE_SPEC(RegisterContainerReq, 102);   // 32 + 4 + 32 + 32 + 2
 WHARF_MESSAGE_SPEC(RegisterContainerRep, 2);     // 2
 WHARF_MESSAGE_SPEC(UnregisterContainerReq, 32);  // 32
+WHARF_MESSAGE_SPEC(HoldContainerReq, 326);       // 128 + 3 * 64 + 4 + 2
+WHARF_MESSAGE_SPEC(SandboxRef, 128);             // 128
+WHARF_MESSAGE_SPEC(HeldContainerRep, 206);       // 3 * 64 + 4 + 2 + 8
 WHARF_MESSAGE_SPEC(RouterInfoRep, 41);           // 32 + 8 + 1
 WHARF_MESSAGE_SPEC(DumpResourcesRep, 8);         // 8
 WHARF_MESSAGE_SPEC(DirectPeerRep, 44);           // 10 * 4 + 2 + 1 + 1
@@ -99,11 +102,11 @@ using AllMessages =
              AllocMwRep, McastReq, OpenXrcdReq, OpenQpReq, FlowMatch, CreateFlowReq, ModifyWqReq,
              SetQpRssReq, QueryQpRep, CreateSrqReq, CreateSrqRep, SrqOp, PostSrqOpsReq,
              PostSrqOpsRep, ModifySrqReq, QuerySrqRep, RegisterContainerReq, RegisterContainerRep,
-             UnregisterContainerReq, RouterInfoRep, DumpResourcesRep, DirectPeerRep, ExpressRep,
-             PeerMrReq, PeerMrRep, AsyncEventMsg, CqEventMsg, CmAddr, CmConnParam, CmOpenRep,
-             CmCreateIdReq, CmMigrateIdReq, CmBindReq, CmAddrRep, CmResolveAddrReq, CmListenReq,
-             QpStep, CmQpSteps, CmConnectReq, CmStepReq, CmRejectReq, CmSetOptionReq, CmEventMsg,
-             CmMad>;
+             UnregisterContainerReq, HoldContainerReq, SandboxRef, HeldContainerRep, RouterInfoRep,
+             DumpResourcesRep, DirectPeerRep, ExpressRep, PeerMrReq, PeerMrRep, AsyncEventMsg,
+             CqEventMsg, CmAddr, CmConnParam, CmOpenRep, CmCreateIdReq, CmMigrateIdReq, CmBindReq,
+             CmAddrRep, CmResolveAddrReq, CmListenReq, QpStep, CmQpSteps, CmConnectReq, CmStepReq,
+             CmRejectReq, CmSetOptionReq, CmEventMsg, CmMad>;
 
 // Calls f.template operator()<T>() for every T in the list, in order.
 template <class F, class... T>

@@ -2,10 +2,12 @@
 // down, or the orchestrator's), are reused once free, and run out cleanly; addresses are
 // unique within a virtual network.
 #include <errno.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 
 #include <string>
 
+#include "common/unique_fd.h"
 #include "router/router.h"
 
 namespace wharf::router {
@@ -101,6 +103,33 @@ TEST(RouterRegistryTest, EachNetworkMayHaveAContainerWithOneAddress) {
   r.unregister_container("red", "a");
   EXPECT_EQ(r.container_with_vip(kVip + 2, "red", "n1"), nullptr);
   ASSERT_EQ(r.register_container("red", "n1", "d", 5, kVip + 2, 0, &lid), 0);  // free again
+}
+
+// wharf-cni's registrations: held for a sandbox, with the namespace's fd, past any session;
+// a second hold for the sandbox, or of the pod's name or address, is refused; release names
+// the sandbox, and a second release finds nothing.
+TEST(RouterRegistryTest, AHeldRegistrationLastsUntilItsSandboxReleasesIt) {
+  Router r(config(100, 10));
+  uint16_t lid = 0;
+  const auto netns = [] { return UniqueFd(::open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC)); };
+  ASSERT_EQ(r.hold_container("sb1", "t", "n", "pod-a", netns(), 1, kVip + 1, 0, &lid), 0);
+  const Container* held = r.held_container("sb1");
+  ASSERT_NE(held, nullptr);
+  EXPECT_EQ(held->name, "pod-a");
+  EXPECT_EQ(held->vip, kVip + 1);
+  EXPECT_EQ(held->lid, lid);
+  EXPECT_TRUE(held->held_netns.valid());
+  EXPECT_EQ(r.hold_container("sb1", "t", "n", "pod-b", netns(), 2, kVip + 2, 0, &lid), EEXIST);
+  EXPECT_EQ(r.hold_container("sb2", "t", "n", "pod-a", netns(), 2, kVip + 2, 0, &lid), EEXIST);
+  EXPECT_EQ(r.hold_container("sb2", "t", "n", "pod-b", netns(), 2, kVip + 1, 0, &lid), EEXIST);
+  EXPECT_EQ(r.held_container("sb2"), nullptr);
+  // Unregistering by name is a session's own registration's business, not a held one's.
+  EXPECT_EQ(r.release_held_container("sb2"), ENOENT);
+  ASSERT_EQ(r.release_held_container("sb1"), 0);
+  EXPECT_EQ(r.held_container("sb1"), nullptr);
+  EXPECT_EQ(r.release_held_container("sb1"), ENOENT);
+  // Name and address are free again.
+  ASSERT_EQ(r.hold_container("sb2", "t", "n", "pod-a", netns(), 2, kVip + 1, 0, &lid), 0);
 }
 
 }  // namespace

@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# wharf-cni driven exactly as a runtime drives a conflist (cni_runtime.py, libcni's rules):
+# Debian's bridge + host-local, then wharf-cni, for two pods (network namespaces) with the
+# CNI_ARGS containerd sends. Checks: VERSION lists 1.0.0; ADD's result carries the pod IP;
+# ibv_devinfo in a pod shows it in GID[0]; rping -V between the pods by pod IP; CHECK; DEL
+# twice. Refusals, each a CNI error with its code and leaving nothing registered: no
+# prevResult (7), an unknown router (100), an address outside the network's subnet (7), a
+# second ADD for a pod (101), another sandbox of the same pod name (101). DEL succeeds
+# once the router is gone. Bounded: every plugin and program runs under a timeout.
+# shellcheck source=tests/e2e/lib.sh
+source "$(dirname "$0")/lib.sh"
+e2e_init
+CNI_PLUGINS=/usr/lib/cni
+[[ -x $CNI_PLUGINS/bridge && -x $CNI_PLUGINS/host-local ]] ||
+  e2e_fail "no $CNI_PLUGINS/bridge: apt-get install containernetworking-plugins (scripts/install-deps.sh)"
+e2e_require_command rping
+e2e_require_command ibv_devinfo
+WCNI=$E2E_BIN/wharf-cni
+[[ -x $WCNI ]] || e2e_fail "$WCNI is missing (build target wharf-cni)"
+LIB=$(cd "$E2E_BIN/../lib" && pwd)
+RUNTIME=$(dirname "$0")/cni_runtime.py
+
+BRIDGE=wcni$$
+SUBNET=198.18.7.0/24
+PODS=(cnia$$ cnib$$ cnic$$)
+cni_cleanup() {
+  local rc=$?
+  local p
+  for p in "${PODS[@]}"; do ip netns del "$p" 2>/dev/null; done
+  ip link del "$BRIDGE" 2>/dev/null
+  (exit "$rc")
+  e2e_cleanup
+}
+trap cni_cleanup EXIT
+e2e_start_router
+
+CONFLIST=$E2E_TMP/wpods.conflist
+cat >"$CONFLIST" <<JSON
+{"cniVersion": "1.0.0", "name": "wpods", "plugins": [
+  {"type": "bridge", "bridge": "$BRIDGE", "isGateway": true,
+   "ipam": {"type": "host-local", "subnet": "$SUBNET", "dataDir": "$E2E_TMP/ipam"}},
+  {"type": "wharf-cni", "router": "$E2E_SOCK", "tenant": "t1", "network": "n1",
+   "subnet": "$SUBNET"}]}
+JSON
+pod_args() { echo "IgnoreUnknown=1;K8S_POD_NAMESPACE=t1;K8S_POD_NAME=$1;K8S_POD_INFRA_CONTAINER_ID=sb-$1"; }
+# chain CMD POD NAME: the conflist for sandbox sb-NAME in network namespace POD.
+chain() {
+  timeout 120 python3 "$RUNTIME" "$1" "$CONFLIST" "sb-$3" "/run/netns/$2" --path "$CNI_PLUGINS:$E2E_BIN" \
+    --args "$(pod_args "$3")" --cache "$E2E_TMP/cache"
+}
+# wcni CMD SANDBOX POD NAME CONF: wharf-cni alone.
+wcni() {
+  echo "$5" | CNI_COMMAND=$1 CNI_CONTAINERID=$2 CNI_NETNS=/run/netns/$3 CNI_IFNAME=eth0 \
+    CNI_ARGS=$(pod_args "$4") CNI_PATH=$E2E_BIN timeout 30 "$WCNI" 2>>"$E2E_TMP/wharf-cni.err"
+}
+E2E_LOGS+=("wharf-cni stderr:$E2E_TMP/wharf-cni.err")
+# refused LABEL CODE TEXT OUTPUT RC: OUTPUT is a CNI error of CODE whose msg mentions TEXT.
+refused() {
+  [[ $5 != 0 ]] || e2e_fail "$1: wharf-cni succeeded: $4"
+  python3 -c 'import json,sys; e=json.loads(sys.argv[1]); sys.exit(not (e["code"]==int(sys.argv[2]) and sys.argv[3] in e["msg"]))' \
+    "$4" "$2" "$3" 2>/dev/null || e2e_fail "$1: expected CNI error $2 mentioning '$3', got: $4"
+  e2e_log "$1: refused as expected: $4"
+}
+wharf_conf() {  # ROUTER SUBNET PREV
+  echo '{"cniVersion":"1.0.0","name":"wpods","type":"wharf-cni","router":"'"$1"'","tenant":"t1","network":"n1","subnet":"'"$2"'","prevResult":'"$3"'}'
+}
+
+echo '{"cniVersion":"1.0.0"}' | CNI_COMMAND=VERSION "$WCNI" | grep -q '"1.0.0"' ||
+  e2e_fail "VERSION does not list 1.0.0"
+
+declare -A IP RESULT
+for i in 0 1; do
+  pod=${PODS[$i]} name=pod-$i
+  ip netns add "$pod" || e2e_fail "ip netns add $pod"
+  RESULT[$pod]=$(chain ADD "$pod" "$name") || e2e_fail "ADD of $name failed: ${RESULT[$pod]}"
+  IP[$pod]=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["ips"][0]["address"].split("/")[0])' "${RESULT[$pod]}") ||
+    e2e_fail "ADD result of $name has no address: ${RESULT[$pod]}"
+  e2e_log "$name: pod IP ${IP[$pod]}"
+done
+a=${PODS[0]} b=${PODS[1]} c=${PODS[2]}
+
+inpod() {
+  local pod=$1 limit=$2
+  shift 2
+  ip netns exec "$pod" env WHARF_ROUTER="$E2E_SOCK" LD_PRELOAD="$LIB/libibverbs.so.1:$LIB/librdmacm.so.1" \
+    timeout "$limit" "$@"
+}
+read -r -a octets <<<"${IP[$a]//./ }"
+gid_hex=$(printf '%02x%02x:%02x%02x' "${octets[@]}")
+inpod "$a" 20 ibv_devinfo -v >"$E2E_TMP/devinfo.out" 2>&1
+E2E_LOGS+=("ibv_devinfo:$E2E_TMP/devinfo.out")
+grep -q "GID\[ *0\]:.*ffff:$gid_hex" "$E2E_TMP/devinfo.out" ||
+  e2e_fail "ibv_devinfo in pod-0 does not show ${IP[$a]} in GID[0]"
+
+inpod "$a" 40 rping -s -a "${IP[$a]}" -C 20 -V >"$E2E_TMP/rping-s.out" 2>&1 &
+server=$!
+E2E_LOGS+=("rping server:$E2E_TMP/rping-s.out" "rping client:$E2E_TMP/rping-c.out")
+sleep 1
+inpod "$b" 30 rping -c -a "${IP[$a]}" -C 20 -V >"$E2E_TMP/rping-c.out" 2>&1 ||
+  e2e_fail "rping from pod-1 to pod-0 (${IP[$a]}) failed"
+wait "$server" || e2e_fail "rping server in pod-0 failed"
+
+for i in 0 1; do
+  chain CHECK "${PODS[$i]}" "pod-$i" >/dev/null || e2e_fail "CHECK of pod-$i failed"
+done
+
+# Refusals. Pod c borrows pod-0's result where a prevResult is needed.
+ip netns add "$c" || e2e_fail "ip netns add $c"
+out=$(wcni ADD sb-c "$c" pod-c '{"cniVersion":"1.0.0","name":"wpods","type":"wharf-cni","router":"'"$E2E_SOCK"'"}')
+refused "no prevResult" 7 prevResult "$out" $?
+out=$(wcni ADD sb-c "$c" pod-c "$(wharf_conf "$E2E_TMP/none.sock" "$SUBNET" "${RESULT[$a]}")")
+refused "unknown router" 100 "cannot reach the router" "$out" $?
+out=$(wcni ADD sb-c "$c" pod-c "$(wharf_conf "$E2E_SOCK" 198.18.9.0/24 "${RESULT[$a]}")")
+refused "address outside the network" 7 outside "$out" $?
+out=$(wcni ADD sb-pod-0 "$a" pod-0 "$(wharf_conf "$E2E_SOCK" "$SUBNET" "${RESULT[$a]}")")
+refused "second ADD" 101 "already registered" "$out" $?
+out=$(wcni ADD sb-c "$c" pod-0 "$(wharf_conf "$E2E_SOCK" "$SUBNET" '{"ips":[{"address":"198.18.7.200/24"}]}')")
+refused "same pod name" 101 pod-0 "$out" $?
+out=$(wcni CHECK sb-c "$c" pod-c "$(wharf_conf "$E2E_SOCK" "$SUBNET" "${RESULT[$a]}")")
+refused "nothing left of the refused ADDs" 102 "no registration" "$out" $?
+chain CHECK "$a" pod-0 >/dev/null || e2e_fail "CHECK of pod-0 failed after the refused ADDs"
+
+for i in 0 1; do
+  pod=${PODS[$i]}
+  chain DEL "$pod" "pod-$i" || e2e_fail "DEL of pod-$i failed"
+  chain DEL "$pod" "pod-$i" || e2e_fail "second DEL of pod-$i failed"
+done
+out=$(wcni CHECK sb-pod-0 "$a" pod-0 "$(wharf_conf "$E2E_SOCK" "$SUBNET" "${RESULT[$a]}")")
+refused "CHECK after DEL" 102 "no registration" "$out" $?
+# The pod's name and address are free again.
+wcni ADD sb-again "$a" pod-0 "$(wharf_conf "$E2E_SOCK" "$SUBNET" "${RESULT[$a]}")" >/dev/null ||
+  e2e_fail "ADD after DEL failed"
+# A router that has gone holds nothing: DEL succeeds.
+kill "$E2E_ROUTER_PID" && wait "$E2E_ROUTER_PID"
+E2E_ROUTER_PID=""
+wcni DEL sb-again "$a" pod-0 "$(wharf_conf "$E2E_SOCK" "$SUBNET" '{}')" >/dev/null ||
+  e2e_fail "DEL without a router failed"
+e2e_log "PASS"

@@ -1,0 +1,148 @@
+#include "commands.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "common/ipv4.h"
+#include "common/unique_fd.h"
+#include "container/router_session.h"
+
+namespace wharf::cni {
+namespace {
+
+using nlohmann::json;
+
+Outcome failed(ErrorCode code, std::string msg, std::string details = "") {
+  return {false, "", {code, std::move(msg), std::move(details)}};
+}
+
+Outcome unreachable(const NetConf& conf, int err) {
+  return failed(ErrorCode::kRouterUnreachable,
+                "cannot reach the router at " + conf.router + ": " +
+                    (err < 0 ? "it stopped answering" : std::strerror(err)),
+                "is wharfd running with --socket " + conf.router + "?");
+}
+
+std::string describe(const container::HeldContainer& c) {
+  return c.tenant + "/" + c.name + " (network " + c.network + ", " + format_ipv4(c.vip) + ")";
+}
+
+// The registration ADD makes for this invocation.
+container::HeldContainer wanted(const Invocation& inv, const NetConf& conf) {
+  container::HeldContainer c;
+  c.sandbox = inv.sandbox;
+  c.tenant = conf.tenant;
+  c.network = conf.network;
+  c.name = pod_name(inv);
+  c.vip = conf.pod_ip;
+  return c;
+}
+
+// Why the router refused to hold `c` (an errno of Router::hold_container).
+Outcome refused(container::RouterSession& session, const container::HeldContainer& c, int err) {
+  std::string why;
+  switch (err) {
+    case EEXIST: {
+      container::HeldContainer held;
+      held.sandbox = c.sandbox;
+      why = session.held_container(&held) == 0
+                ? "sandbox " + c.sandbox + " is already registered as " + describe(held)
+                : "the router already has container " + c.tenant + "/" + c.name +
+                      " or an address " + format_ipv4(c.vip) + " in network " + c.tenant + "/" +
+                      c.network;
+      break;
+    }
+    case EBUSY: why = "the pod's applications opened the device before ADD"; break;
+    case ENOSPC: why = "the router has no free LID"; break;
+    case EPERM: why = "only root may register containers"; break;
+    case EINVAL: why = "CNI_NETNS is not a network namespace"; break;
+    default: why = std::strerror(err);
+  }
+  return failed(ErrorCode::kRegistrationRefused,
+                "the router refused to register pod " + c.tenant + "/" + c.name + ": " + why,
+                "errno " + std::to_string(err));
+}
+
+// prevResult, passed on as the result in the configuration's version.
+std::string pass_on(const NetConf& conf) {
+  json result = json::parse(conf.prev_result);
+  result["cniVersion"] = conf.cni_version;
+  return result.dump();
+}
+
+}  // namespace
+
+Outcome add(const Invocation& inv, const NetConf& conf) {
+  container::RouterSession session;
+  if (int err = session.connect_quietly(conf.router); err != 0) return unreachable(conf, err);
+  UniqueFd netns(::open(inv.netns.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!netns.valid())
+    return failed(ErrorCode::kInvalidEnvironment,
+                  "CNI_NETNS " + inv.netns + ": " + std::strerror(errno));
+  const container::HeldContainer c = wanted(inv, conf);
+  uint16_t lid = 0;
+  const int status = session.hold_container(c, netns.get(), &lid);
+  if (status < 0) return unreachable(conf, status);
+  if (status != 0) return refused(session, c, status);
+  std::fprintf(stderr, "wharf-cni: pod %s registered with %s, LID %u\n", describe(c).c_str(),
+               conf.router.c_str(), lid);
+  return {true, pass_on(conf), {}};
+}
+
+Outcome del(const Invocation& inv, const NetConf& conf) {
+  container::RouterSession session;
+  if (int err = session.connect_quietly(conf.router); err != 0) {
+    // A router that is not running holds nothing (it keeps no registrations across restarts).
+    if (err == ENOENT || err == ECONNREFUSED) return {};
+    return unreachable(conf, err);
+  }
+  const int status = session.release_held_container(inv.sandbox);
+  if (status < 0) return unreachable(conf, status);
+  if (status != 0 && status != ENOENT)
+    return failed(ErrorCode::kRegistrationRefused, "the router could not release sandbox " +
+                                                       inv.sandbox + ": " + std::strerror(status));
+  return {};
+}
+
+Outcome check(const Invocation& inv, const NetConf& conf) {
+  container::RouterSession session;
+  if (int err = session.connect_quietly(conf.router); err != 0) return unreachable(conf, err);
+  container::HeldContainer held;
+  held.sandbox = inv.sandbox;
+  const int status = session.held_container(&held);
+  if (status < 0) return unreachable(conf, status);
+  if (status == ENOENT)
+    return failed(
+        ErrorCode::kNotRegistered,
+        "the router at " + conf.router + " holds no registration for sandbox " + inv.sandbox);
+  if (status != 0)
+    return failed(ErrorCode::kNotRegistered, "the router at " + conf.router +
+                                                 " did not answer for sandbox " + inv.sandbox +
+                                                 ": " + std::strerror(status));
+  const container::HeldContainer want = wanted(inv, conf);
+  if (held.tenant != want.tenant || held.network != want.network || held.name != want.name ||
+      held.vip != want.vip)
+    return failed(ErrorCode::kRegistrationDiffers, "sandbox " + inv.sandbox + " is registered as " +
+                                                       describe(held) + ", not " + describe(want));
+  struct stat st;
+  if (::stat(inv.netns.c_str(), &st) != 0)
+    return failed(ErrorCode::kInvalidEnvironment,
+                  "CNI_NETNS " + inv.netns + ": " + std::strerror(errno));
+  if (st.st_ino != held.netns_ino)
+    return failed(ErrorCode::kRegistrationDiffers,
+                  "sandbox " + inv.sandbox +
+                      " is registered with another network namespace "
+                      "than CNI_NETNS " +
+                      inv.netns);
+  return {};
+}
+
+std::string version_json(const std::string& cni_version) {
+  return json{{"cniVersion", cni_version}, {"supportedVersions", kSupportedVersions}}.dump();
+}
+
+}  // namespace wharf::cni
