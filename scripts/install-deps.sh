@@ -40,6 +40,9 @@ PACKAGES=(
   # CMake package, which checks for its code generators)
   containernetworking-plugins protobuf-compiler libprotobuf-dev protobuf-compiler-grpc
   libgrpc++-dev
+  # a real runtime for the end-to-end test of the CNI chain (runc: crun refuses hybrid
+  # cgroups), and yamllint for deploy/'s manifests
+  podman runc yamllint
 )
 
 # (Output is captured before matching: `cmd | grep -q` can fail under pipefail by SIGPIPE.)
