@@ -71,20 +71,26 @@ int RouterSession::call(proto::Op op, const Req& req, const int* fds, int nfds, 
   return -1;
 }
 
-bool RouterSession::router_info(Info* info) {
+int RouterSession::router_info_quietly(Info* info) {
   proto::RouterInfoRep rep;
-  int status =
-      call(proto::Op::kRouterInfo, proto::Empty{}, nullptr, 0, kRegisterTimeoutMs, false, &rep);
-  if (status != 0) {
-    if (status > 0)
-      std::fprintf(stderr, "%s: router %s did not say who it is (%s)\n",
-                   program_invocation_short_name, path_.c_str(), std::strerror(status));
-    return false;
-  }
+  const int status =
+      call(proto::Op::kRouterInfo, proto::Empty{}, nullptr, 0, kRegisterTimeoutMs, true, &rep);
+  if (status != 0) return status;
   info->host.assign(rep.host.data(), strnlen(rep.host.data(), rep.host.size()));
   info->node_guid = rep.node_guid;
   info->link_layer = rep.link_layer;
-  return true;
+  return 0;
+}
+
+bool RouterSession::router_info(Info* info) {
+  const int status = router_info_quietly(info);
+  if (status > 0)
+    std::fprintf(stderr, "%s: router %s did not say who it is (%s)\n",
+                 program_invocation_short_name, path_.c_str(), std::strerror(status));
+  else if (status < 0)
+    std::fprintf(stderr, "%s: router %s: no answer\n", program_invocation_short_name,
+                 path_.c_str());
+  return status == 0;
 }
 
 bool RouterSession::register_container(const std::string& tenant, const std::string& network,

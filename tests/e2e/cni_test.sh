@@ -7,8 +7,17 @@
 # prevResult (7), an unknown router (100), an address outside the network's subnet (7), a
 # second ADD for a pod (101), another sandbox of the same pod name (101). DEL succeeds
 # once the router is gone. Bounded: every plugin and program runs under a timeout.
+#
+#   cni_test.sh router         wharf-cni registers pods with the router alone ("subnet" bounds
+#                              their addresses)
+#   cni_test.sh orchestrator   through wharf-orchestrator: ADD places the pod (its record
+#                              shows the pod IP and the router's host), the network's CIDR
+#                              bounds addresses, DEL deletes the record, and an orchestrator
+#                              that cannot be reached is error 104
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
+MODE=${1:-router}
+[[ $MODE == router || $MODE == orchestrator ]] || { echo "usage: $0 router|orchestrator" >&2; exit 2; }
 e2e_init
 CNI_PLUGINS=/usr/lib/cni
 [[ -x $CNI_PLUGINS/bridge && -x $CNI_PLUGINS/host-local ]] ||
@@ -32,6 +41,23 @@ cni_cleanup() {
   e2e_cleanup
 }
 trap cni_cleanup EXIT
+
+if [[ $MODE == orchestrator ]]; then
+  TOKEN=$E2E_TMP/admin.token
+  ORCH=http://127.0.0.1:$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  "$E2E_BIN/wharf-orchestrator" --listen "${ORCH#http://}" --store "sqlite:$E2E_TMP/orch.db" \
+    --admin-token-file "$TOKEN" >"$E2E_TMP/orch.log" 2>&1 &
+  E2E_PIDS+=($!)
+  E2E_LOGS+=("orchestrator:$E2E_TMP/orch.log")
+  ctl() { timeout 20 "$E2E_BIN/wharfctl" -o "$ORCH" -t "$TOKEN" "$@"; }
+  for ((i = 0; i < 100; i++)); do [[ -s $TOKEN ]] && ctl tenant show >/dev/null 2>&1 && break; sleep 0.1; done
+  ctl tenant add t1 >/dev/null || e2e_fail "the orchestrator did not take tenant t1"
+  ctl network add n1 tenant t1 cidr "$SUBNET" >/dev/null || e2e_fail "the orchestrator did not take network n1"
+  E2E_WHARFD_ARGS="--host c1 --orchestrator $ORCH --token-file $TOKEN"
+  PLACE=", \"orchestrator\": \"$ORCH\", \"tokenFile\": \"$TOKEN\""
+else
+  PLACE=", \"subnet\": \"$SUBNET\""
+fi
 e2e_start_router
 
 CONFLIST=$E2E_TMP/wpods.conflist
@@ -39,8 +65,7 @@ cat >"$CONFLIST" <<JSON
 {"cniVersion": "1.0.0", "name": "wpods", "plugins": [
   {"type": "bridge", "bridge": "$BRIDGE", "isGateway": true,
    "ipam": {"type": "host-local", "subnet": "$SUBNET", "dataDir": "$E2E_TMP/ipam"}},
-  {"type": "wharf-cni", "router": "$E2E_SOCK", "tenant": "t1", "network": "n1",
-   "subnet": "$SUBNET"}]}
+  {"type": "wharf-cni", "router": "$E2E_SOCK", "tenant": "t1", "network": "n1"$PLACE}]}
 JSON
 pod_args() { echo "IgnoreUnknown=1;K8S_POD_NAMESPACE=t1;K8S_POD_NAME=$1;K8S_POD_INFRA_CONTAINER_ID=sb-$1"; }
 # chain CMD POD NAME: the conflist for sandbox sb-NAME in network namespace POD.
@@ -61,8 +86,26 @@ refused() {
     "$4" "$2" "$3" 2>/dev/null || e2e_fail "$1: expected CNI error $2 mentioning '$3', got: $4"
   e2e_log "$1: refused as expected: $4"
 }
-wharf_conf() {  # ROUTER SUBNET PREV
-  echo '{"cniVersion":"1.0.0","name":"wpods","type":"wharf-cni","router":"'"$1"'","tenant":"t1","network":"n1","subnet":"'"$2"'","prevResult":'"$3"'}'
+wharf_conf() {  # ROUTER SUBNET PREV (with an orchestrator, its network's CIDR bounds instead)
+  local place=',"subnet":"'"$2"'"'
+  [[ $MODE == orchestrator ]] && place=',"orchestrator":"'"$ORCH"'","tokenFile":"'"$TOKEN"'"'
+  echo '{"cniVersion":"1.0.0","name":"wpods","type":"wharf-cni","router":"'"$1"'","tenant":"t1","network":"n1"'"$place"',"prevResult":'"$3"'}'
+}
+# placed NAME IP: the orchestrator's record of pod NAME has address IP on host c1 (IP "":
+# there is no record). Always true without an orchestrator.
+placed() {
+  [[ $MODE == orchestrator ]] || return 0
+  local rows
+  rows=$(ctl -j container show tenant t1) || e2e_fail "wharfctl container show failed"
+  python3 - "$rows" "$1" "$2" <<'PY'
+import json, sys
+rows = json.loads(sys.argv[1])
+rows = rows.get("containers", rows) if isinstance(rows, dict) else rows
+mine = [r for r in rows if r.get("name") == sys.argv[2]]
+if not sys.argv[3]:
+    sys.exit(1 if mine else 0)
+sys.exit(0 if any(r.get("vip") == sys.argv[3] and r.get("host") == "c1" for r in mine) else 1)
+PY
 }
 
 echo '{"cniVersion":"1.0.0"}' | CNI_COMMAND=VERSION "$WCNI" | grep -q '"1.0.0"' ||
@@ -76,6 +119,7 @@ for i in 0 1; do
   IP[$pod]=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["ips"][0]["address"].split("/")[0])' "${RESULT[$pod]}") ||
     e2e_fail "ADD result of $name has no address: ${RESULT[$pod]}"
   e2e_log "$name: pod IP ${IP[$pod]}"
+  placed "$name" "${IP[$pod]}" || e2e_fail "the orchestrator has no record of $name at ${IP[$pod]} on c1"
 done
 a=${PODS[0]} b=${PODS[1]} c=${PODS[2]}
 
@@ -103,6 +147,12 @@ wait "$server" || e2e_fail "rping server in pod-0 failed"
 for i in 0 1; do
   chain CHECK "${PODS[$i]}" "pod-$i" >/dev/null || e2e_fail "CHECK of pod-$i failed"
 done
+if [[ $MODE == orchestrator ]]; then
+  # CHECK asks the orchestrator too: a pod whose record was deleted fails it.
+  ctl container del pod-1 tenant t1 >/dev/null || e2e_fail "wharfctl container del pod-1"
+  out=$(wcni CHECK sb-pod-1 "$b" pod-1 "$(wharf_conf "$E2E_SOCK" "" "${RESULT[$b]}")")
+  refused "CHECK without a record" 102 "pod-1" "$out" $?
+fi
 
 # Refusals. Pod c borrows pod-0's result where a prevResult is needed.
 ip netns add "$c" || e2e_fail "ip netns add $c"
@@ -110,12 +160,21 @@ out=$(wcni ADD sb-c "$c" pod-c '{"cniVersion":"1.0.0","name":"wpods","type":"wha
 refused "no prevResult" 7 prevResult "$out" $?
 out=$(wcni ADD sb-c "$c" pod-c "$(wharf_conf "$E2E_TMP/none.sock" "$SUBNET" "${RESULT[$a]}")")
 refused "unknown router" 100 "cannot reach the router" "$out" $?
-out=$(wcni ADD sb-c "$c" pod-c "$(wharf_conf "$E2E_SOCK" 198.18.9.0/24 "${RESULT[$a]}")")
-refused "address outside the network" 7 outside "$out" $?
+if [[ $MODE == orchestrator ]]; then
+  out=$(wcni ADD sb-c "$c" pod-c "$(wharf_conf "$E2E_SOCK" "" '{"ips":[{"address":"198.18.50.5/24"}]}')")
+  refused "address outside the network" 101 "orchestrator refused" "$out" $?
+  placed pod-c "" || e2e_fail "a refused pod left a record at the orchestrator"
+  out=$(wcni ADD sb-c "$c" pod-c "$(wharf_conf "$E2E_SOCK" "" "${RESULT[$a]}" | sed "s|$ORCH|http://127.0.0.1:1|")")
+  refused "unreachable orchestrator" 104 "cannot reach the orchestrator" "$out" $?
+else
+  out=$(wcni ADD sb-c "$c" pod-c "$(wharf_conf "$E2E_SOCK" 198.18.9.0/24 "${RESULT[$a]}")")
+  refused "address outside the network" 7 outside "$out" $?
+fi
 out=$(wcni ADD sb-pod-0 "$a" pod-0 "$(wharf_conf "$E2E_SOCK" "$SUBNET" "${RESULT[$a]}")")
 refused "second ADD" 101 "already registered" "$out" $?
 out=$(wcni ADD sb-c "$c" pod-0 "$(wharf_conf "$E2E_SOCK" "$SUBNET" '{"ips":[{"address":"198.18.7.200/24"}]}')")
 refused "same pod name" 101 pod-0 "$out" $?
+placed pod-0 "${IP[$a]}" || e2e_fail "refused ADDs changed pod-0's record at the orchestrator"
 out=$(wcni CHECK sb-c "$c" pod-c "$(wharf_conf "$E2E_SOCK" "$SUBNET" "${RESULT[$a]}")")
 refused "nothing left of the refused ADDs" 102 "no registration" "$out" $?
 chain CHECK "$a" pod-0 >/dev/null || e2e_fail "CHECK of pod-0 failed after the refused ADDs"
@@ -127,6 +186,7 @@ for i in 0 1; do
 done
 out=$(wcni CHECK sb-pod-0 "$a" pod-0 "$(wharf_conf "$E2E_SOCK" "$SUBNET" "${RESULT[$a]}")")
 refused "CHECK after DEL" 102 "no registration" "$out" $?
+placed pod-0 "" || e2e_fail "DEL left pod-0's record at the orchestrator: $(ctl container show tenant t1)"
 # The pod's name and address are free again.
 wcni ADD sb-again "$a" pod-0 "$(wharf_conf "$E2E_SOCK" "$SUBNET" "${RESULT[$a]}")" >/dev/null ||
   e2e_fail "ADD after DEL failed"

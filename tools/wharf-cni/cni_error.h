@@ -23,6 +23,8 @@ enum class ErrorCode : int {
   // CHECK: the router holds no registration for the sandbox, or another than ADD made.
   kNotRegistered = 102,
   kRegistrationDiffers = 103,
+  // The orchestrator named in the configuration cannot be reached.
+  kOrchestratorUnreachable = 104,
 };
 
 struct Error {

@@ -10,6 +10,8 @@
 #include "common/ipv4.h"
 #include "common/unique_fd.h"
 #include "container/router_session.h"
+#include "control/credentials.h"
+#include "control/placement.h"
 
 namespace wharf::cni {
 namespace {
@@ -67,6 +69,38 @@ Outcome refused(container::RouterSession& session, const container::HeldContaine
                 "errno " + std::to_string(err));
 }
 
+// The pod's record at the configuration's orchestrator, for the router's host.
+bool placement(const Invocation& inv, const NetConf& conf, container::RouterSession& session,
+               control::Placement* p, Outcome* failure) {
+  container::RouterSession::Info info;
+  std::string token;
+  std::string why;
+  if (!control::TokenSource(conf.token_file).get(&token, &why)) {
+    *failure = failed(ErrorCode::kInvalidConfig, "\"tokenFile\": " + why);
+    return false;
+  }
+  if (session.router_info_quietly(&info) != 0 || info.host.empty()) {
+    *failure = failed(ErrorCode::kRegistrationRefused,
+                      "the router at " + conf.router + " has no host name",
+                      "start wharfd with --orchestrator and --host to use \"orchestrator\"");
+    return false;
+  }
+  *p = {{conf.orchestrator, conf.tls_ca},
+        token,
+        conf.tenant,
+        conf.network,
+        pod_name(inv),
+        info.host,
+        conf.pod_ip};
+  return true;
+}
+
+Outcome orchestrator_failed(const Status& st) {
+  return failed(st.code() == Status::Code::kUnavailable ? ErrorCode::kOrchestratorUnreachable
+                                                        : ErrorCode::kRegistrationRefused,
+                st.message());
+}
+
 // prevResult, passed on as the result in the configuration's version.
 std::string pass_on(const NetConf& conf) {
   json result = json::parse(conf.prev_result);
@@ -83,9 +117,25 @@ Outcome add(const Invocation& inv, const NetConf& conf) {
   if (!netns.valid())
     return failed(ErrorCode::kInvalidEnvironment,
                   "CNI_NETNS " + inv.netns + ": " + std::strerror(errno));
-  const container::HeldContainer c = wanted(inv, conf);
+  container::HeldContainer c = wanted(inv, conf);
+  control::Placement placed;
+  bool created = false;
+  if (!conf.orchestrator.empty()) {
+    Outcome failure;
+    if (!placement(inv, conf, session, &placed, &failure)) return failure;
+    uint32_t vip = 0;
+    if (Status st = control::place_container(placed, &vip, &c.lid, &created); !st.is_ok())
+      return orchestrator_failed(st);
+  }
+  // Undoes a record this ADD made when the router does not take the pod: nothing stays
+  // half-made, and a record that was there before (the pod's, held by another sandbox)
+  // stays.
+  const auto unplace = [&] {
+    if (created) (void)control::release_container(placed);
+  };
   uint16_t lid = 0;
   const int status = session.hold_container(c, netns.get(), &lid);
+  if (status != 0) unplace();
   if (status < 0) return unreachable(conf, status);
   if (status != 0) return refused(session, c, status);
   std::fprintf(stderr, "wharf-cni: pod %s registered with %s, LID %u\n", describe(c).c_str(),
@@ -105,6 +155,12 @@ Outcome del(const Invocation& inv, const NetConf& conf) {
   if (status != 0 && status != ENOENT)
     return failed(ErrorCode::kRegistrationRefused, "the router could not release sandbox " +
                                                        inv.sandbox + ": " + std::strerror(status));
+  if (!conf.orchestrator.empty() && !conf.tenant.empty()) {
+    control::Placement placed;
+    Outcome failure;
+    if (!placement(inv, conf, session, &placed, &failure)) return failure;
+    if (Status st = control::release_container(placed); !st.is_ok()) return orchestrator_failed(st);
+  }
   return {};
 }
 
@@ -138,6 +194,22 @@ Outcome check(const Invocation& inv, const NetConf& conf) {
                       " is registered with another network namespace "
                       "than CNI_NETNS " +
                       inv.netns);
+  if (!conf.orchestrator.empty()) {
+    control::Placement placed;
+    Outcome failure;
+    if (!placement(inv, conf, session, &placed, &failure)) return failure;
+    uint32_t vip = 0;
+    std::string host;
+    if (Status found = control::find_container(placed, &vip, &host); !found.is_ok())
+      return found.code() == Status::Code::kNotFound
+                 ? failed(ErrorCode::kNotRegistered, found.message())
+                 : orchestrator_failed(found);
+    if (vip != want.vip || host != placed.host)
+      return failed(ErrorCode::kRegistrationDiffers,
+                    "the orchestrator has pod " + want.tenant + "/" + want.name + " at " +
+                        format_ipv4(vip) + " on host " + host + ", not " + format_ipv4(want.vip) +
+                        " on " + placed.host);
+  }
   return {};
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "control/api_client.h"
 #include "control/cidr.h"
 
 namespace wharf::cni {
@@ -222,6 +223,16 @@ std::optional<NetConf> read_netconf(const std::string& stdin_text, const Invocat
   if (nc.router.empty()) {
     *err = invalid_config("\"router\" is empty");
     return std::nullopt;
+  }
+  if (!string_key(conf, "orchestrator", "", &nc.orchestrator, err) ||
+      !string_key(conf, "tlsCA", "", &nc.tls_ca, err) ||
+      !string_key(conf, "tokenFile", "", &nc.token_file, err))
+    return std::nullopt;
+  if (!nc.orchestrator.empty()) {
+    if (Status st = control::check_api_endpoint({nc.orchestrator, nc.tls_ca}); !st.is_ok()) {
+      *err = invalid_config("\"orchestrator\": " + st.message());
+      return std::nullopt;
+    }
   }
   // DEL cleans up with whatever it is given: the router and the sandbox are enough.
   if (inv.command == Command::kDel) return nc;

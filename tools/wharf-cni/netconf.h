@@ -7,6 +7,10 @@
 //   "tenant"    the pod's tenant (default: K8S_POD_NAMESPACE from CNI_ARGS)
 //   "network"   the tenant's virtual network (default: the configuration's "name")
 //   "subnet"    the network's CIDR; the pod's IP must lie in it
+//   "orchestrator", "tlsCA", "tokenFile"
+//               wharf-orchestrator's http(s)://HOST:PORT, the CA its certificate chains to,
+//               and a file holding a token to present (control/credentials.h): the pod is
+//               placed there (its record, address and LID) before the router holds it
 // The pod's virtual IP is its IPv4 address in prevResult; its container name is K8S_POD_NAME
 // (default: the sandbox ID).
 #pragma once
@@ -50,6 +54,9 @@ struct NetConf {
   std::string tenant;
   std::string network;
   std::optional<std::pair<uint32_t, int>> subnet;  // base (host order), prefix length
+  std::string orchestrator;  // "": none
+  std::string tls_ca;
+  std::string token_file;
   // prevResult as given (re-emitted on ADD), and the pod's IPv4 address in it (host order;
   // 0 when there is no prevResult).
   std::string prev_result;

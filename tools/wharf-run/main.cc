@@ -20,10 +20,10 @@
 #include "container/sysfs_tree.h"
 #include "control/api_client.h"
 #include "control/credentials.h"
+#include "control/placement.h"
 #include "netns.h"
 #include "network.h"
 #include "options.h"
-#include "placement.h"
 #include "proto/vip_gid.h"
 
 extern char** environ;
@@ -118,8 +118,8 @@ int run(Options o) {
       std::fprintf(stderr, "wharf-run: %s\n", why.c_str());
       return kExitSetupFailed;
     }
-    Placement p{{o.orchestrator, o.tls_ca}, token, o.tenant, o.network, o.name,
-                router_info.host,           o.vip};
+    control::Placement p{{o.orchestrator, o.tls_ca}, token, o.tenant, o.network, o.name,
+                         router_info.host,           o.vip};
     if (const Status st = control::check_api_endpoint(p.orchestrator); !st.is_ok()) {
       std::fprintf(stderr, "wharf-run: %s\n", st.message().c_str());
       return kExitSetupFailed;
@@ -131,7 +131,10 @@ int run(Options o) {
                    router.c_str());
       return kExitSetupFailed;
     }
-    if (!place_container(p, &o.vip, &lid)) return kExitSetupFailed;
+    if (const Status st = control::place_container(p, &o.vip, &lid); !st.is_ok()) {
+      std::fprintf(stderr, "wharf-run: %s\n", st.message().c_str());
+      return kExitSetupFailed;
+    }
     say(o, "orchestrator " + o.orchestrator + ": container " + o.tenant + "/" + o.name + " at " +
                format_ipv4(o.vip) + " with LID " + std::to_string(lid) + " on host " + p.host);
   }
