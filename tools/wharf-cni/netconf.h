@@ -54,7 +54,7 @@ struct NetConf {
   std::string tenant;
   std::string network;
   std::optional<std::pair<uint32_t, int>> subnet;  // base (host order), prefix length
-  std::string orchestrator;  // "": none
+  std::string orchestrator;                        // "": none
   std::string tls_ca;
   std::string token_file;
   // prevResult as given (re-emitted on ADD), and the pod's IPv4 address in it (host order;
