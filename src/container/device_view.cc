@@ -127,7 +127,17 @@ int make_writable_copy(const std::string& dir, const std::vector<std::string>& l
   return 0;
 }
 
-int write_tree(const std::string& root, const std::vector<SysfsEntry>& tree, std::string* step) {
+int make_char_device(const std::string& path, unsigned major, unsigned minor, std::string* step) {
+  if (::mknod(path.c_str(), S_IFCHR | 0666, makedev(major, minor)) != 0)
+    return fail(errno, step, "mknod " + path);
+  ::chmod(path.c_str(), 0666);  // past the umask
+  return 0;
+}
+
+}  // namespace
+
+int write_sysfs_tree(const std::string& root, const std::vector<SysfsEntry>& tree,
+                     std::string* step) {
   for (const auto& e : tree) {
     const std::string path = root + "/" + e.path;
     switch (e.kind) {
@@ -136,11 +146,14 @@ int write_tree(const std::string& root, const std::vector<SysfsEntry>& tree, std
           return fail(errno, step, "mkdir " + path);
         break;
       case SysfsEntry::Kind::kSymlink:
-        if (::symlink(e.content.c_str(), path.c_str()) != 0)
+        if (::symlink(e.content.c_str(), path.c_str()) != 0 &&
+            (errno != EEXIST || ::unlink(path.c_str()) != 0 ||
+             ::symlink(e.content.c_str(), path.c_str()) != 0))
           return fail(errno, step, "symlink " + path);
         break;
       case SysfsEntry::Kind::kFile: {
-        UniqueFd f(::open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0444));
+        UniqueFd f(
+            ::open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0444));
         if (!f.valid()) return fail(errno, step, "create " + path);
         if (::write(f.get(), e.content.data(), e.content.size()) !=
             static_cast<ssize_t>(e.content.size()))
@@ -152,15 +165,6 @@ int write_tree(const std::string& root, const std::vector<SysfsEntry>& tree, std
   return 0;
 }
 
-int make_char_device(const std::string& path, unsigned major, unsigned minor, std::string* step) {
-  if (::mknod(path.c_str(), S_IFCHR | 0666, makedev(major, minor)) != 0)
-    return fail(errno, step, "mknod " + path);
-  ::chmod(path.c_str(), 0666);  // past the umask
-  return 0;
-}
-
-}  // namespace
-
 int enter_device_view(const std::vector<SysfsEntry>& class_tree, std::string* step) {
   if (::unshare(CLONE_NEWNS) != 0) return fail(errno, step, "unshare the mount namespace");
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0)
@@ -170,7 +174,7 @@ int enter_device_view(const std::vector<SysfsEntry>& class_tree, std::string* st
   if (int err = make_writable_copy("/sys/class", {"infiniband", "infiniband_verbs"}, step);
       err != 0)
     return err;
-  if (int err = write_tree("/sys/class", class_tree, step); err != 0) return err;
+  if (int err = write_sysfs_tree("/sys/class", class_tree, step); err != 0) return err;
   if (int err = make_writable_copy("/dev", {"infiniband"}, step); err != 0) return err;
   if (::mkdir("/dev/infiniband", 0755) != 0) return fail(errno, step, "mkdir /dev/infiniband");
   if (int err = make_char_device("/dev/infiniband/uverbs0", kUverbsMajor, kUverbsMinor, step);

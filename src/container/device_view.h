@@ -24,4 +24,11 @@ constexpr unsigned kRdmaCmMajor = 10, kRdmaCmMinor = 58;  // a misc device, mino
 // failed. `class_tree` comes from infiniband_class_tree().
 int enter_device_view(const std::vector<SysfsEntry>& class_tree, std::string* step);
 
+// Writes `tree` (from infiniband_class_tree()) under the existing directory `root`, as the
+// container's /sys/class holds it. Entries already there are replaced in place (a file keeps
+// its inode, so a bind mount of it shows the new contents); others are left alone. Returns 0,
+// or an errno with *step naming what failed.
+int write_sysfs_tree(const std::string& root, const std::vector<SysfsEntry>& tree,
+                     std::string* step);
+
 }  // namespace wharf::container
