@@ -29,12 +29,25 @@ for p in wharfd wharf-cni wharf-device-plugin wharf-orchestrator wharfctl; do
   add "$BUILD/bin/$p" /usr/local/bin
 done
 for l in libibverbs.so.1 librdmacm.so.1; do add "$BUILD/lib/$l" /opt/wharf/lib; done
+# wharf-cni for the nodes (install.sh): with every library it loads and its loader, started
+# through that loader, so that it does not depend on the node's libraries.
+CNI=$ROOTFS/opt/wharf/cni
+mkdir -p "$CNI/lib"
+cp -L "$BUILD/bin/wharf-cni" "$CNI/"
+for lib in $(ldd "$BUILD/bin/wharf-cni" | grep -o '/[^ ]*'); do cp -L "$lib" "$CNI/lib/"; done
+loader=$(basename "$(readelf -l "$BUILD/bin/wharf-cni" | sed -n 's/.*interpreter: \(.*\)]/\1/p')")
+[[ -f $CNI/lib/$loader ]] || { echo "build.sh: wharf-cni's loader $loader was not bundled" >&2; exit 1; }
+printf '#!/bin/sh\nexec /opt/wharf/cni/lib/%s --library-path /opt/wharf/cni/lib /opt/wharf/cni/wharf-cni "$@"\n' \
+  "$loader" >"$CNI/wharf-cni.sh"
+chmod 755 "$CNI/wharf-cni.sh"
+install -m 755 "$HERE/install.sh" "$ROOTFS/usr/local/bin/wharf-install"
 # Tools: a shell and cp for the CNI installer, etcd for the orchestrator's store, and
 # unmodified RDMA programs for the examples.
-for p in sh cp mv etcd ib_write_bw ib_send_lat rping ibv_devinfo; do
+for p in sh cp mv rm mkdir etcd ib_write_bw ib_send_lat rping ibv_devinfo; do
   path=$(command -v "$p") || { echo "build.sh: $p is not installed" >&2; exit 1; }
   add "$path" /usr/bin
 done
+ln -s usr/bin "$ROOTFS/bin"  # /bin/sh for scripts, as Debian's merged /usr has it
 mkdir -p "$ROOTFS/tmp" "$ROOTFS/run/wharf" "$ROOTFS/var/lib/wharf"
 chmod 1777 "$ROOTFS/tmp"
 cp "$HERE/Containerfile" "$CONTEXT/"

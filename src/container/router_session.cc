@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "proto/messages.h"
+#include "proto/wire_names.h"
 
 namespace wharf::container {
 namespace {
@@ -17,18 +18,7 @@ namespace {
 constexpr int kRegisterTimeoutMs = 10000;
 constexpr int kUnregisterTimeoutMs = 2000;
 
-template <size_t N = std::tuple_size_v<proto::Name>>
-std::array<char, N> to_wire_name(const std::string& name) {
-  std::array<char, N> wire{};
-  std::copy_n(name.begin(), std::min(name.size(), wire.size() - 1), wire.begin());
-  return wire;
-}
-
-template <size_t N>
-std::string from_wire_name(const std::array<char, N>& wire) {
-  return std::string(wire.data(), strnlen(wire.data(), wire.size()));
-}
-
+constexpr size_t kShort = std::tuple_size_v<proto::Name>;
 constexpr size_t kLong = std::tuple_size_v<proto::LongName>;
 constexpr size_t kSandbox = std::tuple_size_v<proto::SandboxId>;
 
@@ -71,10 +61,10 @@ int RouterSession::call(proto::Op op, const Req& req, const int* fds, int nfds, 
   return -1;
 }
 
-int RouterSession::router_info_quietly(Info* info) {
+int RouterSession::router_info_quietly(Info* info, int timeout_ms) {
   proto::RouterInfoRep rep;
   const int status =
-      call(proto::Op::kRouterInfo, proto::Empty{}, nullptr, 0, kRegisterTimeoutMs, true, &rep);
+      call(proto::Op::kRouterInfo, proto::Empty{}, nullptr, 0, timeout_ms, true, &rep);
   if (status != 0) return status;
   info->host.assign(rep.host.data(), strnlen(rep.host.data(), rep.host.size()));
   info->node_guid = rep.node_guid;
@@ -97,9 +87,9 @@ bool RouterSession::register_container(const std::string& tenant, const std::str
                                        const std::string& name, uint32_t vip, uint16_t want_lid,
                                        int netns_fd, uint16_t* lid) {
   proto::RegisterContainerReq req;
-  req.name = to_wire_name(name);
-  req.tenant = to_wire_name(tenant);
-  req.network = to_wire_name(network);
+  req.name = proto::to_wire_name<kShort>(name);
+  req.tenant = proto::to_wire_name<kShort>(tenant);
+  req.network = proto::to_wire_name<kShort>(network);
   req.vip = vip;
   req.lid = want_lid;
   proto::RegisterContainerRep rep;
@@ -124,7 +114,7 @@ bool RouterSession::register_container(const std::string& tenant, const std::str
 void RouterSession::unregister_container(const std::string& name) {
   if (!client_.connected()) return;
   proto::UnregisterContainerReq req;
-  req.name = to_wire_name(name);
+  req.name = proto::to_wire_name<kShort>(name);
   proto::Empty rep;
   int status =
       call(proto::Op::kUnregisterContainer, req, nullptr, 0, kUnregisterTimeoutMs, true, &rep);
@@ -137,10 +127,10 @@ void RouterSession::unregister_container(const std::string& name) {
 
 int RouterSession::hold_container(const HeldContainer& c, int netns_fd, uint16_t* lid) {
   proto::HoldContainerReq req;
-  req.sandbox = to_wire_name<kSandbox>(c.sandbox);
-  req.tenant = to_wire_name<kLong>(c.tenant);
-  req.network = to_wire_name<kLong>(c.network);
-  req.name = to_wire_name<kLong>(c.name);
+  req.sandbox = proto::to_wire_name<kSandbox>(c.sandbox);
+  req.tenant = proto::to_wire_name<kLong>(c.tenant);
+  req.network = proto::to_wire_name<kLong>(c.network);
+  req.name = proto::to_wire_name<kLong>(c.name);
   req.vip = c.vip;
   req.lid = c.lid;
   proto::RegisterContainerRep rep;
@@ -152,21 +142,21 @@ int RouterSession::hold_container(const HeldContainer& c, int netns_fd, uint16_t
 
 int RouterSession::release_held_container(const std::string& sandbox) {
   proto::SandboxRef req;
-  req.sandbox = to_wire_name<kSandbox>(sandbox);
+  req.sandbox = proto::to_wire_name<kSandbox>(sandbox);
   proto::Empty rep;
   return call(proto::Op::kReleaseContainer, req, nullptr, 0, kRegisterTimeoutMs, true, &rep);
 }
 
 int RouterSession::held_container(HeldContainer* c) {
   proto::SandboxRef req;
-  req.sandbox = to_wire_name<kSandbox>(c->sandbox);
+  req.sandbox = proto::to_wire_name<kSandbox>(c->sandbox);
   proto::HeldContainerRep rep;
   const int status =
       call(proto::Op::kHeldContainer, req, nullptr, 0, kRegisterTimeoutMs, true, &rep);
   if (status != 0) return status;
-  c->tenant = from_wire_name(rep.tenant);
-  c->network = from_wire_name(rep.network);
-  c->name = from_wire_name(rep.name);
+  c->tenant = proto::from_wire_name(rep.tenant);
+  c->network = proto::from_wire_name(rep.network);
+  c->name = proto::from_wire_name(rep.name);
   c->vip = rep.vip;
   c->lid = rep.lid;
   c->netns_ino = rep.netns_ino;

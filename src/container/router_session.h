@@ -49,8 +49,9 @@ class RouterSession {
     uint8_t link_layer = 0;
   };
   [[nodiscard]] bool router_info(Info* info);
-  // The same without printing: 0, the router's errno, or -1 when no answer came.
-  [[nodiscard]] int router_info_quietly(Info* info);
+  // The same without printing, waiting at most timeout_ms: 0, the router's errno, or -1 when
+  // no answer came.
+  [[nodiscard]] int router_info_quietly(Info* info, int timeout_ms = 10000);
 
   // Asks the router to forget the container and waits briefly for its answer. Quiet when the
   // router has gone away (closing the socket unregisters as well).

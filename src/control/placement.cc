@@ -78,7 +78,7 @@ Status place_container(const Placement& p, uint32_t* vip, uint16_t* lid, bool* c
   const auto deadline = std::chrono::steady_clock::now() + kHostWait;
   while (st.is_ok() && !placed.value("lid", json()).is_number_unsigned()) {
     if (std::chrono::steady_clock::now() >= deadline)
-      return Status::error(Code::kUnavailable,
+      return Status::error(Code::kExhausted,
                            "host " + p.host + " has not registered with the orchestrator at " +
                                p.orchestrator.url + ", which has no LID for container " + p.name +
                                " (is its wharfd started with --orchestrator " + p.orchestrator.url +
@@ -94,8 +94,12 @@ Status place_container(const Placement& p, uint32_t* vip, uint16_t* lid, bool* c
     return Status::error(Code::kAlreadyExists, "container " + p.name + " has address " +
                                                    format_ipv4(address) + ", not " +
                                                    format_ipv4(p.vip));
+  const auto given = placed["lid"].get<uint64_t>();
+  if (given == 0 || given > 0xffff)
+    return Status::error(Code::kInternal,
+                         "orchestrator gave container " + p.name + " LID " + std::to_string(given));
   *vip = address;
-  *lid = placed["lid"].get<uint16_t>();
+  *lid = static_cast<uint16_t>(given);
   return Status::ok();
 }
 

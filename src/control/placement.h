@@ -27,9 +27,9 @@ struct Placement {
 // and whether this call created the record in *created (when given).
 // A host's router registers with the orchestrator shortly after it starts, and only then
 // has the orchestrator LIDs to give its containers: until it has (for up to 10 s), this
-// asks again. Otherwise the error says why: the orchestrator's refusal (an address outside
-// the network, a name in another network...), or that it could not be reached
-// (kUnavailable).
+// asks again, then gives up with kExhausted. Otherwise the error says why: the
+// orchestrator's refusal (an address outside the network, a name in another network...), or
+// that it could not be reached (kUnavailable).
 Status place_container(const Placement& p, uint32_t* vip, uint16_t* lid, bool* created = nullptr);
 
 // The record of p's tenant and name: its address and host. kNotFound when there is none.

@@ -17,6 +17,7 @@
 #include "proto/datagram.h"
 #include "proto/multicast.h"
 #include "proto/vip_gid.h"
+#include "proto/wire_names.h"
 #include "router/host_objects.h"
 #include "router/peer_rules.h"
 #include "router/router_config.h"
@@ -50,14 +51,6 @@ bool is_ud(const CmId* id) { return id->qp_type == IBV_QPT_UD; }
 bool handshaking(CmState s) {
   return s == CmState::kConnecting || s == CmState::kRequested || s == CmState::kAccepted ||
          s == CmState::kResponded;
-}
-
-std::string name_of(const proto::Name& n) {
-  return std::string(n.data(), strnlen(n.data(), n.size()));
-}
-
-void set_name(proto::Name* out, const std::string& s) {
-  std::memcpy(out->data(), s.data(), std::min(s.size(), out->size() - 1));
 }
 
 // What the receiving side of a REQ or REP sees: the sender's responder resources are its own
@@ -446,8 +439,8 @@ proto::CmMad CmManager::mad_from(const CmId* id, uint8_t type) const {
   m.receiver_comm = id->peer_comm;
   m.lid = cfg_.link_layer == IBV_LINK_LAYER_ETHERNET ? 0 : c->lid;
   m.gid = c->gid;
-  set_name(&m.tenant, c->tenant);
-  set_name(&m.network, c->network);
+  m.tenant = proto::to_wire_name<std::tuple_size_v<proto::Name>>(c->tenant);
+  m.network = proto::to_wire_name<std::tuple_size_v<proto::Name>>(c->network);
   m.src = id->local.to_wire();
   m.dst = id->remote.to_wire();
   return m;
@@ -588,7 +581,8 @@ void CmManager::on_request_st(int from, const proto::CmMad& m) {
     if (it == by_comm_.end()) return;
     self = container_of(it->second);
   }
-  const Container* c = holder_st(self, name_of(m.tenant), name_of(m.network), *dst);
+  const Container* c =
+      holder_st(self, proto::from_wire_name(m.tenant), proto::from_wire_name(m.network), *dst);
   CmId* l = c == nullptr ? nullptr : find_listener(c, m.ps, *dst);
   if (l == nullptr || is_ud(l) != ud || l->requests.size() >= kMaxWaitingRequests) {
     if (ud) return answer_st(from, m, proto::kCmSidrRep, kSidrUnsupported);
@@ -622,7 +616,8 @@ void CmManager::on_request_st(int from, const proto::CmMad& m) {
 void CmManager::on_addr_query_st(int from, const proto::CmMad& m) {
   auto dst = CmAddress::from_wire(m.dst);
   if (from == kThisHost || !dst || m.sender_comm == 0) return;
-  const Container* c = holder_st(nullptr, name_of(m.tenant), name_of(m.network), *dst);
+  const Container* c =
+      holder_st(nullptr, proto::from_wire_name(m.tenant), proto::from_wire_name(m.network), *dst);
   proto::CmMad r;
   r.type = proto::kCmAddrReply;
   r.receiver_comm = m.sender_comm;

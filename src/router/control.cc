@@ -18,6 +18,7 @@
 #include "proto/datagram.h"
 #include "proto/device.h"
 #include "proto/qp_rules.h"
+#include "proto/wire_names.h"
 #include "router/executor.h"
 #include "router/memory_window.h"
 #include "router/process_caps.h"
@@ -38,20 +39,6 @@ constexpr uint32_t kValidMrAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_W
 constexpr uint32_t kValidQpAccess = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                                     IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_LOCAL_WRITE |
                                     IBV_ACCESS_RELAXED_ORDERING | IBV_ACCESS_ON_DEMAND;
-
-template <size_t N>
-std::string name_of(const std::array<char, N>& n) {
-  size_t len = strnlen(n.data(), n.size());
-  return std::string(n.data(), len);
-}
-
-// A name that fits its field with the terminating NUL, as a router's answer carries it.
-template <size_t N>
-std::array<char, N> wire_name(const std::string& s) {
-  std::array<char, N> n{};
-  std::copy_n(s.data(), std::min(s.size(), N - 1), n.data());
-  return n;
-}
 
 // An address vector is usable when it names our single port and a GID entry in use; on an
 // Ethernet link layer (RoCE) it must carry a GRH, as the kernel's rdma_check_ah_attr demands.
@@ -1123,15 +1110,15 @@ int Session::on_destroy_ah(const proto::Handle& req, UniqueFd*, int, proto::Empt
 
 int Session::on_register_container(const proto::RegisterContainerReq& req, UniqueFd* fds, int nfds,
                                    proto::RegisterContainerRep* rep, ReplyFds*) {
-  if (uid_ != 0) return EPERM;
+  if (!may_manage_containers()) return EPERM;
   if (nfds != 1 || !registered_name_.empty()) return EINVAL;
-  std::string name = name_of(req.name);
+  std::string name = proto::from_wire_name(req.name);
   if (name.empty() || req.vip == 0) return EINVAL;
   struct stat st;
   if (fstat(fds[0].get(), &st) != 0) return EINVAL;
-  const std::string tenant = name_of(req.tenant);
-  int err = router_->register_container(tenant, name_of(req.network), name, st.st_ino, req.vip,
-                                        req.lid, &rep->lid);
+  const std::string tenant = proto::from_wire_name(req.tenant);
+  int err = router_->register_container(tenant, proto::from_wire_name(req.network), name, st.st_ino,
+                                        req.vip, req.lid, &rep->lid);
   if (err == 0) {
     registered_tenant_ = tenant;
     registered_name_ = name;
@@ -1153,7 +1140,7 @@ int Session::on_router_info(const proto::Empty&, UniqueFd*, int, proto::RouterIn
 int Session::on_unregister_container(const proto::UnregisterContainerReq& req, UniqueFd*, int,
                                      proto::Empty*, ReplyFds*) {
   if (uid_ != 0) return EPERM;
-  std::string name = name_of(req.name);
+  std::string name = proto::from_wire_name(req.name);
   if (name != registered_name_) return ENOENT;
   router_->unregister_container(registered_tenant_, name);
   registered_name_.clear();
@@ -1163,34 +1150,35 @@ int Session::on_unregister_container(const proto::UnregisterContainerReq& req, U
 
 int Session::on_hold_container(const proto::HoldContainerReq& req, UniqueFd* fds, int nfds,
                                proto::RegisterContainerRep* rep, ReplyFds*) {
-  if (uid_ != 0) return EPERM;
-  const std::string sandbox = name_of(req.sandbox);
-  const std::string name = name_of(req.name);
+  if (!may_manage_containers()) return EPERM;
+  const std::string sandbox = proto::from_wire_name(req.sandbox);
+  const std::string name = proto::from_wire_name(req.name);
   if (nfds != 1 || sandbox.empty() || name.empty() || req.vip == 0) return EINVAL;
   struct stat st;
   // Only a network namespace: the fd stays with the router for the registration's life.
   if (fstat(fds[0].get(), &st) != 0 || ::ioctl(fds[0].get(), NS_GET_NSTYPE) != CLONE_NEWNET)
     return EINVAL;
-  return router_->hold_container(sandbox, name_of(req.tenant), name_of(req.network), name,
-                                 std::move(fds[0]), st.st_ino, req.vip, req.lid, &rep->lid);
+  return router_->hold_container(sandbox, proto::from_wire_name(req.tenant),
+                                 proto::from_wire_name(req.network), name, std::move(fds[0]),
+                                 st.st_ino, req.vip, req.lid, &rep->lid);
 }
 
 int Session::on_release_container(const proto::SandboxRef& req, UniqueFd*, int, proto::Empty*,
                                   ReplyFds*) {
-  if (uid_ != 0) return EPERM;
-  const std::string sandbox = name_of(req.sandbox);
+  if (!may_manage_containers()) return EPERM;
+  const std::string sandbox = proto::from_wire_name(req.sandbox);
   if (sandbox.empty()) return EINVAL;
   return router_->release_held_container(sandbox);
 }
 
 int Session::on_held_container(const proto::SandboxRef& req, UniqueFd*, int,
                                proto::HeldContainerRep* rep, ReplyFds*) {
-  if (uid_ != 0) return EPERM;
-  const Container* c = router_->held_container(name_of(req.sandbox));
+  if (!may_manage_containers()) return EPERM;
+  const Container* c = router_->held_container(proto::from_wire_name(req.sandbox));
   if (c == nullptr) return ENOENT;
-  rep->tenant = wire_name<proto::LongName{}.size()>(c->tenant);
-  rep->network = wire_name<proto::LongName{}.size()>(c->network);
-  rep->name = wire_name<proto::LongName{}.size()>(c->name);
+  rep->tenant = proto::to_wire_name<std::tuple_size_v<proto::LongName>>(c->tenant);
+  rep->network = proto::to_wire_name<std::tuple_size_v<proto::LongName>>(c->network);
+  rep->name = proto::to_wire_name<std::tuple_size_v<proto::LongName>>(c->name);
   rep->vip = c->vip;
   rep->lid = c->lid;
   rep->netns_ino = c->netns_ino;

@@ -514,23 +514,23 @@ int Router::hold_container(const std::string& sandbox, const std::string& tenant
 }
 
 int Router::release_held_container(const std::string& sandbox) {
-  for (auto it = containers_.begin(); it != containers_.end(); ++it) {
-    Container* c = it->second.get();
-    if (!c->registered || c->sandbox != sandbox) continue;
-    spdlog::info("container {}/{} of sandbox {} released", c->tenant, c->name, sandbox);
-    c->registered = false;
-    c->sandbox.clear();
-    c->held_netns.reset();
-    if (c->sessions == 0) forget_container(it);
-    match_rules_changed_st();
-    return 0;
-  }
-  return ENOENT;
+  const Container* held = held_container(sandbox);
+  if (held == nullptr) return ENOENT;
+  auto it = containers_.find(held->netns_ino);
+  Container* c = it->second.get();
+  spdlog::info("container {}/{} of sandbox {} released", c->tenant, c->name, sandbox);
+  c->registered = false;
+  c->sandbox.clear();
+  c->held_netns.reset();
+  if (c->sessions == 0) forget_container(it);
+  match_rules_changed_st();
+  return 0;
 }
 
 const Container* Router::held_container(const std::string& sandbox) const {
+  if (sandbox.empty()) return nullptr;
   for (const auto& [ino, c] : containers_)
-    if (c->registered && !c->sandbox.empty() && c->sandbox == sandbox) return c.get();
+    if (c->registered && c->sandbox == sandbox) return c.get();
   return nullptr;
 }
 

@@ -115,6 +115,11 @@ class Session {
   int modify_qp(Qp* qp, uint32_t attr_mask, const proto::QpAttr& attr);
 
   uid_t uid() const { return uid_; }
+  // Whether this session may register, hold and release containers: root, and not from a
+  // pod's network namespace (one a runtime's CNI plugin had the router hold). A pod's
+  // processes reach the router's socket and often run as uid 0, but must not re-register
+  // their own namespace as another tenant's container.
+  bool may_manage_containers() const { return uid_ == 0 && container_->sandbox.empty(); }
   // Takes an rdma_cm id made for this session (by the library, or by the CmManager for a
   // connection request on one of its listeners); gives it its handle. The caller then hands
   // it to the CmManager (add_st).

@@ -102,15 +102,16 @@ def containers_of(obj):
 
 
 def image_programs():
-    """Paths build.sh puts in the image: /usr/local/bin/<ours>, /usr/bin/<tools>."""
+    """Paths build.sh puts in the image: /usr/local/bin/<ours>, /usr/bin/<tools>, scripts."""
     text = (ROOT / 'deploy/image/build.sh').read_text()
     ours = re.search(r'^for p in (.*); do\n.*\n  add "\$BUILD/bin/\$p" /usr/local/bin', text, re.M)
     tools = re.search(r'^for p in (.*); do\n  path=', text, re.M)
     if not ours or not tools:
         finding('deploy/image/build.sh', 'cannot find its lists of programs')
         return set()
+    installed = set(re.findall(r'"\$ROOTFS(/usr/local/bin/[\w-]+)"', text))
     return ({f'/usr/local/bin/{p}' for p in ours.group(1).split()} |
-            {f'/usr/bin/{p}' for p in tools.group(1).split()})
+            {f'/usr/bin/{p}' for p in tools.group(1).split()} | installed)
 
 
 def check_object(where, obj, index):

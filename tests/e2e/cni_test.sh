@@ -138,6 +138,7 @@ grep -q "GID\[ *0\]:.*ffff:$gid_hex" "$E2E_TMP/devinfo.out" ||
 
 inpod "$a" 40 rping -s -a "${IP[$a]}" -C 20 -V >"$E2E_TMP/rping-s.out" 2>&1 &
 server=$!
+E2E_PIDS+=("$server")
 E2E_LOGS+=("rping server:$E2E_TMP/rping-s.out" "rping client:$E2E_TMP/rping-c.out")
 sleep 1
 inpod "$b" 30 rping -c -a "${IP[$a]}" -C 20 -V >"$E2E_TMP/rping-c.out" 2>&1 ||
@@ -174,7 +175,21 @@ out=$(wcni ADD sb-pod-0 "$a" pod-0 "$(wharf_conf "$E2E_SOCK" "$SUBNET" "${RESULT
 refused "second ADD" 101 "already registered" "$out" $?
 out=$(wcni ADD sb-c "$c" pod-0 "$(wharf_conf "$E2E_SOCK" "$SUBNET" '{"ips":[{"address":"198.18.7.200/24"}]}')")
 refused "same pod name" 101 pod-0 "$out" $?
+# A runtime runs DEL after a failed ADD: it must not take pod-0's registration or record.
+wcni DEL sb-c "$c" pod-0 "$(wharf_conf "$E2E_SOCK" "$SUBNET" '{}')" >/dev/null ||
+  e2e_fail "DEL after a refused ADD failed"
 placed pod-0 "${IP[$a]}" || e2e_fail "refused ADDs changed pod-0's record at the orchestrator"
+# A pod's processes reach the router's socket, often as root: they may not register
+# anything, their own namespace as another container included, nor release another pod.
+# (The router refuses; the orchestrator on the host's loopback is not theirs to ask.)
+out=$(ip netns exec "$a" env CNI_COMMAND=ADD CNI_CONTAINERID=sb-evil CNI_NETNS="/run/netns/$a" \
+  CNI_IFNAME=eth0 CNI_ARGS="K8S_POD_NAMESPACE=t2;K8S_POD_NAME=evil" timeout 30 "$WCNI" \
+  <<<'{"cniVersion":"1.0.0","name":"wpods","type":"wharf-cni","router":"'"$E2E_SOCK"'","network":"n1","prevResult":{"ips":[{"address":"198.18.7.201/24"}]}}' \
+  2>/dev/null)
+refused "ADD from inside a pod" 101 "only root outside pods" "$out" $?
+out=$(ip netns exec "$a" env CNI_COMMAND=DEL CNI_CONTAINERID=sb-pod-1 CNI_IFNAME=eth0 \
+  timeout 30 "$WCNI" <<<"$(wharf_conf "$E2E_SOCK" "$SUBNET" '{}')" 2>/dev/null)
+refused "DEL from inside a pod" 101 "could not release" "$out" $?
 out=$(wcni CHECK sb-c "$c" pod-c "$(wharf_conf "$E2E_SOCK" "$SUBNET" "${RESULT[$a]}")")
 refused "nothing left of the refused ADDs" 102 "no registration" "$out" $?
 chain CHECK "$a" pod-0 >/dev/null || e2e_fail "CHECK of pod-0 failed after the refused ADDs"

@@ -29,7 +29,6 @@ LIB=$(cd "$E2E_BIN/../lib" && pwd)
 W=$E2E_TMP/podman
 IMAGE=localhost/wharf-e2e:$$
 mkdir -p "$W/image/rootfs" "$W/dev" "$W/run"
-STORE=(--root "$W/root" --runroot "$W/runroot")
 # Per host K (1, and 2 in the lab): the namespace podman runs in, the router's socket
 # directory (mounted into the containers as /run/wharf), and the CNI network's bridge and
 # subnet.
@@ -48,17 +47,18 @@ else
     RANGE[$k]=", \"rangeStart\": \"198.18.$k.200\", \"rangeEnd\": \"198.18.$k.250\""
   done
 fi
-# pm K ARGS...: podman as host K runs it, for at most 120 s.
+# pm K ARGS...: podman as host K runs it (its own store, as each host has), for at most 120 s.
 pm() {
   local k=$1
   shift
   # shellcheck disable=SC2086  # NETNS_EXEC is a command prefix, meant to be split
-  timeout 120 ${NETNS_EXEC[$k]} env CONTAINERS_CONF="$W/h$k.conf" podman "${STORE[@]}" "$@"
+  timeout 120 ${NETNS_EXEC[$k]} env CONTAINERS_CONF="$W/h$k.conf" podman --root "$W/root-h$k" \
+    --runroot "$W/runroot-h$k" "$@"
 }
 podman_cleanup() {
   local rc=$?
   for k in "${HOSTS[@]}"; do pm "$k" rm -af -t 2 >/dev/null 2>&1; done
-  pm 1 system reset -f >/dev/null 2>&1
+  for k in "${HOSTS[@]}"; do pm "$k" system reset -f >/dev/null 2>&1; done
   local finish=e2e_cleanup  # with the test's status in $?, as both expect
   if [[ $MODE == lab ]]; then finish=_e2e_lab_finish; else ip link del "${BRIDGE[1]}" 2>/dev/null; fi
   (exit "$rc")
@@ -107,8 +107,10 @@ copy_with_libs "$(command -v sh)" "$(command -v ib_write_bw)" "$(command -v rpin
   "$(command -v ibv_devinfo)" "$LIB/libibverbs.so.1"
 rm -r "${rootfs:?}${LIB:?}"  # our libraries come from the mount, as in a pod
 printf 'FROM scratch\nCOPY rootfs/ /\n' >"$W/image/Containerfile"
-pm 1 build -q -t "$IMAGE" "$W/image" >"$W/build.out" 2>&1 ||
-  { cat "$W/build.out" >&2; e2e_fail "podman build failed"; }
+for k in "${HOSTS[@]}"; do
+  pm "$k" build -q -t "$IMAGE" "$W/image" >"$W/build.out" 2>&1 ||
+    { cat "$W/build.out" >&2; e2e_fail "podman build failed"; }
+done
 
 # What wharf-device-plugin's Allocate gives a container.
 mknod -m 666 "$W/dev/uverbs0" c 231 192
@@ -118,7 +120,7 @@ start() {
   local k=$1 name=$2
   shift 2
   pm "$k" run -d --name "$name" --network wpods --ulimit nofile=1024:1024 \
-    --ulimit nproc=4096:4096 -v "$LIB:/opt/wharf/lib:ro" -v "${SOCK_DIR[$k]}:/run/wharf" \
+    --ulimit nproc=4096:4096 -v "$LIB:/opt/wharf/lib:ro" -v "${SOCK_DIR[$k]}:/run/wharf:ro" \
     --device "$W/dev/uverbs0:/dev/infiniband/uverbs0" \
     --device "$W/dev/rdma_cm:/dev/infiniband/rdma_cm" -e WHARF_ROUTER=/run/wharf/wharfd.sock \
     -e LD_PRELOAD=/opt/wharf/lib/libibverbs.so.1:/opt/wharf/lib/librdmacm.so.1 \
@@ -131,7 +133,28 @@ server_ip() {
   [[ -n $ip ]] || e2e_fail "container $2 has no pod IP (has it exited?)"
   echo "$ip"
 }
-# finish K NAME: true when it exits 0 within 60 s; its output is kept for the log.
+# listening K NAME WHAT CHECK...: waits up to 20 s until CHECK succeeds for the running
+# container NAME on host K (ib_write_bw's TCP port open in its namespace; rping's rdma_cm id
+# listening at the router), so that the client never starts too early.
+listening() {
+  local k=$1 name=$2 what=$3 i
+  shift 3
+  for ((i = 0; i < 200; i++)); do
+    "$@" && return 0
+    sleep 0.1
+  done
+  e2e_fail "container $name on host $k did not start listening ($what) within 20 s"
+}
+tcp_port_open() {  # K NAME PORT
+  local netns
+  netns=$(pm "$1" inspect -f '{{.NetworkSettings.SandboxKey}}' "$2") || return 1
+  [[ -n $netns ]] && nsenter --net="$netns" ss -Hltn "sport = :$3" | grep -q .
+}
+cm_listening() {  # K
+  "$E2E_BIN/wharfctl" -r "${SOCK_DIR[$1]}/wharfd.sock" resource show cm_id 2>/dev/null |
+    grep -q "state LISTEN"
+}
+# finish K NAME: true when it exits 0 within 120 s; its output is kept for the log.
 finish() {
   local status
   status=$(pm "$1" wait "$2") || status=timeout
@@ -149,14 +172,14 @@ grep -q "GID\[ *0\]:.*ffff:$(printf '%02x%02x:%02x' "${octets[@]:0:3}")" "$W/dev
   e2e_fail "ibv_devinfo in a container does not show a pod IP of ${SUBNET[$SRV]} in GID[0]"
 
 start "$SRV" bw-server ib_write_bw -d wharf0 -D 2
-sleep 1
+listening "$SRV" bw-server "TCP port 18515" tcp_port_open "$SRV" bw-server 18515
 start "$CLI" bw-client ib_write_bw -d wharf0 -D 2 "$(server_ip "$SRV" bw-server)"
 finish "$CLI" bw-client || e2e_fail "ib_write_bw client failed"
 finish "$SRV" bw-server || e2e_fail "ib_write_bw server failed"
 grep -qE '^ *65536 +[0-9]+' "$W/bw-client.out" || e2e_fail "ib_write_bw printed no result"
 
 start "$SRV" rping-server rping -s -C 20 -V
-sleep 1
+listening "$SRV" rping-server "an rdma_cm id" cm_listening "$SRV"
 start "$CLI" rping-client rping -c -a "$(server_ip "$SRV" rping-server)" -C 20 -V
 finish "$CLI" rping-client || e2e_fail "rping client failed"
 finish "$SRV" rping-server || e2e_fail "rping server failed"

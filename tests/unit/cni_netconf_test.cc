@@ -148,14 +148,36 @@ TEST(CniNetConfTest, DelNeedsOnlyTheRouter) {
   EXPECT_TRUE(read_netconf(conf("", ""), inv, "/r", &err)) << err.msg;
 }
 
-TEST(CniVersionTest, AnswersForTheVersionsItSpeaks) {
+// VERSION is how a runtime finds out what a plugin speaks: it is answered whatever it asks
+// (libcni asks in its own newest version, which may be newer than ours).
+TEST(CniVersionTest, AnswersWhateverItIsAsked) {
+  EXPECT_EQ(read_version_request(R"({"cniVersion":"0.4.0"})"), "0.4.0");
+  EXPECT_EQ(read_version_request(R"({"cniVersion":"1.1.0"})"), "1.0.0");
+  EXPECT_EQ(read_version_request("not json"), "1.0.0");
   Error err;
-  EXPECT_EQ(read_version_request(R"({"cniVersion":"1.0.0"})", &err), "1.0.0");
-  EXPECT_FALSE(read_version_request(R"({"cniVersion":"9.9.9"})", &err));
-  EXPECT_EQ(err.code, ErrorCode::kIncompatibleVersion);
+  EXPECT_FALSE(read(R"({"cniVersion":"9.9.9","name":"pods"})", Command::kAdd, &err));
   const std::string j = error_json("", err);
   EXPECT_NE(j.find("\"code\":1"), std::string::npos);
   EXPECT_NE(j.find("\"cniVersion\":\"1.0.0\""), std::string::npos);
+}
+
+// Names the router and the orchestrator take (1-63 bytes) for every pod Kubernetes allows,
+// the same every time for one pod.
+TEST(CniPodNameTest, FitsEveryPodName) {
+  Invocation inv = invocation(Command::kAdd);
+  EXPECT_EQ(pod_name(inv), "trainer-0");
+  inv.args["K8S_POD_NAME"] = std::string(60, 'j') + "-job-x7k2p";  // 70 bytes
+  const std::string long_name = pod_name(inv);
+  EXPECT_EQ(long_name.size(), 63u);
+  EXPECT_EQ(long_name.substr(0, 54), std::string(54, 'j'));
+  EXPECT_EQ(pod_name(inv), long_name);
+  inv.args["K8S_POD_NAME"] = std::string(60, 'j') + "-job-x7k2q";
+  EXPECT_NE(pod_name(inv), long_name);
+  inv.args.erase("K8S_POD_NAME");
+  inv.sandbox = std::string(64, 'a');  // containerd's and podman's sandbox IDs
+  EXPECT_EQ(pod_name(inv), "sandbox-aaaaaaaaaaaa");
+  Error err;
+  EXPECT_TRUE(read_netconf(conf(""), inv, "/r", &err)) << err.msg;
 }
 
 }  // namespace

@@ -46,7 +46,7 @@ TEST(DevicePluginAllocationTest, AContainerGetsTheRouterTheLibrariesTheSysfsView
                 {"LD_PRELOAD", "/opt/wharf/lib/libibverbs.so.1:/opt/wharf/lib/librdmacm.so.1"}}));
   EXPECT_EQ(mounts_of(a),
             (std::vector<std::tuple<std::string, std::string, bool>>{
-                {"/run/wharf", "/run/wharf", false},
+                {"/run/wharf", "/run/wharf", true},
                 {"/opt/wharf/lib", "/usr/lib/wharf", true},
                 {"/sys/class/infiniband", "/run/wharf/device-plugin/sys/class/infiniband", true},
                 {"/sys/class/infiniband_verbs",
@@ -63,10 +63,10 @@ TEST(DevicePluginAllocationTest, TheRouterIsNamedInsideByItsFileNameWhereverItIs
   const ContainerAllocation a = container_allocation(h);
   EXPECT_EQ(a.envs.at("WHARF_ROUTER"), "/run/wharf/router.sock");
   ASSERT_FALSE(a.mounts.empty());
-  EXPECT_EQ(mounts_of(a)[0], std::make_tuple("/run/wharf", "/var/run/hosts/a", false));
+  EXPECT_EQ(mounts_of(a)[0], std::make_tuple("/run/wharf", "/var/run/hosts/a", true));
 
   h.router_socket = "/router.sock";
-  EXPECT_EQ(mounts_of(container_allocation(h))[0], std::make_tuple("/run/wharf", "/", false));
+  EXPECT_EQ(mounts_of(container_allocation(h))[0], std::make_tuple("/run/wharf", "/", true));
 }
 
 TEST(DevicePluginAllocationTest, WithoutLibrdmacmOnlyLibibverbsIsPreloaded) {

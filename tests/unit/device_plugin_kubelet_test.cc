@@ -403,7 +403,7 @@ TEST_F(DevicePluginTest, AllocateGivesEachContainerTheRouterTheLibrariesAndTheDe
       {"WHARF_ROUTER", "/run/wharf/wharfd.sock"},
       {"LD_PRELOAD", "/opt/wharf/lib/libibverbs.so.1:/opt/wharf/lib/librdmacm.so.1"}};
   const std::vector<MountRow> want_mounts = {
-      {"/run/wharf", dir, false},
+      {"/run/wharf", dir, true},
       {"/opt/wharf/lib", dir + "/lib", true},
       {"/sys/class/infiniband", state() + "/sys/class/infiniband", true},
       {"/sys/class/infiniband_verbs", state() + "/sys/class/infiniband_verbs", true}};

@@ -60,7 +60,7 @@ Outcome refused(container::RouterSession& session, const container::HeldContaine
     }
     case EBUSY: why = "the pod's applications opened the device before ADD"; break;
     case ENOSPC: why = "the router has no free LID"; break;
-    case EPERM: why = "only root may register containers"; break;
+    case EPERM: why = "only root outside pods may register containers"; break;
     case EINVAL: why = "CNI_NETNS is not a network namespace"; break;
     default: why = std::strerror(err);
   }
@@ -96,9 +96,12 @@ bool placement(const Invocation& inv, const NetConf& conf, container::RouterSess
 }
 
 Outcome orchestrator_failed(const Status& st) {
-  return failed(st.code() == Status::Code::kUnavailable ? ErrorCode::kOrchestratorUnreachable
-                                                        : ErrorCode::kRegistrationRefused,
-                st.message());
+  switch (st.code()) {
+    case Status::Code::kUnavailable:
+      return failed(ErrorCode::kOrchestratorUnreachable, st.message());
+    case Status::Code::kExhausted: return failed(ErrorCode::kTryAgainLater, st.message());
+    default: return failed(ErrorCode::kRegistrationRefused, st.message());
+  }
 }
 
 // prevResult, passed on as the result in the configuration's version.
@@ -120,23 +123,26 @@ Outcome add(const Invocation& inv, const NetConf& conf) {
   container::HeldContainer c = wanted(inv, conf);
   control::Placement placed;
   bool created = false;
-  if (!conf.orchestrator.empty()) {
-    Outcome failure;
-    if (!placement(inv, conf, session, &placed, &failure)) return failure;
-    uint32_t vip = 0;
-    if (Status st = control::place_container(placed, &vip, &c.lid, &created); !st.is_ok())
-      return orchestrator_failed(st);
-  }
-  // Undoes a record this ADD made when the router does not take the pod: nothing stays
+  // Undoes a record this ADD made when the pod is not taken after all: nothing stays
   // half-made, and a record that was there before (the pod's, held by another sandbox)
   // stays.
   const auto unplace = [&] {
     if (created) (void)control::release_container(placed);
   };
+  if (!conf.orchestrator.empty()) {
+    Outcome failure;
+    if (!placement(inv, conf, session, &placed, &failure)) return failure;
+    uint32_t vip = 0;
+    if (Status st = control::place_container(placed, &vip, &c.lid, &created); !st.is_ok()) {
+      unplace();
+      return orchestrator_failed(st);
+    }
+  }
   uint16_t lid = 0;
   const int status = session.hold_container(c, netns.get(), &lid);
-  if (status != 0) unplace();
+  // No answer: the router may have taken the pod, so its record stays for a retry or DEL.
   if (status < 0) return unreachable(conf, status);
+  if (status != 0) unplace();
   if (status != 0) return refused(session, c, status);
   std::fprintf(stderr, "wharf-cni: pod %s registered with %s, LID %u\n", describe(c).c_str(),
                conf.router.c_str(), lid);
@@ -150,15 +156,30 @@ Outcome del(const Invocation& inv, const NetConf& conf) {
     if (err == ENOENT || err == ECONNREFUSED) return {};
     return unreachable(conf, err);
   }
-  const int status = session.release_held_container(inv.sandbox);
+  // What the sandbox holds names the orchestrator's record to delete: another sandbox's pod
+  // of the same name (an ADD refused, a pod since restarted) keeps its own.
+  container::HeldContainer held;
+  held.sandbox = inv.sandbox;
+  int status = session.held_container(&held);
+  if (status == 0) status = session.release_held_container(inv.sandbox);
   if (status < 0) return unreachable(conf, status);
-  if (status != 0 && status != ENOENT)
+  if (status == ENOENT) return {};
+  if (status != 0)
     return failed(ErrorCode::kRegistrationRefused, "the router could not release sandbox " +
                                                        inv.sandbox + ": " + std::strerror(status));
-  if (!conf.orchestrator.empty() && !conf.tenant.empty()) {
+  if (!conf.orchestrator.empty()) {
     control::Placement placed;
     Outcome failure;
-    if (!placement(inv, conf, session, &placed, &failure)) return failure;
+    // DEL must end: without a host name or a token, the record is left (and said so).
+    if (!placement(inv, conf, session, &placed, &failure)) {
+      std::fprintf(stderr, "wharf-cni: pod %s's record at the orchestrator is left: %s\n",
+                   describe(held).c_str(), failure.err.msg.c_str());
+      return {};
+    }
+    placed.tenant = held.tenant;
+    placed.network = held.network;
+    placed.name = held.name;
+    placed.vip = held.vip;
     if (Status st = control::release_container(placed); !st.is_ok()) return orchestrator_failed(st);
   }
   return {};

@@ -53,9 +53,7 @@ int run() {
                        "1 MiB)",
                        ""});
   if (inv->command == Command::kVersion) {
-    const auto version = read_version_request(text, &err);
-    if (!version) return report("", err);
-    std::printf("%s\n", version_json(*version).c_str());
+    std::printf("%s\n", version_json(read_version_request(text)).c_str());
     return 0;
   }
   const auto conf = read_netconf(text, *inv, wharf::proto::router_socket_path(), &err);
@@ -74,4 +72,13 @@ int run() {
 
 }  // namespace
 
-int main() { return run(); }
+int main() {
+  // Errors must reach the runtime as CNI errors, even a bad answer from the orchestrator that
+  // the JSON library throws at, or memory running out.
+  try {
+    return run();
+  } catch (const std::exception& e) {
+    return report("",
+                  {ErrorCode::kTryAgainLater, std::string("wharf-cni failed: ") + e.what(), ""});
+  }
+}

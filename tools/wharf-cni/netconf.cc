@@ -1,6 +1,7 @@
 #include "netconf.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "control/api_client.h"
@@ -11,8 +12,9 @@ namespace {
 
 using nlohmann::json;
 
-constexpr size_t kMaxName = 63;      // proto::LongName without its NUL
-constexpr size_t kMaxSandbox = 127;  // proto::SandboxId without its NUL
+constexpr size_t kMaxName = 63;        // proto::LongName without its NUL
+constexpr size_t kMaxSandbox = 127;    // proto::SandboxId without its NUL
+constexpr size_t kSandboxPrefix = 12;  // of a sandbox ID naming a pod without K8S_POD_NAME
 
 // The spec's rule for container IDs, which wharf-cni applies to every name it passes on.
 bool valid_name(const std::string& s, size_t max) {
@@ -174,22 +176,25 @@ std::optional<Invocation> read_invocation(GetEnv getenv, Error* err) {
 
 std::string pod_name(const Invocation& inv) {
   auto it = inv.args.find("K8S_POD_NAME");
-  return it != inv.args.end() && !it->second.empty() ? it->second : inv.sandbox;
+  if (it == inv.args.end() || it->second.empty())
+    return "sandbox-" + inv.sandbox.substr(0, kSandboxPrefix);
+  const std::string& name = it->second;
+  if (name.size() <= kMaxName) return name;
+  // Kubernetes allows 253: the start and a hash of the whole, always the same for a name.
+  uint32_t hash = 2166136261u;  // FNV-1a
+  for (char c : name) hash = (hash ^ static_cast<uint8_t>(c)) * 16777619u;
+  char tail[10];
+  std::snprintf(tail, sizeof(tail), "-%08x", hash);
+  return name.substr(0, kMaxName - 9) + tail;
 }
 
-std::optional<std::string> read_version_request(const std::string& stdin_text, Error* err) {
-  json conf = json::parse(stdin_text, nullptr, false);
-  if (conf.is_discarded() || !conf.is_object()) {
-    *err = {ErrorCode::kDecodeFailure, "stdin is not a JSON object", ""};
-    return std::nullopt;
+std::string read_version_request(const std::string& stdin_text) {
+  const json conf = json::parse(stdin_text, nullptr, false);
+  if (conf.is_object() && conf.contains("cniVersion") && conf["cniVersion"].is_string()) {
+    const std::string version = conf["cniVersion"].get<std::string>();
+    if (supported(version)) return version;
   }
-  std::string version;
-  if (!string_key(conf, "cniVersion", "0.3.0", &version, err)) return std::nullopt;
-  if (!supported(version)) {
-    *err = unsupported_version(version);
-    return std::nullopt;
-  }
-  return version;
+  return kSupportedVersions.back();
 }
 
 std::optional<NetConf> read_netconf(const std::string& stdin_text, const Invocation& inv,

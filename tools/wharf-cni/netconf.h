@@ -11,8 +11,8 @@
 //               wharf-orchestrator's http(s)://HOST:PORT, the CA its certificate chains to,
 //               and a file holding a token to present (control/credentials.h): the pod is
 //               placed there (its record, address and LID) before the router holds it
-// The pod's virtual IP is its IPv4 address in prevResult; its container name is K8S_POD_NAME
-// (default: the sandbox ID).
+// The pod's virtual IP is its IPv4 address in prevResult; its container name comes from
+// K8S_POD_NAME (pod_name below).
 #pragma once
 
 #include <cstdint>
@@ -69,10 +69,13 @@ struct NetConf {
 std::optional<NetConf> read_netconf(const std::string& stdin_text, const Invocation& inv,
                                     const std::string& default_router, Error* err);
 
-// The version a VERSION command's stdin asks about, checked like a configuration's.
-std::optional<std::string> read_version_request(const std::string& stdin_text, Error* err);
+// The version to answer a VERSION command in: the one its stdin names when wharf-cni speaks
+// it, else the newest it speaks. VERSION always answers (it is how callers find out).
+std::string read_version_request(const std::string& stdin_text);
 
-// The container name the pod has at the router: K8S_POD_NAME, else the sandbox ID.
+// The container name the pod has at the router: K8S_POD_NAME, cut to 63 bytes with a hash of
+// the whole when longer (Kubernetes allows 253); else "sandbox-" and the sandbox ID's first
+// 12 characters.
 std::string pod_name(const Invocation& inv);
 
 }  // namespace wharf::cni

@@ -41,7 +41,7 @@ ContainerAllocation container_allocation(const HostLayout& host) {
 
   const std::string router_dir = host.router_socket.substr(0, host.router_socket.rfind('/'));
   a.mounts.push_back(
-      {std::string(kContainerRouterDir), router_dir.empty() ? "/" : router_dir, false});
+      {std::string(kContainerRouterDir), router_dir.empty() ? "/" : router_dir, true});
   a.mounts.push_back({std::string(kContainerLibDir), host.lib_dir, true});
   for (const std::string& dir : host.class_dirs)
     a.mounts.push_back({join(kContainerClassDir, dir), join(host.class_dir, dir), true});

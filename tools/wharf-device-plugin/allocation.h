@@ -54,7 +54,8 @@ struct ContainerAllocation {
 
 // What a container gets, whichever devices it was given:
 //   WHARF_ROUTER = kContainerRouterDir/<the socket's file name>, the router's directory bound
-//   there writable (connecting to a socket needs write permission on it);
+//   there read-only (connecting to a socket needs no writable mount; a pod must not be able to
+//   replace the socket with its own);
 //   LD_PRELOAD = libibverbs.so.1, then librdmacm.so.1 when the host has it (the order and the
 //   rule of container::container_environment), from lib_dir bound read-only on kContainerLibDir;
 //   each of class_dirs bound read-only on kContainerClassDir/<name>;

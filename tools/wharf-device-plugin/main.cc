@@ -47,7 +47,8 @@ struct Options {
   std::string endpoint = "wharf.sock";
   std::string router = proto::router_socket_path();
   std::string lib_dir;  // empty: <dir of the executable>/../lib
-  std::string state_dir = "/run/wharf/device-plugin";
+  // Not under the router's directory, which every pod sees.
+  std::string state_dir = "/var/lib/wharf/device-plugin";
   bool mount_sysfs = false;
 };
 
@@ -200,7 +201,7 @@ int parse_and_run(int argc, char** argv) {
   app.add_option("--count", o.count,
                  "Devices to offer, wharf-0 ... wharf-<count - 1>: the router is shared, so this "
                  "is how many pods with a device the node admits")
-      ->check(CLI::Range(1, 1000000))
+      ->check(CLI::Range(1, 10000))
       ->capture_default_str()
       ->envname("WHARF_DP_COUNT");
   app.add_option("--kubelet-dir", o.kubelet_dir,

@@ -51,6 +51,10 @@ std::unique_ptr<PluginServer> PluginServer::start(const std::string& socket_path
     return nullptr;
   }
   s->socket_ino_ = socket_inode(socket_path);
+  if (s->socket_ino_ == 0) {  // else socket_gone() would say so every second
+    *why = "serving on " + socket_path + ", which is not there: " + std::strerror(errno);
+    return nullptr;
+  }
   return s;
 }
 

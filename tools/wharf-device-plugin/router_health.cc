@@ -47,7 +47,8 @@ bool RouterHealth::router_answers() {
     }
   }
   container::RouterSession::Info info;
-  if (session_->router_info_quietly(&info) != 0) {
+  // Within the probe interval: a hung router reads as down by the next probe.
+  if (session_->router_info_quietly(&info, kAnswerWithinMs) != 0) {
     session_.reset();
     return false;
   }

@@ -19,6 +19,7 @@ namespace wharf::device_plugin {
 class RouterHealth {
  public:
   static constexpr std::chrono::seconds kProbeInterval{2};
+  static constexpr int kAnswerWithinMs = 1000;
 
   struct Reading {
     bool healthy = false;
