@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "common/fnv.h"
 #include "proto/messages.h"
 
 namespace wharf::proto {
@@ -31,9 +32,8 @@ inline bool is_multicast_lid(uint16_t lid) {
 // The group's LID: a function of its MGID, so that every router gives one group the same
 // LID without asking anyone (FNV-1a folded into 0xc000-0xfffe).
 inline uint16_t mlid_of(const Gid& mgid) {
-  uint32_t h = 2166136261u;
-  for (uint8_t b : mgid) h = (h ^ b) * 16777619u;
-  return static_cast<uint16_t>(kMulticastLidBase + h % (kPermissiveLid - kMulticastLidBase));
+  return static_cast<uint16_t>(kMulticastLidBase +
+                               fnv1a32(mgid) % (kPermissiveLid - kMulticastLidBase));
 }
 
 // The MGID rdma_cm joins for IPv4 group `ip` (network order bytes), as the kernel's

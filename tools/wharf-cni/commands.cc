@@ -69,9 +69,9 @@ Outcome refused(container::RouterSession& session, const container::HeldContaine
                 "errno " + std::to_string(err));
 }
 
-// The pod's record at the configuration's orchestrator, for the router's host.
-bool placement(const Invocation& inv, const NetConf& conf, container::RouterSession& session,
-               control::Placement* p, Outcome* failure) {
+// Pod `pod`'s record at the configuration's orchestrator, for the router's host.
+bool placement(const container::HeldContainer& pod, const NetConf& conf,
+               container::RouterSession& session, control::Placement* p, Outcome* failure) {
   container::RouterSession::Info info;
   std::string token;
   std::string why;
@@ -87,11 +87,11 @@ bool placement(const Invocation& inv, const NetConf& conf, container::RouterSess
   }
   *p = {{conf.orchestrator, conf.tls_ca},
         token,
-        conf.tenant,
-        conf.network,
-        pod_name(inv),
+        pod.tenant,
+        pod.network,
+        pod.name,
         info.host,
-        conf.pod_ip};
+        pod.vip};
   return true;
 }
 
@@ -131,7 +131,7 @@ Outcome add(const Invocation& inv, const NetConf& conf) {
   };
   if (!conf.orchestrator.empty()) {
     Outcome failure;
-    if (!placement(inv, conf, session, &placed, &failure)) return failure;
+    if (!placement(c, conf, session, &placed, &failure)) return failure;
     uint32_t vip = 0;
     if (Status st = control::place_container(placed, &vip, &c.lid, &created); !st.is_ok()) {
       unplace();
@@ -142,8 +142,10 @@ Outcome add(const Invocation& inv, const NetConf& conf) {
   const int status = session.hold_container(c, netns.get(), &lid);
   // No answer: the router may have taken the pod, so its record stays for a retry or DEL.
   if (status < 0) return unreachable(conf, status);
-  if (status != 0) unplace();
-  if (status != 0) return refused(session, c, status);
+  if (status != 0) {
+    unplace();
+    return refused(session, c, status);
+  }
   std::fprintf(stderr, "wharf-cni: pod %s registered with %s, LID %u\n", describe(c).c_str(),
                conf.router.c_str(), lid);
   return {true, pass_on(conf), {}};
@@ -171,15 +173,11 @@ Outcome del(const Invocation& inv, const NetConf& conf) {
     control::Placement placed;
     Outcome failure;
     // DEL must end: without a host name or a token, the record is left (and said so).
-    if (!placement(inv, conf, session, &placed, &failure)) {
+    if (!placement(held, conf, session, &placed, &failure)) {
       std::fprintf(stderr, "wharf-cni: pod %s's record at the orchestrator is left: %s\n",
                    describe(held).c_str(), failure.err.msg.c_str());
       return {};
     }
-    placed.tenant = held.tenant;
-    placed.network = held.network;
-    placed.name = held.name;
-    placed.vip = held.vip;
     if (Status st = control::release_container(placed); !st.is_ok()) return orchestrator_failed(st);
   }
   return {};
@@ -218,7 +216,7 @@ Outcome check(const Invocation& inv, const NetConf& conf) {
   if (!conf.orchestrator.empty()) {
     control::Placement placed;
     Outcome failure;
-    if (!placement(inv, conf, session, &placed, &failure)) return failure;
+    if (!placement(want, conf, session, &placed, &failure)) return failure;
     uint32_t vip = 0;
     std::string host;
     if (Status found = control::find_container(placed, &vip, &host); !found.is_ok())

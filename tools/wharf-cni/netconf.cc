@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "common/fnv.h"
 #include "control/api_client.h"
 #include "control/cidr.h"
 
@@ -28,23 +29,13 @@ bool valid_name(const std::string& s, size_t max) {
 Error invalid_env(std::string msg) { return {ErrorCode::kInvalidEnvironment, std::move(msg), ""}; }
 Error invalid_config(std::string msg) { return {ErrorCode::kInvalidConfig, std::move(msg), ""}; }
 
-// "0.4.0" < "1.0.0": versions compared part by part as numbers.
-std::vector<int> version_parts(const std::string& v) {
-  std::vector<int> parts;
-  size_t at = 0;
-  while (at <= v.size()) {
-    size_t dot = v.find('.', at);
-    if (dot == std::string::npos) dot = v.size();
-    parts.push_back(std::atoi(v.substr(at, dot - at).c_str()));
-    at = dot + 1;
-  }
-  return parts;
+// v's place in kSupportedVersions (oldest first); its size when v is not there.
+size_t version_rank(const std::string& v) {
+  return static_cast<size_t>(std::find(kSupportedVersions.begin(), kSupportedVersions.end(), v) -
+                             kSupportedVersions.begin());
 }
 
-bool supported(const std::string& v) {
-  return std::find(kSupportedVersions.begin(), kSupportedVersions.end(), v) !=
-         kSupportedVersions.end();
-}
+bool supported(const std::string& v) { return version_rank(v) < kSupportedVersions.size(); }
 
 Error unsupported_version(const std::string& v) {
   std::string list;
@@ -181,10 +172,8 @@ std::string pod_name(const Invocation& inv) {
   const std::string& name = it->second;
   if (name.size() <= kMaxName) return name;
   // Kubernetes allows 253: the start and a hash of the whole, always the same for a name.
-  uint32_t hash = 2166136261u;  // FNV-1a
-  for (char c : name) hash = (hash ^ static_cast<uint8_t>(c)) * 16777619u;
   char tail[10];
-  std::snprintf(tail, sizeof(tail), "-%08x", hash);
+  std::snprintf(tail, sizeof(tail), "-%08x", fnv1a32(name));
   return name.substr(0, kMaxName - 9) + tail;
 }
 
@@ -213,7 +202,7 @@ std::optional<NetConf> read_netconf(const std::string& stdin_text, const Invocat
     *err = unsupported_version(nc.cni_version);
     return std::nullopt;
   }
-  if (inv.command == Command::kCheck && version_parts(nc.cni_version) < version_parts("0.4.0")) {
+  if (inv.command == Command::kCheck && version_rank(nc.cni_version) < version_rank("0.4.0")) {
     *err = {ErrorCode::kIncompatibleVersion, "CHECK needs CNI version 0.4.0 or later",
             "the configuration says " + nc.cni_version};
     return std::nullopt;

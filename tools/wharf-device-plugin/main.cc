@@ -22,6 +22,7 @@
 #include <string>
 
 #include "common/unique_fd.h"
+#include "container/install_paths.h"
 #include "container/router_session.h"
 #include "host_state.h"
 #include "kubelet_api.h"
@@ -51,20 +52,6 @@ struct Options {
   std::string state_dir = "/var/lib/wharf/device-plugin";
   bool mount_sysfs = false;
 };
-
-// <dir holding the executable>/../lib, e.g. build/bin/wharf-device-plugin -> build/lib.
-std::string default_lib_dir() {
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) return "lib";
-  return (exe.parent_path().parent_path() / "lib").string();
-}
-
-std::string absolute(const std::string& p) {
-  std::error_code ec;
-  const fs::path a = fs::absolute(p, ec);
-  return ec ? p : a.lexically_normal().string();
-}
 
 // Why the options cannot work, or empty.
 std::string check_options(const Options& o) {
@@ -235,10 +222,11 @@ int parse_and_run(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : kExitUsage;
   }
-  o.kubelet_dir = absolute(o.kubelet_dir);
-  o.router = absolute(o.router);
-  o.lib_dir = absolute(o.lib_dir.empty() ? default_lib_dir() : o.lib_dir);
-  o.state_dir = absolute(o.state_dir);
+  o.kubelet_dir = container::absolute_path(o.kubelet_dir);
+  o.router = container::absolute_path(o.router);
+  o.lib_dir =
+      container::absolute_path(o.lib_dir.empty() ? container::bundled_lib_dir() : o.lib_dir);
+  o.state_dir = container::absolute_path(o.state_dir);
   if (const std::string bad = check_options(o); !bad.empty()) {
     std::fprintf(stderr, "wharf-device-plugin: %s (see --help)\n", bad.c_str());
     return kExitUsage;

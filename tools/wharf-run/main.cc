@@ -9,12 +9,12 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <optional>
 #include <string>
 
 #include "child.h"
 #include "common/unique_fd.h"
+#include "container/install_paths.h"
 #include "container/record.h"
 #include "container/router_session.h"
 #include "container/sysfs_tree.h"
@@ -31,26 +31,10 @@ extern char** environ;
 namespace wharf::run {
 namespace {
 
-namespace fs = std::filesystem;
-
 constexpr int kLockTimeoutMs = 30000;
 
 void say(const Options& o, const std::string& msg) {
   if (o.verbose) std::fprintf(stderr, "wharf-run: %s\n", msg.c_str());
-}
-
-// <dir holding the wharf-run binary>/../lib, e.g. build/bin/wharf-run -> build/lib.
-std::string default_lib_dir() {
-  std::error_code ec;
-  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) return "lib";
-  return (exe.parent_path().parent_path() / "lib").string();
-}
-
-std::string absolute(const std::string& p) {
-  std::error_code ec;
-  fs::path a = fs::absolute(p, ec);
-  return ec ? p : a.lexically_normal().string();
 }
 
 int cleanup(const std::string& name) {
@@ -86,8 +70,9 @@ int run(Options o) {
     std::fprintf(stderr, "wharf-run: must run as root (it creates network namespaces)\n");
     return kExitSetupFailed;
   }
-  const std::string router = absolute(o.router);
-  const std::string lib_dir = absolute(o.lib_dir.empty() ? default_lib_dir() : o.lib_dir);
+  const std::string router = container::absolute_path(o.router);
+  const std::string lib_dir =
+      container::absolute_path(o.lib_dir.empty() ? container::bundled_lib_dir() : o.lib_dir);
   const std::string lib = lib_dir + "/libibverbs.so.1";
   if (::access(lib.c_str(), R_OK) != 0) {
     std::fprintf(stderr, "wharf-run: warning: %s: %s; CMD will not see wharf0 (see --lib-dir)\n",
