@@ -6,7 +6,7 @@
 #   sudo bash bench/ab_local.sh BUILD_A BUILD_B [REPS]    # e.g. build-main build
 #
 # Figures (64 B unless said): ib_send_lat typical (us), ib_send_bw message rate (Mpps),
-# ib_send_bw 64 KiB (MB/s). Each build dir needs bin/wharfd, bin/wharf-run and
+# ib_send_bw 64 KiB (MB/s), ib_send_lat -e (completion events) 8 B typical (us). Each build dir needs bin/wharfd, bin/wharf-run and
 # lib/libibverbs.so.1 (any build type; say which in the results). Needs root and perftest.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -51,9 +51,11 @@ round() {
   local build=$1 name=$2
   echo "$(perftest "$build" 5 ib_send_lat -d wharf0 -s 64 -n 20000)" \
     "$(perftest "$build" 5 ib_send_bw -d wharf0 -s 64 -n 200000)" \
-    "$(perftest "$build" 4 ib_send_bw -d wharf0 -s 65536 -n 20000)" | tee -a "$WORK/$name" |
+    "$(perftest "$build" 4 ib_send_bw -d wharf0 -s 65536 -n 20000)" \
+    "$(perftest "$build" 5 ib_send_lat -d wharf0 -e -s 8 -n 20000)" | tee -a "$WORK/$name" |
     sed "s/^/$name: /" >&2
 }
 
 ab_rounds round "$REPS"
-ab_table "$A" "$B" "$REPS" "ib_send_lat 64 B typical (us)" "ib_send_bw 64 B (Mpps)" "ib_send_bw 64 KiB (MB/s)"
+ab_table "$A" "$B" "$REPS" "ib_send_lat 64 B typical (us)" "ib_send_bw 64 B (Mpps)" \
+  "ib_send_bw 64 KiB (MB/s)" "ib_send_lat -e 8 B typical (us)"

@@ -15,7 +15,9 @@
 #include <new>
 
 #include "abi/verbs/export.h"
+#include "abi/verbs/line_set.h"
 #include "abi/verbs/provider.h"
+#include "abi/verbs/tunables.h"
 #include "common/clock.h"
 #include "proto/datagram.h"
 
@@ -37,11 +39,17 @@ WHARF_EXPORT ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
   auto* ch = new (std::nothrow) CompChannel{};
   if (ch == nullptr) return ctx->out_of_memory(proto::Op::kDestroyChannel, rep.handle);
   ch->channel.context = context;
-  ch->channel.fd = mine.release();
   ch->channel.refcnt = 0;
   ch->handle = rep.handle;
+  ch->events = std::move(mine);
+  if (err = ch->lines.open(ch->events.get()); err != 0) {
+    delete ch;
+    ctx->release_in_router(proto::Op::kDestroyChannel, rep.handle);
+    errno = err;
+    return nullptr;
+  }
+  ch->channel.fd = ch->lines.fd();
   if (!ctx->track(ctx->channels, rep.handle, &ch->channel)) {
-    close(ch->channel.fd);
     delete ch;
     return ctx->out_of_memory(proto::Op::kDestroyChannel, rep.handle);
   }
@@ -56,8 +64,7 @@ WHARF_EXPORT int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
       to_ctx(channel->context)->client.call(proto::Op::kDestroyChannel, req, nullptr, 0, &rep);
   if (err != 0) return err;
   to_ctx(channel->context)->untrack(to_ctx(channel->context)->channels, ch->handle);
-  close(channel->fd);
-  delete ch;
+  delete ch;  // closes its descriptors
   return 0;
 }
 
@@ -233,21 +240,6 @@ WHARF_EXPORT int ibv_destroy_cq(ibv_cq* cq) {
 
 namespace {
 
-// A duration the application's environment sets in microseconds (default_us when unset), in ns.
-uint64_t env_us_as_ns(const char* name, uint64_t default_us) {
-  const char* env = getenv(name);
-  return (env != nullptr ? strtoull(env, nullptr, 10) : default_us) * 1000;
-}
-
-// How long a blocking ibv_get_cq_event spins before it sleeps: WHARF_EVENT_SPIN_US (default
-// 20 us, about the CPU a sleep and wake-up cost here; 0 sleeps at once). Spinning no longer
-// than a wake-up costs at most doubles the CPU a wait uses, and an event that comes within
-// the budget is taken without the sleep and the wake-up.
-uint64_t event_spin_ns() {
-  static const uint64_t ns = env_us_as_ns("WHARF_EVENT_SPIN_US", 20);
-  return ns;
-}
-
 // True when one of the channel's CQs has had its event raised since it was armed (the event
 // is then in, or about to be in, the channel's socket).
 bool event_raised(CompChannel* ch) {
@@ -331,37 +323,35 @@ bool spin_for_event(CompChannel* ch) {
   return spin_until([&] { return event_raised(ch); }) == SpinEnd::kInterrupted;
 }
 
-// The express lines of the channel's CQs, each once (a QP whose send and receive CQs share
-// the channel is listed with both): their QPs in qps, their descriptors after fds[0]. At
-// most kMaxLines; returns the number.
+// The express lines the channel watches that polls service (ExpressLine::polled) or that
+// want to write: their QPs in qps, their descriptors after fds[0]. At most kMaxLines;
+// returns the number. The caller is a LineReader of ch's set.
 constexpr int kMaxLines = 16;
 int express_lines(CompChannel* ch, Qp** qps, pollfd* fds) {
-  int n = 0;
-  std::lock_guard<SpinLock> g(ch->lock);
-  for (Cq* cq : ch->cqs) {
-    for (auto& slot : cq->express_qps) {
-      Qp* qp = slot.load(std::memory_order_acquire);
-      if (qp == nullptr || !qp->express.usable() || n == kMaxLines ||
-          (!qp->express.polled() && !qp->express.wants_write()) ||
-          std::find(qps, qps + n, qp) != qps + n)
-        continue;
-      const short events = POLLIN | (qp->express.wants_write() ? POLLOUT : 0);
-      qps[n] = qp;
-      fds[1 + n++] = pollfd{qp->express.fd(), events, 0};
-    }
-  }
+  const int n = ch->lines.pick(
+      [](const Qp* qp) {
+        return qp->express.usable() && (qp->express.polled() || qp->express.wants_write());
+      },
+      qps, kMaxLines);
+  // The channel's fd is readable when a line it watches is.
+  for (int i = 0; i < n; ++i)
+    fds[1 + i] =
+        qps[i]->express.wants_write() ? pollfd{qps[i]->express.fd(), POLLOUT, 0} : pollfd{-1, 0, 0};
   return n;
 }
 
-// While the channel's CQs have express lines, the Messages and acknowledgements that arrive
-// on them raise the events: until one is raised, service the lines (spinning first, as
-// spin_for_event does, then asleep in poll() on the lines and the channel together). An
-// event the service raises on this very channel is handed to this thread in *caught instead
-// of through the channel's socket. 0, or -1 with errno EINTR as the read() would have ended.
+// While the channel watches express lines (line_set.h), the Messages and
+// acknowledgements that arrive on them raise the events: until one is raised, service the
+// lines (spinning first, as spin_for_event does; then asleep in poll() on the channel's fd,
+// which is readable when its socket or any of its lines is, and on the lines that want to
+// write). An event the service raises on this very channel
+// is handed to this thread in *caught instead of through the channel's socket. 0, or -1
+// with errno EINTR as the read() would have ended.
 int wait_with_express_lines(CompChannel* ch, Cq** caught) {
+  *caught = nullptr;
+  if (ch->lines.empty()) return 0;
   Qp* qps[kMaxLines];
   pollfd fds[kMaxLines + 1];
-  *caught = nullptr;
   // Each line once per look: a second service finding nothing new would acknowledge at once,
   // and the lone Ack would wake the peer just before this thread's next Message carries it
   // (after acknowledge() below, nothing is owed: a look may then be repeated).
@@ -373,48 +363,69 @@ int wait_with_express_lines(CompChannel* ch, Cq** caught) {
     return *caught != nullptr || event_raised(ch);
   };
   for (bool first = true;; first = false) {
-    n = express_lines(ch, qps, fds);
-    if (n == 0) return 0;
-    if (first ? event_raised(ch) : look()) return 0;
-    if (first && !may_wait(ch)) return 0;  // the application asked not to wait
-    // About to wait: what was executed is acknowledged now, not with a later frame.
-    for (int i = 0; i < n; ++i) qps[i]->express.acknowledge(qps[i]);
-    if (first) {
-      // A round trip between hosts is about as long as a sleep and its wake-up cost: what
-      // comes within the spin budget is taken without either. An event raised after the
-      // last look is in the channel's socket, which poll() watches.
-      switch (spin_until(look)) {
-        case SpinEnd::kLooked: return 0;
-        case SpinEnd::kInterrupted: errno = EINTR; return -1;
-        case SpinEnd::kTimedOut: break;
+    {
+      LineReader reading(ch->lines);
+      if (first && event_raised(ch)) return 0;
+      const bool waits = !first || may_wait(ch);  // the application may ask not to wait
+      if (!waits || !first) {
+        // The lines whose bytes woke the channel's fd (the application's poll() before a
+        // call that may not wait, or ours), and those that owe a write. (A first wait looks
+        // at its lines while it spins, without the system call.)
+        bool socket = false;
+        ch->lines.service(&ch->channel, caught, &socket);
+        if (socket || *caught != nullptr || !waits || event_raised(ch)) return 0;
       }
-    }
+      n = express_lines(ch, qps, fds);
+      // About to wait: what was executed is acknowledged now, not with a later frame.
+      for (int i = 0; i < n; ++i) qps[i]->express.acknowledge(qps[i]);
+      if (first) {
+        // A round trip between hosts is about as long as a sleep and its wake-up cost: what
+        // comes within the spin budget is taken without either. An event raised after the
+        // last look is in the channel's socket, which poll() watches.
+        switch (spin_until(look)) {
+          case SpinEnd::kLooked: return 0;
+          case SpinEnd::kInterrupted: errno = EINTR; return -1;
+          case SpinEnd::kTimedOut: break;
+        }
+      }
+    }  // asleep, this thread holds no QP: fds[] are only numbers
     fds[0] = pollfd{ch->channel.fd, POLLIN, 0};
     if (poll(fds, static_cast<nfds_t>(n) + 1, -1) < 0 && errno == EINTR) return -1;
-    if (fds[0].revents != 0) return 0;
   }
 }
 
 }  // namespace
 
 // Waits for the channel's next event: spins (bounded, see event_spin_ns) for a sign in shared
-// memory that one was raised, then blocks in read() (a cancellation point; no lock is held
-// across it). As rdma-core's, a signal that interrupts the wait ends it: -1, EINTR.
+// memory that one was raised, then blocks in recv() (a cancellation point; no lock is held
+// across it). As rdma-core's, a signal that interrupts the wait ends it: -1, EINTR; a channel
+// whose fd is O_NONBLOCK answers EAGAIN when no event is there.
 WHARF_EXPORT int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
+  CompChannel* ch = to_channel(channel);
   Cq* caught = nullptr;
-  if (wait_with_express_lines(to_channel(channel), &caught) != 0) return -1;
+  if (wait_with_express_lines(ch, &caught) != 0) return -1;
   if (caught != nullptr) {
     caught->awaiting_event.store(false, std::memory_order_relaxed);
     *cq = &caught->cq;
     *cq_context = caught->cq.cq_context;
     return 0;
   }
-  if (spin_for_event(to_channel(channel))) {
+  if (spin_for_event(ch)) {
     errno = EINTR;
     return -1;
   }
   uint8_t buf[proto::kCqEventSize];
-  const ssize_t n = read(channel->fd, buf, sizeof(buf));
+  // The application's O_NONBLOCK is on the channel's fd, not on the socket: an event there is
+  // taken at once, and only a blocking channel waits for one.
+  ssize_t n = recv(ch->events.get(), buf, sizeof(buf), MSG_DONTWAIT);
+  if (n < 0 && errno == EAGAIN && event_raised(ch)) {
+    // The event is a moment away (its raiser disarms the CQ, then writes it): taken within
+    // the spin budget, without a sleep and its wake-up, which cost far more.
+    const uint64_t deadline = now_ns() + event_spin_ns();
+    while (n < 0 && errno == EAGAIN && now_ns() < deadline)
+      n = recv(ch->events.get(), buf, sizeof(buf), MSG_DONTWAIT);
+  }
+  if (n < 0 && errno == EAGAIN && may_wait(ch)) n = recv(ch->events.get(), buf, sizeof(buf), 0);
   if (n != static_cast<ssize_t>(sizeof(buf))) return -1;
   proto::CqEventMsg ev;
   proto::decode(buf, sizeof(buf), &ev);
@@ -452,11 +463,6 @@ namespace {
 // up to the nap's length, and only after a millisecond of idleness.
 constexpr uint64_t kIdleBeforeNapNs = 1'000'000;
 
-uint64_t poll_nap_ns() {
-  static const uint64_t ns = env_us_as_ns("WHARF_POLL_NAP_US", 100);
-  return ns;
-}
-
 // Called by a poll that found cq empty, holding its lock; releases it.
 void idle_after_empty_poll(Cq* cq) {
   const uint64_t now = now_ns();
@@ -464,11 +470,9 @@ void idle_after_empty_poll(Cq* cq) {
   const uint64_t nap = poll_nap_ns();
   // A Message arriving on an express line does not end a nap (only a CQE does): a CQ with
   // lines is polled, not napped on.
-  bool lines = false;
-  for (auto& slot : cq->express_qps) {
-    const Qp* qp = slot.load(std::memory_order_relaxed);
-    lines |= qp != nullptr && qp->express.polled();
-  }
+  Qp* polled_line = nullptr;
+  bool lines = !cq->lines.empty() &&
+               cq->lines.pick([](const Qp* qp) { return qp->express.polled(); }, &polled_line, 1);
   if (nap == 0 || lines || now - thread_idle_since_ns < kIdleBeforeNapNs ||
       !shm::begin_nap(cq->notify, cq->ring)) {
     cq->lock.unlock();

@@ -126,10 +126,7 @@ void Context::free_objects() {
   for (auto& [h, td] : tds) delete td;
   for (auto& [h, pd] : pds) delete to_pd(pd);
   for (auto& [h, x] : xrcds) delete to_xrcd(x);
-  for (auto& [h, ch] : channels) {
-    close(ch->fd);
-    delete to_channel(ch);
-  }
+  for (auto& [h, ch] : channels) delete to_channel(ch);  // closes its descriptors
   qps.clear(), cqs.clear(), srqs.clear(), ahs.clear(), mrs.clear(), mws.clear(), pds.clear();
   xrcds.clear();
   channels.clear();

@@ -2,6 +2,7 @@
 #include "abi/verbs/express.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -12,7 +13,9 @@
 #include <cstring>
 #include <mutex>
 
+#include "abi/verbs/line_set.h"
 #include "abi/verbs/provider.h"
+#include "abi/verbs/tunables.h"
 #include "common/clock.h"
 #include "proto/datagram.h"
 #include "shm/cq_ring.h"
@@ -31,9 +34,6 @@ constexpr size_t kRxBuffer = 32 * 1024;
 // A receiver acknowledges at once after this many Messages it has not acknowledged (a
 // stream that never pauses would otherwise fill the sender's window first).
 constexpr uint32_t kAckEvery = 16;
-// The helper thread services a line nobody has serviced for this long.
-constexpr uint64_t kIdleServiceNs = 1'000'000;
-
 thread_local ibv_comp_channel* catching = nullptr;
 thread_local Cq* caught = nullptr;
 
@@ -54,13 +54,16 @@ struct Helper {
 
   static void* run(void* self) {
     auto* h = static_cast<Helper*>(self);
+    // It services a line nobody has serviced for express_idle_ns.
+    const uint64_t idle = express_idle_ns();
     for (;;) {
-      timespec ts{0, static_cast<long>(kIdleServiceNs)};
+      timespec ts{static_cast<time_t>(idle / 1'000'000'000),
+                  static_cast<long>(idle % 1'000'000'000)};
       nanosleep(&ts, nullptr);
       std::lock_guard<std::mutex> g(h->mu);
       const uint64_t now = now_ns();
       for (Qp* qp : h->qps)
-        if (now - qp->express.last_service_ns() >= kIdleServiceNs) qp->express.service(qp, true);
+        if (now - qp->express.last_service_ns() >= idle) qp->express.service(qp, true);
     }
     return nullptr;
   }
@@ -720,14 +723,7 @@ void take_express_if_offered(Qp* qp) {
   if (qp->direct_line->express_offer.load(std::memory_order_acquire) == 0) return;
   qp->express.take(qp);
   if (!qp->express.usable()) return;
-  for (ibv_cq* c : {qp->qp.send_cq, qp->qp.recv_cq}) {
-    for (auto& slot : to_cq(c)->express_qps) {
-      Qp* none = nullptr;
-      if (slot.load(std::memory_order_relaxed) == qp ||
-          slot.compare_exchange_strong(none, qp, std::memory_order_release))
-        break;
-    }
-  }
+  watch_line(qp);
   helper().add(qp);
 }
 
@@ -735,13 +731,7 @@ void forget_express(Qp* qp) {
   if (qp->express.fd() < 0) return;
   qp->express.acknowledge(qp);  // the peer's sends executed here complete
   helper().forget_if([qp](const Qp* q) { return q == qp; });
-  for (ibv_cq* c : {qp->qp.send_cq, qp->qp.recv_cq}) {
-    if (c == nullptr) continue;
-    for (auto& slot : to_cq(c)->express_qps) {
-      Qp* me = qp;
-      slot.compare_exchange_strong(me, nullptr, std::memory_order_release);
-    }
-  }
+  unwatch_line(qp);  // and waits out a poller or waiter still holding it
 }
 
 void forget_express_lines(Context* ctx) {
@@ -753,11 +743,17 @@ void forget_express_lines(Context* ctx) {
 }
 
 bool service_express(Cq* cq, bool idle) {
-  bool did = false;
-  for (auto& slot : cq->express_qps)
-    if (Qp* qp = slot.load(std::memory_order_acquire); qp != nullptr && qp->express.polled())
-      did |= qp->express.service(qp, idle);
-  return did;
+  if (cq->lines.empty()) return false;
+  // A reader while it holds a QP of the CQ's: forget_express waits for it.
+  LineReader reading(cq->lines);
+  Qp* one = nullptr;
+  if (cq->lines.size() == 1 && cq->lines.pick([](const Qp*) { return true; }, &one, 1) == 1) {
+    // One line: read directly, a system call as the set's would be, and none when it is a
+    // QP on an SRQ with nothing out (ExpressLine::polled).
+    return one->express.polled() && one->express.service(one, idle);
+  }
+  bool unused;
+  return cq->lines.service(nullptr, nullptr, &unused);
 }
 
 void catch_express_events(ibv_comp_channel* channel) {

@@ -10,9 +10,11 @@
 // whoever services the line next. The receiving library places a Message straight into the memory
 // of its QP's next receive as the bytes arrive, and completes it there, when it services the line:
 // when the application polls a CQ of the QP that is empty, waits for a completion event on its
-// channel, or posts a send that must wait; and the sleeping helper thread services every line
-// nobody serviced for kIdleServiceNs, so work never waits on an application that stopped calling
-// verbs. The acknowledgement the peer's next frame carries completes the send.
+// channel (or asks for one after its own poll() of the channel's fd, which watches the lines:
+// line_set.h), or posts a send that must wait; and the sleeping helper thread services every
+// line nobody serviced for express_idle_ns (tunables.h), so work never waits on an application
+// that stopped calling verbs. The acknowledgement the peer's next frame carries completes the
+// send.
 //
 // Whatever the receiver cannot simply do (no receive posted, a receive too short, a key it
 // does not know, an SRQ, a QP in error, a full CQ) it refuses, discarding the payload; the
@@ -63,6 +65,12 @@ class ExpressLine {
   // sent. A line of a QP on a shared receive queue that has nothing out brings at most the
   // peer's Ready, which the helper thread reads: polls leave it alone (and may nap).
   bool polled() const { return polled_.load(std::memory_order_relaxed); }
+  // The line has something to write without anything to read first: the rest of a frame,
+  // Messages that waited for the router, or the acknowledgement of what it executed.
+  bool owes() const {
+    return wants_write() || unwritten_.load(std::memory_order_relaxed) ||
+           executed_.load(std::memory_order_relaxed) != ack_sent_.load(std::memory_order_relaxed);
+  }
 
   // With qp's sq_lock held: puts wr on the line (kSent), or says it goes to the send ring
   // (kToRing), or must follow the line's outstanding work there (kStage: stage it), or needs
@@ -217,8 +225,8 @@ class ExpressLine {
   uint32_t recv_keys_epoch_ = 0;
 };
 
-// Takes the express line the router offers qp, if it offers one, lists qp with its CQs and
-// starts the helper thread.
+// Takes the express line the router offers qp, if it offers one, adds it to the sets of its
+// CQs and their channels (line_set.h) and starts the helper thread.
 void take_express_if_offered(Qp* qp);
 // Acknowledges what qp's line executed, and takes qp off its CQs' lists and the helper's
 // (before it is freed).

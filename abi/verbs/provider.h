@@ -17,6 +17,7 @@
 
 #include "abi/verbs/direct_path.h"
 #include "abi/verbs/express.h"
+#include "abi/verbs/line_set.h"
 #include "abi/verbs/mapping.h"
 #include "common/spinlock.h"
 #include "common/unique_fd.h"
@@ -179,8 +180,10 @@ inline Dm* to_dm(ibv_dm* d) { return reinterpret_cast<Dm*>(d); }
 
 struct Cq;
 struct CompChannel {
-  ibv_comp_channel channel;
+  ibv_comp_channel channel;  // its fd is `lines`' epoll instance
   uint32_t handle;
+  UniqueFd events;       // the socket the router (and express lines) write events to
+  LineSet lines;         // over `events` and the express lines of the CQs' QPs (line_set.h)
   SpinLock lock;         // guards cqs; nothing is allocated or freed while it is held
   std::vector<Cq*> cqs;  // the CQs that report to this channel, in the order they were made
 };
@@ -214,9 +217,8 @@ struct Cq {
   // While ibv_resize_cq moves the CQ to a new region: polls find nothing and the direct path
   // leaves completions for this CQ to the router (set and cleared under lock).
   std::atomic<bool> resizing;
-  // QPs completing here whose express lines polls and event waits service (express.h).
-  static constexpr int kExpressSlots = 4;
-  std::atomic<Qp*> express_qps[kExpressSlots];
+  // The express lines of the QPs completing here (line_set.h), which an empty poll services.
+  LineSet lines;
 };
 constexpr uint32_t kEmptyPollsBeforeYield = 64;
 // When the calling thread began to find every CQ it polls empty (CLOCK_MONOTONIC ns); 0 while
@@ -275,6 +277,12 @@ struct Qp {
   shm::QpCounters* counters;   // in `map`: the direct path counts the work it executes
   DirectPath direct;           // guarded by sq_lock
   ExpressLine express;         // its own locking (express.h)
+  // The sets its line is on (line_set.h): written before line_watched is set, read after it
+  // is taken back.
+  static constexpr int kMaxLineSets = 4;
+  std::atomic<bool> line_watched{false};
+  LineSet* line_sets[kMaxLineSets] = {};
+  int n_line_sets = 0;
   // An RSS QP's indirection table, which it keeps in use until it is destroyed.
   ibv_rwq_ind_table* rss_table = nullptr;
   void reset_rings();  // after a transition to RESET (the router zeroed the indices)

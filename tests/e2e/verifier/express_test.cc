@@ -4,7 +4,9 @@
 // receiver that never polls, policy (a rate-limited QP stays with its router).
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -133,6 +135,14 @@ class ExpressTest : public VerbsTest {
                           {{at, 4096, src.mr->lkey}, {at + 4096, len - 4096, src.mr->lkey}}, i),
                 0);
     }
+  }
+
+  // A completion channel of b_'s, and a CQ of `entries` reporting to it.
+  void channel_cq_on_b(int entries, ibv_comp_channel** channel, ibv_cq** cq) {
+    *channel = ibv_create_comp_channel(b_.ctx);
+    ASSERT_NE(*channel, nullptr);
+    *cq = ibv_create_cq(b_.ctx, entries, nullptr, *channel, 0);
+    ASSERT_NE(*cq, nullptr);
   }
 
   static Cluster* cluster_;
@@ -451,6 +461,145 @@ TEST_F(ExpressTest, AnEventWaitEndsWithTheLinesMessageAndHonoursANonBlockingChan
   ibv_cq* pending = nullptr;
   void* ctx = nullptr;
   if (ibv_get_cq_event(channel, &pending, &ctx) == 0) ibv_ack_cq_events(pending, 1);
+  EXPECT_EQ(ibv_destroy_cq(cq), 0);
+  EXPECT_EQ(ibv_destroy_comp_channel(channel), 0);
+  release_buffers(p);
+}
+
+// Polls a CQ for no completions until stopped, as an application's loop polls: that
+// services the lines of the CQ's QPs (and leaves the completions to the test).
+class CqServicer {
+ public:
+  explicit CqServicer(ibv_cq* cq)
+      : thread_([this, cq] {
+          while (!stop_.load()) {
+            ibv_poll_cq(cq, 0, nullptr);
+            usleep(50);
+          }
+        }) {}
+  ~CqServicer() {
+    stop_ = true;
+    thread_.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// Waits up to `ms` for the channel's fd to be readable: with poll(), or (use_epoll) with an
+// epoll set of the caller's own holding the fd, as UCX and libfabric wait. True if it is.
+bool channel_readable(ibv_comp_channel* channel, int ms, bool use_epoll) {
+  if (!use_epoll) {
+    pollfd p{channel->fd, POLLIN, 0};
+    return poll(&p, 1, ms) == 1;
+  }
+  const int ep = epoll_create1(EPOLL_CLOEXEC);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  epoll_event got{};
+  const bool ready = ep >= 0 && epoll_ctl(ep, EPOLL_CTL_ADD, channel->fd, &ev) == 0 &&
+                     epoll_wait(ep, &got, 1, ms) == 1;
+  if (ep >= 0) close(ep);
+  return ready;
+}
+
+// An application asleep on its channel's fd (nonblocking, as UCX, libfabric and rsockets set
+// it) wakes when a Message arrives on a line of one of the channel's CQs, and its
+// ibv_get_cq_event then returns the CQ's event, for each of six QPs of one CQ (a CQ used to
+// watch four); on the sending side, whose CQ has no channel, polls service all six lines.
+// Run with the helper thread's interval far longer than the wait (verify.express_sleepers)
+// this fails unless the library itself watches the lines.
+TEST_F(ExpressTest, AnApplicationAsleepOnItsChannelsFdWakesForEveryLinesMessage) {
+  constexpr int kPairs = 6;
+  ibv_comp_channel* channel = nullptr;
+  Side eb = b_;
+  ASSERT_NO_FATAL_FAILURE(channel_cq_on_b(256, &channel, &eb.cq));
+  ibv_cq* cq = eb.cq;
+  // Both sides serviced while the lines come up (the test drives both from one thread), and
+  // the sender's side from then on, as its own application would.
+  CqServicer sending_side(a_.cq);
+  std::vector<Pair> pairs;
+  {
+    CqServicer receiving_side(cq);
+    for (int i = 0; i < kPairs; ++i) {
+      SCOPED_TRACE(i);
+      pairs.push_back(express_pair(a_, eb, 4096, 4096));
+    }
+  }
+  const int flags = fcntl(channel->fd, F_GETFL);
+  ASSERT_EQ(fcntl(channel->fd, F_SETFL, flags | O_NONBLOCK), 0);
+  for (int i = 0; i < kPairs; ++i) {
+    SCOPED_TRACE(i);
+    Pair& p = pairs[static_cast<size_t>(i)];
+    post_recv(p.qb, p.dst, 0, 64, 100 + static_cast<uint64_t>(i));
+    ASSERT_EQ(ibv_req_notify_cq(cq, 0), 0);
+    std::thread sender([&] {
+      usleep(20000);  // the waiter is asleep by then
+      EXPECT_EQ(send_from(p.qa, p.src, 0, 64, 200 + static_cast<uint64_t>(i)), 0);
+    });
+    // Each readiness is followed by ibv_get_cq_event, as the application's loop does; one
+    // without an event (an acknowledgement woke it) answers EAGAIN and the wait goes on.
+    bool got_event = false;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!got_event && std::chrono::steady_clock::now() < deadline) {
+      if (!channel_readable(channel, 1000, i % 2 == 1)) continue;
+      ibv_cq* ev_cq = nullptr;
+      void* ev_ctx = nullptr;
+      if (ibv_get_cq_event(channel, &ev_cq, &ev_ctx) == 0) {
+        EXPECT_EQ(ev_cq, cq);
+        ibv_ack_cq_events(ev_cq, 1);
+        got_event = true;
+      } else {
+        EXPECT_EQ(errno, EAGAIN);
+      }
+    }
+    sender.join();
+    EXPECT_TRUE(got_event) << "no event while asleep on the channel's fd";
+    auto recv = wait_wc(cq, 1);
+    ASSERT_EQ(recv.size(), 1u);
+    EXPECT_EQ(recv[0].wr_id, 100 + static_cast<uint64_t>(i));
+    // The receiver's next poll acknowledges what it executed: the send completes.
+    ibv_wc sent{};
+    for (int tries = 0; tries < 10000 && ibv_poll_cq(a_.cq, 1, &sent) == 0; ++tries) {
+      ibv_poll_cq(cq, 0, nullptr);
+      usleep(1000);
+    }
+    EXPECT_EQ(sent.wr_id, 200 + static_cast<uint64_t>(i));
+    EXPECT_EQ(sent.status, IBV_WC_SUCCESS);
+  }
+  for (Pair& p : pairs) {
+    EXPECT_GT(express_msgs(p.ra), 0u);
+    EXPECT_EQ(ibv_destroy_qp(p.qa), 0);
+    EXPECT_EQ(ibv_destroy_qp(p.qb), 0);
+    release_buffers(p);
+  }
+  EXPECT_EQ(ibv_destroy_cq(cq), 0);
+  EXPECT_EQ(ibv_destroy_comp_channel(channel), 0);
+}
+
+// A line whose peer went away ends in end of file, which is readable for ever: the channel
+// watching it is readable until a wait services the line, and quiet after.
+TEST_F(ExpressTest, ALineWhosePeerWentAwayLeavesItsChannelQuiet) {
+  ibv_comp_channel* channel = nullptr;
+  Side eb = b_;
+  ASSERT_NO_FATAL_FAILURE(channel_cq_on_b(64, &channel, &eb.cq));
+  ibv_cq* cq = eb.cq;
+  Pair p;
+  {
+    CqServicer sending_side(a_.cq), receiving_side(cq);
+    p = express_pair(a_, eb, 4096, 4096);
+  }
+  const int flags = fcntl(channel->fd, F_GETFL);
+  ASSERT_EQ(fcntl(channel->fd, F_SETFL, flags | O_NONBLOCK), 0);
+  ASSERT_EQ(ibv_destroy_qp(p.qa), 0);  // the peer library and router close their ends
+  ASSERT_TRUE(channel_readable(channel, 10000, false)) << "the line's end never showed";
+  ibv_cq* ev_cq = nullptr;
+  void* ev_ctx = nullptr;
+  EXPECT_NE(ibv_get_cq_event(channel, &ev_cq, &ev_ctx), 0);
+  EXPECT_EQ(errno, EAGAIN);
+  EXPECT_FALSE(channel_readable(channel, 0, false)) << "the broken line keeps the fd readable";
+  EXPECT_EQ(ibv_destroy_qp(p.qb), 0);
   EXPECT_EQ(ibv_destroy_cq(cq), 0);
   EXPECT_EQ(ibv_destroy_comp_channel(channel), 0);
   release_buffers(p);

@@ -1,0 +1,44 @@
+// The library's tunables: durations the application's environment may set, in microseconds
+// (docs/OPERATIONS.md lists them). Each is read once, on first use.
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+
+namespace wharf::abi {
+
+// `name` from the environment in microseconds (default_us when unset), in nanoseconds.
+inline uint64_t env_us_as_ns(const char* name, uint64_t default_us) {
+  const char* env = getenv(name);
+  return (env != nullptr ? strtoull(env, nullptr, 10) : default_us) * 1000;
+}
+
+// How long a blocking ibv_get_cq_event spins before it sleeps: WHARF_EVENT_SPIN_US (default
+// 20 us, about the CPU a sleep and wake-up cost here; 0 sleeps at once). Spinning no longer
+// than a wake-up costs at most doubles the CPU a wait uses, and an event that comes within
+// the budget is taken without the sleep and the wake-up.
+inline uint64_t event_spin_ns() {
+  static const uint64_t ns = env_us_as_ns("WHARF_EVENT_SPIN_US", 20);
+  return ns;
+}
+
+// How long a thread that has polled only empty CQs for 1 ms naps on the CQ it polls:
+// WHARF_POLL_NAP_US (default 100 us; 0: never, it yields).
+inline uint64_t poll_nap_ns() {
+  static const uint64_t ns = env_us_as_ns("WHARF_POLL_NAP_US", 100);
+  return ns;
+}
+
+// How long an express line may go unserviced before the library's helper thread services it:
+// WHARF_EXPRESS_IDLE_US (default 1000 us; at least 1 us). It bounds how long the peer waits
+// for the acknowledgement of a Message when this process neither polls, posts nor waits on a
+// completion channel.
+inline uint64_t express_idle_ns() {
+  static const uint64_t ns = [] {
+    const uint64_t v = env_us_as_ns("WHARF_EXPRESS_IDLE_US", 1000);
+    return v < 1000 ? 1000 : v;
+  }();
+  return ns;
+}
+
+}  // namespace wharf::abi
