@@ -471,8 +471,9 @@ void idle_after_empty_poll(Cq* cq) {
   // A Message arriving on an express line does not end a nap (only a CQE does): a CQ with
   // lines is polled, not napped on.
   Qp* polled_line = nullptr;
-  bool lines = !cq->lines.empty() &&
-               cq->lines.pick([](const Qp* qp) { return qp->express.polled(); }, &polled_line, 1);
+  const bool lines =
+      !cq->lines.empty() &&
+      cq->lines.pick([](const Qp* qp) { return qp->express.polled(); }, &polled_line, 1) != 0;
   if (nap == 0 || lines || now - thread_idle_since_ns < kIdleBeforeNapNs ||
       !shm::begin_nap(cq->notify, cq->ring)) {
     cq->lock.unlock();

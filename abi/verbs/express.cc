@@ -746,12 +746,13 @@ bool service_express(Cq* cq, bool idle) {
   if (cq->lines.empty()) return false;
   // A reader while it holds a QP of the CQ's: forget_express waits for it.
   LineReader reading(cq->lines);
+  // Lines that bring a poll nothing (ExpressLine::polled: a QP on an SRQ with nothing out)
+  // are the helper thread's: no system call for them.
   Qp* one = nullptr;
-  if (cq->lines.size() == 1 && cq->lines.pick([](const Qp*) { return true; }, &one, 1) == 1) {
-    // One line: read directly, a system call as the set's would be, and none when it is a
-    // QP on an SRQ with nothing out (ExpressLine::polled).
-    return one->express.polled() && one->express.service(one, idle);
-  }
+  const auto polled = [](const Qp* q) { return q->express.polled() || q->express.owes(); };
+  if (cq->lines.pick(polled, &one, 1) == 0) return false;
+  // One line: read directly, a system call as the set's would be.
+  if (cq->lines.size() == 1) return one->express.service(one, idle);
   bool unused;
   return cq->lines.service(nullptr, nullptr, &unused);
 }

@@ -63,8 +63,10 @@ class LineSet {
   int pick(Pick pick, Qp** out, int max) {
     int n = 0;
     std::lock_guard<SpinLock> g(lock_);
-    for (Qp* qp : qps_)
-      if (n < max && pick(qp)) out[n++] = qp;
+    for (Qp* qp : qps_) {
+      if (n == max) break;
+      if (pick(qp)) out[n++] = qp;
+    }
     return n;
   }
 
