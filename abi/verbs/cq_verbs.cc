@@ -19,6 +19,7 @@
 #include "abi/verbs/provider.h"
 #include "abi/verbs/tunables.h"
 #include "common/clock.h"
+#include "common/spin_append.h"
 #include "proto/datagram.h"
 
 using namespace wharf;
@@ -72,33 +73,6 @@ namespace wharf::abi {
 
 namespace {
 
-// Adds cq to ch's list. The list grows in a copy made outside the spinlock, which is then
-// swapped in (and the old one freed) when nothing changed meanwhile. False: out of memory.
-bool join_channel(CompChannel* ch, Cq* cq) noexcept {
-  for (;;) {
-    size_t n;
-    {
-      std::lock_guard<SpinLock> g(ch->lock);
-      n = ch->cqs.size();
-    }
-    std::vector<Cq*> grown;
-    try {
-      grown.reserve(n + 1);
-    } catch (const std::bad_alloc&) {
-      return false;
-    }
-    {
-      std::lock_guard<SpinLock> g(ch->lock);
-      if (ch->cqs.size() == n) {
-        grown.assign(ch->cqs.begin(), ch->cqs.end());  // fits: no allocation
-        grown.push_back(cq);
-        ch->cqs.swap(grown);
-        return true;
-      }
-    }  // another thread changed the list: again
-  }
-}
-
 // Points cq's consumer, producer and notify line at the CQ region at `base`.
 void attach_region(Cq* cq, const uint8_t* base, uint32_t entries) {
   const shm::CqLayout layout = shm::cq_layout(entries);
@@ -151,7 +125,8 @@ Cq* create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel*
     delete cq;
     return ctx->out_of_memory(proto::Op::kDestroyCq, rep.cq);
   }
-  if (channel != nullptr && !join_channel(to_channel(channel), cq)) {
+  if (channel != nullptr &&
+      !append_outside_lock(to_channel(channel)->lock, to_channel(channel)->cqs, cq)) {
     ctx->untrack(ctx->cqs, rep.cq);
     delete cq;
     return ctx->out_of_memory(proto::Op::kDestroyCq, rep.cq);
@@ -265,12 +240,24 @@ bool interrupts_a_read(const sigset_t& pending, const sigset_t& old_mask) {
   return false;
 }
 
-// Whether the application lets ibv_get_cq_event wait on ch: its fd lacks O_NONBLOCK (asked
-// on every wait: an application may set it at any time, and a nonblocking wait never spins).
-bool may_wait(CompChannel* ch) {
-  const int flags = fcntl(ch->channel.fd, F_GETFL);
-  return flags >= 0 && (flags & O_NONBLOCK) == 0;
-}
+// Whether the application lets this ibv_get_cq_event wait on ch: the channel's fd lacks
+// O_NONBLOCK. Asked once per call, when first needed (an application may set the flag at any
+// time); a call that may not wait never spins.
+class WaitMode {
+ public:
+  explicit WaitMode(CompChannel* ch) : ch_(ch) {}
+  bool may_wait() {
+    if (known_ < 0) {
+      const int flags = fcntl(ch_->channel.fd, F_GETFL);
+      known_ = flags >= 0 && (flags & O_NONBLOCK) == 0 ? 1 : 0;
+    }
+    return known_ == 1;
+  }
+
+ private:
+  CompChannel* ch_;
+  int known_ = -1;
+};
 
 // How a spin ended: look() said the wait is over, the budget ran out, or a signal came that
 // would have interrupted a read().
@@ -318,21 +305,19 @@ SpinEnd spin_until(Look look) {
 
 // Spins for a sign in shared memory that an event was raised (spin_until). True when a
 // signal interrupted it.
-bool spin_for_event(CompChannel* ch) {
-  if (event_spin_ns() == 0 || event_raised(ch) || !may_wait(ch)) return false;
+bool spin_for_event(CompChannel* ch, WaitMode* mode) {
+  if (event_spin_ns() == 0 || event_raised(ch) || !mode->may_wait()) return false;
   return spin_until([&] { return event_raised(ch); }) == SpinEnd::kInterrupted;
 }
 
-// The express lines the channel watches that polls service (ExpressLine::polled) or that
-// want to write: their QPs in qps, their descriptors after fds[0]. At most kMaxLines;
-// returns the number. The caller is a LineReader of ch's set.
+// The express lines the channel watches that polls and waits service
+// (ExpressLine::for_polls): their QPs in qps, after fds[0] their descriptors if they want to
+// write (-1 otherwise). At most kMaxLines; returns the number. The caller is a LineReader of
+// ch's set.
 constexpr int kMaxLines = 16;
 int express_lines(CompChannel* ch, Qp** qps, pollfd* fds) {
   const int n = ch->lines.pick(
-      [](const Qp* qp) {
-        return qp->express.usable() && (qp->express.polled() || qp->express.wants_write());
-      },
-      qps, kMaxLines);
+      [](const Qp* qp) { return qp->express.usable() && qp->express.for_polls(); }, qps, kMaxLines);
   // The channel's fd is readable when a line it watches is.
   for (int i = 0; i < n; ++i)
     fds[1 + i] =
@@ -344,10 +329,10 @@ int express_lines(CompChannel* ch, Qp** qps, pollfd* fds) {
 // acknowledgements that arrive on them raise the events: until one is raised, service the
 // lines (spinning first, as spin_for_event does; then asleep in poll() on the channel's fd,
 // which is readable when its socket or any of its lines is, and on the lines that want to
-// write). An event the service raises on this very channel
-// is handed to this thread in *caught instead of through the channel's socket. 0, or -1
-// with errno EINTR as the read() would have ended.
-int wait_with_express_lines(CompChannel* ch, Cq** caught) {
+// write). An event the service raises on this very channel is handed to this thread in
+// *caught instead of through the channel's socket. 0, or -1 with errno EINTR when a signal
+// ended the wait.
+int wait_with_express_lines(CompChannel* ch, WaitMode* mode, Cq** caught) {
   *caught = nullptr;
   if (ch->lines.empty()) return 0;
   Qp* qps[kMaxLines];
@@ -366,7 +351,7 @@ int wait_with_express_lines(CompChannel* ch, Cq** caught) {
     {
       LineReader reading(ch->lines);
       if (first && event_raised(ch)) return 0;
-      const bool waits = !first || may_wait(ch);  // the application may ask not to wait
+      const bool waits = !first || mode->may_wait();  // the application may ask not to wait
       if (!waits || !first) {
         // The lines whose bytes woke the channel's fd (the application's poll() before a
         // call that may not wait, or ours), and those that owe a write. (A first wait looks
@@ -394,41 +379,68 @@ int wait_with_express_lines(CompChannel* ch, Cq** caught) {
   }
 }
 
+// Reads the channel's next event from its socket. 0; 1 when there is none yet and the
+// channel watches express lines (another thread took the event this call waited for: wait on
+// the lines and the socket again); -1 with errno (EAGAIN: none, and the call may not wait;
+// EINTR).
+int read_event(CompChannel* ch, WaitMode* mode, proto::CqEventMsg* ev) {
+  uint8_t buf[proto::kCqEventSize];
+  ssize_t n = recv(ch->events.get(), buf, sizeof(buf), MSG_DONTWAIT);
+  if (n < 0 && errno == EAGAIN) {
+    if (!mode->may_wait()) return -1;
+    if (event_raised(ch)) {
+      // The event is a moment away (its raiser disarms the CQ, then writes it): taken within
+      // the spin budget, without a sleep and its wake-up, which cost far more.
+      int err = EAGAIN;
+      const SpinEnd end = spin_until([&] {
+        n = recv(ch->events.get(), buf, sizeof(buf), MSG_DONTWAIT);
+        err = n < 0 ? errno : 0;
+        return n >= 0 || err != EAGAIN;
+      });
+      if (end == SpinEnd::kInterrupted) {
+        errno = EINTR;
+        return -1;
+      }
+      errno = err;
+    }
+    if (n < 0 && errno == EAGAIN) {
+      if (!ch->lines.empty()) return 1;
+      n = recv(ch->events.get(), buf, sizeof(buf), 0);
+    }
+  }
+  if (n != static_cast<ssize_t>(sizeof(buf))) return -1;
+  proto::decode(buf, sizeof(buf), ev);
+  return 0;
+}
+
 }  // namespace
 
 // Waits for the channel's next event: spins (bounded, see event_spin_ns) for a sign in shared
-// memory that one was raised, then blocks in recv() (a cancellation point; no lock is held
-// across it). As rdma-core's, a signal that interrupts the wait ends it: -1, EINTR; a channel
-// whose fd is O_NONBLOCK answers EAGAIN when no event is there.
+// memory that one was raised, then blocks (in recv(), a cancellation point, or in poll() on
+// the channel's fd when it watches express lines; no lock is held across either). As
+// rdma-core's, a signal that interrupts the wait ends it: -1, EINTR; a channel whose fd is
+// O_NONBLOCK answers EAGAIN when no event is there.
 WHARF_EXPORT int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
   CompChannel* ch = to_channel(channel);
-  Cq* caught = nullptr;
-  if (wait_with_express_lines(ch, &caught) != 0) return -1;
-  if (caught != nullptr) {
-    caught->awaiting_event.store(false, std::memory_order_relaxed);
-    *cq = &caught->cq;
-    *cq_context = caught->cq.cq_context;
-    return 0;
-  }
-  if (spin_for_event(ch)) {
-    errno = EINTR;
-    return -1;
-  }
-  uint8_t buf[proto::kCqEventSize];
-  // The application's O_NONBLOCK is on the channel's fd, not on the socket: an event there is
-  // taken at once, and only a blocking channel waits for one.
-  ssize_t n = recv(ch->events.get(), buf, sizeof(buf), MSG_DONTWAIT);
-  if (n < 0 && errno == EAGAIN && event_raised(ch)) {
-    // The event is a moment away (its raiser disarms the CQ, then writes it): taken within
-    // the spin budget, without a sleep and its wake-up, which cost far more.
-    const uint64_t deadline = now_ns() + event_spin_ns();
-    while (n < 0 && errno == EAGAIN && now_ns() < deadline)
-      n = recv(ch->events.get(), buf, sizeof(buf), MSG_DONTWAIT);
-  }
-  if (n < 0 && errno == EAGAIN && may_wait(ch)) n = recv(ch->events.get(), buf, sizeof(buf), 0);
-  if (n != static_cast<ssize_t>(sizeof(buf))) return -1;
+  WaitMode mode(ch);
   proto::CqEventMsg ev;
-  proto::decode(buf, sizeof(buf), &ev);
+  for (;;) {
+    Cq* caught = nullptr;
+    if (wait_with_express_lines(ch, &mode, &caught) != 0) return -1;
+    if (caught != nullptr) {
+      caught->awaiting_event.store(false, std::memory_order_relaxed);
+      *cq = &caught->cq;
+      *cq_context = caught->cq.cq_context;
+      return 0;
+    }
+    if (spin_for_event(ch, &mode)) {
+      errno = EINTR;
+      return -1;
+    }
+    const int got = read_event(ch, &mode, &ev);
+    if (got < 0) return -1;
+    if (got == 0) break;
+  }
   Context* ctx = to_ctx(channel->context);
   std::lock_guard<std::mutex> g(ctx->objects_mu);
   auto it = ctx->cqs.find(ev.cq);
@@ -470,10 +482,8 @@ void idle_after_empty_poll(Cq* cq) {
   const uint64_t nap = poll_nap_ns();
   // A Message arriving on an express line does not end a nap (only a CQE does): a CQ with
   // lines is polled, not napped on.
-  Qp* polled_line = nullptr;
   const bool lines =
-      !cq->lines.empty() &&
-      cq->lines.pick([](const Qp* qp) { return qp->express.polled(); }, &polled_line, 1) != 0;
+      !cq->lines.empty() && cq->lines.any([](const Qp* qp) { return qp->express.for_polls(); });
   if (nap == 0 || lines || now - thread_idle_since_ns < kIdleBeforeNapNs ||
       !shm::begin_nap(cq->notify, cq->ring)) {
     cq->lock.unlock();

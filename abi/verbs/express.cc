@@ -147,14 +147,14 @@ void ExpressLine::Span::fill(const uint8_t* src, size_t n) {
   advance(n);  // a discarding span (no iovs) only counts
 }
 
-void ExpressLine::take(Qp* qp) {
+bool ExpressLine::take(Qp* qp) {
   Context* ctx = to_ctx(qp->qp.context);
   proto::ExpressRep rep;
   UniqueFd fds[3];
   if (ctx->client.call(proto::Op::kTakeExpress, proto::Handle{qp->handle}, nullptr, 0, &rep, fds,
                        3) != 0 ||
       !fds[0].valid())
-    return;
+    return false;
   // As many Messages outstanding as the QP may have work requests: a stream stays on the line.
   const uint32_t entries = std::max<uint32_t>(qp->caps.max_send_wr, 1);
   const size_t sges = std::max<uint32_t>(qp->caps.max_send_sge, 1);
@@ -167,7 +167,7 @@ void ExpressLine::take(Qp* qp) {
     arena.reset(new uint8_t[entries * stride]);
     rx.reset(new uint8_t[kRxBuffer]);
   } catch (...) {
-    return;  // no line: everything goes through the router
+    return false;  // no line: everything goes through the router
   }
   for (uint32_t i = 0; i < entries; ++i) {
     uint8_t* at = arena.get() + i * stride;
@@ -176,7 +176,7 @@ void ExpressLine::take(Qp* qp) {
     sent[i].inline_data = at + sges * (sizeof(ibv_sge) + sizeof(iovec));
   }
   std::lock_guard<SpinLock> g(qp->sq_lock);
-  if (fd_.valid()) return;
+  if (fd_.valid()) return false;  // another thread took it
   sent_.swap(sent);
   sent_arena_.swap(arena);
   rx_.swap(rx);
@@ -192,6 +192,7 @@ void ExpressLine::take(Qp* qp) {
     ready_owed_ = true;
     flush(qp);
   }
+  return true;
 }
 
 void ExpressLine::update_polled(const Qp* qp) {
@@ -453,6 +454,8 @@ bool ExpressLine::service(Qp* qp, bool idle) {
     }
   }
   rx_busy_.store(false, std::memory_order_release);
+  // Its end of file would keep the sets that watch it readable.
+  if (broken_.load(std::memory_order_relaxed)) stop_watching_line(qp);
   return did;
 }
 
@@ -721,8 +724,7 @@ int ExpressLine::stage(Qp* qp, const ibv_send_wr* wr) {
 }
 void take_express_if_offered(Qp* qp) {
   if (qp->direct_line->express_offer.load(std::memory_order_acquire) == 0) return;
-  qp->express.take(qp);
-  if (!qp->express.usable()) return;
+  if (!qp->express.take(qp)) return;  // none, or another thread's
   watch_line(qp);
   helper().add(qp);
 }
@@ -746,11 +748,11 @@ bool service_express(Cq* cq, bool idle) {
   if (cq->lines.empty()) return false;
   // A reader while it holds a QP of the CQ's: forget_express waits for it.
   LineReader reading(cq->lines);
-  // Lines that bring a poll nothing (ExpressLine::polled: a QP on an SRQ with nothing out)
-  // are the helper thread's: no system call for them.
+  // Lines that bring a poll nothing (a QP on an SRQ with nothing out) are the helper
+  // thread's: no system call for them.
   Qp* one = nullptr;
-  const auto polled = [](const Qp* q) { return q->express.polled() || q->express.owes(); };
-  if (cq->lines.pick(polled, &one, 1) == 0) return false;
+  if (cq->lines.pick([](const Qp* q) { return q->express.for_polls(); }, &one, 1) == 0)
+    return false;
   // One line: read directly, a system call as the set's would be.
   if (cq->lines.size() == 1) return one->express.service(one, idle);
   bool unused;

@@ -54,8 +54,9 @@ class ExpressLine {
  public:
   enum class Send { kSent, kToRing, kStage, kNeedKey };
 
-  // Takes the connection the router offers for qp (a control request: no lock held).
-  void take(Qp* qp);
+  // Takes the connection the router offers for qp (a control request: no lock held). True
+  // if this call installed it (false: none offered, or another thread's call did).
+  bool take(Qp* qp);
   bool usable() const { return fd_.valid() && !broken_.load(std::memory_order_relaxed); }
   int fd() const { return fd_.get(); }
   // The line has bytes to write that the socket did not take: a waiter polls for POLLOUT too.
@@ -71,6 +72,9 @@ class ExpressLine {
     return wants_write() || unwritten_.load(std::memory_order_relaxed) ||
            executed_.load(std::memory_order_relaxed) != ack_sent_.load(std::memory_order_relaxed);
   }
+  // Whether a poll of its CQs (or a wait on their channel) services the line: it may bring
+  // something (polled) or owes a write. The rest is the helper thread's.
+  bool for_polls() const { return polled() || owes(); }
 
   // With qp's sq_lock held: puts wr on the line (kSent), or says it goes to the send ring
   // (kToRing), or must follow the line's outstanding work there (kStage: stage it), or needs
@@ -228,8 +232,8 @@ class ExpressLine {
 // Takes the express line the router offers qp, if it offers one, adds it to the sets of its
 // CQs and their channels (line_set.h) and starts the helper thread.
 void take_express_if_offered(Qp* qp);
-// Acknowledges what qp's line executed, and takes qp off its CQs' lists and the helper's
-// (before it is freed).
+// Acknowledges what qp's line executed, and takes qp off its sets (line_set.h) and the
+// helper's list, waiting out threads that hold it there (before it is reset or freed).
 void forget_express(Qp* qp);
 // Acknowledges what every line of ctx executed and takes them off the helper thread's list
 // (the context is being freed).

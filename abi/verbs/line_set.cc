@@ -7,9 +7,9 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <new>
 
 #include "abi/verbs/provider.h"
+#include "common/spin_append.h"
 
 namespace wharf::abi {
 namespace {
@@ -39,6 +39,12 @@ int sets_of(const Qp* qp, LineSet** out) {
   return n;
 }
 
+// Drops one entry qp from v (one add's), under its lock.
+void drop_one(SpinLock& lock, std::vector<Qp*>& v, Qp* qp) {
+  std::lock_guard<SpinLock> g(lock);
+  if (auto it = std::find(v.begin(), v.end(), qp); it != v.end()) v.erase(it);
+}
+
 }  // namespace
 
 LineSet::~LineSet() {
@@ -64,41 +70,13 @@ int LineSet::open(int extra) {
   return 0;
 }
 
-bool LineSet::list(Qp* qp) {
-  for (;;) {
-    size_t n;
-    {
-      std::lock_guard<SpinLock> g(lock_);
-      if (qps_.size() < qps_.capacity()) {
-        qps_.push_back(qp);  // fits: no allocation
-        return true;
-      }
-      n = qps_.size();
-    }
-    std::vector<Qp*> grown;
-    try {
-      grown.reserve(std::max<size_t>(2 * n, 8));
-    } catch (const std::bad_alloc&) {
-      return false;
-    }
-    std::lock_guard<SpinLock> g(lock_);
-    if (qps_.size() < grown.capacity()) {
-      grown.assign(qps_.begin(), qps_.end());  // fits: no allocation
-      grown.push_back(qp);
-      qps_.swap(grown);
-      return true;  // the old list is freed with `grown`, after the lock
-    }
-  }  // others filled the list meanwhile: again
-}
-
 bool LineSet::add(Qp* qp) {
-  if (fd() < 0 || !list(qp)) return false;
+  if (fd() < 0 || !append_outside_lock(lock_, qps_, qp)) return false;
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.ptr = qp;
   if (epoll_ctl(fd(), EPOLL_CTL_ADD, qp->express.fd(), &ev) != 0) {
-    std::lock_guard<SpinLock> g(lock_);
-    std::erase(qps_, qp);
+    drop_one(lock_, qps_, qp);
     return false;
   }
   lines_.fetch_add(1, std::memory_order_release);
@@ -106,12 +84,17 @@ bool LineSet::add(Qp* qp) {
 }
 
 void LineSet::remove(Qp* qp) {
-  {
-    std::lock_guard<SpinLock> g(lock_);
-    std::erase(qps_, qp);  // moves pointers, frees nothing
-  }
+  drop_one(lock_, qps_, qp);
   epoll_ctl(fd(), EPOLL_CTL_DEL, qp->express.fd(), nullptr);
   lines_.fetch_sub(1, std::memory_order_release);
+}
+
+void LineSet::wait_for_readers() {
+  std::lock_guard<std::mutex> g(waiters_mu_);
+  for (int phase = 0; phase < 2; ++phase) {
+    const uint32_t left = epoch_.fetch_add(1, std::memory_order_seq_cst) & 1;
+    while (readers_[left].load(std::memory_order_seq_cst) != 0) sched_yield();
+  }
 }
 
 bool LineSet::service(ibv_comp_channel* catching, Cq** caught, bool* extra_ready) {
@@ -124,7 +107,6 @@ bool LineSet::service(ibv_comp_channel* catching, Cq** caught, bool* extra_ready
     if (catch_one) catch_express_events(catching);
     did |= qp->express.service(qp);
     if (catch_one) *caught = caught_express_event();
-    if (!qp->express.usable()) stop_watching_line(qp);  // its end of file stays readable
   };
   epoll_event ready[kAtOnce];
   Qp* serviced[kAtOnce];
@@ -151,7 +133,7 @@ bool LineSet::service(ibv_comp_channel* catching, Cq** caught, bool* extra_ready
 }
 
 void watch_line(Qp* qp) {
-  if (!in_owner(qp) || qp->line_watched.load(std::memory_order_acquire)) return;
+  if (!in_owner(qp)) return;
   LineSet* sets[Qp::kMaxLineSets];
   const int n = sets_of(qp, sets);
   int added = 0;
@@ -161,24 +143,27 @@ void watch_line(Qp* qp) {
     qp->line_sets[added++] = sets[i];
   }
   qp->n_line_sets = added;
-  qp->line_watched.store(true, std::memory_order_release);
+  qp->line_state.store(Qp::kLineWatched, std::memory_order_release);
 }
 
 void stop_watching_line(Qp* qp) {
-  if (!qp->line_watched.exchange(false, std::memory_order_acq_rel) || !in_owner(qp)) return;
-  for (int i = 0; i < qp->n_line_sets; ++i) qp->line_sets[i]->remove(qp);
+  uint8_t watched = Qp::kLineWatched;
+  if (!qp->line_state.compare_exchange_strong(watched, Qp::kLineLeaving, std::memory_order_acq_rel))
+    return;  // not on the sets, or another thread is taking it off
+  if (in_owner(qp))
+    for (int i = 0; i < qp->n_line_sets; ++i) qp->line_sets[i]->remove(qp);
+  qp->line_state.store(Qp::kLineUnwatched, std::memory_order_release);
 }
 
 void unwatch_line(Qp* qp) {
   stop_watching_line(qp);
   // A forked child has no other thread; a count it inherited would never fall.
   if (!in_owner(qp)) return;
-  // A reader counted before qp left the sets finishes its service; one counted after does
-  // not find it.
+  // A thread that found the line broken may still be taking it off.
+  while (qp->line_state.load(std::memory_order_acquire) == Qp::kLineLeaving) sched_yield();
   LineSet* sets[Qp::kMaxLineSets];
   const int n = sets_of(qp, sets);
-  for (int i = 0; i < n; ++i)
-    while (sets[i]->readers_.load(std::memory_order_seq_cst) != 0) sched_yield();
+  for (int i = 0; i < n; ++i) sets[i]->wait_for_readers();
 }
 
 }  // namespace wharf::abi

@@ -59,49 +59,68 @@ class LineSet {
   bool service(ibv_comp_channel* catching, Cq** caught, bool* extra_ready);
   // Copies into out up to `max` of the set's QPs for which pick(qp) holds (pick only reads
   // memory: it runs under the set's spinlock). The caller is a reader. Returns the number.
-  template <class Pick>
-  int pick(Pick pick, Qp** out, int max) {
+  template <class Pred>
+  int pick(Pred pred, Qp** out, int max) {
     int n = 0;
     std::lock_guard<SpinLock> g(lock_);
     for (Qp* qp : qps_) {
       if (n == max) break;
-      if (pick(qp)) out[n++] = qp;
+      if (pred(qp)) out[n++] = qp;
     }
     return n;
   }
+  // Whether pred(qp) holds for a QP of the set; the caller need not be a reader (it keeps no
+  // QP).
+  template <class Pred>
+  bool any(Pred pred) {
+    std::lock_guard<SpinLock> g(lock_);
+    for (const Qp* qp : qps_)
+      if (pred(qp)) return true;
+    return false;
+  }
+  // Waits until every reader that began before the call has ended. Readers that begin
+  // meanwhile count apart (epoch_), so a steady stream of them cannot hold it up.
+  void wait_for_readers();
 
  private:
   friend class LineReader;
-  friend void unwatch_line(Qp* qp);
-  // Lists qp; grows the list outside the lock. False: out of memory.
-  bool list(Qp* qp);
   std::atomic<int> fd_{-1};
   std::atomic<uint32_t> lines_{0};
-  std::atomic<uint32_t> readers_{0};
   SpinLock lock_;         // guards qps_; nothing is allocated or freed while it is held
   std::vector<Qp*> qps_;  // the QPs whose lines are in the instance
+  // Readers count in readers_[epoch_ & 1]. wait_for_readers moves the epoch on and waits for
+  // the count it left to drain, twice, so that both counts drained once after the caller's
+  // change (one waiter at a time: waiters_mu_). A reader counted after that change finds it.
+  std::atomic<uint32_t> epoch_{0};
+  std::atomic<uint32_t> readers_[2] = {0, 0};
+  std::mutex waiters_mu_;
 };
 
-// Counts the calling thread as a reader of a set while it holds QPs found through its owner.
+// Counts the calling thread as a reader of a set while it holds QPs found through it.
 class LineReader {
  public:
-  explicit LineReader(LineSet& set) : set_(set) {
-    set_.readers_.fetch_add(1, std::memory_order_seq_cst);
+  explicit LineReader(LineSet& set)
+      : set_(set), slot_(set.epoch_.load(std::memory_order_seq_cst) & 1) {
+    set_.readers_[slot_].fetch_add(1, std::memory_order_seq_cst);
   }
-  ~LineReader() { set_.readers_.fetch_sub(1, std::memory_order_release); }
+  ~LineReader() { set_.readers_[slot_].fetch_sub(1, std::memory_order_release); }
   LineReader(const LineReader&) = delete;
   LineReader& operator=(const LineReader&) = delete;
 
  private:
   LineSet& set_;
+  uint32_t slot_;
 };
 
-// Adds qp's line (just taken) to the sets of its CQs and of their channels, each once.
+// Adds qp's line (just taken, by this thread alone) to the sets of its CQs and of their
+// channels, each once.
 void watch_line(Qp* qp);
-// Takes qp's line off its sets, if it is on them; never waits.
+// Takes qp's line off its sets, if it is on them and no other thread is taking it off; never
+// waits. Called by whoever finds the line broken.
 void stop_watching_line(Qp* qp);
-// stop_watching_line, then waits out every reader of the sets of qp's CQs and their
-// channels: no thread still holds qp through them. Before qp is reset or freed.
+// Takes qp's line off its sets (or waits until the thread taking it off is done), then waits
+// out every reader of the sets of qp's CQs and their channels: no thread still holds qp
+// through them. Before qp is reset or freed.
 void unwatch_line(Qp* qp);
 
 }  // namespace wharf::abi

@@ -277,10 +277,11 @@ struct Qp {
   shm::QpCounters* counters;   // in `map`: the direct path counts the work it executes
   DirectPath direct;           // guarded by sq_lock
   ExpressLine express;         // its own locking (express.h)
-  // The sets its line is on (line_set.h): written before line_watched is set, read after it
-  // is taken back.
+  // Whether its line is on its sets (line_set.h), and which: line_sets is written before
+  // line_state becomes kLineWatched and read by the one thread that moves it to kLineLeaving.
   static constexpr int kMaxLineSets = 4;
-  std::atomic<bool> line_watched{false};
+  enum : uint8_t { kLineUnwatched, kLineWatched, kLineLeaving };
+  std::atomic<uint8_t> line_state{kLineUnwatched};
   LineSet* line_sets[kMaxLineSets] = {};
   int n_line_sets = 0;
   // An RSS QP's indirection table, which it keeps in use until it is destroyed.

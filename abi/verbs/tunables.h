@@ -30,13 +30,14 @@ inline uint64_t poll_nap_ns() {
 }
 
 // How long an express line may go unserviced before the library's helper thread services it:
-// WHARF_EXPRESS_IDLE_US (default 1000 us; at least 1 us). It bounds how long the peer waits
+// WHARF_EXPRESS_IDLE_US (default 1000 us; at least 100 us, the helper's wake-ups being its
+// cost). The helper sleeps that long between rounds, so the peer waits up to about twice it
 // for the acknowledgement of a Message when this process neither polls, posts nor waits on a
 // completion channel.
 inline uint64_t express_idle_ns() {
   static const uint64_t ns = [] {
     const uint64_t v = env_us_as_ns("WHARF_EXPRESS_IDLE_US", 1000);
-    return v < 1000 ? 1000 : v;
+    return v < 100'000 ? 100'000 : v;
   }();
   return ns;
 }
