@@ -240,9 +240,12 @@ bool interrupts_a_read(const sigset_t& pending, const sigset_t& old_mask) {
   return false;
 }
 
-// Whether the application lets this ibv_get_cq_event wait on ch: the channel's fd lacks
-// O_NONBLOCK. Asked once per call, when first needed (an application may set the flag at any
-// time); a call that may not wait never spins.
+// What one ibv_get_cq_event call knows of its wait. may_wait: the application lets it wait on
+// ch (the channel's fd lacks O_NONBLOCK), asked once, when first needed (an application may
+// set the flag at any time); a call that may not wait never spins. raised: an event was
+// raised on ch (event_raised) and this call has not yet found it missing from the socket;
+// once it has (another thread took the datagram, or it was dropped), the call stops looking
+// at the notify lines and sleeps on the channel's fd instead of spinning on a stale sign.
 class WaitMode {
  public:
   explicit WaitMode(CompChannel* ch) : ch_(ch) {}
@@ -253,10 +256,13 @@ class WaitMode {
     }
     return known_ == 1;
   }
+  bool raised() const { return !raised_missed_ && event_raised(ch_); }
+  void raised_but_missing() { raised_missed_ = true; }
 
  private:
   CompChannel* ch_;
   int known_ = -1;
+  bool raised_missed_ = false;
 };
 
 // How a spin ended: look() said the wait is over, the budget ran out, or a signal came that
@@ -345,12 +351,12 @@ int wait_with_express_lines(CompChannel* ch, WaitMode* mode, Cq** caught) {
     catch_express_events(&ch->channel);
     for (int i = 0; i < n; ++i) qps[i]->express.service(qps[i]);
     *caught = caught_express_event();
-    return *caught != nullptr || event_raised(ch);
+    return *caught != nullptr || mode->raised();
   };
   for (bool first = true;; first = false) {
     {
       LineReader reading(ch->lines);
-      if (first && event_raised(ch)) return 0;
+      if (first && mode->raised()) return 0;
       const bool waits = !first || mode->may_wait();  // the application may ask not to wait
       if (!waits || !first) {
         // The lines whose bytes woke the channel's fd (the application's poll() before a
@@ -358,7 +364,7 @@ int wait_with_express_lines(CompChannel* ch, WaitMode* mode, Cq** caught) {
         // at its lines while it spins, without the system call.)
         bool socket = false;
         ch->lines.service(&ch->channel, caught, &socket);
-        if (socket || *caught != nullptr || !waits || event_raised(ch)) return 0;
+        if (socket || *caught != nullptr || !waits || mode->raised()) return 0;
       }
       n = express_lines(ch, qps, fds);
       // About to wait: what was executed is acknowledged now, not with a later frame.
@@ -388,7 +394,7 @@ int read_event(CompChannel* ch, WaitMode* mode, proto::CqEventMsg* ev) {
   ssize_t n = recv(ch->events.get(), buf, sizeof(buf), MSG_DONTWAIT);
   if (n < 0 && errno == EAGAIN) {
     if (!mode->may_wait()) return -1;
-    if (event_raised(ch)) {
+    if (mode->raised()) {
       // The event is a moment away (its raiser disarms the CQ, then writes it): taken within
       // the spin budget, without a sleep and its wake-up, which cost far more.
       int err = EAGAIN;
@@ -402,6 +408,7 @@ int read_event(CompChannel* ch, WaitMode* mode, proto::CqEventMsg* ev) {
         return -1;
       }
       errno = err;
+      if (n < 0 && err == EAGAIN) mode->raised_but_missing();
     }
     if (n < 0 && errno == EAGAIN) {
       if (!ch->lines.empty()) return 1;

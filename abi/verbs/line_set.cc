@@ -144,6 +144,8 @@ void watch_line(Qp* qp) {
   }
   qp->n_line_sets = added;
   qp->line_state.store(Qp::kLineWatched, std::memory_order_release);
+  // Broken meanwhile: its breaker found it not yet watched.
+  if (!qp->express.usable()) stop_watching_line(qp);
 }
 
 void stop_watching_line(Qp* qp) {
