@@ -19,6 +19,11 @@
 //  - At most max_rd_atomic READs and atomics in flight (9.4.4).
 //  - Progress (a request leaving the window, a READ response placed) restarts both counts,
 //    and ends an RNR probe: the rest of the window follows.
+//  - At most kWindow requests outstanding: a full window admits nothing more until the peer
+//    acknowledges, as an RNIC bounds the WQEs it tracks.
+//
+// Its state is plain bytes (trivially copyable, no pointers: the window is a FixedRing), so
+// an owner may keep it in shared memory and a new process continue it (the router's restart).
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -27,7 +32,7 @@
 #include <cstdint>
 #include <utility>
 
-#include "common/ring_queue.h"
+#include "common/fixed_ring.h"
 #include "proto/host_wire.h"
 #include "rc/psn.h"
 #include "rc/timers.h"
@@ -84,10 +89,11 @@ class RequesterPort {
   virtual void rnr_refused(uint64_t stalled_ns, bool isolated) = 0;
 };
 
-template <class Work>
+template <class Work, uint32_t kWindow = 256>
 class Requester {
  public:
   using Port = RequesterPort<Work>;
+  using Window = FixedRing<Request<Work>, kWindow>;
 
   explicit Requester(uint32_t sq_psn) : next_psn_(sq_psn & kPsnMask) {}
 
@@ -105,7 +111,7 @@ class Requester {
   bool probing() const { return probing_; }
   // The window, oldest first, for an owner whose link takes a request in several goes: it
   // sends the rest of what transmit() could not, in PSN order (see RequesterPort::transmit).
-  const RingQueue<Request<Work>>& window() const { return window_; }
+  const Window& window() const { return window_; }
   // Packets of the window went to the link at `now`: the ACK timer runs from the last one
   // sent, so a message that takes longer than the timeout to leave is not sent again before
   // its last packet did.
@@ -113,9 +119,10 @@ class Requester {
     if (!window_.empty())
       ack_deadline_ns_ = std::max(ack_deadline_ns_, now + ack_timeout_ns(l.timeout));
   }
-  // Whether a request of `kind` may enter the window now (the max_rd_atomic limit).
+  // Whether a request of `kind` may enter the window now: it has room, no RNR wait holds it,
+  // and the max_rd_atomic limit allows it.
   bool may_issue(RequestKind kind, const RequesterLimits& l) const {
-    if (holding()) return false;
+    if (holding() || window_.full()) return false;
     if (kind == RequestKind::kMessage) return true;
     const auto reads_and_atomics = std::count_if(window_.begin(), window_.end(), [](const auto& r) {
       return r.kind != RequestKind::kMessage;
@@ -123,12 +130,15 @@ class Requester {
     return reads_and_atomics < std::max<uint8_t>(1, l.max_rd_atomic);
   }
 
-  // A reliable request of `packets` PSNs enters the window and is transmitted.
-  void issue(Work work, RequestKind kind, uint32_t packets, uint64_t now, const RequesterLimits& l,
+  // A reliable request of `packets` PSNs enters the window and is transmitted. False, and
+  // nothing happens, when the window is full (may_issue() says so beforehand).
+  bool issue(Work work, RequestKind kind, uint32_t packets, uint64_t now, const RequesterLimits& l,
              Port& port) {
+    if (window_.full()) return false;
     if (window_.empty()) ack_deadline_ns_ = now + ack_timeout_ns(l.timeout);
     window_.push_back(next_request(std::move(work), kind, packets));
     port.transmit(window_.back());
+    return true;
   }
   // An unreliable (UC) request: transmitted once, and completed as soon as all of it went:
   // at once when transmit() returns true; else the owner sends the rest as its link drains
@@ -340,7 +350,7 @@ class Requester {
   }
 
   uint32_t next_psn_;
-  RingQueue<Request<Work>> window_;
+  Window window_;
   uint64_t ack_deadline_ns_ = 0;   // the window is retransmitted after this
   uint64_t resend_at_ns_ = 0;      // RNR: the oldest request goes again at this time
   bool probing_ = false;           // after an RNR wait only the oldest went again

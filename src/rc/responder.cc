@@ -46,17 +46,16 @@ void Responder::begin_message(uint8_t op, uint32_t psn) {
 }
 
 void Responder::remember_atomic(uint32_t psn, uint64_t orig) {
-  if (atomics_ == nullptr) atomics_ = std::make_unique<AtomicCache>();
-  auto& slot = atomics_->entries[atomics_->next];
-  atomics_->next = (atomics_->next + 1) % kAtomicCache;
+  atomics_used_ = true;
+  AtomicResult& slot = atomics_[atomics_next_];
+  atomics_next_ = (atomics_next_ + 1) % kAtomicCache;
   slot.psn = psn;
   slot.orig = orig;
   slot.valid = true;
 }
 
 bool Responder::recall_atomic(uint32_t psn, uint64_t* orig) const {
-  if (atomics_ == nullptr) return false;
-  for (const auto& a : atomics_->entries) {
+  for (const AtomicResult& a : atomics_) {
     if (a.valid && a.psn == psn) {
       *orig = a.orig;
       return true;
@@ -79,6 +78,11 @@ bool Responder::owe(const Response& r) {
 bool Responder::release_ack() {
   if (!ack_held_) return false;
   ack_held_ = false;
+  if (!owed.empty() && owed.back().kind == Response::kAck &&
+      owed.back().syndrome == held_ack_.syndrome) {
+    owed.back() = held_ack_;  // not sent yet: the later ACK says all it said
+    return true;
+  }
   owed.push_back(held_ack_);
   return true;
 }

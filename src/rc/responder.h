@@ -17,12 +17,17 @@
 //    PSN comes.
 //  - Unreliable (UC): nothing is answered; after a gap the responder takes the next packet
 //    that starts a message and drops packets until then.
+//
+// The answers owed are bounded (kOwed): a responder whose link has left that many unsent
+// takes no more requests until they drain (has_room()); what it does not take the requester
+// sends again, as from an RNIC out of responder resources. Its state is plain bytes
+// (trivially copyable, no pointers), so an owner may keep it in shared memory and a new
+// process continue it (the router's restart).
 #pragma once
 
 #include <cstdint>
-#include <memory>
 
-#include "common/ring_queue.h"
+#include "common/fixed_ring.h"
 #include "rc/psn.h"
 
 namespace wharf::rc {
@@ -45,6 +50,10 @@ struct Response {
 class Responder {
  public:
   static constexpr int kAtomicCache = 16;
+  // Answers that may wait for the link: each READ or atomic in flight (at most 16, the
+  // device's max_dest_rd_atomic), the ACK or NAK before each, and the repeats a requester's
+  // go-back-N asks for.
+  static constexpr uint32_t kOwed = 64;
 
   enum class Arrival {
     kNext,       // the expected packet: execute it
@@ -62,7 +71,7 @@ class Responder {
   // may come at any time) and is never quiescent.
   bool quiescent() const {
     return !in_send_ && !in_write_ && !dropping_ && !nak_sent_ && !ack_held_ && owed.empty() &&
-           atomics_ == nullptr;
+           !atomics_used_;
   }
 
   // Where request packet `psn` with operation `op` (opcode & 0x1f) stands.
@@ -116,13 +125,18 @@ class Responder {
   uint64_t dma_length = 0;
   // Queues an answer in `owed`, except a plain ACK, which is held back instead: a later one
   // replaces it. Any other answer first releases the held ACK, so `owed` stays in PSN order.
-  // True if `owed` grew.
+  // True if `owed` grew. Call only while has_room(): an answer with no room is lost (the
+  // requester's timer then asks again).
   bool owe(const Response& r);
-  // Moves the held ACK, if any, to `owed`. True if there was one.
+  // Moves the held ACK, if any, to `owed`; a plain ACK still waiting at its end is replaced
+  // instead (ACKs are cumulative). True if there was one.
   bool release_ack();
   bool holding_ack() const { return ack_held_; }
+  // Whether a request may be taken: the answers it leads to (at most two: a held ACK and its
+  // own) fit in `owed`. A request that arrives without room is dropped unseen.
+  bool has_room() const { return owed.size() + 2 <= kOwed; }
   // Answers not yet sent, in PSN order.
-  RingQueue<Response> owed;
+  FixedRing<Response, kOwed> owed;
 
  private:
   uint32_t epsn_;
@@ -134,17 +148,16 @@ class Responder {
   uint32_t message_psn_ = 0;  // first PSN of the message in progress
   bool ack_held_ = false;
   Response held_ack_;
-  // The last kAtomicCache atomics' results, made at the QP's first atomic and kept (most QPs
-  // never execute one, and an idle QP should cost little).
-  struct AtomicCache {
-    struct Entry {
-      uint32_t psn = 0;
-      bool valid = false;
-      uint64_t orig = 0;
-    } entries[kAtomicCache];
-    int next = 0;
+  // The last kAtomicCache atomics' results, kept once the QP executed one (a duplicate may
+  // come at any time).
+  struct AtomicResult {
+    uint32_t psn = 0;
+    bool valid = false;
+    uint64_t orig = 0;
   };
-  std::unique_ptr<AtomicCache> atomics_;
+  AtomicResult atomics_[kAtomicCache] = {};
+  uint8_t atomics_next_ = 0;
+  bool atomics_used_ = false;
 };
 
 }  // namespace wharf::rc

@@ -359,6 +359,10 @@ std::vector<MetricFamily> router_metrics_st(const Router& router, bool per_qp) {
   out.push_back(single("wharf_router_stray_packets_dropped_total",
                        "Packets from other hosts that no QP here takes, dropped",
                        MetricType::Counter, c.stray_packets_dropped));
+  out.push_back(single("wharf_router_backlogged_requests_dropped_total",
+                       "Requests from other hosts dropped while their QP's answers waited for "
+                       "the link",
+                       MetricType::Counter, c.backlogged_requests_dropped));
   if (const RemotePath* remote = router.remote()) {
     out.push_back(single("wharf_link_refused_peers_total",
                          "Peers that failed the host links' authentication", MetricType::Counter,

@@ -186,7 +186,7 @@ RemotePath::State& RemotePath::state(Qp* qp) {
 
 bool RemotePath::parkable(const Qp* qp, const State& st) const {
   if (!st.requester.quiescent() || !st.responder.quiescent() || st.unsent || st.acking ||
-      (st.uc_tail != nullptr && st.uc_tail->pending))
+      st.uc_tail.pending)
     return false;
   return std::find(responding_.begin(), responding_.end(), qp) == responding_.end();
 }
@@ -367,8 +367,7 @@ bool RemotePath::transmit_st(Executor* ex, Qp* qp, int dest, const Request& o, c
   if (qp->type == IBV_QPT_UC) {
     uint32_t psn = o.first_psn;
     if (send_request_st(ex, qp, dest, o, &psn, fresh) && psn_lt(o.last_psn, psn)) return true;
-    if (st.uc_tail == nullptr) st.uc_tail = std::make_unique<State::UcTail>();
-    *st.uc_tail = State::UcTail{o, psn, true};
+    st.uc_tail = State::UcTail{o, psn, true};
     return false;  // completed by send_uc_tail_st
   }
   if (st.unsent && psn_lt(st.unsent_psn, o.first_psn)) return true;
@@ -384,8 +383,8 @@ bool RemotePath::transmit_st(Executor* ex, Qp* qp, int dest, const Request& o, c
 
 bool RemotePath::send_uc_tail_st(Executor* ex, Qp* qp, int dest, bool* did) {
   State& st = state(qp);
-  State::UcTail* tail = st.uc_tail.get();
-  if (tail == nullptr || !tail->pending) return false;
+  State::UcTail* tail = &st.uc_tail;
+  if (!tail->pending) return false;
   const uint32_t before = tail->psn;
   const bool sendable = send_request_st(ex, qp, dest, tail->request, &tail->psn);
   *did = *did || tail->psn != before;
@@ -606,7 +605,7 @@ bool RemotePath::process_requester_st(Executor* ex, Qp* qp, int dest, uint64_t n
     req.issue_unreliable(o, n, calls);  // unreliable: done once sent
     calls.issuing(nullptr);
     // What the link did not take keeps its WQE at the ring's head (send_uc_tail_st).
-    if (st.uc_tail != nullptr && st.uc_tail->pending) break;
+    if (st.uc_tail.pending) break;
   }
   return did;
 }
@@ -616,8 +615,8 @@ bool RemotePath::flush_st(Qp* qp) {
   Executor ex(paths_, now_ns());
   RequesterCalls calls(this, &ex, qp, -1);
   bool did = qp->remote->requester.flush(calls);
-  State::UcTail* tail = qp->remote->uc_tail.get();
-  if (tail != nullptr && tail->pending) {
+  State::UcTail* tail = &qp->remote->uc_tail;
+  if (tail->pending) {
     tail->pending = false;
     complete_send_st(qp, tail->request.work, IBV_WC_WR_FLUSH_ERR);
     did = true;
@@ -1012,6 +1011,12 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
   if (paths_.emulator != nullptr) paths_.emulator->steer_to_qp_st(dst->qpn);
   State& st = state(dst);
   rc::Responder& rs = st.responder;
+  // Answers the link has not taken yet fill the responder's queue: the request goes unseen,
+  // and its requester sends it again (a flooding peer is held back, never given memory).
+  if (!rs.has_room()) {
+    ++counters_.backlogged_requests_dropped;
+    return;
+  }
   st.requester_host = src_host;
   st.peer_incarnation = links_.incarnation(src_host);
   // What serves the request: an XRC target's is the SRQ its XRCETH names, which must be in

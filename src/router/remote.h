@@ -34,6 +34,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -92,14 +93,13 @@ struct RemoteQpState {
   bool unsent = false;
   uint32_t unsent_psn = 0;
   // UC: the message the link had no room for all of, from PSN `psn` on; it completes once it
-  // all went (UC keeps no window). Made when first needed and kept (no allocation per message
-  // on a busy link); `pending` says whether it holds a message.
+  // all went (UC keeps no window); `pending` says whether it holds a message.
   struct UcTail {
     rc::Request<Work> request;
     uint32_t psn = 0;
     bool pending = false;
   };
-  std::unique_ptr<UcTail> uc_tail;
+  UcTail uc_tail;
   int requester_host = -1;
   // The incarnation of the peer's router this QP last heard from (0: none yet).
   uint32_t peer_incarnation = 0;
@@ -108,6 +108,9 @@ struct RemoteQpState {
   // swept yet): unchanged at the next one, the QP was quiet for a whole sweep period.
   uint64_t swept_psns = ~uint64_t{0};
 };
+// Plain bytes, no pointers (rc/'s state and the fields above): the router's restart keeps it
+// in shared memory for the next process to continue.
+static_assert(std::is_trivially_copyable_v<RemoteQpState>);
 
 class RemotePath final : public links::HostLinks::Handler {
  public:

@@ -284,9 +284,11 @@ bool Router::poll_control(int timeout_ms) {
         if (si.ssi_signo == SIGUSR1) {
           spdlog::warn(
               "counters: watchdog_isolations={} peer_qps_failed={} rnr_naks_received={} "
-              "stray_packets_dropped={} refused_peers={} refused_records={} refused_lines={}",
+              "stray_packets_dropped={} backlogged_requests_dropped={} refused_peers={} "
+              "refused_records={} refused_lines={}",
               counters_.watchdog_isolations, counters_.peer_qps_failed, counters_.rnr_naks_received,
-              counters_.stray_packets_dropped, remote_ != nullptr ? remote_->refused_peers() : 0,
+              counters_.stray_packets_dropped, counters_.backlogged_requests_dropped,
+              remote_ != nullptr ? remote_->refused_peers() : 0,
               remote_ != nullptr ? remote_->refused_records() : 0,
               remote_ != nullptr ? remote_->express().refused_lines() : 0);
           if (emulator_ != nullptr) {

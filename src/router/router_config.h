@@ -71,6 +71,9 @@ struct RouterCounters {
   // connected to the sending host and QP or not receiving, or another virtual network's
   // (dropped silently, IBA 9.6.1).
   uint64_t stray_packets_dropped = 0;
+  // Requests from other hosts dropped because their QP still had rc::Responder::kOwed answers
+  // waiting for the link (the requester sends them again).
+  uint64_t backlogged_requests_dropped = 0;
 };
 
 }  // namespace wharf::router

@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "unit/rc_sim.h"
 
@@ -87,6 +89,40 @@ INSTANTIATE_TEST_SUITE_P(Faults, LossyLinkTest,
                          [](const ::testing::TestParamInfo<LinkCase>& i) {
                            return std::string(i.param.name);
                          });
+
+// The engine's state is its bytes (what the router's restart relies on): the requester and
+// the responder of one connection, copied byte for byte into another connection's place in
+// the middle of a lossy run, while the originals are overwritten, carry on there exactly as
+// an untouched twin does. A pointer into the original's own storage would read garbage.
+TEST(RelocationTest, TheEngineCopiedByItsBytesElsewhereCarriesOnAsItsTwin) {
+  static_assert(std::is_trivially_copyable_v<Requester<Work>>);
+  static_assert(std::is_trivially_copyable_v<Responder>);
+  const Mix mix{300, 60, 40};
+  Faults lossy{0.1, 0.05, 0.2};
+  Connection twin(11, 0xffff00), from(11, 0xffff00), to(11, 0xffff00);
+  for (Connection* c : {&twin, &from, &to}) {
+    c->faults = lossy;
+    c->limits.max_rd_atomic = 4;
+    post_mix(*c, mix);
+  }
+  for (uint64_t t = 200'000; t <= 1'000'000; t += 200'000) {
+    for (Connection* c : {&twin, &from, &to}) c->run(t);
+    ASSERT_FALSE(twin.requester.idle()) << "the copies must be taken mid-run";
+    std::memcpy(static_cast<void*>(&to.requester), &from.requester, sizeof to.requester);
+    std::memcpy(static_cast<void*>(&to.responder), &from.responder, sizeof to.responder);
+    std::memset(static_cast<void*>(&from.requester), 0xa5, sizeof from.requester);
+    std::memset(static_cast<void*>(&from.responder), 0xa5, sizeof from.responder);
+    std::memcpy(static_cast<void*>(&from.requester), &to.requester, sizeof from.requester);
+    std::memcpy(static_cast<void*>(&from.responder), &to.responder, sizeof from.responder);
+  }
+  twin.run(UINT64_MAX);
+  to.run(UINT64_MAX);
+  expect_exactly_once_in_order(to, mix);
+  EXPECT_EQ(to.completions, twin.completions);
+  EXPECT_EQ(to.delivered, twin.delivered);
+  EXPECT_EQ(to.transmissions, twin.transmissions);
+  EXPECT_EQ(to.now, twin.now);
+}
 
 TEST(LinkCutTest, AWindowInFlightWhenTheLinkBreaksGoesAgainWhenItReturns) {
   Connection c(7);

@@ -311,6 +311,24 @@ TEST_F(RequesterTest, NoMoreReadsAndAtomicsInFlightThanMaxRdAtomic) {
   EXPECT_TRUE(req.may_issue(RequestKind::kRead, limits));
 }
 
+TEST_F(RequesterTest, AFullWindowAdmitsNothingUntilTheOldestIsAcknowledged) {
+  Requester<int, 4> small(0);
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(small.may_issue(RequestKind::kMessage, limits));
+    ASSERT_TRUE(small.issue(i, RequestKind::kMessage, 1, now, limits, port));
+  }
+  EXPECT_FALSE(small.may_issue(RequestKind::kMessage, limits));
+  port.sent.clear();
+  EXPECT_FALSE(small.issue(4, RequestKind::kMessage, 1, now, limits, port));
+  EXPECT_TRUE(port.sent.empty());  // refused whole: not sent, no PSN taken
+  EXPECT_EQ(small.next_psn(), 4u);
+  small.on_response(host::kAcknowledge, 0, true, host::aeth_ack(), 0, nullptr, 0, now, limits,
+                    port);
+  ASSERT_TRUE(small.may_issue(RequestKind::kMessage, limits));
+  ASSERT_TRUE(small.issue(4, RequestKind::kMessage, 1, now, limits, port));
+  EXPECT_EQ(port.sent.back(), std::make_pair(4, 4u));
+}
+
 TEST_F(RequesterTest, ALostLinkReplaysTheWindowWhenItMayReconnectNotAtTheTimeout) {
   req.issue(1, RequestKind::kMessage, 1, now, limits, port);
   port.sent.clear();

@@ -127,6 +127,44 @@ TEST(ResponderTest, PlainAcksAreHeldAndCoalescedAndNeverOvertaken) {
   EXPECT_EQ(psns, (std::vector<uint32_t>{3, 4, 5, 6, 6}));
 }
 
+// ACKs are cumulative: a held ACK released while a plain ACK still waits for the link takes
+// its place, so a link that stays full does not grow the queue by an ACK per pass.
+TEST(ResponderTest, AReleasedAckReplacesAPlainAckStillWaitingAtTheEnd) {
+  Responder r(0);
+  for (uint32_t psn = 0; psn < 10; ++psn) {
+    r.owe(Response{Response::kAck, psn, host::aeth_ack(), psn});
+    ASSERT_TRUE(r.release_ack());
+  }
+  ASSERT_EQ(r.owed.size(), 1u);
+  EXPECT_EQ(r.owed.front().psn, 9u);
+  EXPECT_EQ(r.owed.front().msn, 9u);
+  // A NAK is no ACK: it stays, and the next ACK goes after it.
+  r.owe(Response{Response::kAck, 10, host::aeth_nak(host::kNakPsnSequence), 10});
+  r.owe(Response{Response::kAck, 11, host::aeth_ack(), 11});
+  r.release_ack();
+  std::vector<uint32_t> psns;
+  for (const Response& a : r.owed) psns.push_back(a.psn);
+  EXPECT_EQ(psns, (std::vector<uint32_t>{9, 10, 11}));
+}
+
+// The answers owed are bounded: with two slots left a request may still be taken (its held
+// ACK and its own answer fit), with fewer it may not.
+TEST(ResponderTest, HasRoomOnlyWhileARequestsAnswersFit) {
+  Responder r(0);
+  for (uint32_t i = 0; i + 2 < Responder::kOwed; ++i) {
+    ASSERT_TRUE(r.has_room());
+    r.owe(Response{Response::kRead, i, host::aeth_ack(), i});
+  }
+  ASSERT_TRUE(r.has_room());
+  r.owe(Response{Response::kAck, 100, host::aeth_ack(), 100});  // held
+  EXPECT_TRUE(r.owe(Response{Response::kAtomicAck, 101, host::aeth_ack(), 101}));
+  EXPECT_EQ(r.owed.size(), Responder::kOwed);
+  EXPECT_FALSE(r.has_room());
+  r.owed.pop_front();
+  r.owed.pop_front();
+  EXPECT_TRUE(r.has_room());
+}
+
 // Quiescent (between messages, nothing owed, held, NAKed or cached) is when an owner may keep
 // epsn() and msn() alone: a responder made from them answers the same.
 TEST(ResponderTest, OnlyAQuiescentResponderIsContinuedFromItsPsnAndMsn) {
