@@ -501,12 +501,24 @@ void idle_after_empty_poll(Cq* cq) {
   shm::nap(cq->notify, nap);
 }
 
+// An empty poll of a CQ with express lines reads them while they are busy, else every
+// express_poll_ns (tunables.h).
+void read_lines_when_due(Cq* cq) {
+  constexpr uint64_t kBusyNs = 100'000;
+  const uint64_t now = now_ns();
+  if (now - cq->lines_busy_ns.load(std::memory_order_relaxed) >= kBusyNs &&
+      now - cq->lines_read_ns.load(std::memory_order_relaxed) < express_poll_ns())
+    return;
+  cq->lines_read_ns.store(now, std::memory_order_relaxed);
+  if (service_express(cq)) cq->lines_busy_ns.store(now, std::memory_order_relaxed);
+}
+
 }  // namespace
 
 int poll_completions(ibv_cq* ibcq, int n, ibv_wc* wc, CompletionExtra* extra) {
   Cq* cq = to_cq(ibcq);
   // Express lines deliver here when serviced; a CQ that has completions needs none yet.
-  if (!cq->ring.has_entry()) service_express(cq);
+  if (!cq->ring.has_entry() && !cq->lines.empty()) read_lines_when_due(cq);
   cq->lock.lock();
   if (cq->resizing.load(std::memory_order_relaxed)) {
     cq->lock.unlock();

@@ -186,17 +186,21 @@ bool ExpressLine::take(Qp* qp) {
   if (rep.flags & proto::kExpressRecvChannel) recv_channel_ = std::move(fds[next++]);
   if (rep.flags & proto::kExpressSendChannel) send_channel_ = std::move(fds[next++]);
   last_service_ns_.store(now_ns(), std::memory_order_relaxed);
-  // A QP on a shared receive queue takes no Messages here: its peer never hears Ready.
+  // A QP on a tag-matching SRQ takes no Messages here: its peer never hears Ready.
   update_polled(qp);
-  if (qp->layout.rq_entries != 0) {
+  if (takes_messages(qp)) {
     ready_owed_ = true;
     flush(qp);
   }
   return true;
 }
 
+bool ExpressLine::takes_messages(const Qp* qp) {
+  return qp->layout.rq_entries != 0 || (qp->qp.srq != nullptr && !to_srq(qp->qp.srq)->tm);
+}
+
 void ExpressLine::update_polled(const Qp* qp) {
-  polled_.store(qp->layout.rq_entries != 0 || outstanding() != 0, std::memory_order_relaxed);
+  polled_.store(takes_messages(qp) || outstanding() != 0, std::memory_order_relaxed);
 }
 
 bool ExpressLine::router_done(Qp* qp) const {
@@ -296,12 +300,13 @@ void ExpressLine::resume(Qp* qp) {
   stopped_ = false;
 }
 
-void ExpressLine::close() {
+void ExpressLine::close(Qp* qp) {
   bool expected = false;
   while (!rx_busy_.compare_exchange_weak(expected, true, std::memory_order_acquire)) {
     expected = false;
     sched_yield();  // a poller that took the QP off a list just before it was removed
   }
+  if (placing_.into.left != 0) give_back_receive(qp);
   fd_.reset();
   recv_channel_.reset();
   send_channel_.reset();
@@ -316,6 +321,7 @@ void ExpressLine::close() {
   next_seq_ = next_write_seq_ = 1;
   acked_seq_ = 0;
   staged_ = 0;
+  routers_until_ns_ = 0;
   ready_owed_ = ack_owed_ = refuse_owed_ = false;
   writing_.bytes = Span{};
   rx_begin_ = rx_end_ = 0;
@@ -344,13 +350,21 @@ ExpressLine::Send ExpressLine::try_send(Qp* qp, const ibv_send_wr* wr, uint32_t*
     if (outstanding() != 0 || staged_ != 0) hand_to_router(qp);
     return Send::kToRing;
   }
-  const bool eligible = !stopped_ && qp->qp.state == IBV_QPS_RTS &&
-                        peer_ready_.load(std::memory_order_acquire) &&
-                        qp->direct_line->in_error.load(std::memory_order_relaxed) == 0 &&
-                        (wr->opcode == IBV_WR_SEND || wr->opcode == IBV_WR_SEND_WITH_IMM) &&
-                        qp->direct_line->express_may_send.load(std::memory_order_relaxed) != 0;
   // What the line cannot take follows the line's outstanding work, in order.
   const Send otherwise = outstanding() != 0 ? Send::kStage : Send::kToRing;
+  const bool send = wr->opcode == IBV_WR_SEND || wr->opcode == IBV_WR_SEND_WITH_IMM;
+  // Work for the routers holds the QP's SENDs there for a while (express_hold_ns): the clock
+  // is read only by QPs that post such work.
+  if (!send) {
+    routers_until_ns_ = now_ns() + express_hold_ns();
+  } else if (routers_until_ns_ != 0) {
+    if (now_ns() < routers_until_ns_) return otherwise;
+    routers_until_ns_ = 0;
+  }
+  const bool eligible = !stopped_ && qp->qp.state == IBV_QPS_RTS && send &&
+                        peer_ready_.load(std::memory_order_acquire) &&
+                        qp->direct_line->in_error.load(std::memory_order_relaxed) == 0 &&
+                        qp->direct_line->express_may_send.load(std::memory_order_relaxed) != 0;
   if (!eligible || staged_ != 0 || outstanding() >= sent_.size()) return otherwise;
   const bool inline_data = (wr->send_flags & IBV_SEND_INLINE) != 0;
   uint64_t len = 0;
@@ -438,6 +452,10 @@ bool ExpressLine::service(Qp* qp, bool idle) {
     if (static_cast<size_t>(n) < room && placing_.into.left == 0) break;  // no more now
   }
   if (broken_.load(std::memory_order_relaxed)) {
+    if (placing_.into.left != 0) {  // its sender hands the Message to its router
+      give_back_receive(qp);
+      placing_ = Placing{};
+    }
     std::lock_guard<SpinLock> g(qp->sq_lock);
     hand_to_router(qp);
   } else {
@@ -555,46 +573,81 @@ uint8_t* ExpressLine::receive_memory(Qp* qp, uint32_t pd, uint32_t lkey, uint64_
   return k->reach(addr, len);
 }
 
-bool ExpressLine::accept(Qp* qp, const Frame& f) {
-  if (qp->layout.rq_entries == 0 || qp->qp.state == IBV_QPS_ERR ||
-      qp->direct_line->in_error.load(std::memory_order_acquire) != 0)
-    return false;
-  // Only the peer's Messages take receives while they flow: its router has retired
-  // everything it sent before them, and takes nothing while they are outstanding.
+bool ExpressLine::peek_rq_receive(Qp* qp, ReceiveCopy* out) {
   auto* hdr = reinterpret_cast<shm::RingHeader*>(qp->map.data + qp->layout.rq_ring_off);
   const uint32_t prod = hdr->producer.value.load(std::memory_order_acquire);
   const uint32_t pos = hdr->consumer.value.load(std::memory_order_acquire);
   if (prod == pos || prod - pos > qp->layout.rq_entries) return false;
   const uint8_t* slot = qp->map.data + qp->layout.rq_slots_off +
                         static_cast<size_t>(pos & (qp->layout.rq_entries - 1)) * qp->layout.rq_slot;
-  shm::RecvWqe rh;
-  std::memcpy(&rh, slot, sizeof(rh));
-  if (rh.num_sge > qp->caps.max_recv_sge) return false;
-  const uint32_t pd = to_pd(qp->qp.pd)->handle;
-  Placing p;
-  p.f = f;
-  p.pos = pos;
-  p.wr_id = rh.wr_id;
-  // The receive's memory, cut to the Message's length.
+  std::memcpy(&out->hdr, slot, sizeof(out->hdr));
+  if (out->hdr.num_sge > qp->caps.max_recv_sge || out->hdr.num_sge > shm::kMaxRecvSge) return false;
+  std::memcpy(out->sge, slot + sizeof(shm::RecvWqe), out->hdr.num_sge * sizeof(shm::Sge));
+  out->pos = pos;
+  return true;
+}
+
+bool ExpressLine::aim(Qp* qp, const ReceiveCopy& r, uint32_t pd, uint32_t length, Span* into) {
+  *into = Span{};
   uint64_t room = 0;
-  for (uint32_t i = 0; i < rh.num_sge && room < f.length; ++i) {
-    shm::Sge s;
-    std::memcpy(&s, slot + sizeof(shm::RecvWqe) + i * sizeof(shm::Sge), sizeof(s));
-    const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(s.length, f.length - room));
+  for (uint32_t i = 0; i < r.hdr.num_sge && room < length; ++i) {
+    const shm::Sge& s = r.sge[i];
+    const auto n = static_cast<uint32_t>(std::min<uint64_t>(s.length, length - room));
     if (n == 0) continue;
     uint8_t* dst = receive_memory(qp, pd, s.lkey, s.addr, s.length);
     if (dst == nullptr) return false;
-    p.into.iov[p.into.count++] = iovec{dst, n};
+    into->iov[into->count++] = iovec{dst, n};
     room += n;
   }
-  Cq* rcq = to_cq(qp->qp.recv_cq);
-  if (room < f.length || rcq->resizing.load(std::memory_order_relaxed) ||
-      !rcq->producer.has_room(1))
+  into->left = length;
+  return room >= length;
+}
+
+bool ExpressLine::accept(Qp* qp, const Frame& f) {
+  if (!takes_messages(qp) || qp->qp.state == IBV_QPS_ERR ||
+      qp->direct_line->in_error.load(std::memory_order_acquire) != 0)
     return false;
-  p.into.left = f.length;
+  Cq* rcq = to_cq(qp->qp.recv_cq);
+  if (rcq->resizing.load(std::memory_order_relaxed) || !rcq->producer.has_room(1)) return false;
+  Placing p;
+  p.f = f;
+  if (qp->qp.srq == nullptr) {
+    // Only the peer's Messages take receives while they flow: its router has retired
+    // everything it sent before them, and takes nothing while they are outstanding.
+    if (!peek_rq_receive(qp, &p.recv) ||
+        !aim(qp, p.recv, to_pd(qp->qp.pd)->handle, f.length, &p.into))
+      return false;
+  } else {
+    // The router and the SRQ's other lines take from it too: claimed before it is used. A
+    // claim lost to another consumer is tried again with the next receive, a few times.
+    Srq* srq = to_srq(qp->qp.srq);
+    const uint32_t pd = to_pd(qp->qp.srq->pd)->handle;
+    bool claimed = false;
+    for (int tries = 0; tries < 4 && !claimed; ++tries) {
+      if (!peek_srq_receive(srq, &p.recv) || !aim(qp, p.recv, pd, f.length, &p.into)) return false;
+      claimed = claim_srq_receive(srq, p.recv);
+    }
+    if (!claimed) return false;
+    p.srq = srq;
+  }
   placing_ = p;
   refusing_epoch_ = -1;
   return true;
+}
+
+void ExpressLine::give_back_receive(Qp* qp) {
+  if (placing_.srq == nullptr || placing_.discard) return;
+  Srq* srq = placing_.srq;
+  placing_.srq = nullptr;
+  if (requeue_srq_receive(srq, placing_.recv)) return;
+  shm::Cqe c{};
+  c.wr_id = placing_.recv.hdr.wr_id;
+  c.status = IBV_WC_WR_FLUSH_ERR;
+  c.opcode = IBV_WC_RECV;
+  c.qp_num = qp->qp.qp_num;
+  Cq* rcq = to_cq(qp->qp.recv_cq);
+  (void)rcq->producer.push(c);  // room checked when it was accepted
+  raise_event(rcq, recv_channel_.valid() ? recv_channel_.get() : -1, false);
 }
 
 void ExpressLine::refuse(Qp* qp, const Frame& f) {
@@ -617,20 +670,25 @@ void ExpressLine::refuse(Qp* qp, const Frame& f) {
 }
 
 void ExpressLine::complete(Qp* qp) {
-  const Frame& f = placing_.f;
-  auto* hdr = reinterpret_cast<shm::RingHeader*>(qp->map.data + qp->layout.rq_ring_off);
-  uint32_t pos = placing_.pos;
+  const Frame f = placing_.f;
   // The QP went to error while the payload arrived: the router flushes (or flushed) the
-  // receive, and takes the Message the sender hands it.
-  if (qp->direct_line->in_error.load(std::memory_order_acquire) != 0 ||
-      !hdr->consumer.value.compare_exchange_strong(pos, pos + 1, std::memory_order_acq_rel)) {
+  // receive of its RQ, one claimed from an SRQ goes back there; the router takes the Message
+  // the sender hands it.
+  bool failed = qp->direct_line->in_error.load(std::memory_order_acquire) != 0;
+  if (placing_.srq == nullptr && !failed) {
+    auto* hdr = reinterpret_cast<shm::RingHeader*>(qp->map.data + qp->layout.rq_ring_off);
+    uint32_t pos = placing_.recv.pos;
+    failed = !hdr->consumer.value.compare_exchange_strong(pos, pos + 1, std::memory_order_acq_rel);
+  }
+  if (failed) {
+    give_back_receive(qp);
     refuse(qp, f);
     placing_.into.left = 0;
     return;
   }
   qp->counters->count_received(f.length);
   shm::Cqe c{};
-  c.wr_id = placing_.wr_id;
+  c.wr_id = placing_.recv.hdr.wr_id;
   c.status = IBV_WC_SUCCESS;
   c.opcode = IBV_WC_RECV;
   c.byte_len = f.length;

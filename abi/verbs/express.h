@@ -16,8 +16,13 @@
 // that stopped calling verbs. The acknowledgement the peer's next frame carries completes the
 // send.
 //
+// A QP on a shared receive queue takes its receives the way the router does, claiming each
+// from the SRQ's ring before placing anything in it (srq_receives.h): the router places the
+// SRQ's other messages meanwhile, and other lines take from it too.
+//
 // Whatever the receiver cannot simply do (no receive posted, a receive too short, a key it
-// does not know, an SRQ, a QP in error, a full CQ) it refuses, discarding the payload; the
+// does not know, a tag-matching SRQ or one with a limit armed, a QP in error, a full CQ) it
+// refuses, discarding the payload; the
 // sender then hands the refused work request and every later one to its router, which
 // applies the full semantics (RNR waits, error completions), and uses the line again once
 // the router has retired them. A work request that may not go on the line while express work
@@ -39,6 +44,7 @@
 #include <vector>
 
 #include "abi/verbs/direct_path.h"
+#include "abi/verbs/srq_receives.h"
 #include "common/spinlock.h"
 #include "common/unique_fd.h"
 #include "proto/express_wire.h"
@@ -49,6 +55,7 @@ namespace wharf::abi {
 struct Qp;
 struct Cq;
 struct Context;
+struct Srq;
 
 class ExpressLine {
  public:
@@ -62,9 +69,9 @@ class ExpressLine {
   // The line has bytes to write that the socket did not take: a waiter polls for POLLOUT too.
   bool wants_write() const { return wants_write_.load(std::memory_order_relaxed); }
   // Whether polls of the QP's CQs (and waits on their channel) read the line: it may bring a
-  // Message for the QP (which has its own receive queue) or the acknowledgement of one the QP
-  // sent. A line of a QP on a shared receive queue that has nothing out brings at most the
-  // peer's Ready, which the helper thread reads: polls leave it alone (and may nap).
+  // Message for the QP (takes_messages) or the acknowledgement of one the QP sent. A line of
+  // a QP on a tag-matching SRQ that has nothing out brings at most the peer's Ready, which
+  // the helper thread reads: polls leave it alone (and may nap).
   bool polled() const { return polled_.load(std::memory_order_relaxed); }
   // The line has something to write without anything to read first: the rest of a frame,
   // Messages that waited for the router, or the acknowledgement of what it executed.
@@ -106,7 +113,7 @@ class ExpressLine {
   void resume(Qp* qp);
   // The QP was reset: closes the line (a new one is offered at the next RTS). The QP must be
   // off every list (forget_express); waits out a poller still servicing it.
-  void close();
+  void close(Qp* qp);
   // Nanoseconds (CLOCK_MONOTONIC) of the last service, for the helper thread.
   uint64_t last_service_ns() const { return last_service_ns_.load(std::memory_order_relaxed); }
 
@@ -143,8 +150,10 @@ class ExpressLine {
   struct Placing {
     proto::express::Frame f;
     bool discard = false;
-    uint32_t pos = 0;  // the receive's position in the RQ ring
-    uint64_t wr_id = 0;
+    // The receive: from the QP's RQ (taken when the payload is all there), or claimed from
+    // its SRQ before anything was placed (srq_receives.h); `srq` says which.
+    ReceiveCopy recv;
+    Srq* srq = nullptr;
     Span into;  // the receive's memory, exactly f.length bytes (discard: left only)
   };
 
@@ -165,6 +174,18 @@ class ExpressLine {
   bool place(Qp* qp, bool* did, bool* executed);
   // Checks a Message may be executed into the next receive and sets placing_ for it.
   bool accept(Qp* qp, const proto::express::Frame& f);
+  // Whether Messages for qp may be placed here: it has a receive queue of its own, or a
+  // shared one that is no tag-matching SRQ.
+  static bool takes_messages(const Qp* qp);
+  // The next receive of qp's RQ, copied out (the peer's router takes none while Messages
+  // flow, so it stays the next until complete() takes it).
+  static bool peek_rq_receive(Qp* qp, ReceiveCopy* out);
+  // The memory of receive r for a Message of `length` bytes, into *into; false if r cannot
+  // hold it or names memory the QP may not write.
+  bool aim(Qp* qp, const ReceiveCopy& r, uint32_t pd, uint32_t length, Span* into);
+  // A receive claimed from the SRQ for the Message being placed, which will not complete
+  // there: back to the SRQ, or (no room) completed with IBV_WC_WR_FLUSH_ERR.
+  void give_back_receive(Qp* qp);
   void refuse(Qp* qp, const proto::express::Frame& f);
   // The placed Message's receive completes.
   void complete(Qp* qp);
@@ -204,8 +225,9 @@ class ExpressLine {
   bool stopped_ = false;  // the QP is leaving RTS
   uint32_t next_seq_ = 1;
   uint32_t acked_seq_ = 0;
-  uint32_t next_write_seq_ = 1;  // the first Message put on the line and not yet written
-  uint32_t staged_ = 0;          // work requests written into the send ring, not yet visible
+  uint32_t next_write_seq_ = 1;    // the first Message put on the line and not yet written
+  uint32_t staged_ = 0;            // work requests written into the send ring, not yet visible
+  uint64_t routers_until_ns_ = 0;  // SENDs go to the routers until then (express_hold_ns)
   uint8_t epoch_ = 0;
   bool ready_owed_ = false;
   bool ack_owed_ = false;

@@ -217,8 +217,12 @@ struct Cq {
   // While ibv_resize_cq moves the CQ to a new region: polls find nothing and the direct path
   // leaves completions for this CQ to the router (set and cleared under lock).
   std::atomic<bool> resizing;
-  // The express lines of the QPs completing here (line_set.h), which an empty poll services.
+  // The express lines of the QPs completing here (line_set.h), which an empty poll services
+  // (poll_completions: at once while they bring something, else every express_poll_ns): when
+  // they were last read, and last brought something (ns, CLOCK_MONOTONIC).
   LineSet lines;
+  std::atomic<uint64_t> lines_read_ns;
+  std::atomic<uint64_t> lines_busy_ns;
 };
 constexpr uint32_t kEmptyPollsBeforeYield = 64;
 // When the calling thread began to find every CQ it polls empty (CLOCK_MONOTONIC ns); 0 while
@@ -238,6 +242,9 @@ struct Srq {
   // While ibv_modify_srq moves the SRQ to a new region (and after a move whose region could
   // not be mapped): posts fail with ENOMEM. Under lock.
   bool resizing;
+  // ibv_modify_srq armed IBV_SRQ_LIMIT and the application has not read its event yet:
+  // express lines take none of its receives (srq_receives.h). Under lock.
+  bool limit_armed;
 };
 inline Srq* to_srq(ibv_srq* s) { return reinterpret_cast<Srq*>(s); }
 

@@ -152,7 +152,7 @@ WHARF_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
   if (attr_mask & IBV_QP_STATE) {
     if (attr->qp_state == IBV_QPS_RESET) {
       forget_express(q);
-      q->express.close();
+      q->express.close(q);
       q->sq_lock.lock();
       q->rq_lock.lock();
       q->reset_rings();

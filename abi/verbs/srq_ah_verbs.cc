@@ -166,9 +166,15 @@ WHARF_EXPORT int ibv_modify_srq(ibv_srq* ibsrq, ibv_srq_attr* attr, int mask) {
   if (ibsrq == nullptr || attr == nullptr) return EINVAL;
   Srq* srq = to_srq(ibsrq);
   const bool resize = (mask & IBV_SRQ_MAX_WR) != 0;
-  if (resize) {
+  const bool arm = (mask & IBV_SRQ_LIMIT) != 0 && attr->srq_limit != 0;
+  bool was_armed;
+  {
     std::lock_guard<SpinLock> g(srq->lock);
-    srq->resizing = true;
+    if (resize) srq->resizing = true;
+    // Armed before the router is told: a line must not take a receive the router's count of
+    // the SRQ would miss.
+    was_armed = srq->limit_armed;
+    srq->limit_armed = srq->limit_armed || arm;
   }
   proto::ModifySrqReq req;
   req.srq = srq->handle;
@@ -179,9 +185,11 @@ WHARF_EXPORT int ibv_modify_srq(ibv_srq* ibsrq, ibv_srq_attr* attr, int mask) {
   UniqueFd memfd;
   const int err =
       to_ctx(ibsrq->context)->client.call(proto::Op::kModifySrq, req, nullptr, 0, &rep, &memfd, 1);
-  if (resize && err != 0) {  // nothing moved
+  {
     std::lock_guard<SpinLock> g(srq->lock);
-    srq->resizing = false;
+    if (resize && err != 0) srq->resizing = false;  // nothing moved
+    if (err != 0) srq->limit_armed = was_armed;
+    if (err == 0 && (mask & IBV_SRQ_LIMIT) != 0 && !arm) srq->limit_armed = false;  // disarmed
   }
   return resize && err == 0 ? attach_moved_srq(srq, rep, memfd) : err;
 }

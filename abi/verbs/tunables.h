@@ -42,4 +42,26 @@ inline uint64_t express_idle_ns() {
   return ns;
 }
 
+// How often an empty CQ's polls read its express lines while they bring nothing:
+// WHARF_EXPRESS_POLL_US (default 5 us; 0: at every poll). A read is a system call: a thread
+// polling in a loop that makes one at every poll leaves the routers, which carry the QPs'
+// other work, little of a small machine's CPU (UCX's rendezvous between hosts ran 2-3x
+// slower on two cores). Lines that brought something in the last 100 us are read at every
+// poll, so a conversation on them waits for no period.
+inline uint64_t express_poll_ns() {
+  static const uint64_t ns = env_us_as_ns("WHARF_EXPRESS_POLL_US", 5);
+  return ns;
+}
+
+// How long a QP that posted work its express line does not carry (RDMA READ or WRITE, an
+// atomic: work for the routers) keeps its SENDs off the line too: WHARF_EXPRESS_HOLD_US
+// (default 10000 us; 0: never). Every change of path waits for the other path's work to be
+// acknowledged or retired, and a router woken for each one-sided operation between line
+// messages costs more than the line saves (UCX's rendezvous: SEND, READ, SEND); a QP that
+// only sends stays on its line.
+inline uint64_t express_hold_ns() {
+  static const uint64_t ns = env_us_as_ns("WHARF_EXPRESS_HOLD_US", 10000);
+  return ns;
+}
+
 }  // namespace wharf::abi

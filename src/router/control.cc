@@ -1043,6 +1043,7 @@ int Session::on_modify_srq(const proto::ModifySrqReq& req, UniqueFd*, int, proto
 }
 
 int Session::move_srq_st(Srq* srq, uint32_t entries) {
+  srq->ring().resync();  // the receives the express lines claimed are gone from it
   const uint32_t waiting = srq->ring().available();
   if (waiting > srq->layout.entries) return EIO;  // the library broke the ring
   if (waiting > entries) return EINVAL;

@@ -568,8 +568,33 @@ void Executor::deliver_datagram_st(const Responder& dst, const SegmentList& payl
                    static_cast<uint32_t>(room + payload.total), from, flags);
 }
 
-// Peeks the next receive WQE of dst (its SRQ or its QP's RQ) and copies it out. False when
-// there is none; src->ring is then empty if the queue is corrupt (the owner was told).
+// The next receive of srq, claimed (shm::BasicRingConsumer::claim) before anything is placed
+// in it: the express lines of the SRQ's QPs take receives from the same ring, and a receive
+// is used by whoever moved the consumer index past it. Kept in srq->claimed until consumed,
+// so a caller that peeks and then does not use it (an RNR wait, a WRITE with immediate in
+// parts) finds the same receive next time. False when there is none (*st says why).
+bool Executor::claim_srq_recv_st(Srq* srq, shm::RingConsumerView* ring, shm::RingStatus* st) {
+  if (srq->has_claimed) return true;
+  ring->resync();  // the lines may have taken receives since
+  // Each failed claim means another consumer took one: at most a ring's worth of tries.
+  for (uint32_t tries = 0; tries <= srq->layout.entries; ++tries) {
+    const uint8_t* slot = ring->peek(st);
+    if (slot == nullptr) return false;
+    RecvWork rw;
+    copy_recv_wqe(slot, srq->layout.slot, srq->max_sge, &rw);
+    if (ring->claim()) {
+      srq->claimed = rw;
+      srq->has_claimed = true;
+      return true;
+    }
+  }
+  *st = shm::RingStatus::kEmpty;
+  return false;
+}
+
+// The next receive WQE of dst (its SRQ or its QP's RQ), copied out; from an RQ it is only
+// peeked (this QP's messages alone take from it), from an SRQ claimed. False when there is
+// none; src->ring is then empty if the queue is corrupt (the owner was told).
 bool Executor::take_recv_st(const Responder& dst, RecvSource* src, RecvWork* rw) {
   Srq* srq = dst.srq;
   src->held = nullptr;
@@ -598,21 +623,26 @@ bool Executor::take_recv_st(const Responder& dst, RecvSource* src, RecvWork* rw)
     src->slot_size = dst.qp->rq_slot;
   }
   shm::RingStatus st;
-  const uint8_t* slot = src->ring->peek(&st);
-  if (slot == nullptr) {
-    if (st == shm::RingStatus::kCorrupt) {
-      if (srq != nullptr) {
-        srq->corrupt = true;
-        srq->owner->post_async_event(IBV_EVENT_SRQ_ERR, srq->handle);
-      } else {
-        qp_fatal_st(dst.qp, "receive ring index out of range");
-      }
-      src->ring.reset();
+  const uint8_t* slot = nullptr;
+  if (srq != nullptr ? claim_srq_recv_st(srq, &*src->ring, &st)
+                     : (slot = src->ring->peek(&st)) != nullptr) {
+    if (srq != nullptr) {
+      *rw = srq->claimed;
+    } else {
+      copy_recv_wqe(slot, src->slot_size, src->max_sge, rw);
     }
-    return false;
+    return true;
   }
-  copy_recv_wqe(slot, src->slot_size, src->max_sge, rw);
-  return true;
+  if (st == shm::RingStatus::kCorrupt) {
+    if (srq != nullptr) {
+      srq->corrupt = true;
+      srq->owner->post_async_event(IBV_EVENT_SRQ_ERR, srq->handle);
+    } else {
+      qp_fatal_st(dst.qp, "receive ring index out of range");
+    }
+    src->ring.reset();
+  }
+  return false;
 }
 
 void Executor::hold_recv_st(const Responder& dst, RecvSource* src, const RecvWork& rw) {
@@ -637,9 +667,14 @@ void Executor::consume_recv_st(RecvSource* src) {
     src->held = nullptr;
     return;
   }
-  src->ring->pop();
   Srq* srq = src->srq;
-  if (srq != nullptr && srq->limit != 0 && src->ring->available() < srq->limit) {
+  if (srq == nullptr) {
+    src->ring->pop();
+    return;
+  }
+  srq->has_claimed = false;  // the consumer index is past it already
+  src->ring->resync();
+  if (srq->limit != 0 && src->ring->available() < srq->limit) {
     srq->limit = 0;  // one-shot: re-armed by ibv_modify_srq(IBV_SRQ_LIMIT)
     srq->owner->post_async_event(IBV_EVENT_SRQ_LIMIT_REACHED, srq->handle);
   }

@@ -125,7 +125,8 @@ class Executor {
     return take_recv_st(responder_of(dst), src, rw);
   }
   // The next receive of dst: the one it holds for a message under way, else the head of its
-  // SRQ or RQ (left there until consume_recv_st).
+  // RQ (left there until consume_recv_st), or one claimed from its SRQ for the router (kept
+  // in Srq::claimed until consume_recv_st: the SRQ's express lines claim receives too).
   // hold_recv_st: a message that will arrive in parts takes the receive just peeked from an
   // SRQ off it at once, so that no other sender gets it before the message ends; dst keeps
   // it (QpExtras::held_recv). A QP's own RQ has no other sender: its receive stays at the head.
@@ -158,6 +159,7 @@ class Executor {
   void deliver_frame_st(uint32_t network_id, const Qp* src, const SegmentList& frame);
 
  private:
+  bool claim_srq_recv_st(Srq* srq, shm::RingConsumerView* ring, shm::RingStatus* st);
   // kDone: the WQE is finished (its status says how); kWait: it stays at the head until
   // qp->wait_until_ns; kPartial: it stays at the head and goes on in the next pass.
   enum class Step { kDone, kWait, kPartial };

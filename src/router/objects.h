@@ -201,6 +201,11 @@ struct Srq {
   ShmRegion shm;
   shm::SrqLayout layout{};
   shm::RingCursor ring_cursor;  // the router's position in its ring (ring())
+  // The receive the router claimed from the ring (RingConsumer::claim: the express lines of
+  // the SRQ's QPs take receives from it too) and has not used yet: the next message for any
+  // of its QPs takes it before the ring's, which keeps the SRQ's order.
+  RecvWork claimed{};
+  bool has_claimed = false;
   uint32_t max_wr = 0;
   uint32_t max_sge = 0;
   uint32_t limit = 0;  // armed limit; 0 = disarmed

@@ -77,6 +77,11 @@ class RingProducer {
   uint32_t head() const { return head_; }
   uint32_t capacity() const { return capacity_; }
   uint32_t slot_size() const { return slot_size_; }
+  RingHeader* header() const { return hdr_; }
+  // The slot at ring position `index` (published or not).
+  uint8_t* slot_at(uint32_t index) const {
+    return slots_ + static_cast<size_t>(index & (capacity_ - 1)) * slot_size_;
+  }
   // Entries the consumer has not yet released, as last observed (refreshes the cache).
   uint32_t in_flight() {
     cached_consumer_ = hdr_->consumer.value.load(std::memory_order_acquire);
@@ -154,6 +159,22 @@ class BasicRingConsumer {
   void pop() {
     ++cur_.tail;
     hdr_->consumer.value.store(cur_.tail, std::memory_order_release);
+  }
+
+  // Takes the peeked slot for this consumer when more than one consumes the ring (a shared
+  // receive queue, whose receives the router and the express lines of the SRQ's QPs take):
+  // the consumer index moves from tail() to tail() + 1 only if nobody moved it since. True if
+  // the slot is ours (copied out before, it may be used now); false: another consumer took
+  // it, and the cursor is at the index found (peek again).
+  bool claim() {
+    uint32_t expected = cur_.tail;
+    if (hdr_->consumer.value.compare_exchange_strong(expected, cur_.tail + 1,
+                                                     std::memory_order_acq_rel)) {
+      ++cur_.tail;
+      return true;
+    }
+    cur_.tail = expected;
+    return false;
   }
 
   // Takes the consumer index from shared memory: for a ring whose consumer role another

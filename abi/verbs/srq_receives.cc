@@ -1,0 +1,55 @@
+// Express lines' receives from shared receive queues: see srq_receives.h.
+#include "abi/verbs/srq_receives.h"
+
+#include <cstring>
+#include <mutex>
+
+#include "abi/verbs/provider.h"
+
+namespace wharf::abi {
+
+namespace {
+
+// Whether lines may take srq's receives now (under srq->lock).
+bool lines_may_take(const Srq* srq) { return !srq->tm && !srq->resizing && !srq->limit_armed; }
+
+}  // namespace
+
+bool peek_srq_receive(Srq* srq, ReceiveCopy* out) {
+  std::lock_guard<SpinLock> g(srq->lock);
+  if (!lines_may_take(srq)) return false;
+  const shm::RingHeader* hdr = srq->ring.header();
+  const uint32_t pos = hdr->consumer.value.load(std::memory_order_acquire);
+  const uint32_t posted = srq->ring.head() - pos;  // this process is the producer
+  if (posted == 0 || posted > srq->ring.capacity()) return false;
+  const uint8_t* slot = srq->ring.slot_at(pos);
+  std::memcpy(&out->hdr, slot, sizeof(out->hdr));
+  if (out->hdr.num_sge > srq->max_sge || out->hdr.num_sge > shm::kMaxRecvSge) return false;
+  std::memcpy(out->sge, slot + sizeof(shm::RecvWqe), out->hdr.num_sge * sizeof(shm::Sge));
+  out->pos = pos;
+  return true;
+}
+
+bool claim_srq_receive(Srq* srq, const ReceiveCopy& r) {
+  std::lock_guard<SpinLock> g(srq->lock);
+  // A move copies the receives not yet claimed to the new region: none may be claimed from
+  // the old one meanwhile.
+  if (srq->resizing) return false;
+  uint32_t expected = r.pos;
+  return srq->ring.header()->consumer.value.compare_exchange_strong(expected, r.pos + 1,
+                                                                    std::memory_order_acq_rel);
+}
+
+bool requeue_srq_receive(Srq* srq, const ReceiveCopy& r) {
+  std::lock_guard<SpinLock> g(srq->lock);
+  if (srq->resizing) return false;
+  shm::RingStatus st;
+  uint8_t* slot = srq->ring.reserve(&st);
+  if (slot == nullptr) return false;
+  std::memcpy(slot, &r.hdr, sizeof(r.hdr));
+  std::memcpy(slot + sizeof(shm::RecvWqe), r.sge, r.hdr.num_sge * sizeof(shm::Sge));
+  srq->ring.commit();
+  return true;
+}
+
+}  // namespace wharf::abi
