@@ -458,16 +458,8 @@ bool resolve_event_element(Context* ctx, uint32_t handle, ibv_async_event* event
   };
   switch (event->event_type) {
     case IBV_EVENT_CQ_ERR: return (event->element.cq = find(ctx->cqs)) != nullptr;
-    case IBV_EVENT_SRQ_ERR: return (event->element.srq = find(ctx->srqs)) != nullptr;
-    case IBV_EVENT_SRQ_LIMIT_REACHED:
-      if ((event->element.srq = find(ctx->srqs)) == nullptr) return false;
-      {
-        // The router disarmed it as it raised it: express lines may take its receives again.
-        Srq* srq = to_srq(event->element.srq);
-        std::lock_guard<SpinLock> lock(srq->lock);
-        srq->limit_armed = false;
-      }
-      return true;
+    case IBV_EVENT_SRQ_ERR:
+    case IBV_EVENT_SRQ_LIMIT_REACHED: return (event->element.srq = find(ctx->srqs)) != nullptr;
     case IBV_EVENT_PORT_ACTIVE:
     case IBV_EVENT_PORT_ERR:
     case IBV_EVENT_LID_CHANGE:

@@ -523,6 +523,15 @@ bool ExpressLine::handle_frames(Qp* qp, bool* executed) {
 }
 
 bool ExpressLine::place(Qp* qp, bool* did, bool* executed) {
+  // The QP failed while the payload arrives: a receive claimed from its SRQ goes back at once
+  // (its router reports the QP's last receive as it fails), and the rest is discarded.
+  if (placing_.srq != nullptr && qp->direct_line->in_error.load(std::memory_order_acquire) != 0) {
+    const Frame f = placing_.f;
+    const uint64_t left = placing_.into.left;
+    give_back_receive(qp);
+    refuse(qp, f);
+    placing_.into.left = left;
+  }
   Span& in = placing_.into;
   while (in.left != 0) {
     ssize_t n;
@@ -646,8 +655,9 @@ void ExpressLine::give_back_receive(Qp* qp) {
   c.opcode = IBV_WC_RECV;
   c.qp_num = qp->qp.qp_num;
   Cq* rcq = to_cq(qp->qp.recv_cq);
-  (void)rcq->producer.push(c);  // room checked when it was accepted
-  raise_event(rcq, recv_channel_.valid() ? recv_channel_.get() : -1, false);
+  (void)rcq->producer.push(c);  // room checked when it was accepted; since, an overrun
+  // An error completion raises an event whatever the CQ was armed for.
+  raise_event(rcq, recv_channel_.valid() ? recv_channel_.get() : -1, true);
 }
 
 void ExpressLine::refuse(Qp* qp, const Frame& f) {

@@ -242,9 +242,11 @@ struct Srq {
   // While ibv_modify_srq moves the SRQ to a new region (and after a move whose region could
   // not be mapped): posts fail with ENOMEM. Under lock.
   bool resizing;
-  // ibv_modify_srq armed IBV_SRQ_LIMIT and the application has not read its event yet:
-  // express lines take none of its receives (srq_receives.h). Under lock.
-  bool limit_armed;
+  // Moves to a new region so far: a receive an express line copied out of an older one is
+  // not claimed (srq_receives.h). Under lock.
+  uint32_t generation;
+  // The router's word on the SRQ (shm::SrqState: whether a limit is armed), in `map`.
+  const shm::SrqState* state;
 };
 inline Srq* to_srq(ibv_srq* s) { return reinterpret_cast<Srq*>(s); }
 

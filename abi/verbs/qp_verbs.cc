@@ -215,6 +215,7 @@ WHARF_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
       ctx->client.call(proto::Op::kDestroyQp, proto::Handle{to_qp(qp)->handle}, nullptr, 0, &rep);
   if (err != 0) return err;
   forget_express(to_qp(qp));
+  to_qp(qp)->express.close(to_qp(qp));  // a receive its line claimed from an SRQ goes back
   {
     std::lock_guard<std::mutex> g(ctx->objects_mu);
     ctx->qps.erase(to_qp(qp)->handle);

@@ -21,6 +21,7 @@ namespace {
 void attach_ring(Srq* srq, const shm::SrqLayout& layout) {
   srq->ring = shm::RingProducer(reinterpret_cast<shm::RingHeader*>(srq->map.data + layout.ring_off),
                                 srq->map.data + layout.slots_off, layout.entries, layout.slot);
+  srq->state = reinterpret_cast<const shm::SrqState*>(srq->map.data + layout.state_off);
 }
 
 // Maps the region the router moved srq to (rep, memfd) and posts there from now on. Until that
@@ -37,6 +38,7 @@ int attach_moved_srq(Srq* srq, const proto::CreateSrqRep& rep, const UniqueFd& m
     attach_ring(srq, layout);
     srq->ring.resume();
     srq->resizing = false;
+    ++srq->generation;
   }
   return err;  // `fresh` now holds the old region: unmapped on return, outside the lock
 }
@@ -166,15 +168,9 @@ WHARF_EXPORT int ibv_modify_srq(ibv_srq* ibsrq, ibv_srq_attr* attr, int mask) {
   if (ibsrq == nullptr || attr == nullptr) return EINVAL;
   Srq* srq = to_srq(ibsrq);
   const bool resize = (mask & IBV_SRQ_MAX_WR) != 0;
-  const bool arm = (mask & IBV_SRQ_LIMIT) != 0 && attr->srq_limit != 0;
-  bool was_armed;
-  {
+  if (resize) {
     std::lock_guard<SpinLock> g(srq->lock);
-    if (resize) srq->resizing = true;
-    // Armed before the router is told: a line must not take a receive the router's count of
-    // the SRQ would miss.
-    was_armed = srq->limit_armed;
-    srq->limit_armed = srq->limit_armed || arm;
+    srq->resizing = true;
   }
   proto::ModifySrqReq req;
   req.srq = srq->handle;
@@ -185,11 +181,9 @@ WHARF_EXPORT int ibv_modify_srq(ibv_srq* ibsrq, ibv_srq_attr* attr, int mask) {
   UniqueFd memfd;
   const int err =
       to_ctx(ibsrq->context)->client.call(proto::Op::kModifySrq, req, nullptr, 0, &rep, &memfd, 1);
-  {
+  if (resize && err != 0) {  // nothing moved
     std::lock_guard<SpinLock> g(srq->lock);
-    if (resize && err != 0) srq->resizing = false;  // nothing moved
-    if (err != 0) srq->limit_armed = was_armed;
-    if (err == 0 && (mask & IBV_SRQ_LIMIT) != 0 && !arm) srq->limit_armed = false;  // disarmed
+    srq->resizing = false;
   }
   return resize && err == 0 ? attach_moved_srq(srq, rep, memfd) : err;
 }

@@ -11,7 +11,9 @@ namespace wharf::abi {
 namespace {
 
 // Whether lines may take srq's receives now (under srq->lock).
-bool lines_may_take(const Srq* srq) { return !srq->tm && !srq->resizing && !srq->limit_armed; }
+bool lines_may_take(const Srq* srq) {
+  return !srq->tm && !srq->resizing && srq->state->limit_armed.load(std::memory_order_acquire) == 0;
+}
 
 }  // namespace
 
@@ -27,14 +29,15 @@ bool peek_srq_receive(Srq* srq, ReceiveCopy* out) {
   if (out->hdr.num_sge > srq->max_sge || out->hdr.num_sge > shm::kMaxRecvSge) return false;
   std::memcpy(out->sge, slot + sizeof(shm::RecvWqe), out->hdr.num_sge * sizeof(shm::Sge));
   out->pos = pos;
+  out->generation = srq->generation;
   return true;
 }
 
 bool claim_srq_receive(Srq* srq, const ReceiveCopy& r) {
   std::lock_guard<SpinLock> g(srq->lock);
-  // A move copies the receives not yet claimed to the new region: none may be claimed from
-  // the old one meanwhile.
-  if (srq->resizing) return false;
+  // A move copies the receives not yet claimed to the new region, numbered from 0 again: none
+  // is claimed meanwhile, nor by a position in an older region.
+  if (!lines_may_take(srq) || r.generation != srq->generation) return false;
   uint32_t expected = r.pos;
   return srq->ring.header()->consumer.value.compare_exchange_strong(expected, r.pos + 1,
                                                                     std::memory_order_acq_rel);

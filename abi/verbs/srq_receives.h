@@ -17,19 +17,22 @@ namespace wharf::abi {
 
 struct Srq;
 
-// A receive WQE copied out of a ring, and its position there.
+// A receive WQE copied out of a ring, its position there, and (an SRQ's) the region it was
+// in (Srq::generation).
 struct ReceiveCopy {
   shm::RecvWqe hdr{};
   shm::Sge sge[shm::kMaxRecvSge]{};
   uint32_t pos = 0;
+  uint32_t generation = 0;
 };
 
 // Copies out srq's oldest receive, if a line may take one now: there is one, the SRQ is no
-// tag-matching one, it is not being moved to a new region (ibv_modify_srq), and no limit
-// event is armed (the router raises it as it consumes: until the application has read it,
-// Messages for the SRQ's QPs go through the routers).
+// tag-matching one, it is not being moved to a new region (ibv_modify_srq), and the router
+// says no limit is armed (shm::SrqState: it counts the receives taken and raises the event
+// as it consumes, so while a limit is armed Messages for the SRQ's QPs go through it).
 bool peek_srq_receive(Srq* srq, ReceiveCopy* out);
-// Takes the receive peek_srq_receive copied out, unless another consumer took it since.
+// Takes the receive peek_srq_receive copied out, unless another consumer took it since, the
+// SRQ moved to another region meanwhile, or a line may take none now.
 bool claim_srq_receive(Srq* srq, const ReceiveCopy& r);
 // A claimed receive the line did not use (the line broke, or the QP failed, while the payload
 // arrived) goes back to srq, at its tail. False when it cannot (the SRQ is full or being

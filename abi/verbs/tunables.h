@@ -53,12 +53,12 @@ inline uint64_t express_poll_ns() {
   return ns;
 }
 
-// How long a QP that posted work its express line does not carry (RDMA READ or WRITE, an
-// atomic: work for the routers) keeps its SENDs off the line too: WHARF_EXPRESS_HOLD_US
-// (default 10000 us; 0: never). Every change of path waits for the other path's work to be
-// acknowledged or retired, and a router woken for each one-sided operation between line
-// messages costs more than the line saves (UCX's rendezvous: SEND, READ, SEND); a QP that
-// only sends stays on its line.
+// How long a QP that posted work its express line does not carry (anything but SEND and
+// SEND_WITH_IMM: a READ, WRITE or atomic for the routers) keeps its SENDs off the line too:
+// WHARF_EXPRESS_HOLD_US (default 10000 us; 0: never). Every change of path waits for the other
+// path's work to be acknowledged or retired, and a router woken for each one-sided operation
+// between line messages costs more than the line saves (UCX's rendezvous: SEND, READ, SEND); a QP
+// that only sends stays on its line.
 inline uint64_t express_hold_ns() {
   static const uint64_t ns = env_us_as_ns("WHARF_EXPRESS_HOLD_US", 10000);
   return ns;

@@ -1037,7 +1037,7 @@ int Session::on_modify_srq(const proto::ModifySrqReq& req, UniqueFd*, int, proto
       return err;
     out->add(srq->shm.fd());
   }
-  srq->limit = limit;
+  srq->set_limit(limit);
   describe_srq(*srq, rep);
   return 0;
 }

@@ -675,7 +675,7 @@ void Executor::consume_recv_st(RecvSource* src) {
   srq->has_claimed = false;  // the consumer index is past it already
   src->ring->resync();
   if (srq->limit != 0 && src->ring->available() < srq->limit) {
-    srq->limit = 0;  // one-shot: re-armed by ibv_modify_srq(IBV_SRQ_LIMIT)
+    srq->set_limit(0);  // one-shot: re-armed by ibv_modify_srq(IBV_SRQ_LIMIT)
     srq->owner->post_async_event(IBV_EVENT_SRQ_LIMIT_REACHED, srq->handle);
   }
 }

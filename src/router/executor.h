@@ -127,8 +127,8 @@ class Executor {
   // The next receive of dst: the one it holds for a message under way, else the head of its
   // RQ (left there until consume_recv_st), or one claimed from its SRQ for the router (kept
   // in Srq::claimed until consume_recv_st: the SRQ's express lines claim receives too).
-  // hold_recv_st: a message that will arrive in parts takes the receive just peeked from an
-  // SRQ off it at once, so that no other sender gets it before the message ends; dst keeps
+  // hold_recv_st: a message that will arrive in parts takes the receive just claimed from an
+  // SRQ for itself at once, so that no other sender gets it before the message ends; dst keeps
   // it (QpExtras::held_recv). A QP's own RQ has no other sender: its receive stays at the head.
   // consume_recv_st: the message is done with the receive (pops it, or lets go of the held).
   void hold_recv_st(const Responder& dst, RecvSource* src, const RecvWork& rw);

@@ -223,6 +223,12 @@ struct Srq {
     return {reinterpret_cast<shm::RingHeader*>(shm.data() + layout.ring_off),
             shm.data() + layout.slots_off, layout.entries, layout.slot, ring_cursor};
   }
+  // Arms (limit != 0) or disarms the SRQ limit, and tells the express lines (SrqState).
+  void set_limit(uint32_t l) {
+    limit = l;
+    reinterpret_cast<shm::SrqState*>(shm.data() + layout.state_off)
+        ->limit_armed.store(l != 0 ? 1 : 0, std::memory_order_release);
+  }
 };
 
 // A receive a QP took off a shared receive queue for a message placed in parts

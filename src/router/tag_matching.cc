@@ -158,7 +158,8 @@ void Executor::send_pending_fin_st() {
   Qp* from = fin_.from;
   fin_.to = fin_.from = nullptr;
   // The receive execute_rndv_st saw is still there: the requester's queue has no other
-  // consumer, as the TM QP's sends (its peer's only source) go through the router.
+  // consumer (the TM QP's sends, its peer's only source, go through the router; an SRQ's
+  // receive it claimed waits in Srq::claimed).
   const Responder rsp = responder_of(to);
   RecvSource src;
   RecvWork rw;

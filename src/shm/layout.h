@@ -252,16 +252,25 @@ constexpr QpLayout qp_layout(uint32_t sq_entries, uint32_t sq_slot, uint32_t rq_
 }
 
 // ---- Shared receive queue: ring header, then slots. ----
+// What the router tells the consumers of an SRQ besides its ring (docs/shm-rings.md).
+struct alignas(kCacheLine) SrqState {
+  // 1 while an SRQ limit is armed (ibv_modify_srq with IBV_SRQ_LIMIT): the router counts the
+  // receives taken and raises the event, so express lines take none meanwhile.
+  std::atomic<uint32_t> limit_armed;
+};
+static_assert(sizeof(SrqState) == kCacheLine);
+
 struct SrqLayout {
   uint32_t entries, slot;
-  size_t ring_off, slots_off, total;
+  size_t ring_off, state_off, slots_off, total;
 };
 constexpr SrqLayout srq_layout(uint32_t entries, uint32_t slot) {
   SrqLayout l{};
   l.entries = entries;
   l.slot = slot;
   l.ring_off = 0;
-  l.slots_off = sizeof(RingHeader);
+  l.state_off = sizeof(RingHeader);
+  l.slots_off = l.state_off + sizeof(SrqState);
   l.total = align_up(l.slots_off + static_cast<size_t>(entries) * slot, kPageSize);
   return l;
 }

@@ -1,4 +1,6 @@
-// Single-producer single-consumer rings in shared memory (see docs/shm-rings.md).
+// Single-producer rings in shared memory (see docs/shm-rings.md), with one consumer, or with
+// several that each claim the entry they take (BasicRingConsumer::claim: a shared receive
+// queue's).
 //
 // A ring is a RingHeader (producer and consumer indices on separate cache lines) plus
 // `capacity` fixed-size slots. Indices are free-running uint32 counters; slot i lives at
@@ -25,7 +27,7 @@ static_assert(std::atomic<uint32_t>::is_always_lock_free);
 
 struct RingHeader {
   RingIndex producer;  // written only by the producer
-  RingIndex consumer;  // written only by the consumer
+  RingIndex consumer;  // written only by the consumer(s)
 };
 static_assert(sizeof(RingHeader) == 2 * kCacheLine);
 

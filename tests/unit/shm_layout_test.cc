@@ -263,20 +263,21 @@ void PrintTo(const SrqCase& c, std::ostream* os) {
 
 class SrqLayoutTest : public ::testing::TestWithParam<SrqCase> {};
 
-TEST_P(SrqLayoutTest, RingThenSlotsRoundedToPages) {
+TEST_P(SrqLayoutTest, RingThenStateThenSlotsRoundedToPages) {
   const SrqCase c = GetParam();
   const SrqLayout l = srq_layout(c.entries, c.slot);
   EXPECT_EQ(l.entries, c.entries);
   EXPECT_EQ(l.slot, c.slot);
   EXPECT_EQ(l.ring_off, 0u);
-  EXPECT_EQ(l.slots_off, 128u);
+  EXPECT_EQ(l.state_off, 128u);
+  EXPECT_EQ(l.slots_off, 192u);
   EXPECT_EQ(l.total, c.total);
 }
 
-// 248 slots of 16 end exactly at 4096 (128 + 3968).
+// 244 slots of 16 end exactly at 4096 (192 + 3904).
 INSTANTIATE_TEST_SUITE_P(Table, SrqLayoutTest,
                          ::testing::Values(SrqCase{0, 16, 4096}, SrqCase{1, 16, 4096},
-                                           SrqCase{248, 16, 4096}, SrqCase{249, 16, 8192},
+                                           SrqCase{244, 16, 4096}, SrqCase{245, 16, 8192},
                                            SrqCase{kMaxQueueDepth, kBigRecv, 16257024}));
 
 // ---- QP counters ----
