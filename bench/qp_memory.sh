@@ -9,6 +9,10 @@
 # - remote: QPS on h1 connected one to one to QPS on h2, idle since RTS;
 # - remote used: the same after every QP did one 0-byte RDMA WRITE (what a QP keeps once it
 #   has worked and then stayed idle for 3 s).
+# Each scenario starts measuring once the two routers' link is up and has carried their
+# probes (`wharfctl pingmesh show`): the link's buffers (about 120 KB per host link,
+# docs/PERFORMANCE.md) are not the QPs', and a run that set them up while the QPs were being
+# made would count them as 60 B per QP.
 # Per QP, the growth of each router's anonymous resident memory (RssAnon: its own state) and
 # of its shared resident memory (RssShmem: the QPs' rings, which it maps from memfds it made
 # and shares with the application). For the remote rows, h1's and h2's growth is averaged.
@@ -25,9 +29,10 @@ EXPRESS=${4:-off}
 LAB=$ROOT/tools/wharf-lab/wharf-lab
 . bench/lib.sh
 lab_bench_checks qp_memory.sh "$A" "$B"
-# The measuring tool is BUILD_B's for both (an older build's may lack the two-sided mode).
+# The measuring tools are BUILD_B's for both (an older build's may lack the two-sided mode).
 IDLE=$B/bin/wharf-idle-qps
-[[ -x $IDLE ]] || { echo "qp_memory.sh: $B has no wharf-idle-qps" >&2; exit 1; }
+CTL=$B/bin/wharfctl
+[[ -x $IDLE && -x $CTL ]] || { echo "qp_memory.sh: $B has no wharf-idle-qps or wharfctl" >&2; exit 1; }
 lab_bench_work qp-memory
 
 # mem_kib PID FIELD: a field of /proc/PID/status in KiB.
@@ -40,12 +45,26 @@ wait_ready() {
   return 1
 }
 
+# wait_link_up: until each router sees the other up (its probes answered over their link).
+wait_link_up() {
+  local h
+  for h in h1 h2; do
+    for _ in $(seq 200); do
+      "$CTL" -r "/run/wharf-lab/$h/wharfd.sock" pingmesh show 2> /dev/null | grep -q "state up" && continue 2
+      sleep 0.05
+    done
+    echo "qp_memory.sh: the routers' link never came up" >&2
+    return 1
+  done
+}
+
 # scenario BUILD local|remote|used: prints "anon shmem" bytes per QP.
 scenario() {
   local build=$1 kind=$2 r1 r2 a1 s1 a2 s2 lib=$1/lib/libibverbs.so.1
   WHARF_EXPRESS=$EXPRESS "$LAB" up --hosts 2 --wharfd "$build/bin/wharfd" > "$WORK/up.log"
   r1=$(router_pid h1)
   r2=$(router_pid h2)
+  wait_link_up
   a1=$(mem_kib "$r1" RssAnon) s1=$(mem_kib "$r1" RssShmem)
   a2=$(mem_kib "$r2" RssAnon) s2=$(mem_kib "$r2" RssShmem)
   rm -f "$WORK"/a "$WORK"/b "$WORK"/*.out
