@@ -589,11 +589,7 @@ bool ExpressLine::peek_rq_receive(Qp* qp, ReceiveCopy* out) {
   if (prod == pos || prod - pos > qp->layout.rq_entries) return false;
   const uint8_t* slot = qp->map.data + qp->layout.rq_slots_off +
                         static_cast<size_t>(pos & (qp->layout.rq_entries - 1)) * qp->layout.rq_slot;
-  std::memcpy(&out->hdr, slot, sizeof(out->hdr));
-  if (out->hdr.num_sge > qp->caps.max_recv_sge || out->hdr.num_sge > shm::kMaxRecvSge) return false;
-  std::memcpy(out->sge, slot + sizeof(shm::RecvWqe), out->hdr.num_sge * sizeof(shm::Sge));
-  out->pos = pos;
-  return true;
+  return out->copy_from(slot, qp->caps.max_recv_sge, pos);
 }
 
 bool ExpressLine::aim(Qp* qp, const ReceiveCopy& r, uint32_t pd, uint32_t length, Span* into) {

@@ -17,6 +17,14 @@ bool lines_may_take(const Srq* srq) {
 
 }  // namespace
 
+bool ReceiveCopy::copy_from(const uint8_t* slot, uint32_t max_sge, uint32_t at) {
+  std::memcpy(&hdr, slot, sizeof(hdr));
+  if (hdr.num_sge > max_sge || hdr.num_sge > shm::kMaxRecvSge) return false;
+  std::memcpy(sge, slot + sizeof(shm::RecvWqe), hdr.num_sge * sizeof(shm::Sge));
+  pos = at;
+  return true;
+}
+
 bool peek_srq_receive(Srq* srq, ReceiveCopy* out) {
   std::lock_guard<SpinLock> g(srq->lock);
   if (!lines_may_take(srq)) return false;
@@ -24,11 +32,7 @@ bool peek_srq_receive(Srq* srq, ReceiveCopy* out) {
   const uint32_t pos = hdr->consumer.value.load(std::memory_order_acquire);
   const uint32_t posted = srq->ring.head() - pos;  // this process is the producer
   if (posted == 0 || posted > srq->ring.capacity()) return false;
-  const uint8_t* slot = srq->ring.slot_at(pos);
-  std::memcpy(&out->hdr, slot, sizeof(out->hdr));
-  if (out->hdr.num_sge > srq->max_sge || out->hdr.num_sge > shm::kMaxRecvSge) return false;
-  std::memcpy(out->sge, slot + sizeof(shm::RecvWqe), out->hdr.num_sge * sizeof(shm::Sge));
-  out->pos = pos;
+  if (!out->copy_from(srq->ring.slot_at(pos), srq->max_sge, pos)) return false;
   out->generation = srq->generation;
   return true;
 }

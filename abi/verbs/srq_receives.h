@@ -24,6 +24,10 @@ struct ReceiveCopy {
   shm::Sge sge[shm::kMaxRecvSge]{};
   uint32_t pos = 0;
   uint32_t generation = 0;
+
+  // Copies the receive WQE in slot, at position pos of its ring (an RQ's or an SRQ's). False
+  // when it names more SGEs than max_sge or than a copy holds: the ring is shared memory.
+  bool copy_from(const uint8_t* slot, uint32_t max_sge, uint32_t at);
 };
 
 // Copies out srq's oldest receive, if a line may take one now: there is one, the SRQ is no

@@ -571,8 +571,8 @@ void Executor::deliver_datagram_st(const Responder& dst, const SegmentList& payl
 // The next receive of srq, claimed (shm::BasicRingConsumer::claim) before anything is placed
 // in it: the express lines of the SRQ's QPs take receives from the same ring, and a receive
 // is used by whoever moved the consumer index past it. Kept in srq->claimed until consumed,
-// so a caller that peeks and then does not use it (an RNR wait, a WRITE with immediate in
-// parts) finds the same receive next time. False when there is none (*st says why).
+// so a caller that peeks and then does not use it (a WRITE with immediate in parts) finds
+// the same receive next time. False when there is none (*st says why).
 bool Executor::claim_srq_recv_st(Srq* srq, shm::RingConsumerView* ring, shm::RingStatus* st) {
   if (srq->has_claimed) return true;
   ring->resync();  // the lines may have taken receives since
@@ -623,14 +623,13 @@ bool Executor::take_recv_st(const Responder& dst, RecvSource* src, RecvWork* rw)
     src->slot_size = dst.qp->rq_slot;
   }
   shm::RingStatus st;
-  const uint8_t* slot = nullptr;
-  if (srq != nullptr ? claim_srq_recv_st(srq, &*src->ring, &st)
-                     : (slot = src->ring->peek(&st)) != nullptr) {
-    if (srq != nullptr) {
+  if (srq != nullptr) {
+    if (claim_srq_recv_st(srq, &*src->ring, &st)) {
       *rw = srq->claimed;
-    } else {
-      copy_recv_wqe(slot, src->slot_size, src->max_sge, rw);
+      return true;
     }
+  } else if (const uint8_t* slot = src->ring->peek(&st); slot != nullptr) {
+    copy_recv_wqe(slot, src->slot_size, src->max_sge, rw);
     return true;
   }
   if (st == shm::RingStatus::kCorrupt) {
