@@ -517,6 +517,8 @@ void read_lines_when_due(Cq* cq) {
 
 int poll_completions(ibv_cq* ibcq, int n, ibv_wc* wc, CompletionExtra* extra) {
   Cq* cq = to_cq(ibcq);
+  // A burst a line held for this poll is written first: its completions come after.
+  if (cq->line_bursts.load(std::memory_order_relaxed)) write_express_bursts(cq);
   // Express lines deliver here when serviced; a CQ that has completions needs none yet.
   if (!cq->ring.has_entry() && !cq->lines.empty()) read_lines_when_due(cq);
   cq->lock.lock();

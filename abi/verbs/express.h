@@ -7,7 +7,9 @@
 // send ring empty and every work request posted there retired), so the peer executes and the sender
 // completes everything in order. The payload is written from the application's registered memory,
 // which is the line's until the send completes; what the socket does not take at once is written by
-// whoever services the line next. The receiving library places a Message straight into the memory
+// whoever services the line next. SENDs posted back to back (a burst) wait for each other and are
+// written together, in one system call, by the next poll of the QP's CQs or whoever services the
+// line next (try_send). The receiving library places a Message straight into the memory
 // of its QP's next receive as the bytes arrive, and completes it there, when it services the line:
 // when the application polls a CQ of the QP that is empty, waits for a completion event on its
 // channel (or asks for one after its own poll() of the channel's fd, which watches the lines:
@@ -114,6 +116,9 @@ class ExpressLine {
   // The QP was reset: closes the line (a new one is offered at the next RTS). The QP must be
   // off every list (forget_express); waits out a poller still servicing it.
   void close(Qp* qp);
+  // Writes the Messages a burst left unwritten (try_send). Takes qp's sq_lock.
+  void write_burst(Qp* qp);
+  bool burst_unwritten() const { return burst_.load(std::memory_order_relaxed); }
   // Nanoseconds (CLOCK_MONOTONIC) of the last service, for the helper thread.
   uint64_t last_service_ns() const { return last_service_ns_.load(std::memory_order_relaxed); }
 
@@ -129,21 +134,29 @@ class ExpressLine {
     int npayload;
     uint32_t len;
   };
-  // Scattered bytes being written or read, front first.
+  // The most frames one system call writes (a burst of Messages, try_send).
+  static constexpr int kBatchFrames = 16;
+  // Scattered bytes being written or read, front first: a receive's memory, or a batch of
+  // frames (a header and its payload each; a Message with many SGEs ends a batch early).
+  static constexpr int kSpanIov = 2 * kBatchFrames;
+  static_assert(kSpanIov >= 1 + shm::kMaxSendSge, "a Message with every SGE fits a span");
+  static_assert(kSpanIov >= shm::kMaxRecvSge, "a receive with every SGE fits a span");
   struct Span {
-    iovec iov[1 + shm::kMaxSendSge];
+    iovec iov[kSpanIov];
     int first = 0, count = 0;
     uint64_t left = 0;
     void advance(uint64_t n);
     // Copies src[0, n) to the front and advances past it.
     void fill(const uint8_t* src, size_t n);
   };
-  // The frame being written. Its header and inline bytes are its own copies: a frame the
-  // socket took part of is finished even after its Message went to the router (the peer
-  // refused it and discards its payload).
+  // The frames being written, one batch. Their headers and inline bytes are their own
+  // copies: a frame the socket took part of is finished even after its Message went to the
+  // router (the peer refused it and discards its payload).
   struct Writing {
-    uint8_t head[proto::express::kFrameSize];
-    uint8_t inline_data[shm::kMaxInline];
+    uint8_t head[kBatchFrames][proto::express::kFrameSize];
+    uint8_t inline_data[2 * shm::kMaxInline];
+    size_t inline_used = 0;
+    int frames = 0;
     Span bytes;
   };
   // The Message whose payload is arriving: placed into its receive, or discarded (refused).
@@ -161,8 +174,10 @@ class ExpressLine {
   // socket took part of, Ready, a refusal, the Messages put on the line, an acknowledgement
   // asked for) until the socket takes no more. False if the line broke.
   bool flush(Qp* qp);
-  // Under sq_lock: the next frame owed, into writing_; false if none.
-  bool next_frame_owed(Qp* qp);
+  // Under sq_lock: the frames owed, as many as one batch holds, into writing_; false if none.
+  bool next_frames_owed(Qp* qp);
+  // Under sq_lock: adds the next frame owed to the batch; false if none, or it does not fit.
+  bool add_frame_owed(Qp* qp);
   // Under sq_lock: the router has retired all the QP's work; Messages put on the line behind
   // it are written only then, so the peer executes everything in order.
   bool router_done(Qp* qp) const;
@@ -213,8 +228,10 @@ class ExpressLine {
   std::atomic<bool> peer_ready_{false};
   std::atomic<bool> broken_{false};
   std::atomic<bool> wants_write_{false};
-  std::atomic<bool> unwritten_{false};  // Messages wait for the router to retire its work
-  std::atomic<bool> polled_{false};     // polled(); changed under sq_lock
+  // Messages wait for the router to retire its work, or for the rest of their burst.
+  std::atomic<bool> unwritten_{false};
+  std::atomic<bool> polled_{false};  // polled(); changed under sq_lock
+  std::atomic<bool> burst_{false};   // Messages of a burst wait to be written (try_send)
   std::atomic<uint64_t> last_service_ns_{0};
   // Acknowledgements: the last peer Message executed here, and the last value a frame took
   // to the peer.
@@ -233,8 +250,12 @@ class ExpressLine {
   bool ack_owed_ = false;
   bool refuse_owed_ = false;
   proto::express::Frame refusal_;
-  Writing writing_;
-  std::vector<Sent> sent_;  // by seq modulo its size, the QP's max_send_wr
+  std::unique_ptr<Writing> writing_;  // made by take()
+  // When the last SEND put on the line was posted (ns): one that follows it within
+  // kBurstNs is left for the rest of the burst (try_send).
+  uint64_t last_post_ns_ = 0;
+  uint64_t burst_bytes_ = 0;  // of the Messages of the burst not yet written
+  std::vector<Sent> sent_;    // by seq modulo its size, the QP's max_send_wr
   std::unique_ptr<uint8_t[]> sent_arena_;
   KeyCache send_keys_;
   uint32_t send_keys_epoch_ = 0;
@@ -260,6 +281,9 @@ void forget_express(Qp* qp);
 // Acknowledges what every line of ctx executed and takes them off the helper thread's list
 // (the context is being freed).
 void forget_express_lines(Context* ctx);
+// Writes the bursts the lines of cq's QPs hold (ExpressLine::try_send), if any: every poll of
+// cq asks, at the cost of an atomic exchange.
+void write_express_bursts(Cq* cq);
 // Services the express lines of the QPs listed with cq. True if any handled anything.
 bool service_express(Cq* cq, bool idle = false);
 // While set (per thread), the first completion event that servicing raises for a CQ of

@@ -223,6 +223,9 @@ struct Cq {
   LineSet lines;
   std::atomic<uint64_t> lines_read_ns;
   std::atomic<uint64_t> lines_busy_ns;
+  // A line of a QP completing here holds a burst of Messages to write: the next poll writes
+  // it (write_express_bursts).
+  std::atomic<bool> line_bursts;
 };
 constexpr uint32_t kEmptyPollsBeforeYield = 64;
 // When the calling thread began to find every CQ it polls empty (CLOCK_MONOTONIC ns); 0 while

@@ -266,6 +266,43 @@ TEST_F(ExpressTest, LargeSendsGoOnTheLineBothWaysAtOnce) {
   release_buffers(p);
 }
 
+// SENDs posted back to back are a burst: the line writes them together at the sender's next
+// poll or, when the sender stops calling verbs, when its library's helper thread services the
+// line. They arrive whole and in order either way, in batches that end where their frames'
+// SGEs (gathered sends) or inline bytes fill one.
+TEST_F(ExpressTest, ABurstOfSendsArrivesWholeAndInOrderThoughItsSenderStopsCallingVerbs) {
+  constexpr uint32_t kLen = 8192, kGathered = 12, kInline = 10, kInlineLen = 200;
+  constexpr size_t kTotal = size_t{kGathered} * kLen + size_t{kInline} * kInlineLen;
+  Pair p = express_pair(kTotal, kTotal);
+  const uint64_t before = express_msgs(p.ra);
+  fill_pattern(p.src.data, kTotal, 31);
+  post_scattered_receives(p.qb, p.dst, kGathered, kLen);
+  for (uint32_t i = 0; i < kInline; ++i)
+    post_recv(p.qb, p.dst, size_t{kGathered} * kLen + i * kInlineLen, kInlineLen, kGathered + i);
+  post_gathered_sends(p.qa, p.src, kGathered, kLen);
+  for (uint32_t i = 0; i < kInline; ++i) {
+    const uint64_t at = reinterpret_cast<uint64_t>(p.src.data) + uint64_t{kGathered} * kLen +
+                        uint64_t{i} * kInlineLen;
+    ASSERT_EQ(post_send(p.qa, IBV_WR_SEND, {{at, kInlineLen, p.src.mr->lkey}}, kGathered + i,
+                        IBV_SEND_SIGNALED | IBV_SEND_INLINE),
+              0);
+  }
+  // a_'s CQ is polled only once b_ has everything.
+  auto got = wait_wc(b_.cq, kGathered + kInline);
+  ASSERT_EQ(got.size(), kGathered + kInline);
+  for (uint32_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].status, IBV_WC_SUCCESS);
+    EXPECT_EQ(got[i].wr_id, i);
+    EXPECT_EQ(got[i].byte_len, i < kGathered ? kLen : kInlineLen);
+  }
+  EXPECT_EQ(std::memcmp(p.dst.data, p.src.data, kTotal), 0);
+  auto sent = wait_wc(a_.cq, kGathered + kInline);
+  ASSERT_EQ(sent.size(), kGathered + kInline);
+  for (const ibv_wc& w : sent) EXPECT_EQ(w.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(express_msgs(p.ra) - before, kGathered + kInline);
+  release_buffers(p);
+}
+
 // A large SEND that finds no receive is refused while its bytes are still arriving: the
 // receiver discards them, the routers redo it (waiting for a receive), the SENDs behind it
 // follow, and the line is used again afterwards.
