@@ -573,6 +573,9 @@ void discard_completions(ibv_cq* ibcq, uint32_t qp_num) {
 
 int req_notify_cq(ibv_cq* ibcq, int solicited_only) {
   Cq* cq = to_cq(ibcq);
+  // An application about to sleep on the channel (in its own poll() of the fd, which watches
+  // the lines only for reading) writes the bursts its lines hold first.
+  if (cq->line_bursts.load(std::memory_order_relaxed)) write_express_bursts(cq);
   cq->awaiting_event.store(true, std::memory_order_relaxed);
   cq->notify->arm.store(solicited_only ? shm::kCqArmedSolicited : shm::kCqArmedAny,
                         std::memory_order_relaxed);

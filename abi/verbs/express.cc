@@ -255,6 +255,7 @@ bool ExpressLine::next_frames_owed(Qp* qp) {
   w.bytes = Span{};
   w.frames = 0;
   w.inline_used = 0;
+  w.ack_before = ack_sent_.load(std::memory_order_relaxed);
   while (w.frames < kBatchFrames && add_frame_owed(qp)) ++w.frames;
   return w.frames != 0;
 }
@@ -315,7 +316,36 @@ bool ExpressLine::add_frame_owed(Qp* qp) {
   proto::express::encode_frame(f, w.head[w.frames]);
   out.iov[head] = iovec{w.head[w.frames], kFrameSize};
   out.left += kFrameSize;
+  w.kind[w.frames] = f.kind;
+  w.ack[w.frames] = f.ack;
+  w.end[w.frames] = out.left;
+  w.end_iov[w.frames] = out.count;
   return true;
+}
+
+void ExpressLine::cut_batch() {
+  Writing& w = *writing_;
+  Span& out = w.bytes;
+  if (out.left == 0 || w.frames == 0) return;
+  const uint64_t written = w.end[w.frames - 1] - out.left;
+  // The first frame not finished; it stays if the socket took any of it.
+  int keep = 0;
+  while (w.end[keep] <= written) ++keep;
+  if (written > (keep == 0 ? 0 : w.end[keep - 1])) ++keep;
+  for (int i = keep; i < w.frames; ++i) {
+    if (w.kind[i] == proto::express::kReady) ready_owed_ = true;
+    if (w.kind[i] == proto::express::kRefuse) refuse_owed_ = true;
+  }
+  ack_sent_.store(keep == 0 ? w.ack_before : w.ack[keep - 1], std::memory_order_relaxed);
+  ack_owed_ = true;  // sent only if something is still unacknowledged
+  const uint64_t left = keep == 0 ? 0 : w.end[keep - 1] - written;
+  if (left == 0) {
+    out = Span{};
+  } else {
+    out.count = w.end_iov[keep - 1] - out.first;
+    out.left = left;
+  }
+  w.frames = keep;
 }
 
 void ExpressLine::break_line() {
@@ -324,12 +354,12 @@ void ExpressLine::break_line() {
   ::shutdown(fd_.get(), SHUT_RDWR);
 }
 
-void ExpressLine::stop(Qp* qp) {
+void ExpressLine::stop(Qp* qp, ibv_qp_state next) {
   if (!fd_.valid()) return;
   acknowledge(qp);
   std::lock_guard<SpinLock> g(qp->sq_lock);
   stopped_ = true;
-  hand_to_router(qp);
+  if (next != IBV_QPS_SQD) hand_to_router(qp);
 }
 
 void ExpressLine::resume(Qp* qp) {
@@ -362,6 +392,7 @@ void ExpressLine::close(Qp* qp) {
   ready_owed_ = ack_owed_ = refuse_owed_ = false;
   if (writing_ != nullptr) writing_->bytes = Span{};
   last_post_ns_ = 0;
+  burst_bytes_ = 0;
   burst_.store(false, std::memory_order_relaxed);
   rx_begin_ = rx_end_ = 0;
   placing_ = Placing{};
@@ -823,6 +854,7 @@ void ExpressLine::hand_to_router(Qp* qp) {
     posted = true;
   }
   // What the router took is never written (a frame begun is finished: the peer discards it).
+  if (posted) cut_batch();
   if (static_cast<int32_t>(next_write_seq_ - (acked_seq_ + 1)) < 0)
     next_write_seq_ = acked_seq_ + 1;
   ++epoch_;

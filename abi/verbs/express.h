@@ -8,15 +8,15 @@
 // completes everything in order. The payload is written from the application's registered memory,
 // which is the line's until the send completes; what the socket does not take at once is written by
 // whoever services the line next. SENDs posted back to back (a burst) wait for each other and are
-// written together, in one system call, by the next poll of the QP's CQs or whoever services the
-// line next (try_send). The receiving library places a Message straight into the memory
-// of its QP's next receive as the bytes arrive, and completes it there, when it services the line:
-// when the application polls a CQ of the QP that is empty, waits for a completion event on its
-// channel (or asks for one after its own poll() of the channel's fd, which watches the lines:
-// line_set.h), or posts a send that must wait; and the sleeping helper thread services every
-// line nobody serviced for express_idle_ns (tunables.h), so work never waits on an application
-// that stopped calling verbs. The acknowledgement the peer's next frame carries completes the
-// send.
+// written together, up to 16 frames or 256 KiB per system call, by the next poll of the QP's CQs,
+// an ibv_req_notify_cq, or whoever services the line next (try_send). The receiving library places
+// a Message straight into the memory of its QP's next receive as the bytes arrive, and completes it
+// there, when it services the line: when the application polls a CQ of the QP that is empty, waits
+// for a completion event on its channel (or asks for one after its own poll() of the channel's fd,
+// which watches the lines: line_set.h), or posts a send that must wait; and the sleeping helper
+// thread services every line nobody serviced for express_idle_ns (tunables.h), so work never waits
+// on an application that stopped calling verbs. The acknowledgement the peer's next frame carries
+// completes the send.
 //
 // A QP on a shared receive queue takes its receives the way the router does, claiming each
 // from the SRQ's ring before placing anything in it (srq_receives.h): the router places the
@@ -77,6 +77,7 @@ class ExpressLine {
   bool polled() const { return polled_.load(std::memory_order_relaxed); }
   // The line has something to write without anything to read first: the rest of a frame,
   // Messages that waited for the router, or the acknowledgement of what it executed.
+  // (Messages waiting for the router or for the rest of their burst count as unwritten.)
   bool owes() const {
     return wants_write() || unwritten_.load(std::memory_order_relaxed) ||
            executed_.load(std::memory_order_relaxed) != ack_sent_.load(std::memory_order_relaxed);
@@ -107,9 +108,12 @@ class ExpressLine {
   // Messages the router's work held back if it is done (the caller is about to sleep).
   // Takes qp's sq_lock.
   void acknowledge(Qp* qp);
-  // The QP leaves RTS: what was executed is acknowledged, nothing more goes on the line, and
-  // the router takes what is outstanding. Takes qp's sq_lock.
-  void stop(Qp* qp);
+  // The QP leaves RTS for `next`: what was executed is acknowledged and nothing more goes on
+  // the line. Into SQD the line finishes what it holds (the peer may already have executed
+  // what is in the socket, and SQD drains the send queue), and work posted meanwhile waits in
+  // the send ring until it is acknowledged; into any other state the router takes what is
+  // outstanding (to flush it). Takes qp's sq_lock.
+  void stop(Qp* qp, ibv_qp_state next);
   // The state change stop() preceded is done (or failed): the line may be used again while
   // the QP is in RTS.
   void resume(Qp* qp);
@@ -158,6 +162,14 @@ class ExpressLine {
     size_t inline_used = 0;
     int frames = 0;
     Span bytes;
+    // Of each frame: its kind, the acknowledgement it carries, and where it ends (bytes into
+    // the batch, and the iov after its last), so that what is not begun can be taken back
+    // (cut_batch).
+    uint8_t kind[kBatchFrames];
+    uint32_t ack[kBatchFrames];
+    uint64_t end[kBatchFrames];
+    int end_iov[kBatchFrames];
+    uint32_t ack_before = 0;  // ack_sent_ when the batch was made
   };
   // The Message whose payload is arriving: placed into its receive, or discarded (refused).
   struct Placing {
@@ -178,6 +190,10 @@ class ExpressLine {
   bool next_frames_owed(Qp* qp);
   // Under sq_lock: adds the next frame owed to the batch; false if none, or it does not fit.
   bool add_frame_owed(Qp* qp);
+  // Under sq_lock: takes the frames of the batch the socket has not begun back out of it
+  // (hand_to_router: the router takes their Messages); a Ready, refusal or acknowledgement
+  // among them is owed again.
+  void cut_batch();
   // Under sq_lock: the router has retired all the QP's work; Messages put on the line behind
   // it are written only then, so the peer executes everything in order.
   bool router_done(Qp* qp) const;

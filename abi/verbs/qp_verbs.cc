@@ -140,10 +140,11 @@ WHARF_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
   req.attr = proto::to_wire(*attr);
   proto::Empty rep;
   Qp* q = to_qp(qp);
-  // A QP leaving RTS leaves its express line: the router takes what is outstanding on it
-  // (and flushes, drains or drops it as the new state says).
+  // A QP leaving RTS leaves its express line: into SQD the line finishes what it holds,
+  // otherwise the router takes what is outstanding on it (and flushes or drops it as the new
+  // state says).
   const bool leaves_rts = (attr_mask & IBV_QP_STATE) && attr->qp_state != IBV_QPS_RTS;
-  if (leaves_rts) q->express.stop(q);
+  if (leaves_rts) q->express.stop(q, attr->qp_state);
   int err = to_ctx(qp->context)->client.call(proto::Op::kModifyQp, req, nullptr, 0, &rep);
   if (err != 0) {
     if (leaves_rts) q->express.resume(q);  // still in RTS

@@ -303,6 +303,42 @@ TEST_F(ExpressTest, ABurstOfSendsArrivesWholeAndInOrderThoughItsSenderStopsCalli
   release_buffers(p);
 }
 
+// A QP moved to SQD while its line holds SENDs (written, or waiting in a burst) lets the line
+// finish them: each is delivered and completed once, in order. Until 2026-11-29 the router
+// also took them over, so the peer got the ones already in the socket twice and the sender
+// never saw most completions (4 of 60).
+TEST_F(ExpressTest, SendsOnALineWhenTheQpMovesToSqdAreDeliveredAndCompletedOnce) {
+  constexpr uint32_t kLen = 16384, kCount = 60;  // within the QPs' 64 work requests
+  constexpr size_t kTotal = size_t{kLen} * kCount;
+  Pair p = express_pair(kTotal, kTotal + kLen * 4);
+  fill_pattern(p.src.data, kTotal, 41);
+  // Room for every SEND twice over: a SEND delivered twice would take a second receive.
+  for (uint32_t i = 0; i < kCount + 4; ++i) post_recv(p.qb, p.dst, size_t{i} * kLen, kLen, i);
+  for (uint32_t i = 0; i < kCount; ++i)
+    ASSERT_EQ(send_from(p.qa, p.src, size_t{i} * kLen, kLen, i), 0);
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_SQD;
+  ASSERT_EQ(ibv_modify_qp(p.qa, &attr, IBV_QP_STATE), 0);
+  attr.qp_state = IBV_QPS_RTS;
+  ASSERT_EQ(ibv_modify_qp(p.qa, &attr, IBV_QP_STATE), 0);
+  auto got = wait_wc(b_.cq, kCount);
+  ASSERT_EQ(got.size(), kCount);
+  for (uint32_t i = 0; i < kCount; ++i) {
+    EXPECT_EQ(got[i].status, IBV_WC_SUCCESS);
+    EXPECT_EQ(got[i].wr_id, i);
+  }
+  EXPECT_EQ(std::memcmp(p.dst.data, p.src.data, kTotal), 0);
+  auto sent = wait_wc(a_.cq, kCount);
+  ASSERT_EQ(sent.size(), kCount);
+  for (const ibv_wc& w : sent) EXPECT_EQ(w.status, IBV_WC_SUCCESS);
+  // Nothing more arrives: no SEND took a second receive.
+  ibv_wc extra;
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(ibv_poll_cq(b_.cq, 1, &extra), 0)
+      << "a SEND was delivered twice (wr_id " << extra.wr_id << ")";
+  release_buffers(p);
+}
+
 // A large SEND that finds no receive is refused while its bytes are still arriving: the
 // receiver discards them, the routers redo it (waiting for a receive), the SENDs behind it
 // follow, and the line is used again afterwards.
