@@ -38,6 +38,8 @@ constexpr uint32_t kAckEvery = 16;
 // up to kBurstBytes (ExpressLine::try_send), the most one batch of frames carries.
 constexpr uint64_t kBurstNs = 3'000;
 constexpr uint64_t kBurstBytes = 256 * 1024;
+// The most lines of one CQ whose bursts one poll writes (write_express_bursts).
+constexpr int kBurstLinesPerPoll = 16;
 thread_local ibv_comp_channel* catching = nullptr;
 thread_local Cq* caught = nullptr;
 
@@ -915,9 +917,11 @@ bool service_express(Cq* cq, bool idle) {
 }
 
 void write_express_bursts(Cq* cq) {
+  // A relaxed load first: the poll that finds nothing pays no read-modify-write.
+  if (!cq->line_bursts.load(std::memory_order_relaxed)) return;
   if (!cq->line_bursts.exchange(false, std::memory_order_acquire)) return;
   LineReader reading(cq->lines);
-  Qp* qps[16];
+  Qp* qps[kBurstLinesPerPoll];
   const int n = cq->lines.pick([](const Qp* q) { return q->express.burst_unwritten(); }, qps,
                                static_cast<int>(std::size(qps)));
   for (int i = 0; i < n; ++i) qps[i]->express.write_burst(qps[i]);

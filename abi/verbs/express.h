@@ -297,8 +297,9 @@ void forget_express(Qp* qp);
 // Acknowledges what every line of ctx executed and takes them off the helper thread's list
 // (the context is being freed).
 void forget_express_lines(Context* ctx);
-// Writes the bursts the lines of cq's QPs hold (ExpressLine::try_send), if any: every poll of
-// cq asks, at the cost of an atomic exchange.
+// Writes the bursts the lines of cq's QPs hold (ExpressLine::try_send), if any, up to
+// kBurstLinesPerPoll lines (the rest the next call). Every poll of cq asks, at the cost of
+// one relaxed load when there is none.
 void write_express_bursts(Cq* cq);
 // Services the express lines of the QPs listed with cq. True if any handled anything.
 bool service_express(Cq* cq, bool idle = false);

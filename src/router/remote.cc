@@ -76,6 +76,21 @@ rc::RequestKind request_kind(uint8_t wr_opcode) {
   return is_read_or_atomic(wr_opcode) ? rc::RequestKind::kAtomic : rc::RequestKind::kMessage;
 }
 
+// A packet's payload, [off, off + count) of a segment list of registered memory, copied
+// straight into the link's queue (HostLinks::send's FillPayload): no bounce buffer. `fault`
+// tells a source that could not be read from a link that had no room.
+struct PayloadSource {
+  const SegmentList* list;
+  uint64_t off;
+  bool fault = false;
+};
+bool fill_payload(void* ctx, uint8_t* dst, uint32_t count) {
+  auto* from = static_cast<PayloadSource*>(ctx);
+  const Segment to{dst, 0, 0, count};
+  from->fault = copy_spans(from->list->seg, from->list->count, from->off, &to, 1, 0, count) != 0;
+  return !from->fault;
+}
+
 // The QP attributes its requester obeys.
 rc::RequesterLimits requester_limits(const Qp* qp, uint64_t watchdog_ns) {
   return rc::RequesterLimits{qp->attr.timeout, qp->attr.retry_cnt, qp->attr.rnr_retry,
@@ -310,18 +325,9 @@ bool RemotePath::send_message_st(Executor* ex, Qp* qp, int dest, const Request& 
     p.reth = host::Reth{w.hdr.remote_addr, w.hdr.rkey, static_cast<uint32_t>(len)};
     p.imm = op == IBV_WR_SEND_WITH_INV ? w.hdr.rkey : w.hdr.imm_data;
     p.payload_len = chunk;
-    // The payload goes from the registered memory straight into the link's queue.
-    struct Piece {
-      const SegmentList* list;
-      uint64_t off;
-    } piece{&local, off};
-    auto gather = [](void* ctx, uint8_t* dst, uint32_t count) {
-      const auto* from = static_cast<const Piece*>(ctx);
-      const Segment to{dst, 0, 0, count};
-      return copy_spans(from->list->seg, from->list->count, from->off, &to, 1, 0, count) == 0;
-    };
+    PayloadSource piece{&local, off};
     if (!host::finish_packet(&p)) return false;
-    if (!links_.send(dest, link_class(qp, qp->attr.ah_attr), p, gather, &piece)) return true;
+    if (!links_.send(dest, link_class(qp, qp->attr.ah_attr), p, fill_payload, &piece)) return true;
     *psn = psn_add(p.hdr.psn, 1);
   }
   return true;
@@ -926,20 +932,17 @@ bool RemotePath::pump_responses_st(Qp* dst) {
       const uint64_t off = uint64_t{r.sent} * host::kMaxSegment;
       const auto chunk = static_cast<uint32_t>(std::min<uint64_t>(host::kMaxSegment, r.len - off));
       if (links_.room(dest, tclass) < chunk + 256u) return false;
+      SegmentList src;
       if (chunk != 0) {
         // The key is looked up again: a registration may go away while its READ is answered.
         Responder rsp;
         Mr* mr = responder_for(dst, r.srqn, &rsp)
                      ? target_mr(rsp, r.rkey, r.va, r.len, IBV_ACCESS_REMOTE_READ)
                      : nullptr;
-        SegmentList src, out;
-        out.push(Segment{bounce_.data(), 0, 0, chunk});
-        if (mr == nullptr || !append_mr_range(&src, *mr, r.va + off, chunk) ||
-            copy_segments(src, out, chunk) != 0) {
+        if (mr == nullptr || !append_mr_range(&src, *mr, r.va + off, chunk)) {
           failed = true;
           break;
         }
-        if (paths_.emulator != nullptr) paths_.emulator->touch_memory_st(r.rkey, r.va + off, chunk);
       }
       const uint8_t op = n == 1            ? host::kReadResponseOnly
                          : r.sent == 0     ? host::kReadResponseFirst
@@ -947,9 +950,16 @@ bool RemotePath::pump_responses_st(Qp* dst) {
                                            : host::kReadResponseMiddle;
       a.hdr.opcode = host::opcode_of(transport_of(dst), static_cast<host::Operation>(op));
       a.hdr.psn = psn_add(r.psn, r.sent);
-      a.payload = bounce_.data();
       a.payload_len = chunk;
-      if (!host::finish_packet(&a) || !links_.send(dest, tclass, a)) return false;
+      PayloadSource piece{&src, 0};
+      if (!host::finish_packet(&a)) return false;
+      if (!links_.send(dest, tclass, a, fill_payload, &piece)) {
+        if (!piece.fault) return false;  // no room: the next pass goes on
+        failed = true;
+        break;
+      }
+      if (chunk != 0 && paths_.emulator != nullptr)
+        paths_.emulator->touch_memory_st(r.rkey, r.va + off, chunk);
       r.sent++;
     }
     if (failed) {  // the rest of the READ: a remote access error at the next PSN
