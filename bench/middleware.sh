@@ -33,8 +33,10 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else
 "$BIN/wharf-lab" up --hosts 2 --wharfd "$BIN/wharfd" >"$TMP/lab.log" 2>&1 || { cat "$TMP/lab.log"; exit 1; }
 H1=/run/wharf-lab/h1/wharfd.sock
 H2=/run/wharf-lab/h2/wharfd.sock
-read -r _ bw_rc <<<"$(perf $H1 $H2 198.18.1.11 198.18.2.12 rc_v tag_bw 1048576 400)"
-read -r _ bw_tcp <<<"$(perf $H1 $H2 198.18.1.11 198.18.2.12 tcp tag_bw 1048576 400)"
+# 4000 MiB each (2-3 s): with 400, a run took a few tenths of a second and back-to-back runs
+# of one build gave ratios from 0.5 to 1.3.
+read -r _ bw_rc <<<"$(perf $H1 $H2 198.18.1.11 198.18.2.12 rc_v tag_bw 1048576 4000)"
+read -r _ bw_tcp <<<"$(perf $H1 $H2 198.18.1.11 198.18.2.12 tcp tag_bw 1048576 4000)"
 read -r lat_rc _ <<<"$(perf $H1 $H2 198.18.1.11 198.18.2.12 rc_v tag_lat 8 20000)"
 read -r lat_tcp _ <<<"$(perf $H1 $H2 198.18.1.11 198.18.2.12 tcp tag_lat 8 20000)"
 "$BIN/wharf-lab" down >/dev/null 2>&1

@@ -474,6 +474,18 @@ thread_local uint64_t thread_idle_since_ns = 0;
 
 namespace {
 
+// Called by a poll that found cq empty, holding its lock; releases it. Naps on the CQ for up to
+// `length` ns (a CQE written there ends the nap) unless an entry came meanwhile, or yields.
+void nap_or_yield(Cq* cq, uint64_t length) {
+  if (length == 0 || !shm::begin_nap(cq->notify, cq->ring)) {
+    cq->lock.unlock();
+    sched_yield();
+    return;
+  }
+  cq->lock.unlock();
+  shm::nap(cq->notify, length);
+}
+
 // A thread whose polls have found nothing for kIdleBeforeNapNs naps on the CQ it polls, for
 // up to WHARF_POLL_NAP_US (default 100 us; 0: never), where it would otherwise yield. On a
 // host with fewer cores than busy threads a spinning application takes the core the router
@@ -491,14 +503,21 @@ void idle_after_empty_poll(Cq* cq) {
   // lines is polled, not napped on.
   const bool lines =
       !cq->lines.empty() && cq->lines.any([](const Qp* qp) { return qp->express.for_polls(); });
-  if (nap == 0 || lines || now - thread_idle_since_ns < kIdleBeforeNapNs ||
-      !shm::begin_nap(cq->notify, cq->ring)) {
-    cq->lock.unlock();
-    sched_yield();
-    return;
-  }
-  cq->lock.unlock();
-  shm::nap(cq->notify, nap);
+  nap_or_yield(cq, lines || now - thread_idle_since_ns < kIdleBeforeNapNs ? 0 : nap);
+}
+
+// Under cq's lock: how long an empty poll naps at once because the router is moving a long
+// message between hosts for a QP of the CQ (shm::bulk_nap_ns), lines or not: the completion
+// is the router's work, many microseconds away, and a poller spinning meanwhile halves the
+// router's share of a small host (UCX's rendezvous between hosts, docs/PERFORMANCE.md). 0:
+// no window. The clock is read only when the window's end moved since it was last found past,
+// so that polls outside bulk transfers pay one load.
+uint64_t bulk_nap(Cq* cq) {
+  const uint64_t until = cq->notify->bulk_until_ns.load(std::memory_order_relaxed);
+  if (until == cq->bulk_window_passed) return 0;
+  const uint64_t length = shm::bulk_nap_ns(cq->notify, now_ns(), poll_nap_ns());
+  if (length == 0) cq->bulk_window_passed = until;
+  return length;
 }
 
 // An empty poll of a CQ with express lines reads them while they are busy, else every
@@ -548,6 +567,11 @@ int poll_completions(ibv_cq* ibcq, int n, ibv_wc* wc, CompletionExtra* extra) {
     if (extra != nullptr) extra[got - 1] = CompletionExtra{c.completion_ns, c.tm_tag};
   }
   if (got == 0) {
+    if (const uint64_t length = bulk_nap(cq); length != 0) {
+      cq->empty_polls = 0;
+      nap_or_yield(cq, length);
+      return 0;
+    }
     // On a host with fewer cores than spinning threads the router only runs when someone
     // yields: an application that keeps finding its CQ empty gives up its time slice.
     if (++cq->empty_polls >= kEmptyPollsBeforeYield) {

@@ -211,6 +211,9 @@ struct Cq {
   shm::CqNotify* notify;
   SpinLock lock;
   uint32_t empty_polls;  // consecutive empty polls, guarded by lock
+  // The router's last bulk window (shm::CqNotify::bulk_until_ns) a poll found past, guarded
+  // by lock (poll_completions).
+  uint64_t bulk_window_passed;
   // Set by req_notify_cq, cleared when ibv_get_cq_event returns this CQ's event. While set, a
   // disarmed notify line means the router or a direct-path peer has raised the event.
   std::atomic<bool> awaiting_event;

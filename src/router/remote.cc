@@ -22,6 +22,7 @@
 #include "router/router_config.h"
 #include "router/scheduler.h"
 #include "router/session.h"
+#include "shm/cq_ring.h"
 
 namespace wharf::router {
 namespace {
@@ -89,6 +90,19 @@ bool fill_payload(void* ctx, uint8_t* dst, uint32_t count) {
   const Segment to{dst, 0, 0, count};
   from->fault = copy_spans(from->list->seg, from->list->count, from->off, &to, 1, 0, count) != 0;
   return !from->fault;
+}
+
+// Packets this long belong to long messages: moving them takes the router many microseconds.
+constexpr uint32_t kBulkPacketBytes = 16 * 1024;
+// A packet of kBulkPacketBytes or more of qp's went out or came in (of a SEND or WRITE it
+// sends, of a READ's response it sends or receives): the pollers of its CQs may nap while the
+// rest moves (shm::bulk_nap_ns), leaving the router the core. Not for what the QP receives as
+// the target of a SEND or WRITE, whose application may be watching its memory.
+void extend_bulk_windows(const Qp* qp) {
+  const uint64_t now = now_ns();
+  if (qp->send_cq != nullptr) shm::extend_bulk_window(qp->send_cq->notify, now);
+  if (qp->recv_cq != nullptr && qp->recv_cq != qp->send_cq)
+    shm::extend_bulk_window(qp->recv_cq->notify, now);
 }
 
 // The QP attributes its requester obeys.
@@ -328,6 +342,7 @@ bool RemotePath::send_message_st(Executor* ex, Qp* qp, int dest, const Request& 
     PayloadSource piece{&local, off};
     if (!host::finish_packet(&p)) return false;
     if (!links_.send(dest, link_class(qp, qp->attr.ah_attr), p, fill_payload, &piece)) return true;
+    if (chunk >= kBulkPacketBytes) extend_bulk_windows(qp);
     *psn = psn_add(p.hdr.psn, 1);
   }
   return true;
@@ -840,6 +855,7 @@ void RemotePath::on_response_st(int src_host, const Packet& p) {
   if (paths_.emulator != nullptr) paths_.emulator->steer_to_qp_st(qp->qpn);
   State& st = *qp->remote;
   st.peer_incarnation = links_.incarnation(src_host);
+  if (p.payload_len >= kBulkPacketBytes) extend_bulk_windows(qp);
   const uint64_t now = now_ns();
   Executor ex(paths_, now);
   RequesterCalls calls(this, &ex, qp, src_host);
@@ -960,6 +976,7 @@ bool RemotePath::pump_responses_st(Qp* dst) {
       }
       if (chunk != 0 && paths_.emulator != nullptr)
         paths_.emulator->touch_memory_st(r.rkey, r.va + off, chunk);
+      if (chunk >= kBulkPacketBytes) extend_bulk_windows(dst);
       r.sent++;
     }
     if (failed) {  // the rest of the READ: a remote access error at the next PSN

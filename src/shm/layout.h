@@ -138,6 +138,10 @@ struct CqNotify {
   // 1 while a thread polling this CQ sleeps on it (a futex), set by the library; a producer
   // that publishes a CQE swaps it to 0 and wakes the sleepers (docs/shm-rings.md).
   std::atomic<uint32_t> napping;
+  // Written by the router: until this time (CLOCK_MONOTONIC ns) it is moving a long message
+  // between hosts for a QP completing here, so a poller that finds the CQ empty naps at once
+  // rather than spin for the core the router needs (shm/cq_ring.h, bulk_nap_ns).
+  std::atomic<uint64_t> bulk_until_ns;
 };
 struct CqLayout {
   uint32_t entries;

@@ -226,6 +226,8 @@ class RemoteHost {
   }
   // Every CQE the CQ got so far, in order.
   const std::vector<shm::Cqe>& completions() const { return completions_; }
+  // The end of the CQ's bulk window (shm::CqNotify::bulk_until_ns; 0: never opened).
+  uint64_t bulk_until_ns() const { return cq_.notify->bulk_until_ns.load(); }
 
  private:
   void make_cq() {

@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "support/remote_hosts.h"
@@ -22,8 +23,11 @@ using test_support::work;
 class RemotePathTest : public ::testing::Test {
  protected:
   // The QPs connected to each other, and each host's network number known to the other (a
-  // request carries its receiver's number: one sent before that would be dropped).
-  RemotePathTest() {
+  // request carries its receiver's number: one sent before that would be dropped). Each host
+  // registers `memory` bytes.
+  explicit RemotePathTest(size_t memory = kMemory)
+      : a_{cluster_, "a", 5, 0xc6120105, memory},      // 198.18.1.5
+        b_{cluster_, "b", 1029, 0xc6120205, memory} {  // 198.18.2.5
     EXPECT_TRUE(test_support::connect_hosts(a_, b_, [&] { pass(); }));
   }
 
@@ -53,8 +57,8 @@ class RemotePathTest : public ::testing::Test {
   }
 
   const std::string cluster_ = test_support::two_host_cluster();
-  RemoteHost a_{cluster_, "a", 5, 0xc6120105};     // 198.18.1.5
-  RemoteHost b_{cluster_, "b", 1029, 0xc6120205};  // 198.18.2.5
+  RemoteHost a_;
+  RemoteHost b_;
 };
 
 TEST_F(RemotePathTest, InlineAndRegisteredSendsArriveInThePeersReceivesInOrder) {
@@ -98,6 +102,42 @@ TEST_F(RemotePathTest, AWriteLandsInThePeersMemoryAndAReadBringsItsBytesBack) {
   EXPECT_EQ(*b_.memory(519), 0);
   EXPECT_EQ(std::memcmp(a_.memory(2048), "peer bytes", 10), 0);
   EXPECT_TRUE(b_.completions().empty());  // one-sided: the peer's application hears nothing
+}
+
+// Packets of 16 KiB or more keep the bulk windows of their QP's CQs open (the router moves a
+// long message: pollers there nap, shm::bulk_nap_ns): at the sender of a WRITE, and at both
+// ends of a READ. Short messages do not, nor does the target of a WRITE, whose application
+// may be watching its memory.
+class RemotePathBulkTest : public RemotePathTest {
+ protected:
+  static constexpr uint32_t kLong = 256 * 1024;  // four packets
+  RemotePathBulkTest() : RemotePathTest(2 * kLong) {}
+};
+
+TEST_F(RemotePathBulkTest, LongWritesAndReadsOpenTheBulkWindowsOfTheEndsThatAwaitTheRouter) {
+  a_.post_send(work(IBV_WR_RDMA_WRITE, 1, b_.address(0), b_.rkey()), 0, 4096);
+  a_.post_send(work(IBV_WR_RDMA_READ, 2, b_.address(0), b_.rkey()), 8192, 4096);
+  ASSERT_TRUE(run_until([&] { return a_.completions().size() == 2; }));
+  EXPECT_EQ(a_.bulk_until_ns(), 0u);
+  EXPECT_EQ(b_.bulk_until_ns(), 0u);
+
+  const uint64_t before_write = now_ns();
+  a_.post_send(work(IBV_WR_RDMA_WRITE, 3, b_.address(0), b_.rkey()), 0, kLong);
+  ASSERT_TRUE(run_until([&] { return a_.completions().size() == 3; }));
+  EXPECT_EQ(a_.completions()[2].status, IBV_WC_SUCCESS);
+  EXPECT_GE(a_.bulk_until_ns(), before_write + shm::kBulkWindowNs);
+  EXPECT_EQ(b_.bulk_until_ns(), 0u);
+
+  // The window moves only by more than a tenth of itself: wait that long for a visible move.
+  const uint64_t after_write = a_.bulk_until_ns();
+  const uint64_t before_read = now_ns();
+  while (now_ns() - before_read <= shm::kBulkWindowNs / 10) std::this_thread::yield();
+  a_.post_send(work(IBV_WR_RDMA_READ, 4, b_.address(0), b_.rkey()), kLong, kLong);
+  ASSERT_TRUE(run_until([&] { return a_.completions().size() == 4; }));
+  EXPECT_EQ(a_.completions()[3].status, IBV_WC_SUCCESS);
+  EXPECT_GT(a_.bulk_until_ns(), after_write);                       // receiving the responses
+  EXPECT_GE(b_.bulk_until_ns(), before_read + shm::kBulkWindowNs);  // sending them
+  EXPECT_TRUE(b_.completions().empty());
 }
 
 TEST_F(RemotePathTest, AWriteWithAKeyThePeerDoesNotHaveIsARemoteAccessError) {

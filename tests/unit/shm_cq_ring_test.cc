@@ -1,6 +1,7 @@
 // Completion queue rings (shm/cq_ring.h): several producers, one consumer, hostile indices.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -213,6 +214,32 @@ TEST(CqRingTest, AProducerWakesAThreadNappingOnTheCq) {
   Cqe out;
   ASSERT_TRUE(c.pop(&out));
   EXPECT_EQ(out.wr_id, 7u);
+}
+
+TEST(CqRingTest, ABulkWindowCallsForNapsUntilItEndsAndNeverLongerThanTheNapAllowed) {
+  CqNotify n{};
+  constexpr uint64_t kNap = 100'000;
+  EXPECT_EQ(bulk_nap_ns(&n, 5'000'000, kNap), 0u);  // never opened
+  extend_bulk_window(&n, 5'000'000);
+  EXPECT_EQ(n.bulk_until_ns.load(), 5'000'000 + kBulkWindowNs);
+  EXPECT_EQ(bulk_nap_ns(&n, 5'000'000, kNap), std::min(kNap, kBulkWindowNs));
+  EXPECT_EQ(bulk_nap_ns(&n, 5'000'000 + kBulkWindowNs - 10, kNap), 10u);  // not past its end
+  EXPECT_EQ(bulk_nap_ns(&n, 5'000'000 + kBulkWindowNs, kNap), 0u);
+  EXPECT_EQ(bulk_nap_ns(&n, 5'000'000, 0), 0u);  // naps off (WHARF_POLL_NAP_US=0)
+}
+
+TEST(CqRingTest, ABulkWindowMovesOnlyByMoreThanATenthOfItselfAndReplacesAHostileEnd) {
+  CqNotify n{};
+  extend_bulk_window(&n, 1'000'000);
+  const uint64_t first = n.bulk_until_ns.load();
+  extend_bulk_window(&n, 1'000'000 + kBulkWindowNs / 10);  // too little to write the line
+  EXPECT_EQ(n.bulk_until_ns.load(), first);
+  extend_bulk_window(&n, 1'000'000 + kBulkWindowNs / 10 + 1);
+  EXPECT_EQ(n.bulk_until_ns.load(), first + kBulkWindowNs / 10 + 1);
+  // The word is in memory the application writes: an end far ahead is brought back.
+  n.bulk_until_ns = ~uint64_t{0};
+  extend_bulk_window(&n, 2'000'000);
+  EXPECT_EQ(n.bulk_until_ns.load(), 2'000'000 + kBulkWindowNs);
 }
 
 }  // namespace
