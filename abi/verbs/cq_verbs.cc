@@ -506,26 +506,39 @@ void idle_after_empty_poll(Cq* cq) {
   nap_or_yield(cq, lines || now - thread_idle_since_ns < kIdleBeforeNapNs ? 0 : nap);
 }
 
+// Lines that brought something this recently are busy: empty polls read them every time
+// (read_lines_when_due) and never nap in a bulk window (bulk_nap).
+constexpr uint64_t kLinesBusyNs = 100'000;
+
 // Under cq's lock: how long an empty poll naps at once because the router is moving a long
-// message between hosts for a QP of the CQ (shm::bulk_nap_ns), lines or not: the completion
-// is the router's work, many microseconds away, and a poller spinning meanwhile halves the
-// router's share of a small host (UCX's rendezvous between hosts, docs/PERFORMANCE.md). 0:
-// no window. The clock is read only when the window's end moved since it was last found past,
-// so that polls outside bulk transfers pay one load.
+// message between hosts for a QP of the CQ (shm::bulk_nap_ns): the completion is the
+// router's work, many microseconds away, and a poller spinning meanwhile halves the router's
+// share of a small host (UCX's rendezvous between hosts, docs/PERFORMANCE.md). 0: no nap. Not
+// while the CQ's express lines are busy or owe a write (an acknowledgement, a frame's rest),
+// since no CQE announces their traffic and only polls serve it. The clock is read only when
+// the window's end moved since it was last found past, so that polls outside bulk transfers
+// pay one load.
 uint64_t bulk_nap(Cq* cq) {
   const uint64_t until = cq->notify->bulk_until_ns.load(std::memory_order_relaxed);
   if (until == cq->bulk_window_passed) return 0;
-  const uint64_t length = shm::bulk_nap_ns(cq->notify, now_ns(), poll_nap_ns());
-  if (length == 0) cq->bulk_window_passed = until;
+  const uint64_t now = now_ns();
+  const uint64_t length = shm::bulk_nap_ns(until, now, poll_nap_ns());
+  if (length == 0) {
+    cq->bulk_window_passed = until;
+    return 0;
+  }
+  if (!cq->lines.empty() &&
+      (now - cq->lines_busy_ns.load(std::memory_order_relaxed) < kLinesBusyNs ||
+       cq->lines.any([](const Qp* qp) { return qp->express.owes(); })))
+    return 0;
   return length;
 }
 
 // An empty poll of a CQ with express lines reads them while they are busy, else every
 // express_poll_ns (tunables.h).
 void read_lines_when_due(Cq* cq) {
-  constexpr uint64_t kBusyNs = 100'000;
   const uint64_t now = now_ns();
-  if (now - cq->lines_busy_ns.load(std::memory_order_relaxed) >= kBusyNs &&
+  if (now - cq->lines_busy_ns.load(std::memory_order_relaxed) >= kLinesBusyNs &&
       now - cq->lines_read_ns.load(std::memory_order_relaxed) < express_poll_ns())
     return;
   cq->lines_read_ns.store(now, std::memory_order_relaxed);
@@ -567,14 +580,18 @@ int poll_completions(ibv_cq* ibcq, int n, ibv_wc* wc, CompletionExtra* extra) {
     if (extra != nullptr) extra[got - 1] = CompletionExtra{c.completion_ns, c.tm_tag};
   }
   if (got == 0) {
-    if (const uint64_t length = bulk_nap(cq); length != 0) {
-      cq->empty_polls = 0;
-      nap_or_yield(cq, length);
-      return 0;
+    // The second empty poll in a row in a bulk window naps (the first may end a drain that
+    // the application follows with posts).
+    if (++cq->empty_polls >= 2) {
+      if (const uint64_t length = bulk_nap(cq); length != 0) {
+        cq->empty_polls = 0;
+        nap_or_yield(cq, length);
+        return 0;
+      }
     }
     // On a host with fewer cores than spinning threads the router only runs when someone
     // yields: an application that keeps finding its CQ empty gives up its time slice.
-    if (++cq->empty_polls >= kEmptyPollsBeforeYield) {
+    if (cq->empty_polls >= kEmptyPollsBeforeYield) {
       cq->empty_polls = 0;
       idle_after_empty_poll(cq);
       return 0;

@@ -22,7 +22,8 @@ inline uint64_t event_spin_ns() {
   return ns;
 }
 
-// How long a thread that has polled only empty CQs for 1 ms naps on the CQ it polls:
+// How long a thread that has polled only empty CQs for 1 ms naps on the CQ it polls, and the
+// longest nap of an empty poll in the CQ's bulk window (cq_verbs.cc, bulk_nap):
 // WHARF_POLL_NAP_US (default 100 us; 0: never, it yields).
 inline uint64_t poll_nap_ns() {
   static const uint64_t ns = env_us_as_ns("WHARF_POLL_NAP_US", 100);

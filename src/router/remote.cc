@@ -79,7 +79,8 @@ rc::RequestKind request_kind(uint8_t wr_opcode) {
 
 // A packet's payload, [off, off + count) of a segment list of registered memory, copied
 // straight into the link's queue (HostLinks::send's FillPayload): no bounce buffer. `fault`
-// tells a source that could not be read from a link that had no room.
+// tells a source that could not be read from a link that had no room (a READ's responder
+// answers the first with a NAK; the SEND and WRITE path takes both for no room, as it did).
 struct PayloadSource {
   const SegmentList* list;
   uint64_t off;
@@ -94,15 +95,13 @@ bool fill_payload(void* ctx, uint8_t* dst, uint32_t count) {
 
 // Packets this long belong to long messages: moving them takes the router many microseconds.
 constexpr uint32_t kBulkPacketBytes = 16 * 1024;
-// A packet of kBulkPacketBytes or more of qp's went out or came in (of a SEND or WRITE it
-// sends, of a READ's response it sends or receives): the pollers of its CQs may nap while the
-// rest moves (shm::bulk_nap_ns), leaving the router the core. Not for what the QP receives as
-// the target of a SEND or WRITE, whose application may be watching its memory.
-void extend_bulk_windows(const Qp* qp) {
-  const uint64_t now = now_ns();
-  if (qp->send_cq != nullptr) shm::extend_bulk_window(qp->send_cq->notify, now);
-  if (qp->recv_cq != nullptr && qp->recv_cq != qp->send_cq)
-    shm::extend_bulk_window(qp->recv_cq->notify, now);
+// A packet of kBulkPacketBytes or more went out or came in for a QP whose application awaits
+// the CQE `cq` will get (null: none): its pollers may nap while the rest moves
+// (shm::bulk_nap_ns), leaving the router the core. The requester of a SEND, WRITE or READ
+// awaits its send CQ; the responder of a READ the peer's next message, in its receive CQ. Not
+// for the target of a SEND or WRITE, whose application may be watching its memory.
+void extend_bulk_window(const Cq* cq, uint64_t now) {
+  if (cq != nullptr) shm::extend_bulk_window(cq->notify, now);
 }
 
 // The QP attributes its requester obeys.
@@ -342,7 +341,7 @@ bool RemotePath::send_message_st(Executor* ex, Qp* qp, int dest, const Request& 
     PayloadSource piece{&local, off};
     if (!host::finish_packet(&p)) return false;
     if (!links_.send(dest, link_class(qp, qp->attr.ah_attr), p, fill_payload, &piece)) return true;
-    if (chunk >= kBulkPacketBytes) extend_bulk_windows(qp);
+    if (chunk >= kBulkPacketBytes) extend_bulk_window(qp->send_cq, now_ns());
     *psn = psn_add(p.hdr.psn, 1);
   }
   return true;
@@ -855,8 +854,8 @@ void RemotePath::on_response_st(int src_host, const Packet& p) {
   if (paths_.emulator != nullptr) paths_.emulator->steer_to_qp_st(qp->qpn);
   State& st = *qp->remote;
   st.peer_incarnation = links_.incarnation(src_host);
-  if (p.payload_len >= kBulkPacketBytes) extend_bulk_windows(qp);
   const uint64_t now = now_ns();
+  if (p.payload_len >= kBulkPacketBytes) extend_bulk_window(qp->send_cq, now);
   Executor ex(paths_, now);
   RequesterCalls calls(this, &ex, qp, src_host);
   st.requester.on_response(p.hdr.opcode & 0x1f, p.hdr.psn, p.has_aeth, p.aeth.syndrome,
@@ -976,7 +975,7 @@ bool RemotePath::pump_responses_st(Qp* dst) {
       }
       if (chunk != 0 && paths_.emulator != nullptr)
         paths_.emulator->touch_memory_st(r.rkey, r.va + off, chunk);
-      if (chunk >= kBulkPacketBytes) extend_bulk_windows(dst);
+      if (chunk >= kBulkPacketBytes) extend_bulk_window(dst->recv_cq, now_ns());
       r.sent++;
     }
     if (failed) {  // the rest of the READ: a remote access error at the next PSN

@@ -146,17 +146,17 @@ inline void nap(CqNotify* n, uint64_t timeout_ns) {
   n->napping.store(0, std::memory_order_relaxed);
 }
 
-// How long a poller that found the CQ empty naps at once (0: not at once) while the router
-// moves a long message for a QP completing here (bulk_until_ns): at most nap_ns, and never past
-// the end of that window, since only a CQE ends a nap and the application may await something
-// else (its own memory, an express line). The router extends the window by kBulkWindowNs with
-// each packet of such a message it sends or receives. 1 ms, because the router, competing with
-// the pollers for the cores, may not run again for hundreds of microseconds, and a window that
-// closes in such a gap lets them spin it longer (with 50 or 200 us UCX's tag_bw between hosts
-// gained nothing; with 1 ms, about a quarter).
+// How long a poller that found the CQ empty naps at once (0: not at once) at now_ns while the
+// router moves a long message for a QP completing here, `until` being the CQ's bulk_until_ns:
+// at most nap_ns, and never past the end of that window, since only a CQE ends a nap and the
+// application may await something else (its own memory, an express line, another CQ). The
+// router extends the window by kBulkWindowNs with each packet of such a message it sends or
+// receives. 1 ms, because the router, competing with the pollers for the cores, may not run
+// again for hundreds of microseconds, and a window that closes in such a gap lets them spin
+// it longer (with 50 or 200 us UCX's tag_bw between hosts gained nothing; with 1 ms, about a
+// quarter).
 constexpr uint64_t kBulkWindowNs = 1'000'000;
-inline uint64_t bulk_nap_ns(const CqNotify* n, uint64_t now_ns, uint64_t nap_ns) {
-  const uint64_t until = n->bulk_until_ns.load(std::memory_order_relaxed);
+inline uint64_t bulk_nap_ns(uint64_t until, uint64_t now_ns, uint64_t nap_ns) {
   return until > now_ns ? std::min(nap_ns, until - now_ns) : 0;
 }
 // The router, for each packet of a long message of a QP with CQ n: the window goes on. The

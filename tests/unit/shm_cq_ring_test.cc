@@ -219,13 +219,15 @@ TEST(CqRingTest, AProducerWakesAThreadNappingOnTheCq) {
 TEST(CqRingTest, ABulkWindowCallsForNapsUntilItEndsAndNeverLongerThanTheNapAllowed) {
   CqNotify n{};
   constexpr uint64_t kNap = 100'000;
-  EXPECT_EQ(bulk_nap_ns(&n, 5'000'000, kNap), 0u);  // never opened
+  EXPECT_EQ(bulk_nap_ns(n.bulk_until_ns.load(), 5'000'000, kNap), 0u);  // never opened
   extend_bulk_window(&n, 5'000'000);
   EXPECT_EQ(n.bulk_until_ns.load(), 5'000'000 + kBulkWindowNs);
-  EXPECT_EQ(bulk_nap_ns(&n, 5'000'000, kNap), std::min(kNap, kBulkWindowNs));
-  EXPECT_EQ(bulk_nap_ns(&n, 5'000'000 + kBulkWindowNs - 10, kNap), 10u);  // not past its end
-  EXPECT_EQ(bulk_nap_ns(&n, 5'000'000 + kBulkWindowNs, kNap), 0u);
-  EXPECT_EQ(bulk_nap_ns(&n, 5'000'000, 0), 0u);  // naps off (WHARF_POLL_NAP_US=0)
+  EXPECT_EQ(bulk_nap_ns(n.bulk_until_ns.load(), 5'000'000, kNap), std::min(kNap, kBulkWindowNs));
+  EXPECT_EQ(bulk_nap_ns(n.bulk_until_ns.load(), 5'000'000 + kBulkWindowNs - 10, kNap),
+            10u);  // not past its end
+  EXPECT_EQ(bulk_nap_ns(n.bulk_until_ns.load(), 5'000'000 + kBulkWindowNs, kNap), 0u);
+  EXPECT_EQ(bulk_nap_ns(n.bulk_until_ns.load(), 5'000'000, 0),
+            0u);  // naps off (WHARF_POLL_NAP_US=0)
 }
 
 TEST(CqRingTest, ABulkWindowMovesOnlyByMoreThanATenthOfItselfAndReplacesAHostileEnd) {
