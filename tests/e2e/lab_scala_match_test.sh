@@ -56,10 +56,21 @@ sleep 0.5
 grep -Eq "match_lookups=[1-9]" /run/wharf-lab/h1/wharfd.log ||
   e2e_lab_fail "the router's emulator counted no lookups"
 
-sweep plain
-python3 - "$TMP/plain.walls" > "$TMP/check.log" 2>&1 << 'PY' || e2e_lab_fail "$(cat "$TMP/check.log")"
+# no_match_walls LABEL: LABEL's walls name neither networks nor rules.
+no_match_walls() {
+  python3 - "$TMP/$1.walls" > "$TMP/check.log" 2>&1 << 'PY'
 import json, sys
 walls = json.load(open(sys.argv[1]))
 assert not [w for w in walls if w["dimension"] in ("networks", "rules")], "plain: %s" % walls
 PY
+}
+# Walls are measured against the sweep's first points: a machine that slows down in the middle
+# of the sweep for reasons of its own shows as a wall (in CI once: every point from the ninth on
+# at half the rate, whatever its dimensions). A wall of Wharf's own shows again: one more sweep.
+sweep plain
+if ! no_match_walls plain; then
+  echo "lab_scala_match_test: the plain sweep found walls ($(cat "$TMP/check.log")); again"
+  sweep plain
+  no_match_walls plain || e2e_lab_fail "$(cat "$TMP/check.log")"
+fi
 echo "lab_scala_match_test: PASS ($(grep -c '^\[' "$TMP/emulated.sweep.log") + $(grep -c '^\[' "$TMP/plain.sweep.log") points)"
