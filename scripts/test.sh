@@ -15,14 +15,14 @@
 # Exits non-zero if any step failed. Ends with a summary table and a closing line
 # "tests: N passed, M failed" totalling every ctest run.
 #
-# Environment: JOBS (parallelism, default nproc), FUZZ_SECONDS (default 20),
+# Environment: JOBS (parallelism, default nproc), FUZZ_SECONDS (default 10),
 # WHARF_SKIP="asan-build asan-test ..." skips steps by name (for local iteration only).
 set -uo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 ROOT=$PWD
 JOBS=${JOBS:-$(nproc)}
-FUZZ_SECONDS=${FUZZ_SECONDS:-20}
+FUZZ_SECONDS=${FUZZ_SECONDS:-10}
 SKIP=" ${WHARF_SKIP:-} "
 CTEST_TIMEOUT=120  # default per-test limit (s) for tests that set no TIMEOUT property
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:detect_stack_use_after_return=1}

@@ -545,12 +545,18 @@ void read_lines_when_due(Cq* cq) {
   if (service_express(cq)) cq->lines_busy_ns.store(now, std::memory_order_relaxed);
 }
 
+// Every poll asks whether a line holds a burst to write: one relaxed load when none does, no
+// call.
+inline void write_bursts_if_any(Cq* cq) {
+  if (cq->line_bursts.load(std::memory_order_relaxed)) write_express_bursts(cq);
+}
+
 }  // namespace
 
 int poll_completions(ibv_cq* ibcq, int n, ibv_wc* wc, CompletionExtra* extra) {
   Cq* cq = to_cq(ibcq);
   // A burst a line held for this poll is written first: its completions come after.
-  write_express_bursts(cq);
+  write_bursts_if_any(cq);
   // Express lines deliver here when serviced; a CQ that has completions needs none yet.
   if (!cq->ring.has_entry() && !cq->lines.empty()) read_lines_when_due(cq);
   cq->lock.lock();
@@ -616,7 +622,7 @@ int req_notify_cq(ibv_cq* ibcq, int solicited_only) {
   Cq* cq = to_cq(ibcq);
   // An application about to sleep on the channel (in its own poll() of the fd, which watches
   // the lines only for reading) writes the bursts its lines hold first.
-  write_express_bursts(cq);
+  write_bursts_if_any(cq);
   cq->awaiting_event.store(true, std::memory_order_relaxed);
   cq->notify->arm.store(solicited_only ? shm::kCqArmedSolicited : shm::kCqArmedAny,
                         std::memory_order_relaxed);

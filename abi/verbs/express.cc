@@ -917,8 +917,6 @@ bool service_express(Cq* cq, bool idle) {
 }
 
 void write_express_bursts(Cq* cq) {
-  // A relaxed load first: the poll that finds nothing pays no read-modify-write.
-  if (!cq->line_bursts.load(std::memory_order_relaxed)) return;
   if (!cq->line_bursts.exchange(false, std::memory_order_acquire)) return;
   LineReader reading(cq->lines);
   Qp* qps[kBurstLinesPerPoll];

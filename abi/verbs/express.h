@@ -298,8 +298,8 @@ void forget_express(Qp* qp);
 // (the context is being freed).
 void forget_express_lines(Context* ctx);
 // Writes the bursts the lines of cq's QPs hold (ExpressLine::try_send), if any, up to
-// kBurstLinesPerPoll lines (the rest the next call). Every poll of cq asks, at the cost of
-// one relaxed load when there is none.
+// kBurstLinesPerPoll lines (the rest the next call). Polls call it only when a relaxed load of
+// cq->line_bursts finds it set (cq_verbs.cc), so that a poll with none pays no call.
 void write_express_bursts(Cq* cq);
 // Services the express lines of the QPs listed with cq. True if any handled anything.
 bool service_express(Cq* cq, bool idle = false);

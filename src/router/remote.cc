@@ -100,7 +100,7 @@ constexpr uint32_t kBulkPacketBytes = 16 * 1024;
 // (shm::bulk_nap_ns), leaving the router the core. The requester of a SEND, WRITE or READ
 // awaits its send CQ; the responder of a READ the peer's next message, in its receive CQ. Not
 // for the target of a SEND or WRITE, whose application may be watching its memory.
-void extend_bulk_window(const Cq* cq, uint64_t now) {
+void keep_bulk_window_open(const Cq* cq, uint64_t now) {
   if (cq != nullptr) shm::extend_bulk_window(cq->notify, now);
 }
 
@@ -341,7 +341,7 @@ bool RemotePath::send_message_st(Executor* ex, Qp* qp, int dest, const Request& 
     PayloadSource piece{&local, off};
     if (!host::finish_packet(&p)) return false;
     if (!links_.send(dest, link_class(qp, qp->attr.ah_attr), p, fill_payload, &piece)) return true;
-    if (chunk >= kBulkPacketBytes) extend_bulk_window(qp->send_cq, now_ns());
+    if (chunk >= kBulkPacketBytes) keep_bulk_window_open(qp->send_cq, now_ns());
     *psn = psn_add(p.hdr.psn, 1);
   }
   return true;
@@ -855,7 +855,7 @@ void RemotePath::on_response_st(int src_host, const Packet& p) {
   State& st = *qp->remote;
   st.peer_incarnation = links_.incarnation(src_host);
   const uint64_t now = now_ns();
-  if (p.payload_len >= kBulkPacketBytes) extend_bulk_window(qp->send_cq, now);
+  if (p.payload_len >= kBulkPacketBytes) keep_bulk_window_open(qp->send_cq, now);
   Executor ex(paths_, now);
   RequesterCalls calls(this, &ex, qp, src_host);
   st.requester.on_response(p.hdr.opcode & 0x1f, p.hdr.psn, p.has_aeth, p.aeth.syndrome,
@@ -975,7 +975,7 @@ bool RemotePath::pump_responses_st(Qp* dst) {
       }
       if (chunk != 0 && paths_.emulator != nullptr)
         paths_.emulator->touch_memory_st(r.rkey, r.va + off, chunk);
-      if (chunk >= kBulkPacketBytes) extend_bulk_window(dst->recv_cq, now_ns());
+      if (chunk >= kBulkPacketBytes) keep_bulk_window_open(dst->recv_cq, now_ns());
       r.sent++;
     }
     if (failed) {  // the rest of the READ: a remote access error at the next PSN

@@ -139,8 +139,8 @@ struct CqNotify {
   // that publishes a CQE swaps it to 0 and wakes the sleepers (docs/shm-rings.md).
   std::atomic<uint32_t> napping;
   // Written by the router: until this time (CLOCK_MONOTONIC ns) it is moving a long message
-  // between hosts for a QP completing here, so a poller that finds the CQ empty naps at once
-  // rather than spin for the core the router needs (shm/cq_ring.h, bulk_nap_ns).
+  // between hosts for a QP completing here, so a poller that finds the CQ empty twice in a row
+  // naps rather than spin for the core the router needs (shm/cq_ring.h, bulk_nap_ns).
   std::atomic<uint64_t> bulk_until_ns;
 };
 struct CqLayout {

@@ -13,7 +13,7 @@ set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 readonly HERE
 # shellcheck source-path=SCRIPTDIR source=lib.sh
-source "$HERE/lib.sh" # e2e_lab_script (sets BIN, LAB, TMP), e2e_lab_fail, e2e_perftest_clock_failed
+source "$HERE/lib.sh" # e2e_lab_script (sets BIN, LAB, TMP), e2e_lab_fail, e2e_wait_server, e2e_perftest_clock_failed
 readonly NAMES=(labA$$ labB$$ labC$$)
 e2e_lab_script lab_test
 
@@ -157,12 +157,7 @@ run_cm_pair() {
   timeout 60 "$BIN/wharf-run" --router "$H1" --name "${NAMES[0]}" --vip 198.18.1.10 -- "${srv[@]}" \
     > "$TMP/$label.server.log" 2>&1 &
   PIDS=($!)
-  for ((i = 0; i < 200; i++)); do
-    h1_cm_listening "$port" && break
-    kill -0 "${PIDS[0]}" 2> /dev/null || e2e_lab_fail "$label: the server exited before listening"
-    sleep 0.1
-  done
-  ((i < 200)) || e2e_lab_fail "$label: the server did not listen on $port within 20 s"
+  e2e_wait_server "${PIDS[0]}" 20 "rdma_cm port $port (h1, $label)" h1_cm_listening "$port"
   timeout 60 "$BIN/wharf-run" --router "$H2" --name "${NAMES[1]}" --vip 198.18.2.10 -- "$@" \
     > "$TMP/$label.client.log" 2>&1 || status=1
   ((status == 0)) || "$BIN/wharfctl" -r "$H1" resource show cm_id > "$TMP/$label.cm_ids.log" 2>&1

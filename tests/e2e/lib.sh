@@ -20,6 +20,7 @@ readonly E2E_SKIP=77
 
 E2E_TIMEOUT=${E2E_TIMEOUT:-75}
 E2E_TMP=""
+E2E_FAIL_WITH=e2e_fail  # what e2e_wait_server fails with (e2e_lab_script: e2e_lab_fail)
 E2E_ROUTER_PID=""
 E2E_PIDS=()     # background wharf-run processes
 E2E_NAMES=()    # container names used, for wharf-run --cleanup
@@ -201,12 +202,12 @@ e2e_wait_server() {
   for ((i = 0; i < limit * 10; i++)); do
     if ! kill -0 "$pid" 2>/dev/null; then
       wait "$pid"
-      e2e_fail "server exited with status $? before listening on $what"
+      "$E2E_FAIL_WITH" "server exited with status $? before listening on $what"
     fi
     "$@" && return 0
     sleep 0.1
   done
-  e2e_fail "server did not listen on $what within $limit s"
+  "$E2E_FAIL_WITH" "server did not listen on $what within $limit s"
 }
 
 # e2e_wait_pid PID LIMIT: waits up to LIMIT seconds for a background process, then stops it
@@ -316,6 +317,7 @@ e2e_lab_script() {
     exit 77
   fi
   TMP=$(mktemp -d "/tmp/wharf-$E2E_LAB_SCRIPT.XXXXXX")
+  E2E_FAIL_WITH=e2e_lab_fail
   PIDS=()
   trap _e2e_lab_script_cleanup EXIT
 }
