@@ -60,6 +60,18 @@ for ep in msg rdm; do
   grep -qE "^4k +500 +=500 " "$E2E_TMP/fi-$ep.out" || e2e_fail "fi_pingpong -e $ep: no result"
 done
 
+# As in a pod whose runtime could not mount the sysfs view (docs/OPERATIONS.md, "Kubernetes"):
+# with /sys/class/infiniband and /sys/class/infiniband_verbs hidden, UCX and libfabric still
+# find wharf0 and its transports (they find devices through libibverbs).
+# shellcheck disable=SC2016  # the inner shell expands it
+e2e_run_container no-sysfs "$S" "$SVIP" preload 30 sh -c \
+  'mount -t tmpfs none /sys/class/infiniband && mount -t tmpfs none /sys/class/infiniband_verbs &&
+   test -z "$(ls /sys/class/infiniband)" && ucx_info -d && fi_info -p verbs -t FI_EP_RDM' ||
+  e2e_fail "no-sysfs: exited with $?"
+for want in "Transport: rc_verbs" "Transport: ud_verbs" "domain: wharf0$"; do
+  grep -qE "$want" "$E2E_TMP/no-sysfs.out" || e2e_fail "no-sysfs: no '$want' without the sysfs view"
+done
+
 # Two ranks in one container, UCX restricted to wharf0 (no shared memory).
 mpicc -O2 -o "$E2E_TMP/mpi_pingpong" "$HERE/mpi_pingpong.c" || e2e_fail "mpicc"
 MPI=(mpirun --allow-run-as-root --oversubscribe --mca pml ucx --mca btl ^openib,uct --mca osc ucx
