@@ -29,17 +29,24 @@ for p in wharfd wharf-cni wharf-device-plugin wharf-orchestrator wharfctl; do
   add "$BUILD/bin/$p" /usr/local/bin
 done
 for l in libibverbs.so.1 librdmacm.so.1; do add "$BUILD/lib/$l" /opt/wharf/lib; done
-# wharf-cni for the nodes (install.sh): with every library it loads and its loader, started
-# through that loader, so that it does not depend on the node's libraries.
-CNI=$ROOTFS/opt/wharf/cni
-mkdir -p "$CNI/lib"
-cp -L "$BUILD/bin/wharf-cni" "$CNI/"
-for lib in $(ldd "$BUILD/bin/wharf-cni" | grep -o '/[^ ]*'); do cp -L "$lib" "$CNI/lib/"; done
-loader=$(basename "$(readelf -l "$BUILD/bin/wharf-cni" | sed -n 's/.*interpreter: \(.*\)]/\1/p')")
-[[ -f $CNI/lib/$loader ]] || { echo "build.sh: wharf-cni's loader $loader was not bundled" >&2; exit 1; }
-printf '#!/bin/sh\nexec /opt/wharf/cni/lib/%s --library-path /opt/wharf/cni/lib /opt/wharf/cni/wharf-cni "$@"\n' \
-  "$loader" >"$CNI/wharf-cni.sh"
-chmod 755 "$CNI/wharf-cni.sh"
+# bundle PROGRAM DIR [PATH]: PROGRAM for the nodes (install.sh) in /opt/wharf/DIR, with every
+# library it loads and its loader, started through that loader by DIR/PROGRAM.sh, so that it
+# does not depend on the node's libraries; PATH (ending in ':') is searched before them.
+bundle() {
+  local prog=$1 dir=$ROOTFS/opt/wharf/$2 first=${3:-} lib loader
+  mkdir -p "$dir/lib"
+  cp -L "$BUILD/bin/$prog" "$dir/"
+  for lib in $(ldd "$BUILD/bin/$prog" | grep -o '/[^ ]*'); do cp -L "$lib" "$dir/lib/"; done
+  loader=$(basename "$(readelf -l "$BUILD/bin/$prog" | sed -n 's/.*interpreter: \(.*\)]/\1/p')")
+  [[ -f $dir/lib/$loader ]] || { echo "build.sh: $prog's loader $loader was not bundled" >&2; exit 1; }
+  printf '#!/bin/sh\nexec /opt/wharf/%s/lib/%s --library-path %s/opt/wharf/%s/lib /opt/wharf/%s/%s "$@"\n' \
+    "$2" "$loader" "$first" "$2" "$2" "$prog" >"$dir/$prog.sh"
+  chmod 755 "$dir/$prog.sh"
+}
+bundle wharf-cni cni
+# The hook calls the verbs API through our libibverbs, never the system's it was linked with.
+bundle wharf-oci-hook oci-hook /opt/wharf/lib:
+rm "$ROOTFS/opt/wharf/oci-hook/lib/libibverbs.so.1"
 install -m 755 "$HERE/install.sh" "$ROOTFS/usr/local/bin/wharf-install"
 # Tools: a shell and cp for the CNI installer, etcd for the orchestrator's store, and
 # unmodified RDMA programs for the examples.

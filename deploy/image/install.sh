@@ -5,7 +5,10 @@
 #                             binds into pods;
 #   HOST_ROOT/opt/wharf/cni   wharf-cni with every library it loads, its own loader included,
 #                             so that it runs whatever the node's distribution has;
-#   HOST_ROOT/opt/cni/bin/wharf-cni  a script that starts it so.
+#   HOST_ROOT/opt/cni/bin/wharf-cni  a script that starts it so;
+#   HOST_ROOT/opt/wharf/oci-hook  wharf-oci-hook, bundled the same way, and
+#   HOST_ROOT/etc/containers/oci/hooks.d/wharf.json  the hook's definition for runtimes that
+#                             run OCI hooks (CRI-O, podman): the sysfs view in pods.
 # Every file is written beside its final name and renamed into place: a running process
 # keeps the file it mapped (a library rewritten in place would crash the pods using it), and
 # a runtime never runs half a plugin.
@@ -16,11 +19,24 @@ for lib in libibverbs.so.1 librdmacm.so.1; do
   cp /opt/wharf/lib/$lib "$root/opt/wharf/lib/.$lib.new"
   mv -f "$root/opt/wharf/lib/.$lib.new" "$root/opt/wharf/lib/$lib"
 done
-rm -rf "$root/opt/wharf/.cni.new" "$root/opt/wharf/.cni.old"
-cp -r /opt/wharf/cni "$root/opt/wharf/.cni.new"
-if [ -d "$root/opt/wharf/cni" ]; then mv "$root/opt/wharf/cni" "$root/opt/wharf/.cni.old"; fi
-mv "$root/opt/wharf/.cni.new" "$root/opt/wharf/cni"
-rm -rf "$root/opt/wharf/.cni.old"
+# replace_dir NAME: /opt/wharf/NAME of the image replaces the node's, by renames.
+replace_dir() {
+  rm -rf "$root/opt/wharf/.$1.new" "$root/opt/wharf/.$1.old"
+  cp -r "/opt/wharf/$1" "$root/opt/wharf/.$1.new"
+  if [ -d "$root/opt/wharf/$1" ]; then mv "$root/opt/wharf/$1" "$root/opt/wharf/.$1.old"; fi
+  mv "$root/opt/wharf/.$1.new" "$root/opt/wharf/$1"
+  rm -rf "$root/opt/wharf/.$1.old"
+}
+replace_dir cni
+replace_dir oci-hook
 cp /opt/wharf/cni/wharf-cni.sh "$root/opt/cni/bin/.wharf-cni.new"
 mv -f "$root/opt/cni/bin/.wharf-cni.new" "$root/opt/cni/bin/wharf-cni"
-echo "wharf-install: wharf-cni and the libraries installed under $root"
+hooks=$root/etc/containers/oci/hooks.d
+mkdir -p "$hooks"
+printf '%s\n' '{"version": "1.0.0",' \
+  ' "hook": {"path": "/opt/wharf/oci-hook/wharf-oci-hook.sh",' \
+  '          "args": ["wharf-oci-hook", "--router", "/run/wharf/wharfd.sock", "--lib-dir", "/opt/wharf/lib"]},' \
+  ' "when": {"annotations": {"^io\\.wharf\\.device-view$": "^true$"}},' \
+  ' "stages": ["createContainer"]}' >"$hooks/.wharf.json.new"
+mv -f "$hooks/.wharf.json.new" "$hooks/wharf.json"
+echo "wharf-install: wharf-cni, wharf-oci-hook and the libraries installed under $root"

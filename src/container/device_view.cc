@@ -165,16 +165,20 @@ int write_sysfs_tree(const std::string& root, const std::vector<SysfsEntry>& tre
   return 0;
 }
 
+int install_class_view(const std::string& class_dir, const std::vector<SysfsEntry>& class_tree,
+                       std::string* step) {
+  // A host with RDMA devices of its own keeps them: the container sees wharf0 alone.
+  if (int err = make_writable_copy(class_dir, {"infiniband", "infiniband_verbs"}, step); err != 0)
+    return err;
+  return write_sysfs_tree(class_dir, class_tree, step);
+}
+
 int enter_device_view(const std::vector<SysfsEntry>& class_tree, std::string* step) {
   if (::unshare(CLONE_NEWNS) != 0) return fail(errno, step, "unshare the mount namespace");
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0)
     return fail(errno, step, "make / a slave mount");
   if (int err = remount_sys(step); err != 0) return err;
-  // A host with RDMA devices of its own keeps them: the container sees wharf0 alone.
-  if (int err = make_writable_copy("/sys/class", {"infiniband", "infiniband_verbs"}, step);
-      err != 0)
-    return err;
-  if (int err = write_sysfs_tree("/sys/class", class_tree, step); err != 0) return err;
+  if (int err = install_class_view("/sys/class", class_tree, step); err != 0) return err;
   if (int err = make_writable_copy("/dev", {"infiniband"}, step); err != 0) return err;
   if (::mkdir("/dev/infiniband", 0755) != 0) return fail(errno, step, "mkdir /dev/infiniband");
   if (int err = make_char_device("/dev/infiniband/uverbs0", kUverbsMajor, kUverbsMinor, step);

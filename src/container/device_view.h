@@ -24,6 +24,15 @@ constexpr unsigned kRdmaCmMajor = 10, kRdmaCmMinor = 58;  // a misc device, mino
 // failed. `class_tree` comes from infiniband_class_tree().
 int enter_device_view(const std::vector<SysfsEntry>& class_tree, std::string* step);
 
+// Makes `class_dir` (a container's /sys/class) show `class_tree` (from infiniband_class_tree())
+// in place of the host's own infiniband trees: a tmpfs mounted over it holds bind mounts of
+// everything else it held and the tree's files. For a process in the container's mount
+// namespace (enter_device_view, and an OCI createContainer hook, which runs before the
+// runtime's pivot_root and so passes the path under the container's root). Returns 0, or an
+// errno with *step naming what failed.
+int install_class_view(const std::string& class_dir, const std::vector<SysfsEntry>& class_tree,
+                       std::string* step);
+
 // Writes `tree` (from infiniband_class_tree()) under the existing directory `root`, as the
 // container's /sys/class holds it. Entries already there are replaced in place (a file keeps
 // its inode, so a bind mount of it shows the new contents); others are left alone. Returns 0,

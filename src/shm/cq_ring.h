@@ -130,21 +130,17 @@ inline void wake_napping_poller(CqNotify* n) {
 }
 
 // The polling side, in two steps. begin_nap, called by the consumer (holding the lock that
-// guards `ring`), announces the nap and returns true, or withdraws it and returns false when
-// an entry is already there. nap then sleeps until a producer publishes an entry, or at most
-// timeout_ns. Threads napping on one CQ together may end each other's announcement and then
-// sleep out their timeout.
+// guards `ring`), announces the nap and returns true, or returns false when an entry is
+// already there. nap then sleeps until a producer publishes an entry, or at most timeout_ns.
+// Only producers clear the announcement, and always with a wake of every sleeper: a poller
+// that withdrew or woke by its timeout leaves it, since another thread may be napping on the
+// same CQ under it. The price is one futex wake, by the next producer, per such nap.
 inline bool begin_nap(CqNotify* n, const CqConsumer& ring) {
   n->napping.store(1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (!ring.has_entry()) return true;
-  n->napping.store(0, std::memory_order_relaxed);
-  return false;
+  return !ring.has_entry();
 }
-inline void nap(CqNotify* n, uint64_t timeout_ns) {
-  futex_wait(&n->napping, 1, timeout_ns);
-  n->napping.store(0, std::memory_order_relaxed);
-}
+inline void nap(CqNotify* n, uint64_t timeout_ns) { futex_wait(&n->napping, 1, timeout_ns); }
 
 // How long a poller that found the CQ empty naps at once (0: not at once) at now_ns while the
 // router moves a long message for a QP completing here, `until` being the CQ's bulk_until_ns:

@@ -2,16 +2,16 @@
 # deploy/image builds offline with podman (runc, cgroupfs, a private store), and what the
 # manifests run in it works: every program the DaemonSet, the orchestrator and etcd start
 # answers --help or --version there, wharf-cni answers VERSION, and the DaemonSet's install
-# step, run as the manifest says with its host paths mounted, installs our libraries and a
-# wharf-cni that runs on a node with none of the libraries it needs (a root file system of
-# only a shell and the C library).
+# step, run as the manifest says with its host paths mounted, installs our libraries, and a
+# wharf-cni and a wharf-oci-hook (with its hooks.d definition) that run on a node with none of
+# the libraries they need (a root file system of only a shell and the C library).
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/../e2e/lib.sh"
 e2e_init
 e2e_require_command podman runc
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 W=$E2E_TMP/image
-mkdir -p "$W/host-cni" "$W/host-opt"
+mkdir -p "$W/host-cni" "$W/host-opt" "$W/host-hooks"
 export CONTAINERS_CONF=$W/containers.conf
 printf '%s\n' '[engine]' 'runtime = "runc"' 'cgroup_manager = "cgroupfs"' 'events_logger = "file"' \
   >"$CONTAINERS_CONF"
@@ -53,8 +53,10 @@ print('\n'.join(c['command'] + c.get('args', [])))
 PY
 )
 ((${#install[@]} >= 1)) || e2e_fail "no install step in the DaemonSet"
-in_image -v "$W/host-cni:/host/opt/cni/bin" -v "$W/host-opt:/host/opt/wharf" \
-  --entrypoint "${install[0]}" "$TAG" "${install[@]:1}" >/dev/null || e2e_fail "the install step failed"
+host_mounts=(-v "$W/host-cni:/host/opt/cni/bin" -v "$W/host-opt:/host/opt/wharf"
+  -v "$W/host-hooks:/host/etc/containers/oci/hooks.d")
+in_image "${host_mounts[@]}" --entrypoint "${install[0]}" "$TAG" "${install[@]:1}" >/dev/null ||
+  e2e_fail "the install step failed"
 [[ -x $W/host-cni/wharf-cni ]] || e2e_fail "the install step left no wharf-cni"
 [[ -f $W/host-opt/lib/libibverbs.so.1 && -f $W/host-opt/lib/librdmacm.so.1 ]] ||
   e2e_fail "the install step left no libraries"
@@ -69,10 +71,19 @@ cp -a "$W/host-cni/wharf-cni" "$node/opt/cni/bin/"
 cp -a "$W/host-opt" "$node/opt/wharf"
 echo '{"cniVersion":"1.0.0"}' | CNI_COMMAND=VERSION timeout 20 chroot "$node" /opt/cni/bin/wharf-cni |
   grep -q '"1.0.0"' || e2e_fail "the installed wharf-cni does not run on a node without its libraries"
+# The hook's definition names the installed hook, which runs there too: it finds our
+# libibverbs where the definition says, and leaves a container that did not ask alone.
+hook=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["hook"]["path"])' \
+  "$W/host-hooks/wharf.json") || e2e_fail "the install step left no valid hooks.d/wharf.json"
+[[ $hook == /opt/wharf/oci-hook/* && -x $node$hook ]] || e2e_fail "the hook's definition names $hook"
+mapfile -t hook_args < <(python3 -c 'import json,sys; print("\n".join(json.load(open(sys.argv[1]))["hook"]["args"][1:]))' \
+  "$W/host-hooks/wharf.json")
+echo '{"id": "c", "bundle": "/nowhere"}' | timeout 20 chroot "$node" "$hook" "${hook_args[@]}" ||
+  e2e_fail "the installed wharf-oci-hook does not run on a node without its libraries"
 # Installing again (a DaemonSet rollout) replaces the files by renaming, never in place.
 before=$(stat -c %i "$W/host-opt/lib/libibverbs.so.1")
-in_image -v "$W/host-cni:/host/opt/cni/bin" -v "$W/host-opt:/host/opt/wharf" \
-  --entrypoint "${install[0]}" "$TAG" "${install[@]:1}" >/dev/null || e2e_fail "the second install failed"
+in_image "${host_mounts[@]}" --entrypoint "${install[0]}" "$TAG" "${install[@]:1}" >/dev/null ||
+  e2e_fail "the second install failed"
 [[ $(stat -c %i "$W/host-opt/lib/libibverbs.so.1") != "$before" ]] ||
   e2e_fail "the install step rewrote a library in place"
 e2e_log "PASS"

@@ -53,7 +53,7 @@ pm() {
   shift
   # shellcheck disable=SC2086  # NETNS_EXEC is a command prefix, meant to be split
   timeout 120 ${NETNS_EXEC[$k]} env CONTAINERS_CONF="$W/h$k.conf" podman --root "$W/root-h$k" \
-    --runroot "$W/runroot-h$k" "$@"
+    --runroot "$W/runroot-h$k" --hooks-dir "$W/hooks-h$k" "$@"
 }
 podman_cleanup() {
   local rc=$?
@@ -115,11 +115,20 @@ done
 # What wharf-device-plugin's Allocate gives a container.
 mknod -m 666 "$W/dev/uverbs0" c 231 192
 mknod -m 666 "$W/dev/rdma_cm" c 10 58
+# The sysfs view comes from wharf-oci-hook, which podman runs for containers annotated
+# io.wharf.device-view=true (as the plugin's Allocate annotates them), with the host's router.
+for k in "${HOSTS[@]}"; do
+  mkdir -p "$W/hooks-h$k"
+  printf '{"version": "1.0.0", "hook": {"path": "%s", "args": ["wharf-oci-hook", "--router", "%s"]}, "when": {"annotations": {"%s": "^true$"}}, "stages": ["createContainer"]}\n' \
+    "$E2E_BIN/wharf-oci-hook" "${SOCK_DIR[$k]}/wharfd.sock" '^io\\.wharf\\.device-view$' \
+    >"$W/hooks-h$k/wharf.json"
+done
 # start K NAME CMD...: a detached container on host K.
 start() {
   local k=$1 name=$2
   shift 2
-  pm "$k" run -d --name "$name" --network wpods --ulimit nofile=1024:1024 \
+  pm "$k" run -d --name "$name" --network wpods --annotation io.wharf.device-view=true \
+    --ulimit nofile=1024:1024 \
     --ulimit nproc=4096:4096 -v "$LIB:/opt/wharf/lib:ro" -v "${SOCK_DIR[$k]}:/run/wharf:ro" \
     --device "$W/dev/uverbs0:/dev/infiniband/uverbs0" \
     --device "$W/dev/rdma_cm:/dev/infiniband/rdma_cm" -e WHARF_ROUTER=/run/wharf/wharfd.sock \
@@ -164,12 +173,19 @@ finish() {
 }
 SRV=1 CLI=${HOSTS[-1]}
 
-# The container has gone when its output is read: its address is the subnet's, from GID[0].
-start "$SRV" devinfo ibv_devinfo -v
-finish "$SRV" devinfo || e2e_fail "ibv_devinfo failed"
+# The container has gone when its output is read: its address is the subnet's, from GID[0],
+# and the sysfs view agrees with ibv_devinfo (GID[0], its netdev, the port's state).
+# shellcheck disable=SC2016  # the container's shell expands it
+start "$SRV" devinfo sh -c 'ibv_devinfo -v && p=/sys/class/infiniband/wharf0/ports/1 &&
+  read -r g <$p/gids/0 && read -r n <$p/gid_attrs/ndevs/0 && read -r s <$p/state &&
+  echo "sysfs: gid0 $g ndev0 $n state $s"'
+finish "$SRV" devinfo || e2e_fail "ibv_devinfo or the sysfs view failed"
 read -r -a octets <<<"${SUBNET[$SRV]//./ }"
-grep -q "GID\[ *0\]:.*ffff:$(printf '%02x%02x:%02x' "${octets[@]:0:3}")" "$W/devinfo.out" ||
+gid_prefix="ffff:$(printf '%02x%02x:%02x' "${octets[@]:0:3}")"
+grep -q "GID\[ *0\]:.*$gid_prefix" "$W/devinfo.out" ||
   e2e_fail "ibv_devinfo in a container does not show a pod IP of ${SUBNET[$SRV]} in GID[0]"
+grep -qE "^sysfs: gid0 .*$gid_prefix.* ndev0 eth0 state 4: ACTIVE$" "$W/devinfo.out" ||
+  e2e_fail "the container's sysfs view disagrees with ibv_devinfo: $(grep '^sysfs' "$W/devinfo.out")"
 
 start "$SRV" bw-server ib_write_bw -d wharf0 -D 2
 listening "$SRV" bw-server "TCP port 18515" tcp_port_open "$SRV" bw-server 18515

@@ -44,6 +44,7 @@ TEST(DevicePluginAllocationTest, AContainerGetsTheRouterTheLibrariesTheSysfsView
             (std::map<std::string, std::string>{
                 {"WHARF_ROUTER", "/run/wharf/wharfd.sock"},
                 {"LD_PRELOAD", "/opt/wharf/lib/libibverbs.so.1:/opt/wharf/lib/librdmacm.so.1"}}));
+  EXPECT_EQ(a.annotations, (std::map<std::string, std::string>{{"io.wharf.device-view", "true"}}));
   EXPECT_EQ(mounts_of(a),
             (std::vector<std::tuple<std::string, std::string, bool>>{
                 {"/run/wharf", "/run/wharf", true},

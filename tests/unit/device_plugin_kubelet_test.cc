@@ -421,7 +421,9 @@ TEST_F(DevicePluginTest, AllocateGivesEachContainerTheRouterTheLibrariesAndTheDe
     for (const v1beta1::DeviceSpec& d : c.devices())
       devices.emplace_back(d.container_path(), d.host_path(), d.permissions());
     EXPECT_EQ(devices, want_devices);
-    EXPECT_TRUE(c.annotations().empty());
+    const std::map<std::string, std::string> annotations(c.annotations().begin(),
+                                                         c.annotations().end());
+    EXPECT_EQ(annotations, (std::map<std::string, std::string>{{"io.wharf.device-view", "true"}}));
     EXPECT_TRUE(c.cdi_devices().empty());
   }
 

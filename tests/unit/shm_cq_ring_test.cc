@@ -189,10 +189,28 @@ TEST(CqRingTest, ANapIsAnnouncedOnlyOnAnEmptyRingAndAPublishedEntryEndsIt) {
   // With an entry waiting, no nap starts.
   EXPECT_TRUE(c.has_entry());
   EXPECT_FALSE(begin_nap(&notify, c));
-  EXPECT_EQ(notify.napping.load(), 0u);
   Cqe out;
   ASSERT_TRUE(c.pop(&out));
   EXPECT_FALSE(c.has_entry());
+}
+
+// Two threads polling one CQ: the one whose nap ends (its timeout, or an entry it found) must
+// not end the other's announcement, or the next producer would not wake the other, which
+// would then sleep out its whole nap through a completion.
+TEST(CqRingTest, APollerWhoseNapEndsLeavesAnotherPollersNapAnnounced) {
+  TestCq cq(4);
+  CqProducer p = cq.producer();
+  CqConsumer c = cq.consumer();
+  CqNotify notify{};
+  ASSERT_TRUE(begin_nap(&notify, c));  // thread B announces (and would sleep)
+  ASSERT_TRUE(begin_nap(&notify, c));  // thread A too,
+  nap(&notify, 1'000'000);             // and wakes by its 1 ms timeout
+  EXPECT_EQ(notify.napping.load(), 1u);
+  ASSERT_EQ(p.push(entry(1)), RingStatus::kOk);
+  EXPECT_FALSE(begin_nap(&notify, c));  // A finds the entry and does not nap
+  EXPECT_EQ(notify.napping.load(), 1u);
+  wake_napping_poller(&notify);  // the producer ends B's nap
+  EXPECT_EQ(notify.napping.load(), 0u);
 }
 
 TEST(CqRingTest, AProducerWakesAThreadNappingOnTheCq) {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstddef>
 
+#include "oci_state.h"
+
 namespace wharf::device_plugin {
 namespace {
 
@@ -48,6 +50,7 @@ ContainerAllocation container_allocation(const HostLayout& host) {
 
   for (const std::string_view node : {kUverbsNode, kRdmaCmNode})
     a.devices.push_back({join(kContainerDevDir, node), join(host.dev_dir, node), "rw"});
+  a.annotations[std::string(oci_hook::kViewAnnotation)] = "true";
   return a;
 }
 

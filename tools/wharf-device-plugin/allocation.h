@@ -48,6 +48,7 @@ struct DeviceNode {
 
 struct ContainerAllocation {
   std::map<std::string, std::string> envs;
+  std::map<std::string, std::string> annotations;
   std::vector<Mount> mounts;
   std::vector<DeviceNode> devices;
 };
@@ -59,7 +60,9 @@ struct ContainerAllocation {
 //   LD_PRELOAD = libibverbs.so.1, then librdmacm.so.1 when the host has it (the order and the
 //   rule of container::container_environment), from lib_dir bound read-only on kContainerLibDir;
 //   each of class_dirs bound read-only on kContainerClassDir/<name>;
-//   the device nodes as kContainerDevDir/<name>, "rw".
+//   the device nodes as kContainerDevDir/<name>, "rw";
+//   the annotation io.wharf.device-view=true, for which a runtime that runs OCI hooks (podman,
+//   CRI-O) runs wharf-oci-hook, which mounts the container's own sysfs view.
 ContainerAllocation container_allocation(const HostLayout& host);
 
 // "wharf-0" ... "wharf-<count - 1>".

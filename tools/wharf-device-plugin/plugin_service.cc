@@ -25,6 +25,7 @@ std::string joined(const std::vector<std::string>& ids) {
 
 void fill(const ContainerAllocation& a, v1beta1::ContainerAllocateResponse* out) {
   for (const auto& [name, value] : a.envs) (*out->mutable_envs())[name] = value;
+  for (const auto& [name, value] : a.annotations) (*out->mutable_annotations())[name] = value;
   for (const Mount& m : a.mounts) {
     v1beta1::Mount* mount = out->add_mounts();
     mount->set_container_path(m.container_path);

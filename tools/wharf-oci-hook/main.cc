@@ -1,0 +1,134 @@
+// wharf-oci-hook: an OCI runtime hook (stage createContainer) that gives a container the sysfs
+// view of wharf0 that wharf-run gives its containers (README.md beside this file): a runtime
+// cannot mount the view itself, since it cannot make mount points in the container's sysfs.
+//
+//   wharf-oci-hook [--router SOCKET] [--lib-dir DIR]   (the container's state on stdin)
+//
+// Exit status: 0 the view is in place, or the container did not ask for it; 1 it could not be
+// made (the runtime then fails the container, with our message); 2 usage.
+#include <dlfcn.h>
+#include <errno.h>
+#include <infiniband/verbs.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "container/device_view.h"
+#include "container/install_paths.h"
+#include "device_facts.h"
+#include "oci_state.h"
+
+namespace {
+
+constexpr int kExitFailed = 1;
+constexpr int kExitUsage = 2;
+// Bigger inputs are not a runtime's state or config.json.
+constexpr size_t kMaxInputBytes = 4 << 20;
+
+int failed(const std::string& what) {
+  std::fprintf(stderr, "wharf-oci-hook: %s\n", what.c_str());
+  return kExitFailed;
+}
+
+bool read_bounded(std::istream& in, std::string* out) {
+  out->clear();
+  char buf[65536];
+  while (in.read(buf, sizeof(buf)) || in.gcount() > 0) {
+    out->append(buf, static_cast<size_t>(in.gcount()));
+    if (out->size() > kMaxInputBytes) return false;
+  }
+  return true;
+}
+
+// The directory of the libibverbs this process loaded, resolved; "" if unknown.
+std::string loaded_verbs_dir() {
+  Dl_info info{};
+  if (::dladdr(reinterpret_cast<void*>(&ibv_get_device_list), &info) == 0 ||
+      info.dli_fname == nullptr)
+    return {};
+  std::error_code ec;
+  const auto path = std::filesystem::canonical(info.dli_fname, ec);
+  return ec ? std::string() : path.parent_path().string();
+}
+
+// Our libibverbs must answer, not the system's: unless the one loaded is lib_dir's, runs this
+// program again with LD_LIBRARY_PATH=lib_dir (stdin, still unread, goes along). 0 when ours is
+// loaded; else returns only on failure.
+int run_with_our_library(const std::string& lib_dir, char** argv) {
+  std::error_code ec;
+  const std::string ours = std::filesystem::canonical(lib_dir, ec).string();
+  if (ec) return failed("--lib-dir " + lib_dir + ": " + ec.message());
+  const std::string loaded = loaded_verbs_dir();
+  if (loaded == ours) return 0;
+  const char* current = ::getenv("LD_LIBRARY_PATH");
+  if (current != nullptr && lib_dir == current)  // ran again, and still not ours
+    return failed("libibverbs.so.1 came from " + (loaded.empty() ? "?" : loaded) + ", not " + ours +
+                  " (is Wharf's library there?)");
+  ::setenv("LD_LIBRARY_PATH", lib_dir.c_str(), 1);
+  ::execv("/proc/self/exe", argv);
+  return failed(std::string("re-running with LD_LIBRARY_PATH=") + lib_dir + ": " +
+                std::strerror(errno));
+}
+
+int run(int argc, char** argv) {
+  std::string router = "/run/wharf/wharfd.sock";
+  std::string lib_dir;
+  CLI::App app{
+      "OCI createContainer hook: the sysfs view of wharf0 in a container that asks "
+      "for it (annotation io.wharf.device-view=true)"};
+  app.add_option("--router", router, "The router's (wharfd's) socket on the host")
+      ->capture_default_str()
+      ->envname("WHARF_ROUTER");
+  app.add_option("--lib-dir", lib_dir,
+                 "Host directory holding Wharf's libibverbs.so.1 (default: ../lib beside "
+                 "wharf-oci-hook)")
+      ->envname("WHARF_LIB_DIR");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : kExitUsage;
+  }
+  lib_dir = wharf::container::absolute_path(lib_dir.empty() ? wharf::container::bundled_lib_dir()
+                                                            : lib_dir);
+  ::setenv("WHARF_ROUTER", router.c_str(), 1);  // for our library, before it is loaded
+  if (int rc = run_with_our_library(lib_dir, argv); rc != 0) return rc;
+
+  std::string text, why;
+  if (!read_bounded(std::cin, &text)) return failed("the state on stdin is too long");
+  const auto state = wharf::oci_hook::parse_state(text, &why);
+  if (!state) return failed(why);
+  if (!wharf::oci_hook::wants_view(*state)) return 0;
+  std::ifstream config(state->bundle + "/config.json");
+  if (!config || !read_bounded(config, &text))
+    return failed("cannot read " + state->bundle + "/config.json");
+  const auto root = wharf::oci_hook::root_path(text, state->bundle, &why);
+  if (!root) return failed(why);
+
+  wharf::container::DeviceFacts facts;
+  if (int err = wharf::oci_hook::query_device_facts(&facts, &why); err != 0)
+    return failed("container " + state->id + ": " + why + ": " + std::strerror(err));
+  const std::vector<wharf::container::SysfsEntry> tree =
+      wharf::container::infiniband_class_tree(facts);
+  if (int err = wharf::container::install_class_view(*root + "/sys/class", tree, &why); err != 0)
+    return failed("container " + state->id + ": " + why + ": " + std::strerror(err));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // The runtime shows our message when the hook fails; memory running out is one more reason.
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    return failed(std::string("failed: ") + e.what());
+  }
+}
