@@ -7,8 +7,8 @@
 #                             so that it runs whatever the node's distribution has;
 #   HOST_ROOT/opt/cni/bin/wharf-cni  a script that starts it so;
 #   HOST_ROOT/opt/wharf/oci-hook  wharf-oci-hook, bundled the same way, and
-#   HOST_ROOT/etc/containers/oci/hooks.d/wharf.json  the hook's definition for runtimes that
-#                             run OCI hooks (CRI-O, podman): the sysfs view in pods.
+#   HOST_ROOT/usr/share/containers/oci/hooks.d/wharf.json  the hook's definition, in the
+#                             directory CRI-O and podman read by default: the sysfs view in pods.
 # Every file is written beside its final name and renamed into place: a running process
 # keeps the file it mapped (a library rewritten in place would crash the pods using it), and
 # a runtime never runs half a plugin.
@@ -31,11 +31,12 @@ replace_dir cni
 replace_dir oci-hook
 cp /opt/wharf/cni/wharf-cni.sh "$root/opt/cni/bin/.wharf-cni.new"
 mv -f "$root/opt/cni/bin/.wharf-cni.new" "$root/opt/cni/bin/wharf-cni"
-hooks=$root/etc/containers/oci/hooks.d
+hooks=$root/usr/share/containers/oci/hooks.d
 mkdir -p "$hooks"
 printf '%s\n' '{"version": "1.0.0",' \
   ' "hook": {"path": "/opt/wharf/oci-hook/wharf-oci-hook.sh",' \
-  '          "args": ["wharf-oci-hook", "--router", "/run/wharf/wharfd.sock", "--lib-dir", "/opt/wharf/lib"]},' \
+  '          "args": ["wharf-oci-hook", "--router", "/run/wharf/wharfd.sock", "--lib-dir", "/opt/wharf/lib"],' \
+  '          "timeout": 10},' \
   ' "when": {"annotations": {"^io\\.wharf\\.device-view$": "^true$"}},' \
   ' "stages": ["createContainer"]}' >"$hooks/.wharf.json.new"
 mv -f "$hooks/.wharf.json.new" "$hooks/wharf.json"

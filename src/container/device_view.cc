@@ -170,7 +170,12 @@ int install_class_view(const std::string& class_dir, const std::vector<SysfsEntr
   // A host with RDMA devices of its own keeps them: the container sees wharf0 alone.
   if (int err = make_writable_copy(class_dir, {"infiniband", "infiniband_verbs"}, step); err != 0)
     return err;
-  return write_sysfs_tree(class_dir, class_tree, step);
+  if (int err = write_sysfs_tree(class_dir, class_tree, step); err != 0) return err;
+  // Then as read-only as the sysfs it stands for: the container may not add to it.
+  if (::mount(nullptr, class_dir.c_str(), nullptr,
+              MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)
+    return fail(errno, step, "remount " + class_dir + " read-only");
+  return 0;
 }
 
 int enter_device_view(const std::vector<SysfsEntry>& class_tree, std::string* step) {

@@ -26,7 +26,8 @@ int enter_device_view(const std::vector<SysfsEntry>& class_tree, std::string* st
 
 // Makes `class_dir` (a container's /sys/class) show `class_tree` (from infiniband_class_tree())
 // in place of the host's own infiniband trees: a tmpfs mounted over it holds bind mounts of
-// everything else it held and the tree's files. For a process in the container's mount
+// everything else it held and the tree's files, and is then made read-only (nodev, noexec,
+// nosuid, as sysfs). For a process in the container's mount
 // namespace (enter_device_view, and an OCI createContainer hook, which runs before the
 // runtime's pivot_root and so passes the path under the container's root). Returns 0, or an
 // errno with *step naming what failed.

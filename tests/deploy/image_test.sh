@@ -54,7 +54,7 @@ PY
 )
 ((${#install[@]} >= 1)) || e2e_fail "no install step in the DaemonSet"
 host_mounts=(-v "$W/host-cni:/host/opt/cni/bin" -v "$W/host-opt:/host/opt/wharf"
-  -v "$W/host-hooks:/host/etc/containers/oci/hooks.d")
+  -v "$W/host-hooks:/host/usr/share/containers/oci/hooks.d")
 in_image "${host_mounts[@]}" --entrypoint "${install[0]}" "$TAG" "${install[@]:1}" >/dev/null ||
   e2e_fail "the install step failed"
 [[ -x $W/host-cni/wharf-cni ]] || e2e_fail "the install step left no wharf-cni"

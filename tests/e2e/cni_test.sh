@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # wharf-cni driven exactly as a runtime drives a conflist (cni_runtime.py, libcni's rules):
 # Debian's bridge + host-local, then wharf-cni, for two pods (network namespaces) with the
-# CNI_ARGS containerd sends. Checks: VERSION lists 1.0.0; ADD's result carries the pod IP;
+# CNI_ARGS containerd sends. Checks: VERSION lists 1.0.0; ADD's result carries the pod IP and
+# the pod is registered in the tenant its K8S_POD_NAMESPACE names;
 # ibv_devinfo in a pod shows it in GID[0]; rping -V between the pods by pod IP; CHECK; DEL
 # twice. Refusals, each a CNI error with its code and leaving nothing registered: no
 # prevResult (7), an unknown router (100), an address outside the network's subnet (7), a
@@ -60,12 +61,13 @@ else
 fi
 e2e_start_router
 
+# The chain names no tenant: wharf-cni takes the pod's namespace (K8S_POD_NAMESPACE, t1).
 CONFLIST=$E2E_TMP/wpods.conflist
 cat >"$CONFLIST" <<JSON
 {"cniVersion": "1.0.0", "name": "wpods", "plugins": [
   {"type": "bridge", "bridge": "$BRIDGE", "isGateway": true,
    "ipam": {"type": "host-local", "subnet": "$SUBNET", "dataDir": "$E2E_TMP/ipam"}},
-  {"type": "wharf-cni", "router": "$E2E_SOCK", "tenant": "t1", "network": "n1"$PLACE}]}
+  {"type": "wharf-cni", "router": "$E2E_SOCK", "network": "n1"$PLACE}]}
 JSON
 pod_args() { echo "IgnoreUnknown=1;K8S_POD_NAMESPACE=t1;K8S_POD_NAME=$1;K8S_POD_INFRA_CONTAINER_ID=sb-$1"; }
 # chain CMD POD NAME: the conflist for sandbox sb-NAME in network namespace POD.
@@ -120,6 +122,8 @@ for i in 0 1; do
     e2e_fail "ADD result of $name has no address: ${RESULT[$pod]}"
   e2e_log "$name: pod IP ${IP[$pod]}"
   placed "$name" "${IP[$pod]}" || e2e_fail "the orchestrator has no record of $name at ${IP[$pod]} on c1"
+  grep -q "container t1/$name registered" "$E2E_TMP/wharfd.log" ||
+    e2e_fail "the router did not register $name in tenant t1 (its K8S_POD_NAMESPACE)"
 done
 a=${PODS[0]} b=${PODS[1]} c=${PODS[2]}
 

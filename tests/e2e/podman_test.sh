@@ -119,7 +119,7 @@ mknod -m 666 "$W/dev/rdma_cm" c 10 58
 # io.wharf.device-view=true (as the plugin's Allocate annotates them), with the host's router.
 for k in "${HOSTS[@]}"; do
   mkdir -p "$W/hooks-h$k"
-  printf '{"version": "1.0.0", "hook": {"path": "%s", "args": ["wharf-oci-hook", "--router", "%s"]}, "when": {"annotations": {"%s": "^true$"}}, "stages": ["createContainer"]}\n' \
+  printf '{"version": "1.0.0", "hook": {"path": "%s", "args": ["wharf-oci-hook", "--router", "%s"], "timeout": 10}, "when": {"annotations": {"%s": "^true$"}}, "stages": ["createContainer"]}\n' \
     "$E2E_BIN/wharf-oci-hook" "${SOCK_DIR[$k]}/wharfd.sock" '^io\\.wharf\\.device-view$' \
     >"$W/hooks-h$k/wharf.json"
 done

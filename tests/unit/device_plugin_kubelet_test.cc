@@ -323,13 +323,23 @@ class DevicePluginTest : public ::testing::Test {
         << router_socket();
   }
 
-  void start_plugin() {
-    plugin_ = std::make_unique<Child>(
-        std::vector<std::string>{WHARF_DEVICE_PLUGIN_PATH, "--kubelet-dir", dir_.path(),
-                                 "--state-dir", state(), "--router", router_socket(), "--lib-dir",
-                                 dir_.path() + "/lib", "--resource", kResource, "--endpoint",
-                                 kEndpoint, "--mount-sysfs"},
-        log("plugin"));
+  void start_plugin(const std::vector<std::string>& more_args = {}) {
+    std::vector<std::string> argv{WHARF_DEVICE_PLUGIN_PATH,
+                                  "--kubelet-dir",
+                                  dir_.path(),
+                                  "--state-dir",
+                                  state(),
+                                  "--router",
+                                  router_socket(),
+                                  "--lib-dir",
+                                  dir_.path() + "/lib",
+                                  "--resource",
+                                  kResource,
+                                  "--endpoint",
+                                  kEndpoint,
+                                  "--mount-sysfs"};
+    argv.insert(argv.end(), more_args.begin(), more_args.end());
+    plugin_ = std::make_unique<Child>(argv, log("plugin"));
     ASSERT_TRUE(plugin_->started());
   }
 
@@ -529,6 +539,21 @@ TEST_F(DevicePluginTest, StopsWithStatusZeroOnSigtermAndRemovesItsSocket) {
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << "wait status " << *status;
   EXPECT_FALSE(std::filesystem::exists(plugin_socket()));
   EXPECT_TRUE(watch.wait_for_end());
+}
+
+TEST_F(DevicePluginTest, CountSetsHowManyDevicesTheKubeletIsOfferedAndMayAllocate) {
+  plugin_->signal(SIGTERM);
+  ASSERT_TRUE(plugin_->wait_exit());
+  start_plugin({"--count", "3"});
+  ASSERT_EQ(kubelet_.log().wait_for(2).size(), 2u) << "the second run did not register";
+  const std::unique_ptr<v1beta1::DevicePlugin::Stub> stub = plugin_stub();
+  DeviceWatch watch(stub.get());
+  EXPECT_TRUE(watch.wait_for_list([](const auto& l) { return all_devices(l, "Healthy", 3); }));
+  v1beta1::AllocateRequest request;
+  request.add_container_requests()->add_devices_ids("wharf-3");
+  v1beta1::AllocateResponse response;
+  EXPECT_EQ(stub->Allocate(bounded_context().get(), request, &response).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
 }
 
 TEST_F(DevicePluginTest, ASecondRunRewritesTheDeviceFilesInPlace) {

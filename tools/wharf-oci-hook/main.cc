@@ -9,6 +9,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <infiniband/verbs.h>
+#include <link.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -25,6 +26,7 @@
 #include "container/install_paths.h"
 #include "device_facts.h"
 #include "oci_state.h"
+#include "rootfs_sysfs.h"
 
 namespace {
 
@@ -48,15 +50,19 @@ bool read_bounded(std::istream& in, std::string* out) {
   return true;
 }
 
-// The directory of the libibverbs this process loaded, resolved; "" if unknown.
+// The directory of the libibverbs.so.1 this process loaded, resolved; "" if unknown.
 std::string loaded_verbs_dir() {
-  Dl_info info{};
-  if (::dladdr(reinterpret_cast<void*>(&ibv_get_device_list), &info) == 0 ||
-      info.dli_fname == nullptr)
-    return {};
-  std::error_code ec;
-  const auto path = std::filesystem::canonical(info.dli_fname, ec);
-  return ec ? std::string() : path.parent_path().string();
+  void* handle = ::dlopen("libibverbs.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  if (handle == nullptr) return {};
+  link_map* map = nullptr;
+  std::string dir;
+  if (::dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr && map->l_name != nullptr) {
+    std::error_code ec;
+    const auto path = std::filesystem::canonical(map->l_name, ec);
+    if (!ec) dir = path.parent_path().string();
+  }
+  ::dlclose(handle);
+  return dir;
 }
 
 // Our libibverbs must answer, not the system's: unless the one loaded is lib_dir's, runs this
@@ -68,10 +74,17 @@ int run_with_our_library(const std::string& lib_dir, char** argv) {
   if (ec) return failed("--lib-dir " + lib_dir + ": " + ec.message());
   const std::string loaded = loaded_verbs_dir();
   if (loaded == ours) return 0;
+  const std::string not_ours =
+      "libibverbs.so.1 came from " + (loaded.empty() ? "?" : loaded) + ", not --lib-dir " + ours;
   const char* current = ::getenv("LD_LIBRARY_PATH");
   if (current != nullptr && lib_dir == current)  // ran again, and still not ours
-    return failed("libibverbs.so.1 came from " + (loaded.empty() ? "?" : loaded) + ", not " + ours +
-                  " (is Wharf's library there?)");
+    return failed(not_ours + " (is Wharf's library there?)");
+  // Started through a loader (a bundle's script), /proc/self/exe is the loader, not us.
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec || self.filename() != "wharf-oci-hook")
+    return failed(not_ours +
+                  ", and this process cannot run itself again: name the directory "
+                  "of the library it loads with --lib-dir");
   ::setenv("LD_LIBRARY_PATH", lib_dir.c_str(), 1);
   ::execv("/proc/self/exe", argv);
   return failed(std::string("re-running with LD_LIBRARY_PATH=") + lib_dir + ": " +
@@ -115,9 +128,12 @@ int run(int argc, char** argv) {
   wharf::container::DeviceFacts facts;
   if (int err = wharf::oci_hook::query_device_facts(&facts, &why); err != 0)
     return failed("container " + state->id + ": " + why + ": " + std::strerror(err));
+  std::string class_dir;
+  if (int err = wharf::oci_hook::container_sysfs_class(*root, &class_dir, &why); err != 0)
+    return failed("container " + state->id + ": " + why + ": " + std::strerror(err));
   const std::vector<wharf::container::SysfsEntry> tree =
       wharf::container::infiniband_class_tree(facts);
-  if (int err = wharf::container::install_class_view(*root + "/sys/class", tree, &why); err != 0)
+  if (int err = wharf::container::install_class_view(class_dir, tree, &why); err != 0)
     return failed("container " + state->id + ": " + why + ": " + std::strerror(err));
   return 0;
 }

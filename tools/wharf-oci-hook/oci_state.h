@@ -28,7 +28,8 @@ std::optional<ContainerState> parse_state(std::string_view json, std::string* wh
 bool wants_view(const ContainerState& state);
 
 // The container's root file system from the bundle's config.json: "root"."path", absolute or
-// relative to `bundle`, with no ".." component (a root outside the bundle's tree is refused).
+// relative to `bundle`. A path with a ".." component is refused (a relative one could climb
+// out of the bundle); an absolute one is the runtime's choice (podman keeps roots elsewhere).
 std::optional<std::string> root_path(std::string_view config_json, const std::string& bundle,
                                      std::string* why);
 
