@@ -474,12 +474,23 @@ thread_local uint64_t thread_idle_since_ns = 0;
 
 namespace {
 
+// Whether the router serving cq's context is awake. A yield is for the router: one that has
+// announced sleep holds no work to be given the core for (new work wakes it through the
+// doorbell), so polls then go on spinning, as on a NIC, and a yield's system call and lost
+// slice do not land in the application's latency (UCX's ucp_put_lat on the direct path, where
+// the router has nothing to do: docs/PERFORMANCE.md).
+bool router_awake(const Cq* cq) {
+  const shm::ContextPage* page = to_ctx(cq->cq.context)->page;
+  return page == nullptr || page->router_sleeping.load(std::memory_order_relaxed) == 0;
+}
+
 // Called by a poll that found cq empty, holding its lock; releases it. Naps on the CQ for up to
-// `length` ns (a CQE written there ends the nap) unless an entry came meanwhile, or yields.
+// `length` ns (a CQE written there ends the nap) unless an entry came meanwhile, or yields to
+// an awake router.
 void nap_or_yield(Cq* cq, uint64_t length) {
   if (length == 0 || !shm::begin_nap(cq->notify, cq->ring)) {
     cq->lock.unlock();
-    sched_yield();
+    if (router_awake(cq)) sched_yield();
     return;
   }
   cq->lock.unlock();
