@@ -2,7 +2,6 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <sys/ioctl.h>
@@ -14,6 +13,9 @@
 #include <cstdio>
 #include <cstring>
 #include <new>
+#include <string>
+
+#include "common/interface_holding.h"
 
 namespace wharf::rdmacm {
 namespace {
@@ -21,22 +23,14 @@ namespace {
 // The MTU of the interface holding `vip` (host order), or 1500 when none does.
 int netdev_mtu(uint32_t vip) {
   constexpr int kEthernetMtu = 1500;
-  ifaddrs* list = nullptr;
-  if (vip == 0 || getifaddrs(&list) != 0) return kEthernetMtu;
+  const std::string name = interface_holding(vip);
+  if (name.empty()) return kEthernetMtu;
+  ifreq req{};
+  std::snprintf(req.ifr_name, sizeof(req.ifr_name), "%s", name.c_str());
   int mtu = kEthernetMtu;
-  for (ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
-    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET) continue;
-    sockaddr_in sin;
-    std::memcpy(&sin, a->ifa_addr, sizeof(sin));
-    if (ntohl(sin.sin_addr.s_addr) != vip) continue;
-    ifreq req{};
-    std::snprintf(req.ifr_name, sizeof(req.ifr_name), "%s", a->ifa_name);
-    const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd >= 0 && ioctl(fd, SIOCGIFMTU, &req) == 0) mtu = req.ifr_mtu;
-    if (fd >= 0) close(fd);
-    break;
-  }
-  freeifaddrs(list);
+  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd >= 0 && ioctl(fd, SIOCGIFMTU, &req) == 0) mtu = req.ifr_mtu;
+  if (fd >= 0) close(fd);
   return mtu;
 }
 

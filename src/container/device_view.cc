@@ -13,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/failed_step.h"
 #include "common/unique_fd.h"
 
 namespace wharf::container {
@@ -38,11 +39,6 @@ int list_dir(const std::string& path, std::vector<DirEntry>* out) {
 // mounted over: the O_PATH descriptor still names the old directory.
 std::string under_fd(int dir_fd, const std::string& name) {
   return "/proc/self/fd/" + std::to_string(dir_fd) + (name.empty() ? "" : "/" + name);
-}
-
-int fail(int err, std::string* step, const std::string& what) {
-  *step = what;
-  return err;
 }
 
 // The mounts directly below /sys (e.g. /sys/fs/cgroup): a fresh sysfs would hide them, so
@@ -78,13 +74,13 @@ int remount_sys(std::string* step) {
     if (fd.valid()) keep.emplace_back(p, std::move(fd));
   }
   if (::mount("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)
-    return fail(errno, step, "mount sysfs on /sys");
+    return failed_step(errno, step, "mount sysfs on /sys");
   for (auto& [point, fd] : keep) {
     // A mount point the new sysfs lacks (not a sysfs directory) cannot come back.
     if (::mount(under_fd(fd.get(), "").c_str(), point.c_str(), nullptr, MS_BIND | MS_REC,
                 nullptr) != 0 &&
         errno != ENOENT)
-      return fail(errno, step, "bind " + point);
+      return failed_step(errno, step, "bind " + point);
   }
   return 0;
 }
@@ -94,11 +90,11 @@ int remount_sys(std::string* step) {
 int make_writable_copy(const std::string& dir, const std::vector<std::string>& leave_out,
                        std::string* step) {
   std::vector<DirEntry> entries;
-  if (int err = list_dir(dir, &entries); err != 0) return fail(err, step, "list " + dir);
+  if (int err = list_dir(dir, &entries); err != 0) return failed_step(err, step, "list " + dir);
   UniqueFd old(::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-  if (!old.valid()) return fail(errno, step, "open " + dir);
+  if (!old.valid()) return failed_step(errno, step, "open " + dir);
   if (::mount("tmpfs", dir.c_str(), "tmpfs", MS_NOSUID, "mode=0755") != 0)
-    return fail(errno, step, "mount tmpfs on " + dir);
+    return failed_step(errno, step, "mount tmpfs on " + dir);
   for (const auto& e : entries) {
     bool skip = false;
     for (const auto& l : leave_out) skip |= l == e.name;
@@ -110,26 +106,27 @@ int make_writable_copy(const std::string& dir, const std::vector<std::string>& l
     if (S_ISLNK(st.st_mode)) {
       char target[4096];
       ssize_t n = ::readlinkat(old.get(), e.name.c_str(), target, sizeof(target) - 1);
-      if (n < 0) return fail(errno, step, "readlink " + to);
+      if (n < 0) return failed_step(errno, step, "readlink " + to);
       target[n] = '\0';
-      if (::symlink(target, to.c_str()) != 0) return fail(errno, step, "symlink " + to);
+      if (::symlink(target, to.c_str()) != 0) return failed_step(errno, step, "symlink " + to);
       continue;
     }
     if (S_ISDIR(st.st_mode)) {
-      if (::mkdir(to.c_str(), st.st_mode & 07777) != 0) return fail(errno, step, "mkdir " + to);
+      if (::mkdir(to.c_str(), st.st_mode & 07777) != 0)
+        return failed_step(errno, step, "mkdir " + to);
     } else {
       UniqueFd f(::open(to.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
-      if (!f.valid()) return fail(errno, step, "create " + to);
+      if (!f.valid()) return failed_step(errno, step, "create " + to);
     }
     if (::mount(from.c_str(), to.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0)
-      return fail(errno, step, "bind " + to);
+      return failed_step(errno, step, "bind " + to);
   }
   return 0;
 }
 
 int make_char_device(const std::string& path, unsigned major, unsigned minor, std::string* step) {
   if (::mknod(path.c_str(), S_IFCHR | 0666, makedev(major, minor)) != 0)
-    return fail(errno, step, "mknod " + path);
+    return failed_step(errno, step, "mknod " + path);
   ::chmod(path.c_str(), 0666);  // past the umask
   return 0;
 }
@@ -143,21 +140,21 @@ int write_sysfs_tree(const std::string& root, const std::vector<SysfsEntry>& tre
     switch (e.kind) {
       case SysfsEntry::Kind::kDir:
         if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST)
-          return fail(errno, step, "mkdir " + path);
+          return failed_step(errno, step, "mkdir " + path);
         break;
       case SysfsEntry::Kind::kSymlink:
         if (::symlink(e.content.c_str(), path.c_str()) != 0 &&
             (errno != EEXIST || ::unlink(path.c_str()) != 0 ||
              ::symlink(e.content.c_str(), path.c_str()) != 0))
-          return fail(errno, step, "symlink " + path);
+          return failed_step(errno, step, "symlink " + path);
         break;
       case SysfsEntry::Kind::kFile: {
         UniqueFd f(
             ::open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0444));
-        if (!f.valid()) return fail(errno, step, "create " + path);
+        if (!f.valid()) return failed_step(errno, step, "create " + path);
         if (::write(f.get(), e.content.data(), e.content.size()) !=
             static_cast<ssize_t>(e.content.size()))
-          return fail(errno, step, "write " + path);
+          return failed_step(errno, step, "write " + path);
         break;
       }
     }
@@ -174,18 +171,19 @@ int install_class_view(const std::string& class_dir, const std::vector<SysfsEntr
   // Then as read-only as the sysfs it stands for: the container may not add to it.
   if (::mount(nullptr, class_dir.c_str(), nullptr,
               MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)
-    return fail(errno, step, "remount " + class_dir + " read-only");
+    return failed_step(errno, step, "remount " + class_dir + " read-only");
   return 0;
 }
 
 int enter_device_view(const std::vector<SysfsEntry>& class_tree, std::string* step) {
-  if (::unshare(CLONE_NEWNS) != 0) return fail(errno, step, "unshare the mount namespace");
+  if (::unshare(CLONE_NEWNS) != 0) return failed_step(errno, step, "unshare the mount namespace");
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0)
-    return fail(errno, step, "make / a slave mount");
+    return failed_step(errno, step, "make / a slave mount");
   if (int err = remount_sys(step); err != 0) return err;
   if (int err = install_class_view("/sys/class", class_tree, step); err != 0) return err;
   if (int err = make_writable_copy("/dev", {"infiniband"}, step); err != 0) return err;
-  if (::mkdir("/dev/infiniband", 0755) != 0) return fail(errno, step, "mkdir /dev/infiniband");
+  if (::mkdir("/dev/infiniband", 0755) != 0)
+    return failed_step(errno, step, "mkdir /dev/infiniband");
   if (int err = make_char_device("/dev/infiniband/uverbs0", kUverbsMajor, kUverbsMinor, step);
       err != 0)
     return err;

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <system_error>
 
+#include "common/failed_step.h"
 #include "container/device_view.h"
 #include "container/sysfs_tree.h"
 
@@ -16,23 +17,19 @@ namespace {
 
 constexpr const char* kPodNetdev = "eth0";
 
-int fail(int err, std::string* step, const std::string& what) {
-  *step = what;
-  return err;
-}
-
 int make_directories(const std::string& path, std::string* step) {
   std::error_code ec;
   std::filesystem::create_directories(path, ec);
-  return ec ? fail(ec.value(), step, "mkdir " + path) : 0;
+  return ec ? failed_step(ec.value(), step, "mkdir " + path) : 0;
 }
 
 // A fresh node: one an earlier run left may have other numbers or another mode.
 int make_char_device(const std::string& path, unsigned major, unsigned minor, std::string* step) {
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return fail(errno, step, "unlink " + path);
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+    return failed_step(errno, step, "unlink " + path);
   if (::mknod(path.c_str(), S_IFCHR | 0666, makedev(major, minor)) != 0)
-    return fail(errno, step, "mknod " + path);
-  if (::chmod(path.c_str(), 0666) != 0) return fail(errno, step, "chmod " + path);  // umask
+    return failed_step(errno, step, "mknod " + path);
+  if (::chmod(path.c_str(), 0666) != 0) return failed_step(errno, step, "chmod " + path);  // umask
   return 0;
 }
 

@@ -125,16 +125,21 @@ int run(int argc, char** argv) {
   const auto root = wharf::oci_hook::root_path(text, state->bundle, &why);
   if (!root) return failed(why);
 
-  wharf::container::DeviceFacts facts;
-  if (int err = wharf::oci_hook::query_device_facts(&facts, &why); err != 0)
+  // Each step below fails with an errno and says which step in `why`.
+  auto step_failed = [&](int err) {
     return failed("container " + state->id + ": " + why + ": " + std::strerror(err));
+  };
+  // The container's sysfs is checked before the router is asked anything.
   std::string class_dir;
   if (int err = wharf::oci_hook::container_sysfs_class(*root, &class_dir, &why); err != 0)
-    return failed("container " + state->id + ": " + why + ": " + std::strerror(err));
+    return step_failed(err);
+  wharf::container::DeviceFacts facts;
+  if (int err = wharf::oci_hook::query_device_facts(&facts, &why); err != 0)
+    return step_failed(err);
   const std::vector<wharf::container::SysfsEntry> tree =
       wharf::container::infiniband_class_tree(facts);
   if (int err = wharf::container::install_class_view(class_dir, tree, &why); err != 0)
-    return failed("container " + state->id + ": " + why + ": " + std::strerror(err));
+    return step_failed(err);
   return 0;
 }
 
