@@ -416,6 +416,18 @@ void ExpressLine::learn_key(Qp* qp, uint32_t key) {
   learned_epoch_ = epoch;
 }
 
+// The router answers the peer's READs of this QP's memory in long messages now
+// (shm::QpDirect::peer_reads_until_ns). The QP's SENDs then belong with those READs (UCX's
+// rendezvous: the sender's next RTS while the receiver reads the last message): on the line
+// they would keep both sides' pollers reading it and spinning, where the routers moving the
+// READs need the cores (docs/PERFORMANCE.md).
+namespace {
+bool peer_reads_in_bulk(const Qp* qp) {
+  const uint64_t until = qp->direct_line->peer_reads_until_ns.load(std::memory_order_relaxed);
+  return until != 0 && now_ns() < until;
+}
+}  // namespace
+
 ExpressLine::Send ExpressLine::try_send(Qp* qp, const ibv_send_wr* wr, uint32_t* key) {
   if (!usable()) {
     // A line another thread found broken: what it holds goes to the ring first.
@@ -425,10 +437,12 @@ ExpressLine::Send ExpressLine::try_send(Qp* qp, const ibv_send_wr* wr, uint32_t*
   // What the line cannot take follows the line's outstanding work, in order.
   const Send otherwise = outstanding() != 0 ? Send::kStage : Send::kToRing;
   const bool send = wr->opcode == IBV_WR_SEND || wr->opcode == IBV_WR_SEND_WITH_IMM;
-  // Work for the routers holds the QP's SENDs there for a while (express_hold_ns): the clock
-  // is read only by QPs that post such work.
-  if (!send) {
+  // Work for the routers holds the QP's SENDs there for a while (express_hold_ns), and so does
+  // the peer's reading of this QP's memory in bulk: the clock is read only by QPs that post
+  // such work or were read so.
+  if (!send || (express_hold_ns() != 0 && peer_reads_in_bulk(qp))) {
     routers_until_ns_ = now_ns() + express_hold_ns();
+    if (send) return otherwise;
   } else if (routers_until_ns_ != 0) {
     if (now_ns() < routers_until_ns_) return otherwise;
     routers_until_ns_ = 0;

@@ -59,7 +59,8 @@ inline uint64_t express_poll_ns() {
 // WHARF_EXPRESS_HOLD_US (default 10000 us; 0: never). Every change of path waits for the other
 // path's work to be acknowledged or retired, and a router woken for each one-sided operation
 // between line messages costs more than the line saves (UCX's rendezvous: SEND, READ, SEND); a QP
-// that only sends stays on its line.
+// that only sends stays on its line. A QP whose peer READs its memory in long messages through
+// the routers holds its SENDs there the same way (express.cc, peer_reads_in_bulk).
 inline uint64_t express_hold_ns() {
   static const uint64_t ns = env_us_as_ns("WHARF_EXPRESS_HOLD_US", 10000);
   return ns;

@@ -22,6 +22,11 @@ namespace {
 
 constexpr size_t kReadChunk = 256 * 1024;
 constexpr size_t kReadBudget = 1u << 20;  // per connection per poll: keeps peers fair
+// Placement: a header and an AETH (a READ response's longest headers), read when the next
+// packet is expected to be placed; a payload is placed only if this much is still to come
+// (less is cheaper copied than received alone).
+constexpr size_t kHeadersFirstBytes = proto::host::kPacketHeaderSize + 8;
+constexpr size_t kPlaceAtLeast = 4096;
 // With `encrypt`: records sealed ahead of the socket, per connection (the rest of what is
 // queued waits in plaintext, so a full socket does not keep sealed bytes in memory).
 constexpr size_t kSealAhead = 256 * 1024;
@@ -94,6 +99,18 @@ struct HostLinks::Conn {
   std::unique_ptr<Conn> probe;  // outgoing, stalled: the connection that may replace it
   Conn* probe_for = nullptr;    // a probe: the stalled connection it would replace
   ByteQueue rx;
+  // A packet whose payload is received where the handler wants it (payload_destination): its
+  // headers wait in rx, `got` of its payload's `len` bytes are at `dest`. With dest null and
+  // len set, the destination went away: the rest is read and dropped with the packet.
+  struct Placement {
+    uint8_t* dest = nullptr;
+    uint32_t len = 0;
+    uint32_t got = 0;
+  };
+  Placement placing;
+  // The packet before was placed and more of its message follows: the next packet's headers
+  // are read alone (kHeadersFirstBytes), so that its payload can be placed too.
+  bool headers_first = false;
   ByteQueue tx;                        // packets not yet written (with `encrypt`: sealed)
   size_t tx_peak = 0;                  // outgoing: the most tx held since the last trim_queues()
   LinkTls::Session tls;                // the handshake under way
@@ -488,14 +505,28 @@ void HostLinks::replace_stalled(Conn* stalled) {
 // connections share, where whole packets are decoded and handed up. The part of a packet (or
 // of the Hello) that a chunk cut off goes to c->rx, and the rest of it is read straight
 // behind it there (its header tells how much), so those bytes are copied once, not carried
-// back into the scratch buffer. A connection holds at most one packet between reads,
-// however busy. False: close the connection.
+// back into the scratch buffer; or, if the handler places that packet's payload, straight
+// where the handler wants it, and the packets of the same message after it have their
+// headers read alone so that theirs are placed too. A connection holds at most one packet
+// between reads, however busy. False: close the connection.
 bool HostLinks::read_conn(Conn* c) {
   if (c->opener != nullptr) return read_records(c);
+  if (c->placing.dest != nullptr) recheck_placement(c);
   for (size_t budget = 0; budget < kReadBudget;) {
-    const bool finishing = !c->rx.empty();
-    const size_t want = finishing ? unit_size(c) - c->rx.size() : kReadChunk;
-    uint8_t* const at = finishing ? c->rx.append(want) : scratch_.get();
+    Conn::Placement& pl = c->placing;
+    const bool placing = pl.len != 0;
+    const bool finishing = !placing && (!c->rx.empty() || c->headers_first);
+    if (finishing && c->rx.size() >= proto::host::kPacketHeaderSize && start_placement(c)) continue;
+    size_t want = kReadChunk;
+    uint8_t* at = scratch_.get();
+    if (placing) {
+      want = pl.len - pl.got;
+      if (pl.dest != nullptr) at = pl.dest + pl.got;
+      want = pl.dest != nullptr ? want : std::min(want, kReadChunk);
+    } else if (finishing) {
+      want = c->rx.empty() ? kHeadersFirstBytes : unit_size(c) - c->rx.size();
+      at = c->rx.append(want);
+    }
     const ssize_t n = recv(c->fd.get(), at, want, MSG_DONTWAIT);
     if (finishing) c->rx.unappend(want - static_cast<size_t>(std::max<ssize_t>(n, 0)));
     if (n < 0 && errno == EINTR) continue;
@@ -503,11 +534,17 @@ bool HostLinks::read_conn(Conn* c) {
     if (n <= 0) return false;  // what arrived before the end was handled by earlier rounds
     budget += static_cast<size_t>(n);
     c->count(0, static_cast<size_t>(n));
+    if (placing) {
+      pl.got += static_cast<uint32_t>(n);
+      if (pl.got == pl.len) finish_placement(c);
+      continue;
+    }
     if (finishing) {
       if (c->rx.size() < unit_size(c)) continue;  // the header came: now the rest
+      c->headers_first = false;
       size_t used = 0;
       if (!dispatch(c, c->rx.data(), c->rx.size(), &used)) return false;
-      c->rx.consume(used);  // all of it: exactly one unit was read
+      c->rx.consume(used);  // whole packets; the rest starts the next one
       continue;
     }
     const size_t len = static_cast<size_t>(n);
@@ -516,6 +553,46 @@ bool HostLinks::read_conn(Conn* c) {
     if (used != len) std::memcpy(c->rx.append(len - used), at + used, len - used);
   }
   return true;
+}
+
+bool HostLinks::start_placement(Conn* c) {
+  namespace host = proto::host;
+  host::Packet p;
+  size_t headers = 0;
+  if (!c->hello_done ||
+      host::decode_headers(c->rx.data(), c->rx.size(), &p, &headers) != host::DecodeStatus::kOk)
+    return false;  // a malformed header is dispatch()'s to refuse, once the packet is whole
+  const size_t have = c->rx.size() - headers;
+  if (have >= p.payload_len || p.payload_len - have < kPlaceAtLeast) return false;
+  uint8_t* const dest = handler_->payload_destination(c->host, p);
+  if (dest == nullptr) return false;
+  std::memcpy(dest, c->rx.data() + headers, have);
+  c->rx.unappend(have);
+  c->placing = Conn::Placement{dest, p.payload_len, static_cast<uint32_t>(have)};
+  return true;
+}
+
+void HostLinks::recheck_placement(Conn* c) {
+  proto::host::Packet p;
+  size_t headers = 0;
+  proto::host::decode_headers(c->rx.data(), c->rx.size(), &p, &headers);  // did before
+  if (handler_->payload_destination(c->host, p) != c->placing.dest) c->placing.dest = nullptr;
+}
+
+void HostLinks::finish_placement(Conn* c) {
+  namespace host = proto::host;
+  host::Packet p;
+  size_t headers = 0;
+  host::decode_headers(c->rx.data(), c->rx.size(), &p, &headers);  // did before
+  const bool kept = c->placing.dest != nullptr;
+  c->headers_first = kept && host::continues_message(p.hdr.opcode & 0x1f);
+  p.payload = c->placing.dest;
+  c->placing = Conn::Placement{};
+  c->rx.clear();
+  if (kept)
+    handler_->on_packet(c->host, p);
+  else
+    ++abandoned_placements_;
 }
 
 // Records are read into c->sealed_rx, a chunk at a time up to kReadBudget; every whole one is

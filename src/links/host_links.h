@@ -26,6 +26,10 @@
 // The peer, seeing a new connection of the same class from us, drops the old one. Either
 // way both ends report on_link_lost, and the QPs above resend at once.
 //
+// A handler may take a packet's payload where it is to go (Handler::payload_destination): on
+// a plain connection the payload is then received there rather than into the link's buffer
+// and copied (a READ response into the requester's memory: one copy of each byte less).
+//
 // Single-threaded and nonblocking: the router's loop calls poll(); epoll_fd() becomes
 // readable when poll() has something to do, for the router's sleeping epoll_wait.
 #pragma once
@@ -55,6 +59,16 @@ class HostLinks {
     virtual ~Handler() = default;
     // A packet from host `host`; p.payload is valid only during the call.
     virtual void on_packet(int host, const proto::host::Packet& p) = 0;
+    // Where the payload of the packet from `host` whose headers `p` holds (p.payload_len
+    // bytes, p.payload null) is to go, if the handler wants it received straight there rather
+    // than copied from the link's buffer: writable memory of p.payload_len bytes that may take
+    // any bytes until on_packet, or nullptr. Asked again (same headers) before every later read
+    // of that payload; the first answer that differs drops the packet (the memory is not
+    // written again). on_packet then gets it with p.payload at the destination.
+    virtual uint8_t* payload_destination(int host, const proto::host::Packet& p) {
+      (void)host, (void)p;
+      return nullptr;
+    }
     // Packets between us and `host` may have been lost: our connection to it broke, stalled
     // or could not be opened (what was queued on it is gone), or `host` replaced its
     // connection to us (what it had queued on the old one is gone).
@@ -134,6 +148,9 @@ class HostLinks {
   static constexpr uint64_t kProbeEveryNs = 100'000'000;
   // A connection whose TLS handshake has not finished by then is closed.
   static constexpr uint64_t kHandshakeNs = 2'000'000'000;
+  // Packets dropped because their payload_destination changed while they were received
+  // (their transport above recovers them as lost), since start.
+  uint64_t abandoned_placements() const { return abandoned_placements_; }
   // Peers that failed to authenticate, since start (each is logged).
   uint64_t refused_peers() const { return refused_peers_; }
   // With `encrypt`: connections closed because a record failed its check (changed or
@@ -173,6 +190,14 @@ class HostLinks {
   // An outgoing connection failed with `err` before it was established.
   void connect_failed(Conn* c, int err);
   bool read_conn(Conn* c);
+  // Payload placement (Handler::payload_destination), for plain connections: c->rx holds an
+  // incomplete packet whose headers are whole; if the handler takes its payload, what rx has
+  // of it moves there and the rest is received there (true).
+  bool start_placement(Conn* c);
+  // Before a later read of a placed payload: the handler still wants it where it went.
+  void recheck_placement(Conn* c);
+  // The placed payload is all there: the packet goes up (or is dropped if abandoned).
+  void finish_placement(Conn* c);
   // read_conn for a connection that carries records (`encrypt`).
   bool read_records(Conn* c);
   // The bytes of the Hello, or of the packet that c->rx begins (its header, while that is
@@ -227,6 +252,7 @@ class HostLinks {
   const LinkTls* tls_;
   uint64_t refused_peers_ = 0;
   uint64_t refused_records_ = 0;
+  uint64_t abandoned_placements_ = 0;
   size_t handshakes_ = 0;  // connections whose handshake is under way
   // The capacity of every connection's tx queue (declared before them: outlives them).
   size_t tx_memory_ = 0;

@@ -129,29 +129,39 @@ size_t packet_size(const uint8_t* buf, size_t len) {
   return kPacketHeaderSize + h.length;
 }
 
-DecodeStatus decode_packet(const uint8_t* buf, size_t len, Packet* out, size_t* consumed) {
+DecodeStatus decode_headers(const uint8_t* buf, size_t len, Packet* out, size_t* headers) {
   if (len < kPacketHeaderSize) return DecodeStatus::kNeedMore;
   *out = Packet{};
   Reader hr(buf, kPacketHeaderSize);
   hr(out->hdr);
   const PacketHeader& h = out->hdr;
-  if (h.length > kMaxExtensionsSize + kMaxSegment) return DecodeStatus::kBad;
-  if (len - kPacketHeaderSize < h.length) return DecodeStatus::kNeedMore;
   OpcodeShape s;
-  if ((h.flags & ~kKnownFlags) != 0 || h.dest_qpn > kMaxQpn || h.src_qpn > kMaxQpn ||
-      h.psn > kMaxQpn || !opcode_shape(h.opcode, &s))
+  if (h.length > kMaxExtensionsSize + kMaxSegment || (h.flags & ~kKnownFlags) != 0 ||
+      h.dest_qpn > kMaxQpn || h.src_qpn > kMaxQpn || h.psn > kMaxQpn || !opcode_shape(h.opcode, &s))
     return DecodeStatus::kBad;
   apply_shape(s, out);
-  Reader r(buf + kPacketHeaderSize, h.length);
+  const size_t extensions = extensions_size(*out);
+  if (extensions > h.length) return DecodeStatus::kBad;
+  if (len - kPacketHeaderSize < extensions) return DecodeStatus::kNeedMore;
+  Reader r(buf + kPacketHeaderSize, extensions);
   visit_extensions(*out, r);
   if (!r.ok() || (out->has_aeth && aeth_kind(out->aeth.syndrome) == AethKind::kReserved) ||
       out->xrc_srqn > kMaxQpn)
     return DecodeStatus::kBad;
-  out->payload_len = static_cast<uint32_t>(h.length - r.pos());
+  out->payload_len = static_cast<uint32_t>(h.length - extensions);
   if ((!s.payload && out->payload_len != 0) || out->payload_len > kMaxSegment)
     return DecodeStatus::kBad;
-  out->payload = buf + kPacketHeaderSize + r.pos();
-  *consumed = kPacketHeaderSize + h.length;
+  *headers = kPacketHeaderSize + extensions;
+  return DecodeStatus::kOk;
+}
+
+DecodeStatus decode_packet(const uint8_t* buf, size_t len, Packet* out, size_t* consumed) {
+  size_t headers = 0;
+  const DecodeStatus st = decode_headers(buf, len, out, &headers);
+  if (st != DecodeStatus::kOk) return st;
+  if (len - kPacketHeaderSize < out->hdr.length) return DecodeStatus::kNeedMore;
+  out->payload = buf + headers;
+  *consumed = kPacketHeaderSize + out->hdr.length;
   return DecodeStatus::kOk;
 }
 

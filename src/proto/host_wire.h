@@ -99,6 +99,11 @@ constexpr bool ends_message(uint8_t op) {
          has_invalidate(op) || op == kWriteLast || op == kWriteLastImm || op == kWriteOnly ||
          op == kWriteOnlyImm;
 }
+// A packet of a message (or of a READ's responses) that more packets of it follow.
+constexpr bool continues_message(uint8_t op) {
+  return op == kSendFirst || op == kSendMiddle || op == kWriteFirst || op == kWriteMiddle ||
+         op == kReadResponseFirst || op == kReadResponseMiddle;
+}
 constexpr bool has_imm(uint8_t op) {
   return op == kSendLastImm || op == kSendOnlyImm || op == kWriteLastImm || op == kWriteOnlyImm;
 }
@@ -255,6 +260,11 @@ enum class DecodeStatus { kOk, kNeedMore, kBad };
 // for anything this version does not accept (the connection is then closed). On kOk,
 // *consumed is the packet's size.
 DecodeStatus decode_packet(const uint8_t* buf, size_t len, Packet* out, size_t* consumed);
+// Decodes the header and extension headers of the packet at the start of buf, which need not
+// hold its payload: kNeedMore until they are all there, kBad as decode_packet. On kOk,
+// out->payload_len is what the header says follows them (out->payload stays null) and
+// *headers their size, so a reader may receive the payload wherever it is to go.
+DecodeStatus decode_headers(const uint8_t* buf, size_t len, Packet* out, size_t* headers);
 // The size of the packet whose first `len` bytes are at buf, as its header says, so that a
 // reader can fetch exactly the rest of it: 0 while the header is incomplete. A header that
 // decode_packet refuses for its length gives kPacketHeaderSize (decode it to see).

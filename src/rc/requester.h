@@ -148,6 +148,15 @@ class Requester {
     if (port.transmit(r)) port.complete(r, IBV_WC_SUCCESS);
   }
 
+  // The READ that would place a response with `psn` now (the oldest request, a READ whose
+  // next response that is; its index is r->responses), or nullptr: such a response would be
+  // ignored.
+  const Request<Work>* read_awaiting(uint32_t psn) const {
+    if (window_.empty()) return nullptr;
+    const Request<Work>& r = window_.front();
+    return r.kind == RequestKind::kRead && psn == psn_add(r.first_psn, r.responses) ? &r : nullptr;
+  }
+
   // A response packet for this QP: operation (opcode & 0x1f), PSN, AETH syndrome if it has
   // one, the atomic ACK's original value, a READ response's data. A response for a PSN not
   // sent yet answers nothing this requester asked and is discarded, as hardware drops ghost
@@ -335,10 +344,8 @@ class Requester {
   enum class ReadOutcome { kIgnored, kPlaced, kFailed };
   ReadOutcome on_read_response(uint32_t psn, const uint8_t* data, uint32_t len, uint64_t now,
                                const RequesterLimits& l, Port& port) {
-    if (window_.empty()) return ReadOutcome::kIgnored;
+    if (read_awaiting(psn) == nullptr) return ReadOutcome::kIgnored;
     Request<Work>& r = window_.front();
-    if (r.kind != RequestKind::kRead || psn != psn_add(r.first_psn, r.responses))
-      return ReadOutcome::kIgnored;
     if (!port.place_read(r, r.responses, data, len)) {
       fail_oldest(port, IBV_WC_LOC_PROT_ERR);
       return ReadOutcome::kFailed;

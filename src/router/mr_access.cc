@@ -153,4 +153,16 @@ SegmentList slice(const SegmentList& list, uint64_t off, uint64_t len) {
   return out;
 }
 
+uint8_t* contiguous_at(const SegmentList& list, uint64_t off, uint64_t len) {
+  for (uint32_t i = 0; i < list.count; ++i) {
+    const Segment& s = list.seg[i];
+    if (off >= s.len) {
+      off -= s.len;
+      continue;
+    }
+    return s.local != nullptr && len <= s.len - off ? s.local + off : nullptr;
+  }
+  return nullptr;
+}
+
 }  // namespace wharf::router

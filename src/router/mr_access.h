@@ -56,6 +56,10 @@ bool append_mr_range(SegmentList* list, const Mr& mr, uint64_t va, uint64_t len)
 // The bytes [off, off + len) of a segment list (len may run past its end: then to the end).
 SegmentList slice(const SegmentList& list, uint64_t off, uint64_t len);
 
+// Where the bytes [off, off + len) of a segment list are, if they lie in one directly
+// addressable segment; else nullptr.
+uint8_t* contiguous_at(const SegmentList& list, uint64_t off, uint64_t len);
+
 // copy_segments' failures: the source could not be read (kSourceFault), or the target could not
 // be written or the lists ran short (EFAULT). A process_vm_* call fails when the owning
 // process unmapped the memory (an on-demand MR names any address) or died.

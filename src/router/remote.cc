@@ -101,7 +101,7 @@ constexpr uint32_t kBulkPacketBytes = 16 * 1024;
 // awaits its send CQ; the responder of a READ the peer's next message, in its receive CQ. Not
 // for the target of a SEND or WRITE, whose application may be watching its memory.
 void keep_bulk_window_open(const Cq* cq, uint64_t now) {
-  if (cq != nullptr) shm::extend_bulk_window(cq->notify, now);
+  if (cq != nullptr) shm::extend_bulk_window(&cq->notify->bulk_until_ns, now);
 }
 
 // The QP attributes its requester obeys.
@@ -501,12 +501,10 @@ class RemotePath::RequesterCalls final : public rc::RequesterPort<RemoteQpState:
   }
   bool place_read(const Request& r, uint32_t index, const uint8_t* data, uint32_t len) override {
     const uint64_t off = uint64_t{index} * host::kMaxSegment;
-    SendWork w;
     SegmentList local;
-    if (!RemotePath::reread_st(qp_, r.work, &w) || !ex_->gather_local_st(qp_, w, true, &local) ||
-        off + len > local.total)
-      return false;
-    if (len == 0) return true;
+    if (!RemotePath::read_target_st(ex_, qp_, r, off + len, &local)) return false;
+    // Nothing to copy when the link received the data in place (payload_destination).
+    if (len == 0 || contiguous_at(local, off, len) == data) return true;
     const Segment src{const_cast<uint8_t*>(data), 0, 0, len};
     return copy_spans(&src, 1, 0, local.seg, local.count, off, len) == 0;
   }
@@ -863,6 +861,31 @@ void RemotePath::on_response_st(int src_host, const Packet& p) {
                            requester_limits(qp, cfg_.watchdog_ns), calls);
 }
 
+bool RemotePath::read_target_st(Executor* ex, Qp* qp, const Request& r, uint64_t needed,
+                                SegmentList* local) {
+  SendWork w;
+  return reread_st(qp, r.work, &w) && ex->gather_local_st(qp, w, true, local) &&
+         needed <= local->total;
+}
+
+// A READ response's payload is received straight into the requester's memory when it goes
+// there whole: the next response of the oldest READ, landing in one mapped segment. This
+// saves the copy out of the link's buffer (the requester's router moves every byte of a
+// READ between hosts; docs/PERFORMANCE.md, "Middleware").
+uint8_t* RemotePath::payload_destination(int src_host, const Packet& p) {
+  if (!host::is_read_response(p.hdr.opcode & 0x1f)) return nullptr;
+  Qp* qp = local_qp_for(src_host, p, /*response=*/true);
+  if (qp == nullptr || qp->remote == nullptr) return nullptr;
+  const Request* r = qp->remote->requester.read_awaiting(p.hdr.psn);
+  if (r == nullptr) return nullptr;
+  const uint64_t off = uint64_t{r->responses} * host::kMaxSegment;
+  Executor ex(paths_, now_ns());
+  SegmentList local;
+  return read_target_st(&ex, qp, *r, off + p.payload_len, &local)
+             ? contiguous_at(local, off, p.payload_len)
+             : nullptr;
+}
+
 // ---- Responder ----
 
 // The registration an rkey names for an access of `need` to [va, va + len) through dst
@@ -975,7 +998,11 @@ bool RemotePath::pump_responses_st(Qp* dst) {
       }
       if (chunk != 0 && paths_.emulator != nullptr)
         paths_.emulator->touch_memory_st(r.rkey, r.va + off, chunk);
-      if (chunk >= kBulkPacketBytes) keep_bulk_window_open(dst->recv_cq, now_ns());
+      if (chunk >= kBulkPacketBytes) {
+        const uint64_t now = now_ns();
+        keep_bulk_window_open(dst->recv_cq, now);
+        shm::extend_bulk_window(&dst->direct()->peer_reads_until_ns, now);
+      }
       r.sent++;
     }
     if (failed) {  // the rest of the READ: a remote access error at the next PSN

@@ -201,6 +201,7 @@ class RemotePath final : public links::HostLinks::Handler {
 
   // links::HostLinks::Handler
   void on_packet(int host, const proto::host::Packet& p) override;
+  uint8_t* payload_destination(int host, const proto::host::Packet& p) override;
   void on_link_lost(int host) override;
   void on_peer_restarted(int host) override;
   void on_peer_gone(int host) override;
@@ -280,6 +281,10 @@ class RemotePath final : public links::HostLinks::Handler {
   // Copies the work request of o out of qp's send ring again into *w. False when the
   // application rewrote it since it was issued (malformed, or another opcode).
   static bool reread_st(Qp* qp, const RemoteQpState::Work& o, SendWork* w);
+  // The local memory READ r's responses land in (its WQE's segments, of at least `needed`
+  // bytes). False: the WQE was rewritten, or its memory is gone or shorter.
+  static bool read_target_st(Executor* ex, Qp* qp, const Request& r, uint64_t needed,
+                             SegmentList* local);
   // Fails the RC QPs connected to `host` that `lost(peer_incarnation, outstanding)` says lost
   // their peer (router log: `why`): the incarnation of the peer's router the QP last heard
   // from (0: none), and whether it waits for answers.

@@ -155,15 +155,15 @@ constexpr uint64_t kBulkWindowNs = 1'000'000;
 inline uint64_t bulk_nap_ns(uint64_t until, uint64_t now_ns, uint64_t nap_ns) {
   return until > now_ns ? std::min(nap_ns, until - now_ns) : 0;
 }
-// The router, for each packet of a long message of a QP with CQ n: the window goes on. The
-// store is skipped while the window would move less than a tenth of itself, so that a stream
-// of packets does not write the line the CQ's pollers read at every one. (The application
-// may write the word too; a value past the new end, being wrapped in the difference, is
-// replaced.)
-inline void extend_bulk_window(CqNotify* n, uint64_t now_ns) {
+// The router, for each packet of a long message: the window whose end `until_ns` holds (a
+// CQ's bulk_until_ns, a QP's peer_reads_until_ns) goes on. The store is skipped while the
+// window would move less than a tenth of itself, so that a stream of packets does not write
+// the line the library reads at every one. (The application may write the word too; a value
+// past the new end, being wrapped in the difference, is replaced.)
+inline void extend_bulk_window(std::atomic<uint64_t>* until_ns, uint64_t now_ns) {
   const uint64_t until = now_ns + kBulkWindowNs;
-  if (until - n->bulk_until_ns.load(std::memory_order_relaxed) > kBulkWindowNs / 10)
-    n->bulk_until_ns.store(until, std::memory_order_relaxed);
+  if (until - until_ns->load(std::memory_order_relaxed) > kBulkWindowNs / 10)
+    until_ns->store(until, std::memory_order_relaxed);
 }
 
 // Called by a producer after publishing an entry: whether the CQ is armed for it. The fence

@@ -188,6 +188,10 @@ struct QpDirect {
   // 1 while the router waits for the library to hand a Busy line back: it sleeps on `state`
   // (a futex word), and the library wakes it (shm/direct_line.h).
   std::atomic<uint32_t> router_waits;
+  // Written by the router while it answers the peer's READs of this QP's memory with long
+  // messages: when that bulk window ends (CLOCK_MONOTONIC ns, shm::extend_bulk_window). The
+  // library keeps the QP's SENDs off its express line until then (abi/verbs/express.cc).
+  std::atomic<uint64_t> peer_reads_until_ns;
 };
 
 // The work-request opcodes QpCounters counts by (enum ibv_wr_opcode below this: all that

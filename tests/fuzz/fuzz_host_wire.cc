@@ -3,9 +3,10 @@
 // Checked for every input: decoding never reads outside the input (the input is an
 // exactly-sized buffer under ASan); kOk consumes a whole packet whose payload lies inside it,
 // and encoding the decoded packet again gives back exactly the bytes consumed; every proper
-// prefix of an accepted packet asks for more, and packet_size tells its size once the header
-// is there; packet_size never says a packet ends before its header; the Hello decoder accepts
-// exactly kHelloSize bytes and negotiation never picks a version outside both ranges.
+// prefix of an accepted packet asks for more, decode_headers takes exactly its headers from
+// any prefix that holds them, and packet_size tells its size once the header is there; packet_size
+// never says a packet ends before its header; the Hello decoder accepts exactly kHelloSize bytes
+// and negotiation never picks a version outside both ranges.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -32,11 +33,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Packet copy = p;
     WHARF_FUZZ_CHECK(finish_packet(&copy) && copy.hdr.length == p.hdr.length,
                      "an accepted packet is not one we would send");
+    const size_t headers = used - p.payload_len;
     for (size_t cut = 0; cut < used; cut += 1 + cut / 8) {
       Packet q;
       size_t u = 0;
       WHARF_FUZZ_CHECK(decode_packet(in.data(), cut, &q, &u) == DecodeStatus::kNeedMore,
                        "prefix not incomplete");
+      const DecodeStatus hs = decode_headers(in.data(), cut, &q, &u);
+      WHARF_FUZZ_CHECK(cut < headers ? hs == DecodeStatus::kNeedMore
+                                     : hs == DecodeStatus::kOk && u == headers &&
+                                           q.payload_len == p.payload_len && q.payload == nullptr,
+                       "decode_headers of a prefix");
       WHARF_FUZZ_CHECK(packet_size(in.data(), cut) == (cut < kPacketHeaderSize ? 0 : used),
                        "packet_size of a prefix");
     }

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,12 +22,19 @@ namespace wharf::test_support {
 struct Recorder : links::HostLinks::Handler {
   std::vector<uint32_t> psns;
   std::vector<std::vector<uint8_t>> payloads;
+  std::vector<const uint8_t*> payload_at;  // where each payload was when it came
+  // Set: the answer to payload_destination (else nullptr, as the Handler's default).
+  std::function<uint8_t*(const proto::host::Packet&)> place;
   int link_lost = 0;
   int restarted = 0;
   int gone = 0;
   void on_packet(int, const proto::host::Packet& p) override {
     psns.push_back(p.hdr.psn);
     payloads.emplace_back(p.payload, p.payload + p.payload_len);
+    payload_at.push_back(p.payload);
+  }
+  uint8_t* payload_destination(int, const proto::host::Packet& p) override {
+    return place ? place(p) : nullptr;
   }
   void on_link_lost(int) override { ++link_lost; }
   void on_peer_restarted(int) override { ++restarted; }

@@ -95,53 +95,131 @@ TEST(HostLinksTest, EachLinkCountsWhatItMovedPerPeerAndClass) {
   EXPECT_EQ(ab.stats.linked, 1u);
 }
 
-// A peer's bytes may arrive cut anywhere: in the Hello, in a header, in a payload, or many
-// packets at once. Written by a plain socket playing router a, in pieces of every size from
-// one byte to several packets, each piece read by b before the next is written.
-TEST(HostLinksTest, PacketsCutAnywhereArriveWhole) {
-  const int port = test_support::free_ports(2);
-  ASSERT_NE(port, 0);
-  End b(cluster_text(port, port + 1), "b");
+// A peer's Hello as router "a" of incarnation 7 sends it, then the packets appended to it.
+std::vector<uint8_t> hello_from_a() {
   std::vector<uint8_t> stream(host::kHelloSize);
   host::Hello hello;
   hello.incarnation = 7;
   std::memcpy(hello.host.data(), "a", 2);
-  ASSERT_EQ(proto::encode(hello, stream.data(), stream.size()), host::kHelloSize);
+  EXPECT_EQ(proto::encode(hello, stream.data(), stream.size()), host::kHelloSize);
+  return stream;
+}
+void append(std::vector<uint8_t>* stream, const host::Packet& p) {
+  const size_t at = stream->size();
+  stream->resize(at + host::kPacketHeaderSize + p.hdr.length);
+  const size_t n = host::encode_headers(p, stream->data() + at, stream->size() - at);
+  ASSERT_NE(n, 0u);
+  std::memcpy(stream->data() + at + n, p.payload, p.payload_len);
+}
+
+// End b listening, and what a plain socket playing router a writes to it: the Hello, then
+// the packets a test appends (their payloads in `sent`).
+struct StreamToB {
+  int port = test_support::free_ports(2);
+  End b{cluster_text(port, port + 1), "b"};
+  std::vector<uint8_t> stream = hello_from_a();
   std::vector<std::vector<uint8_t>> sent;
+  // Writes the stream in pieces of every size from one byte to several packets, each piece
+  // read by b before the next is written: b's reader meets the bytes cut anywhere (in the
+  // Hello, in a header, in a payload, many packets at once); then b reads until `packets`
+  // packets came.
+  void write_cut_anywhere(size_t packets) {
+    UniqueFd fd(socket(AF_INET, SOCK_STREAM, 0));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port + 1));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    const size_t pieces[] = {1, 2, 27, 28, 29, 100, 4096, 65535, 65536 + 200, 300000};
+    size_t off = 0;
+    for (size_t k = 0; off < stream.size(); ++k) {
+      const size_t n = std::min(pieces[k % std::size(pieces)], stream.size() - off);
+      ASSERT_EQ(write(fd.get(), stream.data() + off, n), static_cast<ssize_t>(n));
+      off += n;
+      const size_t before = b.rec.psns.size();
+      // b reads all of it (a whole packet or not) before the next piece.
+      auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      for (int idle = 0; idle < 3 && std::chrono::steady_clock::now() < deadline;)
+        idle = b.links->poll() ? 0 : idle + 1;
+      ASSERT_GE(b.rec.psns.size(), before);
+    }
+    ASSERT_TRUE(pump({&b}, [&] { return b.rec.psns.size() == packets; }));
+  }
+};
+
+TEST(HostLinksTest, PacketsCutAnywhereArriveWhole) {
+  StreamToB to;
+  ASSERT_NE(to.port, 0);
+  End& b = to.b;
+  std::vector<std::vector<uint8_t>>& sent = to.sent;
   for (uint32_t i = 0; i < 40; ++i) {
     const size_t len = i % 4 == 0 ? host::kMaxSegment : (i * 7919u) % 3000;
     sent.emplace_back(len, static_cast<uint8_t>(i * 3 + 1));
-    host::Packet p = packet(i, sent.back());
-    const size_t at = stream.size();
-    stream.resize(at + host::kPacketHeaderSize + p.hdr.length);
-    const size_t n = host::encode_headers(p, stream.data() + at, stream.size() - at);
-    ASSERT_NE(n, 0u);
-    std::memcpy(stream.data() + at + n, sent.back().data(), sent.back().size());
+    append(&to.stream, packet(i, sent.back()));
   }
-  UniqueFd fd(socket(AF_INET, SOCK_STREAM, 0));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port + 1));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  const size_t pieces[] = {1, 2, 27, 28, 29, 100, 4096, 65535, 65536 + 200, 300000};
-  size_t off = 0;
-  for (size_t k = 0; off < stream.size(); ++k) {
-    const size_t n = std::min(pieces[k % std::size(pieces)], stream.size() - off);
-    ASSERT_EQ(write(fd.get(), stream.data() + off, n), static_cast<ssize_t>(n));
-    off += n;
-    const size_t before = b.rec.psns.size();
-    // b reads all of it (a whole packet or not) before the next piece.
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    for (int idle = 0; idle < 3 && std::chrono::steady_clock::now() < deadline;)
-      idle = b.links->poll() ? 0 : idle + 1;
-    ASSERT_GE(b.rec.psns.size(), before);
-  }
-  ASSERT_TRUE(pump({&b}, [&] { return b.rec.psns.size() == sent.size(); }));
+  to.write_cut_anywhere(sent.size());
   for (uint32_t i = 0; i < sent.size(); ++i) {
     EXPECT_EQ(b.rec.psns[i], i);
     EXPECT_EQ(b.rec.payloads[i], sent[i]) << i;
   }
+  EXPECT_EQ(b.rec.link_lost, 0);
+}
+
+// READ response packet `psn` of RC QP 0x100 carrying `payload`.
+host::Packet read_response(uint32_t psn, host::Operation op, const std::vector<uint8_t>& payload) {
+  host::Packet p = packet(psn, payload);
+  p.hdr.opcode = host::opcode_of(host::kRc, op);
+  EXPECT_TRUE(host::finish_packet(&p));
+  return p;
+}
+
+// A handler that takes payloads where they are to go has them received there, cut anywhere;
+// one whose answer changes while a payload comes in has that packet dropped (counted), its
+// memory not written after the change, and the packets after it arrive as ever.
+TEST(HostLinksTest, PayloadsArriveWhereTheHandlerPlacesThem) {
+  StreamToB to;
+  ASSERT_NE(to.port, 0);
+  End& b = to.b;
+  std::vector<std::vector<uint8_t>>& sent = to.sent;
+  const host::Operation ops[] = {host::kReadResponseFirst, host::kReadResponseMiddle,
+                                 host::kReadResponseLast, host::kSendOnly};
+  for (uint32_t i = 0; i < 24; ++i) {
+    const host::Operation op = ops[i % 4];
+    const size_t len = op == host::kSendOnly ? 100 : i == 9 ? 5000 : host::kMaxSegment;
+    sent.emplace_back(len, static_cast<uint8_t>(i * 5 + 2));
+    append(&to.stream, read_response(i, op, sent.back()));
+  }
+  // The first payload whose destination is asked for again (a later read of it) finds it
+  // moved: that packet is dropped.
+  std::vector<std::vector<uint8_t>> memory(sent.size(),
+                                           std::vector<uint8_t>(host::kMaxSegment, 0xee));
+  std::vector<uint8_t> elsewhere(host::kMaxSegment, 0xee);
+  std::map<uint32_t, int> asked;
+  uint32_t moved = ~0u;
+  b.rec.place = [&](const host::Packet& p) -> uint8_t* {
+    if (!host::is_read_response(p.hdr.opcode & 0x1f)) return nullptr;
+    EXPECT_EQ(p.payload, nullptr);
+    EXPECT_EQ(p.payload_len, sent.at(p.hdr.psn).size());
+    if (asked[p.hdr.psn]++ > 0 && moved == ~0u) moved = p.hdr.psn;
+    return moved == p.hdr.psn ? elsewhere.data() : memory[p.hdr.psn].data();
+  };
+  to.write_cut_anywhere(sent.size() - 1);
+  ASSERT_NE(moved, ~0u) << "no payload took more than one read";
+  EXPECT_EQ(b.links->abandoned_placements(), 1u);
+  EXPECT_EQ(elsewhere, std::vector<uint8_t>(host::kMaxSegment, 0xee)) << "written after it moved";
+  size_t placed = 0;
+  for (uint32_t i = 0, k = 0; i < sent.size(); ++i) {
+    if (i == moved) continue;
+    ASSERT_EQ(b.rec.psns[k], i);
+    EXPECT_EQ(b.rec.payloads[k], sent[i]) << i;
+    if (b.rec.payload_at[k] == memory[i].data()) {
+      ++placed;
+      EXPECT_TRUE(std::equal(sent[i].begin(), sent[i].end(), memory[i].begin())) << i;
+    }
+    ++k;
+  }
+  // Payloads that came whole in one read are copied as before; most are not.
+  EXPECT_GE(placed, 10u);
   EXPECT_EQ(b.rec.link_lost, 0);
 }
 

@@ -193,6 +193,36 @@ TEST(HostWireTest, PartialInputAsksForMore) {
   EXPECT_EQ(used, b.size());
 }
 
+// A reader that receives a payload where it is to go needs the headers alone: a READ
+// response's AETH comes with them, and nothing of the payload is needed or pointed at.
+TEST(HostWireTest, HeadersDecodeWithoutTheirPayload) {
+  Packet p = make(opcode_of(kRc, kReadResponseLast), std::vector<uint8_t>(5000, 9));
+  p.aeth.msn = 77;
+  ASSERT_TRUE(finish_packet(&p));
+  std::vector<uint8_t> b = wire(p);
+  const size_t headers = kPacketHeaderSize + 8;  // the header and an AETH
+  for (size_t n = 0; n < headers; ++n) {
+    Packet d;
+    size_t h = 0;
+    ASSERT_EQ(decode_headers(b.data(), n, &d, &h), DecodeStatus::kNeedMore) << n;
+  }
+  for (size_t n : {headers, headers + 1, b.size()}) {
+    Packet d;
+    size_t h = 0;
+    ASSERT_EQ(decode_headers(b.data(), n, &d, &h), DecodeStatus::kOk) << n;
+    EXPECT_EQ(h, headers);
+    EXPECT_EQ(d.payload_len, 5000u);
+    EXPECT_EQ(d.payload, nullptr);
+    EXPECT_TRUE(d.has_aeth);
+    EXPECT_EQ(d.aeth.msn, 77u);
+  }
+  // What decode_packet refuses, decode_headers refuses as soon as it sees it.
+  b[5] = 0x80;  // an unknown flag
+  Packet d;
+  size_t h = 0;
+  EXPECT_EQ(decode_headers(b.data(), kPacketHeaderSize, &d, &h), DecodeStatus::kBad);
+}
+
 TEST(HostWireTest, WhatThisVersionDoesNotAcceptIsRejected) {
   auto status_after = [](auto&& mutate) {
     Packet p = make(opcode_of(kRc, kAcknowledge), {});

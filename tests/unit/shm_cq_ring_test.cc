@@ -238,7 +238,7 @@ TEST(CqRingTest, ABulkWindowCallsForNapsUntilItEndsAndNeverLongerThanTheNapAllow
   CqNotify n{};
   constexpr uint64_t kNap = 100'000;
   EXPECT_EQ(bulk_nap_ns(n.bulk_until_ns.load(), 5'000'000, kNap), 0u);  // never opened
-  extend_bulk_window(&n, 5'000'000);
+  extend_bulk_window(&n.bulk_until_ns, 5'000'000);
   EXPECT_EQ(n.bulk_until_ns.load(), 5'000'000 + kBulkWindowNs);
   EXPECT_EQ(bulk_nap_ns(n.bulk_until_ns.load(), 5'000'000, kNap), std::min(kNap, kBulkWindowNs));
   EXPECT_EQ(bulk_nap_ns(n.bulk_until_ns.load(), 5'000'000 + kBulkWindowNs - 10, kNap),
@@ -250,15 +250,16 @@ TEST(CqRingTest, ABulkWindowCallsForNapsUntilItEndsAndNeverLongerThanTheNapAllow
 
 TEST(CqRingTest, ABulkWindowMovesOnlyByMoreThanATenthOfItselfAndReplacesAHostileEnd) {
   CqNotify n{};
-  extend_bulk_window(&n, 1'000'000);
+  extend_bulk_window(&n.bulk_until_ns, 1'000'000);
   const uint64_t first = n.bulk_until_ns.load();
-  extend_bulk_window(&n, 1'000'000 + kBulkWindowNs / 10);  // too little to write the line
+  extend_bulk_window(&n.bulk_until_ns,
+                     1'000'000 + kBulkWindowNs / 10);  // too little to write the line
   EXPECT_EQ(n.bulk_until_ns.load(), first);
-  extend_bulk_window(&n, 1'000'000 + kBulkWindowNs / 10 + 1);
+  extend_bulk_window(&n.bulk_until_ns, 1'000'000 + kBulkWindowNs / 10 + 1);
   EXPECT_EQ(n.bulk_until_ns.load(), first + kBulkWindowNs / 10 + 1);
   // The word is in memory the application writes: an end far ahead is brought back.
   n.bulk_until_ns = ~uint64_t{0};
-  extend_bulk_window(&n, 2'000'000);
+  extend_bulk_window(&n.bulk_until_ns, 2'000'000);
   EXPECT_EQ(n.bulk_until_ns.load(), 2'000'000 + kBulkWindowNs);
 }
 

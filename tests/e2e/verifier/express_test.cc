@@ -475,6 +475,48 @@ TEST_F(ExpressTest, AWriteBetweenTwoSendsKeepsItsPlace) {
   expect_back_on_the_line(qa, ra, qb, src, dst);
 }
 
+// While its peer READs its memory in long messages (the routers answer them), a QP's SENDs
+// go through the routers with those READs rather than on its line (UCX's rendezvous: the
+// sender's next RTS while the receiver reads; docs/PERFORMANCE.md), with their bytes and in
+// order; once it was read so no more, they go back on the line.
+TEST_F(ExpressTest, AQpWhosePeerReadsItInBulkSendsThroughTheRouters) {
+  constexpr uint32_t kRead = 256 * 1024;  // four packets of 64 KiB: a bulk READ
+  Pair p = express_pair(2 * kRead, 2 * kRead);
+  ibv_qp *qa = p.qa, *qb = p.qb;
+  const uint8_t* ra = p.ra;
+  Buffer &src = p.src, &dst = p.dst;
+  constexpr int kRounds = 20;
+  const uint64_t before = express_msgs(ra);
+  for (int round = 0; round < kRounds; ++round) {
+    SCOPED_TRACE(round);
+    fill_pattern(src.data, src.len, static_cast<uint32_t>(round));
+    std::memset(dst.data, 0, dst.len);
+    ASSERT_EQ(
+        post_send(qb, IBV_WR_RDMA_READ,
+                  {{reinterpret_cast<uint64_t>(dst.data) + kRead, kRead, dst.mr->lkey}}, 1,
+                  IBV_SEND_SIGNALED, reinterpret_cast<uint64_t>(src.data) + kRead, src.mr->rkey),
+        0);
+    auto read = wait_wc(b_.cq, 1);
+    ASSERT_EQ(read.size(), 1u);
+    ASSERT_EQ(read[0].status, IBV_WC_SUCCESS);
+    ASSERT_EQ(std::memcmp(dst.data + kRead, src.data + kRead, kRead), 0);
+    post_recv(qb, dst, 0, 64, 2);
+    ASSERT_EQ(send_from(qa, src, 0, 64, 3), 0);
+    auto got = wait_wc(b_.cq, 1);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].wr_id, 2u);
+    EXPECT_EQ(std::memcmp(dst.data, src.data, 64), 0);
+    ASSERT_EQ(wait_wc(a_.cq, 1).size(), 1u);
+  }
+  // Each SEND came within a millisecond of the READ before it, unless the machine stalled.
+  EXPECT_LT(express_msgs(ra) - before, uint64_t{kRounds} / 2)
+      << "the SENDs went on the line while their peer read the QP's memory";
+  // ...and go back to the line once it has been read no more for longer than the hold.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  expect_back_on_the_line(qa, ra, qb, src, dst);
+  release_buffers(p);
+}
+
 // The receiving application posts receives and then never calls a verb: its library's helper
 // thread still executes what arrives, and the sender's sends complete.
 TEST_F(ExpressTest, AReceiverThatNeverPollsStillCompletesTheSender) {
