@@ -451,7 +451,11 @@ ExpressLine::Send ExpressLine::try_send(Qp* qp, const ibv_send_wr* wr, uint32_t*
                         peer_ready_.load(std::memory_order_acquire) &&
                         qp->direct_line->in_error.load(std::memory_order_relaxed) == 0 &&
                         qp->direct_line->express_may_send.load(std::memory_order_relaxed) != 0;
-  if (!eligible || staged_ != 0 || outstanding() >= sent_.size()) return otherwise;
+  // Nor while the router still carries earlier work of the QP: the Message could only wait on
+  // the line for all of it (order), keeping the line owing a write, and so its pollers
+  // awake, meanwhile (UCX's ATS behind the READs of the messages after it; docs/PERFORMANCE.md).
+  if (!eligible || staged_ != 0 || outstanding() >= sent_.size() || !router_done(qp))
+    return otherwise;
   const bool inline_data = (wr->send_flags & IBV_SEND_INLINE) != 0;
   uint64_t len = 0;
   for (int i = 0; i < wr->num_sge; ++i) len += wr->sg_list[i].length;

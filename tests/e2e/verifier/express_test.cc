@@ -517,6 +517,46 @@ TEST_F(ExpressTest, AQpWhosePeerReadsItInBulkSendsThroughTheRouters) {
   release_buffers(p);
 }
 
+// Run by verify.express_no_hold (WHARF_EXPRESS_HOLD_US=0: one-sided work holds no SENDs
+// back): a SEND posted while the router still carries the QP's READ goes to the router
+// behind it, not onto the line to wait there for all of the router's work (which kept the
+// line owing a write, and its pollers awake, for as long: UCX's ATS behind the READs of the
+// messages after it); it completes after the READ, with its bytes.
+TEST_F(ExpressTest, ASendBehindWorkTheRouterCarriesGoesToTheRouter) {
+  const char* hold = getenv("WHARF_EXPRESS_HOLD_US");
+  if (hold == nullptr || strcmp(hold, "0") != 0)
+    GTEST_SKIP() << "needs WHARF_EXPRESS_HOLD_US=0 (run by verify.express_no_hold)";
+  constexpr uint32_t kRead = 8u << 20;  // moved by the routers for milliseconds
+  Pair p = express_pair(kRead + 4096, kRead + 4096);
+  ibv_qp *qa = p.qa, *qb = p.qb;
+  const uint8_t* rb = p.rb;
+  Buffer &src = p.src, &dst = p.dst;
+  fill_pattern(src.data, src.len, 7);
+  fill_pattern(dst.data, dst.len, 8);
+  const uint64_t before = express_msgs(rb);
+  post_recv(qa, src, 0, 64, 1);
+  // qb reads qa's memory, then sends to qa at once.
+  ASSERT_EQ(post_send(qb, IBV_WR_RDMA_READ,
+                      {{reinterpret_cast<uint64_t>(dst.data) + 4096, kRead, dst.mr->lkey}}, 2,
+                      IBV_SEND_SIGNALED, reinterpret_cast<uint64_t>(src.data) + 4096,
+                      src.mr->rkey),
+            0);
+  ASSERT_EQ(send_from(qb, dst, 0, 64, 3), 0);
+  auto done = wait_wc(b_.cq, 2);
+  ASSERT_EQ(done.size(), 2u);
+  EXPECT_EQ(done[0].wr_id, 2u);
+  EXPECT_EQ(done[1].wr_id, 3u);
+  for (const ibv_wc& wc : done) EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(std::memcmp(dst.data + 4096, src.data + 4096, kRead), 0);
+  auto got = wait_wc(a_.cq, 1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(std::memcmp(src.data, dst.data, 64), 0);
+  EXPECT_EQ(express_msgs(rb), before) << "the SEND went on the line behind the router's READ";
+  // With the router done, the QP's SENDs go on the line again.
+  expect_back_on_the_line(qb, rb, qa, dst, src);
+  release_buffers(p);
+}
+
 // The receiving application posts receives and then never calls a verb: its library's helper
 // thread still executes what arrives, and the sender's sends complete.
 TEST_F(ExpressTest, AReceiverThatNeverPollsStillCompletesTheSender) {
