@@ -538,8 +538,7 @@ TEST_F(ExpressTest, ASendBehindWorkTheRouterCarriesGoesToTheRouter) {
   // qb reads qa's memory, then sends to qa at once.
   ASSERT_EQ(post_send(qb, IBV_WR_RDMA_READ,
                       {{reinterpret_cast<uint64_t>(dst.data) + 4096, kRead, dst.mr->lkey}}, 2,
-                      IBV_SEND_SIGNALED, reinterpret_cast<uint64_t>(src.data) + 4096,
-                      src.mr->rkey),
+                      IBV_SEND_SIGNALED, reinterpret_cast<uint64_t>(src.data) + 4096, src.mr->rkey),
             0);
   ASSERT_EQ(send_from(qb, dst, 0, 64, 3), 0);
   auto done = wait_wc(b_.cq, 2);
