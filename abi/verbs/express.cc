@@ -391,6 +391,7 @@ void ExpressLine::close(Qp* qp) {
   acked_seq_ = 0;
   staged_ = 0;
   routers_until_ns_ = 0;
+  one_sided_routed_ = false;
   ready_owed_ = ack_owed_ = refuse_owed_ = false;
   if (writing_ != nullptr) writing_->bytes = Span{};
   last_post_ns_ = 0;
@@ -442,20 +443,30 @@ ExpressLine::Send ExpressLine::try_send(Qp* qp, const ibv_send_wr* wr, uint32_t*
   // such work or were read so.
   if (!send || (express_hold_ns() != 0 && peer_reads_in_bulk(qp))) {
     routers_until_ns_ = now_ns() + express_hold_ns();
+    if (!send) {
+      one_sided_routed_ = true;
+      one_sided_at_ = qp->sq.head();  // where it goes in the ring, or before
+    }
     if (send) return otherwise;
   } else if (routers_until_ns_ != 0) {
     if (now_ns() < routers_until_ns_) return otherwise;
     routers_until_ns_ = 0;
   }
+  // Nor while the router still carries the QP's one-sided work, however long ago it was
+  // posted: the Message could only wait on the line for it (order), the line owing a write and
+  // its CQ's pollers kept from napping meanwhile (UCX's ATS behind the READs of the messages
+  // after it; docs/PERFORMANCE.md). Behind SENDs the router carries, it waits on the line:
+  // that is how a stream of them moves onto a line that came up after they started.
+  if (send && one_sided_routed_) {
+    const uint32_t retired = qp->direct_line->sq_retired.load(std::memory_order_acquire);
+    if (static_cast<int32_t>(retired - one_sided_at_) <= 0) return otherwise;
+    one_sided_routed_ = false;
+  }
   const bool eligible = !stopped_ && qp->qp.state == IBV_QPS_RTS && send &&
                         peer_ready_.load(std::memory_order_acquire) &&
                         qp->direct_line->in_error.load(std::memory_order_relaxed) == 0 &&
                         qp->direct_line->express_may_send.load(std::memory_order_relaxed) != 0;
-  // Nor while the router still carries earlier work of the QP: the Message could only wait on
-  // the line for all of it (order), keeping the line owing a write, and so its pollers
-  // awake, meanwhile (UCX's ATS behind the READs of the messages after it; docs/PERFORMANCE.md).
-  if (!eligible || staged_ != 0 || outstanding() >= sent_.size() || !router_done(qp))
-    return otherwise;
+  if (!eligible || staged_ != 0 || outstanding() >= sent_.size()) return otherwise;
   const bool inline_data = (wr->send_flags & IBV_SEND_INLINE) != 0;
   uint64_t len = 0;
   for (int i = 0; i < wr->num_sge; ++i) len += wr->sg_list[i].length;

@@ -261,6 +261,10 @@ class ExpressLine {
   uint32_t next_write_seq_ = 1;    // the first Message put on the line and not yet written
   uint32_t staged_ = 0;            // work requests written into the send ring, not yet visible
   uint64_t routers_until_ns_ = 0;  // SENDs go to the routers until then (express_hold_ns)
+  // A one-sided work request went to the router at send-ring index one_sided_at_ or later:
+  // SENDs follow it there until the router has retired past that index.
+  bool one_sided_routed_ = false;
+  uint32_t one_sided_at_ = 0;
   uint8_t epoch_ = 0;
   bool ready_owed_ = false;
   bool ack_owed_ = false;
