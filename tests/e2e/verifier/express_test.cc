@@ -77,6 +77,14 @@ class ExpressTest : public VerbsTest {
     return post_send(qp, IBV_WR_SEND, {{reinterpret_cast<uint64_t>(b.data) + off, len, b.mr->lkey}},
                      wr_id);
   }
+  // Posts a signaled RDMA WRITE or READ (`op`) of `len` bytes between local buffer `local`
+  // at `loff` and the peer's buffer `remote` at `roff`.
+  int post_rdma(ibv_qp* qp, ibv_wr_opcode op, const Buffer& local, size_t loff,
+                const Buffer& remote, size_t roff, uint32_t len, uint64_t wr_id) {
+    return post_send(qp, op, {{reinterpret_cast<uint64_t>(local.data) + loff, len, local.mr->lkey}},
+                     wr_id, IBV_SEND_SIGNALED, reinterpret_cast<uint64_t>(remote.data) + roff,
+                     remote.mr->rkey);
+  }
   // Sends qp moved over its express line (shm::QpCounters::express_msgs).
   static uint64_t express_msgs(const uint8_t* region) {
     uint64_t v;
@@ -452,11 +460,7 @@ TEST_F(ExpressTest, AWriteBetweenTwoSendsKeepsItsPlace) {
     post_recv(qb, dst, 0, 64, 1);
     post_recv(qb, dst, 64, 64, 2);
     ASSERT_EQ(send_from(qa, src, 0, 64, 1), 0);
-    ASSERT_EQ(
-        post_send(qa, IBV_WR_RDMA_WRITE,
-                  {{reinterpret_cast<uint64_t>(src.data) + 4096, 4096, src.mr->lkey}}, 2,
-                  IBV_SEND_SIGNALED, reinterpret_cast<uint64_t>(dst.data) + 4096, dst.mr->rkey),
-        0);
+    ASSERT_EQ(post_rdma(qa, IBV_WR_RDMA_WRITE, src, 4096, dst, 4096, 4096, 2), 0);
     ASSERT_EQ(send_from(qa, src, 64, 64, 3), 0);
     auto got = wait_wc(b_.cq, 2);
     ASSERT_EQ(got.size(), 2u);
@@ -491,11 +495,7 @@ TEST_F(ExpressTest, AQpWhosePeerReadsItInBulkSendsThroughTheRouters) {
     SCOPED_TRACE(round);
     fill_pattern(src.data, src.len, static_cast<uint32_t>(round));
     std::memset(dst.data, 0, dst.len);
-    ASSERT_EQ(
-        post_send(qb, IBV_WR_RDMA_READ,
-                  {{reinterpret_cast<uint64_t>(dst.data) + kRead, kRead, dst.mr->lkey}}, 1,
-                  IBV_SEND_SIGNALED, reinterpret_cast<uint64_t>(src.data) + kRead, src.mr->rkey),
-        0);
+    ASSERT_EQ(post_rdma(qb, IBV_WR_RDMA_READ, dst, kRead, src, kRead, kRead, 1), 0);
     auto read = wait_wc(b_.cq, 1);
     ASSERT_EQ(read.size(), 1u);
     ASSERT_EQ(read[0].status, IBV_WC_SUCCESS);
@@ -536,10 +536,7 @@ TEST_F(ExpressTest, ASendBehindWorkTheRouterCarriesGoesToTheRouter) {
   const uint64_t before = express_msgs(rb);
   post_recv(qa, src, 0, 64, 1);
   // qb reads qa's memory, then sends to qa at once.
-  ASSERT_EQ(post_send(qb, IBV_WR_RDMA_READ,
-                      {{reinterpret_cast<uint64_t>(dst.data) + 4096, kRead, dst.mr->lkey}}, 2,
-                      IBV_SEND_SIGNALED, reinterpret_cast<uint64_t>(src.data) + 4096, src.mr->rkey),
-            0);
+  ASSERT_EQ(post_rdma(qb, IBV_WR_RDMA_READ, dst, 4096, src, 4096, kRead, 2), 0);
   ASSERT_EQ(send_from(qb, dst, 0, 64, 3), 0);
   auto done = wait_wc(b_.cq, 2);
   ASSERT_EQ(done.size(), 2u);
