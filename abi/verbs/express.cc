@@ -441,14 +441,17 @@ ExpressLine::Send ExpressLine::try_send(Qp* qp, const ibv_send_wr* wr, uint32_t*
   // Work for the routers holds the QP's SENDs there for a while (express_hold_ns), and so does
   // the peer's reading of this QP's memory in bulk: the clock is read only by QPs that post
   // such work or were read so.
-  if (!send || (express_hold_ns() != 0 && peer_reads_in_bulk(qp))) {
+  if (!send) {
     routers_until_ns_ = now_ns() + express_hold_ns();
-    if (!send) {
-      one_sided_routed_ = true;
-      one_sided_at_ = qp->sq.head();  // where it goes in the ring, or before
-    }
-    if (send) return otherwise;
-  } else if (routers_until_ns_ != 0) {
+    one_sided_routed_ = true;
+    one_sided_at_ = qp->sq.head();  // where it goes in the ring, or before
+    return otherwise;
+  }
+  if (express_hold_ns() != 0 && peer_reads_in_bulk(qp)) {
+    routers_until_ns_ = now_ns() + express_hold_ns();
+    return otherwise;
+  }
+  if (routers_until_ns_ != 0) {
     if (now_ns() < routers_until_ns_) return otherwise;
     routers_until_ns_ = 0;
   }
@@ -457,12 +460,12 @@ ExpressLine::Send ExpressLine::try_send(Qp* qp, const ibv_send_wr* wr, uint32_t*
   // its CQ's pollers kept from napping meanwhile (UCX's ATS behind the READs of the messages
   // after it; docs/PERFORMANCE.md). Behind SENDs the router carries, it waits on the line:
   // that is how a stream of them moves onto a line that came up after they started.
-  if (send && one_sided_routed_) {
+  if (one_sided_routed_) {
     const uint32_t retired = qp->direct_line->sq_retired.load(std::memory_order_acquire);
     if (static_cast<int32_t>(retired - one_sided_at_) <= 0) return otherwise;
     one_sided_routed_ = false;
   }
-  const bool eligible = !stopped_ && qp->qp.state == IBV_QPS_RTS && send &&
+  const bool eligible = !stopped_ && qp->qp.state == IBV_QPS_RTS &&
                         peer_ready_.load(std::memory_order_acquire) &&
                         qp->direct_line->in_error.load(std::memory_order_relaxed) == 0 &&
                         qp->direct_line->express_may_send.load(std::memory_order_relaxed) != 0;

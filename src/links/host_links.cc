@@ -99,13 +99,15 @@ struct HostLinks::Conn {
   std::unique_ptr<Conn> probe;  // outgoing, stalled: the connection that may replace it
   Conn* probe_for = nullptr;    // a probe: the stalled connection it would replace
   ByteQueue rx;
-  // A packet whose payload is received where the handler wants it (payload_destination): its
-  // headers wait in rx, `got` of its payload's `len` bytes are at `dest`. With dest null and
-  // len set, the destination went away: the rest is read and dropped with the packet.
+  // A packet whose payload is received where the handler wants it (payload_destination):
+  // `packet` its decoded headers (which also wait in rx), `got` of its payload's `len` bytes
+  // are at `dest`. With dest null and len set, the destination went away: the rest is read
+  // and dropped with the packet.
   struct Placement {
     uint8_t* dest = nullptr;
     uint32_t len = 0;
     uint32_t got = 0;
+    proto::host::Packet packet;
   };
   Placement placing;
   // The packet before was placed and more of its message follows: the next packet's headers
@@ -568,24 +570,19 @@ bool HostLinks::start_placement(Conn* c) {
   if (dest == nullptr) return false;
   std::memcpy(dest, c->rx.data() + headers, have);
   c->rx.unappend(have);
-  c->placing = Conn::Placement{dest, p.payload_len, static_cast<uint32_t>(have)};
+  c->placing = Conn::Placement{dest, p.payload_len, static_cast<uint32_t>(have), p};
   return true;
 }
 
 void HostLinks::recheck_placement(Conn* c) {
-  proto::host::Packet p;
-  size_t headers = 0;
-  proto::host::decode_headers(c->rx.data(), c->rx.size(), &p, &headers);  // did before
-  if (handler_->payload_destination(c->host, p) != c->placing.dest) c->placing.dest = nullptr;
+  if (handler_->payload_destination(c->host, c->placing.packet) != c->placing.dest)
+    c->placing.dest = nullptr;
 }
 
 void HostLinks::finish_placement(Conn* c) {
-  namespace host = proto::host;
-  host::Packet p;
-  size_t headers = 0;
-  host::decode_headers(c->rx.data(), c->rx.size(), &p, &headers);  // did before
+  proto::host::Packet p = c->placing.packet;
   const bool kept = c->placing.dest != nullptr;
-  c->headers_first = kept && host::continues_message(p.hdr.opcode & 0x1f);
+  c->headers_first = kept && proto::host::continues_message(p.hdr.opcode & 0x1f);
   p.payload = c->placing.dest;
   c->placing = Conn::Placement{};
   c->rx.clear();
