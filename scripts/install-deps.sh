@@ -41,8 +41,8 @@ PACKAGES=(
   containernetworking-plugins protobuf-compiler libprotobuf-dev protobuf-compiler-grpc
   libgrpc++-dev
   # a real runtime for the end-to-end test of the CNI chain (runc: crun refuses hybrid
-  # cgroups), and yamllint for deploy/'s manifests
-  podman runc yamllint
+  # cgroups), yamllint for deploy/'s manifests and systemd's systemd-analyze for its unit
+  podman runc yamllint systemd
 )
 
 # (Output is captured before matching: `cmd | grep -q` can fail under pipefail by SIGPIPE.)
