@@ -147,11 +147,13 @@ inline void nap(CqNotify* n, uint64_t timeout_ns) { futex_wait(&n->napping, 1, t
 // at most nap_ns, and never past the end of that window, since only a CQE ends a nap and the
 // application may await something else (its own memory, an express line, another CQ). The
 // router extends the window by kBulkWindowNs with each packet of such a message it sends or
-// receives. 1 ms, because the router, competing with the pollers for the cores, may not run
-// again for hundreds of microseconds, and a window that closes in such a gap lets them spin
-// it longer (with 50 or 200 us UCX's tag_bw between hosts gained nothing; with 1 ms, about a
-// quarter).
-constexpr uint64_t kBulkWindowNs = 1'000'000;
+// receives. 5 ms, because the router sends none while the link's queue it filled drains
+// (links::HostLinks::kQueueLimit, 4 MiB: 2 ms at 2 GB/s), nor while it waits for the cores
+// the pollers compete for, and a window that closes in such a gap lets them spin it longer:
+// with 50 or 200 us UCX's tag_bw between hosts gained nothing, with 1 ms about a quarter,
+// and 1 ms windows were still open at 0.25% of the READ responder's polls (6.6 million in a
+// run); with 5 ms the polls fell to 48 thousand and tag_bw rose a fifth (docs/PERFORMANCE.md).
+constexpr uint64_t kBulkWindowNs = 5'000'000;
 inline uint64_t bulk_nap_ns(uint64_t until, uint64_t now_ns, uint64_t nap_ns) {
   return until > now_ns ? std::min(nap_ns, until - now_ns) : 0;
 }
