@@ -100,14 +100,14 @@ struct HostLinks::Conn {
   Conn* probe_for = nullptr;    // a probe: the stalled connection it would replace
   ByteQueue rx;
   // A packet whose payload is received where the handler wants it (payload_destination):
-  // `packet` its decoded headers (which also wait in rx), `got` of its payload's `len` bytes
-  // are at `dest`. With dest null and len set, the destination went away: the rest is read
+  // `packet` its decoded headers (which also wait in rx), `got` of its payload's len() bytes
+  // are at `dest`. With dest null and len() set, the destination went away: the rest is read
   // and dropped with the packet.
   struct Placement {
     uint8_t* dest = nullptr;
-    uint32_t len = 0;
     uint32_t got = 0;
     proto::host::Packet packet;
+    uint32_t len() const { return packet.payload_len; }
   };
   Placement placing;
   // The packet before was placed and more of its message follows: the next packet's headers
@@ -516,13 +516,13 @@ bool HostLinks::read_conn(Conn* c) {
   if (c->placing.dest != nullptr) recheck_placement(c);
   for (size_t budget = 0; budget < kReadBudget;) {
     Conn::Placement& pl = c->placing;
-    const bool placing = pl.len != 0;
+    const bool placing = pl.len() != 0;
     const bool finishing = !placing && (!c->rx.empty() || c->headers_first);
     if (finishing && c->rx.size() >= proto::host::kPacketHeaderSize && start_placement(c)) continue;
     size_t want = kReadChunk;
     uint8_t* at = scratch_.get();
     if (placing) {
-      want = pl.len - pl.got;
+      want = pl.len() - pl.got;
       if (pl.dest != nullptr) at = pl.dest + pl.got;
       want = pl.dest != nullptr ? want : std::min(want, kReadChunk);
     } else if (finishing) {
@@ -538,7 +538,7 @@ bool HostLinks::read_conn(Conn* c) {
     c->count(0, static_cast<size_t>(n));
     if (placing) {
       pl.got += static_cast<uint32_t>(n);
-      if (pl.got == pl.len) finish_placement(c);
+      if (pl.got == pl.len()) finish_placement(c);
       continue;
     }
     if (finishing) {
@@ -570,7 +570,7 @@ bool HostLinks::start_placement(Conn* c) {
   if (dest == nullptr) return false;
   std::memcpy(dest, c->rx.data() + headers, have);
   c->rx.unappend(have);
-  c->placing = Conn::Placement{dest, p.payload_len, static_cast<uint32_t>(have), p};
+  c->placing = Conn::Placement{dest, static_cast<uint32_t>(have), p};
   return true;
 }
 

@@ -993,7 +993,7 @@ TEST_F(ExpressTest, AnSrqLimitArmedIsReachedByMessagesFromTheLine) {
   ASSERT_EQ(ibv_destroy_srq(srq), 0);
 }
 
-// A process with lines (its helper thread servicing them every millisecond) forks: each child
+// A process with lines (its helper thread servicing the idle ones) forks: each child
 // opens and closes the device and exits. None may hang (a child once inherited the helper's
 // mutex locked and waited on it forever in ibv_close_device). The forks are made by a fresh
 // process, GoogleTest running this test again alone in a new one (a death test, "threadsafe"
