@@ -43,6 +43,7 @@ WHARF_EXPORT ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
   ch->channel.refcnt = 0;
   ch->handle = rep.handle;
   ch->events = std::move(mine);
+  ch->router_end = std::move(theirs);
   if (err = ch->lines.open(ch->events.get()); err != 0) {
     delete ch;
     ctx->release_in_router(proto::Op::kDestroyChannel, rep.handle);
@@ -113,6 +114,8 @@ Cq* create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel*
     return nullptr;
   }
   cq->handle = rep.cq;
+  cq->region = std::move(memfd);
+  cq->request = req;
   attach_region(cq, cq->map.data, rep.entries);
   ibv_cq* c = &cq->cq;
   c->context = context;
@@ -185,6 +188,11 @@ WHARF_EXPORT int ibv_resize_cq(ibv_cq* ibcq, int cqe) {
       attach_region(cq, cq->map.data, rep.entries);
     }
     cq->resizing.store(false, std::memory_order_relaxed);
+  }
+  if (err == 0) {
+    std::lock_guard<std::mutex> g(to_ctx(ibcq->context)->objects_mu);  // read by a resume
+    cq->region = std::move(memfd);
+    cq->request.cqe = rep.entries;
   }
   // A thread napping on the old region: it would otherwise sleep out its timeout.
   if (err == 0) shm::wake_napping_poller(old_notify);

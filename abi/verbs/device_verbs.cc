@@ -23,6 +23,7 @@
 #include "abi/verbs/fork.h"
 #include "abi/verbs/import.h"
 #include "abi/verbs/provider.h"
+#include "abi/verbs/session_resume.h"
 #include "proto/datagram.h"
 #include "proto/device.h"
 #include "proto/multicast.h"
@@ -77,7 +78,9 @@ int open_session(Context* ctx, UniqueFd* async_mine) {
   if (!got[0].valid() || !got[1].valid()) return EPROTO;
   if (int e = ctx->page_map.map(got[0].get(), shm::kContextPageSize); e != 0) return e;
   ctx->page = reinterpret_cast<shm::ContextPage*>(ctx->page_map.data);
+  ctx->page_fd = std::move(got[0]);
   ctx->doorbell = std::move(got[1]);
+  ctx->async_router_end = std::move(theirs);
   return 0;
 }
 
@@ -101,6 +104,7 @@ void init_ibv_context(Context* ctx, ibv_device* device, UniqueFd async_fd, Uniqu
 
 void release_context(Context* ctx) {
   ibv_context* c = &ctx->vctx.context;
+  ctx->watch.stop();
   untrack_context(ctx);
   ctx->free_objects();
   close(c->async_fd);
@@ -198,6 +202,9 @@ WHARF_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
   }
   ctx->owner_pid = getpid();
   init_ibv_context(ctx, device, std::move(async), std::move(cmd));
+  // Without the watch the session still resumes, at the next control verb.
+  ctx->client.set_resumer([ctx](proto::RouterClient* fresh) { return resume_session(ctx, fresh); });
+  (void)ctx->watch.start(&ctx->client);
   install_fork_handlers();
   if (!track_context(ctx)) {
     release_context(ctx);

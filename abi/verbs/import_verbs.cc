@@ -125,11 +125,17 @@ WHARF_EXPORT ibv_mr* ibv_import_mr(ibv_pd* pd, uint32_t mr_handle) {
     errno = EINVAL;  // no such registration in that PD
     return nullptr;
   }
-  auto* mr = new (std::nothrow) Mr(*to_mr(it->second));
+  const Mr* original = to_mr(it->second);
+  auto* mr = new (std::nothrow) Mr{};
   if (mr == nullptr) {
     errno = ENOMEM;
     return nullptr;
   }
+  // The original keeps what restores the registration in a resumed session.
+  mr->mr = original->mr;
+  mr->handle = original->handle;
+  mr->iova = original->iova;
+  mr->access = original->access;
   // The registration's keys, length and access; no address (the kernel reports none, and
   // rdma-core leaves it NULL); device memory stays the original's to account for.
   mr->mr.context = pd->context;

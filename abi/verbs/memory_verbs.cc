@@ -1,5 +1,6 @@
 // Protection domains and memory regions.
 #include <errno.h>
+#include <fcntl.h>
 #include <infiniband/verbs.h>
 
 #include <cstdlib>
@@ -90,7 +91,10 @@ Mr* register_mr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned i
   mr->handle = rep.handle;
   mr->iova = (access & IBV_ACCESS_ZERO_BASED) ? 0 : iova;
   mr->access = access;
-  if (!ctx->track(ctx->mrs, rep.handle, &mr->mr)) {
+  mr->request = req;
+  mr->proof = rep.proof;
+  if (b.len != 0) mr->memfd.reset(fcntl(b.memfd, F_DUPFD_CLOEXEC, 0));
+  if ((b.len != 0 && !mr->memfd.valid()) || !ctx->track(ctx->mrs, rep.handle, &mr->mr)) {
     delete mr;
     return ctx->out_of_memory(proto::Op::kDeregMr, rep.handle);
   }
@@ -219,6 +223,11 @@ WHARF_EXPORT int ibv_rereg_mr(ibv_mr* ibmr, int flags, ibv_pd* pd, void* addr, s
   ibmr->lkey = rep.lkey;
   ibmr->rkey = rep.rkey;
   mr->iova = (new_access & IBV_ACCESS_ZERO_BASED) ? 0 : iova;
+  {
+    std::lock_guard<std::mutex> g(to_ctx(ibmr->context)->objects_mu);  // read by a resume
+    mr->request = req.reg;
+    mr->memfd.reset(b.len != 0 ? fcntl(b.memfd, F_DUPFD_CLOEXEC, 0) : -1);
+  }
   mr->access = new_access;
   return 0;
 }

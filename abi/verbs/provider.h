@@ -19,6 +19,7 @@
 #include "abi/verbs/express.h"
 #include "abi/verbs/line_set.h"
 #include "abi/verbs/mapping.h"
+#include "abi/verbs/session_watch.h"
 #include "common/spinlock.h"
 #include "common/unique_fd.h"
 #include "proto/messages.h"
@@ -37,6 +38,12 @@ struct Context {
   Mapping page_map;
   shm::ContextPage* page = nullptr;
   UniqueFd doorbell;
+  // Kept to resume the session with a new router process (abi/verbs/session_resume.h): the
+  // page's memfd and the router's end of the async-event socket (kept open, a router's
+  // death is no end of file to a waiter).
+  UniqueFd page_fd;
+  UniqueFd async_router_end;
+  SessionWatch watch;
   pid_t owner_pid = 0;
   // ibv_import_device: a context imported from another of this process (by its cmd_fd)
   // shares that one's router session and objects; every verb on it goes to `imported_from`,
@@ -161,6 +168,10 @@ struct Dm;
 struct Mr {
   ibv_mr mr;
   uint32_t handle;
+  // What restores it in a resumed session: its request, backing and the key's proof.
+  proto::RegMrReq request;
+  UniqueFd memfd;
+  uint64_t proof = 0;
   uint64_t iova;     // address the keys are used with (mr.addr is where it lives)
   uint32_t access;   // enum ibv_access_flags
   Dm* dm = nullptr;  // the device memory it registers (ibv_reg_dm_mr), else nullptr
@@ -183,6 +194,7 @@ struct CompChannel {
   ibv_comp_channel channel;  // its fd is `lines`' epoll instance
   uint32_t handle;
   UniqueFd events;       // the socket the router (and express lines) write events to
+  UniqueFd router_end;   // the router's end of it, kept for a resumed session
   LineSet lines;         // over `events` and the express lines of the CQs' QPs (line_set.h)
   SpinLock lock;         // guards cqs; nothing is allocated or freed while it is held
   std::vector<Cq*> cqs;  // the CQs that report to this channel, in the order they were made
@@ -206,6 +218,8 @@ struct Cq {
   CompletionExtra ex_extra;  // and its time (the device's free-running clock) and tag
   uint32_t handle;
   Mapping map;
+  UniqueFd region;  // map's memfd, kept for a resumed session
+  proto::CreateCqReq request;
   shm::CqConsumer ring;
   shm::CqProducer producer;  // for completions of the direct path
   shm::CqNotify* notify;
@@ -283,6 +297,12 @@ struct Qp {
   proto::QpCaps caps;
   bool sq_sig_all;
   Mapping map;
+  // What restores it in a resumed session: its region, request, the QPN's proof, and the
+  // ModifyQp requests since it was last reset (guarded by the context's objects_mu).
+  UniqueFd region;
+  proto::CreateQpReq request;
+  uint64_t proof = 0;
+  std::vector<proto::ModifyQpReq> modifications;
   shm::QpLayout layout;
   shm::RingProducer sq;
   shm::RingProducer rq;

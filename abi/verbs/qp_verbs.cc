@@ -95,6 +95,9 @@ Qp* create_qp(ibv_context* context, ibv_pd* pd, ibv_xrcd* xrcd, ibv_qp_init_attr
     return nullptr;
   }
   qp->handle = rep.qp;
+  qp->region = std::move(memfd);
+  qp->request = req;
+  qp->proof = rep.proof;
   qp->posted_mark = rep.posted_mark;
   qp->caps = rep.caps;
   qp->sq_sig_all = req.sq_sig_all;
@@ -149,6 +152,16 @@ WHARF_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
   if (err != 0) {
     if (leaves_rts) q->express.resume(q);  // still in RTS
     return err;
+  }
+  {
+    // A resumed session brings the QP back by these (a reset starts them again).
+    std::lock_guard<std::mutex> g(to_ctx(qp->context)->objects_mu);
+    const bool reset = (attr_mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET;
+    if (reset) q->modifications.clear();
+    try {
+      if (!reset) q->modifications.push_back(req);
+    } catch (...) {  // then it could not be restored: as if the router had it alone
+    }
   }
   if (attr_mask & IBV_QP_STATE) {
     if (attr->qp_state == IBV_QPS_RESET) {

@@ -18,6 +18,7 @@
 #include "router/metrics.h"
 #include "router/remote.h"
 #include "router/router.h"
+#include "upgrade.h"
 
 namespace {
 
@@ -47,6 +48,16 @@ int run_wharfd(int argc, char** argv) {
   app.add_option("--socket", cfg.socket_path, "Unix socket the verbs libraries connect to")
       ->capture_default_str()
       ->envname("WHARF_SOCKET");
+  bool upgrade = false;
+  app.add_flag("--upgrade", upgrade,
+               "Upgrade the router serving --socket in place: it executes its binary (as now "
+               "on disk) again, keeping its process and socket; applications resume their "
+               "sessions. Prints the outcome and exits (SIGUSR2 does the same)");
+  app.add_option("--resume-key", cfg.resume_key_path,
+                 "File of the key with which libraries resume their sessions after a restart "
+                 "(made, mode 0600, if missing); default: the socket's path + .key; \"none\": "
+                 "applications' objects end with the router process")
+      ->envname("WHARF_RESUME_KEY");
   std::string socket_group;
   app.add_option("--socket-group", socket_group,
                  "Group (name or number) whose members may use the socket besides its owner "
@@ -187,6 +198,12 @@ int run_wharfd(int argc, char** argv) {
       ->capture_default_str()
       ->envname("WHARF_LOG_LEVEL");
   CLI11_PARSE(app, argc, argv);
+  if (upgrade) return wharf::wharfd::request_upgrade(cfg.socket_path, 10000);
+  const std::string binary = wharf::wharfd::own_binary();
+  if (cfg.resume_key_path.empty())
+    cfg.resume_key_path = cfg.socket_path + ".key";
+  else if (cfg.resume_key_path == "none")
+    cfg.resume_key_path.clear();
   if (lid_base + lid_count - 1 > 0xbfff) {
     fprintf(stderr, "wharfd: --lid-base + --lid-count - 1 must not exceed 0xbfff (49151)\n");
     return 2;
@@ -353,8 +370,13 @@ int run_wharfd(int argc, char** argv) {
           });
         });
   }
-  router.run(/*handle_signals=*/true);
-  return 0;
+  for (;;) {
+    router.run(/*handle_signals=*/true);
+    if (!router.upgrade_requested()) return 0;
+    const int err = wharf::wharfd::execute_again(binary, argv, router.listen_fd());
+    spdlog::error("upgrade: cannot execute {}: {}; serving on", binary, strerror(err));
+    router.continue_serving();
+  }
 }
 
 }  // namespace

@@ -83,9 +83,9 @@ bool RouterSession::router_info(Info* info) {
   return status == 0;
 }
 
-bool RouterSession::register_container(const std::string& tenant, const std::string& network,
-                                       const std::string& name, uint32_t vip, uint16_t want_lid,
-                                       int netns_fd, uint16_t* lid) {
+int RouterSession::register_call(const std::string& tenant, const std::string& network,
+                                 const std::string& name, uint32_t vip, uint16_t want_lid,
+                                 int netns_fd, int timeout_ms, bool quiet, uint16_t* lid) {
   proto::RegisterContainerReq req;
   req.name = proto::to_wire_name<kShort>(name);
   req.tenant = proto::to_wire_name<kShort>(tenant);
@@ -93,8 +93,24 @@ bool RouterSession::register_container(const std::string& tenant, const std::str
   req.vip = vip;
   req.lid = want_lid;
   proto::RegisterContainerRep rep;
-  int status =
-      call(proto::Op::kRegisterContainer, req, &netns_fd, 1, kRegisterTimeoutMs, false, &rep);
+  const int status =
+      call(proto::Op::kRegisterContainer, req, &netns_fd, 1, timeout_ms, quiet, &rep);
+  if (status == 0) *lid = rep.lid;
+  return status;
+}
+
+int RouterSession::register_container_quietly(const std::string& tenant, const std::string& network,
+                                              const std::string& name, uint32_t vip,
+                                              uint16_t want_lid, int netns_fd, uint16_t* lid,
+                                              int timeout_ms) {
+  return register_call(tenant, network, name, vip, want_lid, netns_fd, timeout_ms, true, lid);
+}
+
+bool RouterSession::register_container(const std::string& tenant, const std::string& network,
+                                       const std::string& name, uint32_t vip, uint16_t want_lid,
+                                       int netns_fd, uint16_t* lid) {
+  const int status =
+      register_call(tenant, network, name, vip, want_lid, netns_fd, kRegisterTimeoutMs, false, lid);
   if (status < 0) return false;
   if (status != 0) {
     std::fprintf(stderr, "%s: router refused to register container %s: %s\n",
@@ -107,7 +123,6 @@ bool RouterSession::register_container(const std::string& tenant, const std::str
                    status == ERANGE ? "does not hand out" : "has given another container");
     return false;
   }
-  *lid = rep.lid;
   return true;
 }
 

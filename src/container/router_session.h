@@ -40,6 +40,12 @@ class RouterSession {
   [[nodiscard]] bool register_container(const std::string& tenant, const std::string& network,
                                         const std::string& name, uint32_t vip, uint16_t want_lid,
                                         int netns_fd, uint16_t* lid);
+  // The same without printing, waiting at most timeout_ms: 0, the router's errno, or -1 when
+  // no answer came (the session is then closed).
+  [[nodiscard]] int register_container_quietly(const std::string& tenant,
+                                               const std::string& network, const std::string& name,
+                                               uint32_t vip, uint16_t want_lid, int netns_fd,
+                                               uint16_t* lid, int timeout_ms);
 
   // Who the router is: its host name (empty when it runs without --host), node GUID and link
   // layer. False after printing why.
@@ -67,6 +73,8 @@ class RouterSession {
 
   // The connected socket; readable with 0 bytes once the router closes it.
   int fd() const { return client_.fd(); }
+  // Closes the socket without a word to the router (which unregisters what it registered).
+  void close() { client_.close(); }
   // The router's pid (SO_PEERCRED), or -1.
   pid_t router_pid() const;
 
@@ -76,6 +84,11 @@ class RouterSession {
   template <class Req, class Rep>
   int call(proto::Op op, const Req& req, const int* fds, int nfds, int timeout_ms, bool quiet,
            Rep* rep);
+
+  // kRegisterContainer: the router's status, or -1 (printed unless quiet).
+  int register_call(const std::string& tenant, const std::string& network, const std::string& name,
+                    uint32_t vip, uint16_t want_lid, int netns_fd, int timeout_ms, bool quiet,
+                    uint16_t* lid);
 
   proto::RouterClient client_;
   std::string path_;

@@ -17,7 +17,7 @@ constexpr uint32_t kMagic = 0x46524857;  // "WHRF" when read as little-endian by
 // 8: tag-matching SRQs (CreateSrqReq's tm fields, PostSrqOps), ModifyCq; 5: RegisterContainerReq
 // carries the orchestrator's LID; 4: connection steps carry QP
 // transitions; 3: rdma_cm ops; 2: RegisterContainerReq names tenant and network.
-constexpr uint16_t kVersion = 11;
+constexpr uint16_t kVersion = 12;
 constexpr size_t kMaxMessage = 1024;
 constexpr int kMaxFds = 4;
 constexpr uint16_t kReplyBit = 0x8000;
@@ -89,6 +89,7 @@ enum class Op : uint16_t {
   kHoldContainer = 60,
   kReleaseContainer = 61,
   kHeldContainer = 62,
+  kRestoreNext = 63,
 };
 
 // Every datagram starts with this. `status` is 0 in requests; in replies it is 0 or a
@@ -120,11 +121,19 @@ using SandboxId = std::array<char, 128>;
 
 // ---- Session ----
 // Request fds: [async-event socket]. Reply fds: [context page memfd, doorbell eventfd].
+// A fresh session passes its async-event socket. A resumed one (resume = 1: the library's
+// session with an earlier router process of this socket, which died or was replaced) passes
+// [async-event socket, context page memfd, doorbell eventfd], the ones that session had, and
+// the LID its container had (0: none to keep, as on Ethernet); it then restores its objects
+// (RestoreNextReq) before it uses them.
 struct HelloReq {
   uint32_t abi_version = kVersion;
+  uint16_t resume_lid = 0;
+  uint8_t resume = 0;
+  uint8_t reserved = 0;
   template <class V>
   void visit(V&& v) {
-    v(abi_version);
+    v(abi_version), v(resume_lid), v(resume), v(reserved);
   }
 };
 struct HelloRep {
@@ -182,9 +191,11 @@ struct RegMrRep {
   uint32_t handle = 0;
   uint32_t lkey = 0;
   uint32_t rkey = 0;
+  uint32_t reserved = 0;
+  uint64_t proof = 0;  // of the key, for a resumed session (RestoreNextReq)
   template <class V>
   void visit(V&& v) {
-    v(handle), v(lkey), v(rkey);
+    v(handle), v(lkey), v(rkey), v(reserved), v(proof);
   }
 };
 
@@ -445,9 +456,27 @@ struct CreateQpRep {
   // The QP's bit in the context page's posted marks (< shm::kPostedMarks), which the library
   // sets when it gives the router work in the QP's rings (shm/posted_marks.h).
   uint32_t posted_mark = 0;
+  uint64_t proof = 0;  // of the QPN, for a resumed session (RestoreNextReq)
   template <class V>
   void visit(V&& v) {
-    v(qp), v(qpn), v(sq_entries), v(sq_slot), v(rq_entries), v(rq_slot), v(caps), v(posted_mark);
+    v(qp), v(qpn), v(sq_entries), v(sq_slot), v(rq_entries), v(rq_slot), v(caps), v(posted_mark),
+        v(proof);
+  }
+};
+
+// Only in a resumed session (HelloReq::resume): the next AllocPd, RegMr, CreateChannel,
+// CreateCq or CreateQp restores the object the session had as `handle`, instead of making
+// a new one. For an MR `number` is its key, for a QP its QPN, each with the proof the
+// router gave with it (the router's keyed hash of the number and the container: numbers
+// are host-wide); 0 for the others. The request's one descriptor: a CQ's or QP's region, a
+// completion channel's router-side socket; none for the others.
+struct RestoreNextReq {
+  uint32_t handle = 0;
+  uint32_t number = 0;
+  uint64_t proof = 0;
+  template <class V>
+  void visit(V&& v) {
+    v(handle), v(number), v(proof);
   }
 };
 // The attributes of a QP its work needs (what the router keeps in each QP's record); the

@@ -1,5 +1,6 @@
 #include "proto/router_client.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -53,6 +54,39 @@ int RouterClient::post_bytes(uint16_t op, const uint8_t* body, size_t blen) {
 int RouterClient::transact(Op op, const uint8_t* body, size_t blen, const int* fds, int nfds,
                            uint8_t* reply, size_t* rlen, UniqueFd* out_fds, int max_out) {
   std::lock_guard<std::mutex> guard(mu_);
+  int err = transact_locked(op, body, blen, fds, nfds, reply, rlen, out_fds, max_out);
+  // A request the old router never answered was lost with it (or its effect was: a router
+  // keeps nothing a session did not see the reply of): sent again to the new one.
+  if (!sock_.valid() && resumer_ && resume_locked() == 0)
+    err = transact_locked(op, body, blen, fds, nfds, reply, rlen, out_fds, max_out);
+  return err;
+}
+
+int RouterClient::resume_locked() {
+  if (!resumer_) return ENODEV;
+  sock_.reset();
+  RouterClient fresh;
+  if (int err = resumer_(&fresh); err != 0) return err;
+  sock_ = std::move(fresh.sock_);
+  return 0;
+}
+
+int RouterClient::recover() {
+  std::lock_guard<std::mutex> guard(mu_);
+  if (sock_.valid()) {
+    pollfd p{sock_.get(), POLLRDHUP, 0};
+    if (::poll(&p, 1, 0) == 0 || (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) == 0) return 0;
+  }
+  return resume_locked();
+}
+
+UniqueFd RouterClient::watch_fd() {
+  std::lock_guard<std::mutex> guard(mu_);
+  return UniqueFd(sock_.valid() ? ::fcntl(sock_.get(), F_DUPFD_CLOEXEC, 0) : -1);
+}
+
+int RouterClient::transact_locked(Op op, const uint8_t* body, size_t blen, const int* fds, int nfds,
+                                  uint8_t* reply, size_t* rlen, UniqueFd* out_fds, int max_out) {
   Header h;
   h.op = static_cast<uint16_t>(op);
   if (int err = send_locked(h.op, body, blen, fds, nfds, &h.seq); err != 0) return err;

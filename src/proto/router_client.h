@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 
 #include "common/unique_fd.h"
@@ -26,6 +27,23 @@ class RouterClient {
   int fd() const { return sock_.get(); }
   // How long call() waits for a reply (ETIMEDOUT after); -1, the default, waits forever.
   void set_reply_timeout_ms(int ms) { timeout_ms_ = ms; }
+
+  // A session that can outlive its router process (a library's): when the connection
+  // breaks, `resumer` is called with the client's lock held to connect `fresh` to the
+  // router again and restore the session there (0 or an errno); the client then goes on
+  // over fresh's connection, and the call that found it broken is sent again. Without one,
+  // or when it fails, the client stays closed (ENODEV).
+  using Resumer = std::function<int(RouterClient* fresh)>;
+  void set_resumer(Resumer resumer) {
+    std::lock_guard<std::mutex> guard(mu_);
+    resumer_ = std::move(resumer);
+  }
+  // Resumes now if the router hung up (what a thread watching the connection calls when it
+  // sees the hang-up). Returns 0 when connected, else the resumer's errno (ENODEV without).
+  int recover();
+  // A duplicate of the connection's descriptor for such a watcher to poll (invalid when
+  // closed); it names the connection as it is now.
+  UniqueFd watch_fd();
 
   // Sends `req` as a one-way request (kNoReplyBit): the router serves it in order with the
   // others but answers nothing. Returns 0 or an errno for a broken connection.
@@ -56,6 +74,10 @@ class RouterClient {
  private:
   int transact(Op op, const uint8_t* body, size_t blen, const int* fds, int nfds, uint8_t* reply,
                size_t* rlen, UniqueFd* out_fds, int max_out);
+  int transact_locked(Op op, const uint8_t* body, size_t blen, const int* fds, int nfds,
+                      uint8_t* reply, size_t* rlen, UniqueFd* out_fds, int max_out);
+  // With mu_ held: runs the resumer on a broken connection. 0 when it took over.
+  int resume_locked();
   // Sends one request datagram (op as it goes on the wire). Returns 0 or an errno; the
   // request's sequence number goes to *seq. Caller holds mu_ (post takes it itself).
   int send_locked(uint16_t op, const uint8_t* body, size_t blen, const int* fds, int nfds,
@@ -78,6 +100,7 @@ class RouterClient {
   UniqueFd sock_;
   uint32_t seq_ = 0;
   int timeout_ms_ = -1;
+  Resumer resumer_;
 };
 
 }  // namespace wharf::proto

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <linux/nsfs.h>
+#include <openssl/crypto.h>
 #include <sched.h>
 #include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
@@ -109,6 +110,15 @@ void apply_qp_attr(Qp* qp, uint32_t mask, const proto::QpAttr& a) {
 }
 
 // Zeroes the ring indices of a QP (IBTA: a QP in RESET has empty queues).
+// Whether fd is an eventfd (a resumed session's doorbell, which the router reads).
+bool is_eventfd(int fd) {
+  char link[64];
+  const std::string path = "/proc/self/fd/" + std::to_string(fd);
+  const ssize_t n = readlink(path.c_str(), link, sizeof(link));
+  static constexpr char kEventfd[] = "anon_inode:[eventfd]";
+  return n == static_cast<ssize_t>(sizeof(kEventfd) - 1) && std::memcmp(link, kEventfd, n) == 0;
+}
+
 void reset_qp_rings(Qp* qp) {
   const shm::QpLayout l = qp->layout();
   auto* sq_hdr = reinterpret_cast<shm::RingHeader*>(qp->shm.data() + l.sq_ring_off);
@@ -292,6 +302,7 @@ bool Session::handle_request(const uint8_t* buf, size_t len, UniqueFd* fds, int 
       serve(h, body, blen, fds, nfds, &Session::on_release_container);
       break;
     case Op::kHeldContainer: serve(h, body, blen, fds, nfds, &Session::on_held_container); break;
+    case Op::kRestoreNext: serve(h, body, blen, fds, nfds, &Session::on_restore_next); break;
     case Op::kCmOpen: serve(h, body, blen, fds, nfds, &Session::on_cm_open); break;
     case Op::kCmCreateChannel:
       serve(h, body, blen, fds, nfds, &Session::on_cm_create_channel);
@@ -324,12 +335,22 @@ int Session::on_hello(const proto::HelloReq& req, UniqueFd* fds, int nfds, proto
                       ReplyFds* out) {
   if (hello_done_) return EALREADY;
   if (req.abi_version != proto::kVersion) return EPROTO;
-  if (nfds != 1) return EINVAL;
+  if (nfds != (req.resume != 0 ? 3 : 1)) return EINVAL;
   int fl = fcntl(fds[0].get(), F_GETFL);
   if (fl < 0 || fcntl(fds[0].get(), F_SETFL, fl | O_NONBLOCK) != 0) return EINVAL;
-  if (int err = page_.create("wharf-context", shm::kContextPageSize); err != 0) return err;
-  doorbell_.reset(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-  if (!doorbell_.valid()) return errno;
+  if (req.resume != 0) {
+    // The page and doorbell the library had: its threads go on using them meanwhile.
+    if (!router_->resume_key().valid()) return EOPNOTSUPP;
+    if (!is_eventfd(fds[2].get())) return EINVAL;
+    if (int err = page_.adopt(std::move(fds[1]), shm::kContextPageSize); err != 0) return err;
+    if (int err = router_->keep_lid_st(container_, req.resume_lid); err != 0) return err;
+    doorbell_ = std::move(fds[2]);
+    resumed_ = true;
+  } else {
+    if (int err = page_.create("wharf-context", shm::kContextPageSize); err != 0) return err;
+    doorbell_.reset(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+    if (!doorbell_.valid()) return errno;
+  }
   async_sock_ = std::move(fds[0]);
   hello_done_ = true;
   router_->watch_context_page_st(this);
@@ -341,15 +362,47 @@ int Session::on_hello(const proto::HelloReq& req, UniqueFd* fds, int nfds, proto
   rep->lid = rep->link_layer == IBV_LINK_LAYER_ETHERNET ? 0 : container_->lid;
   rep->gid = container_->gid;
   std::strncpy(rep->container.data(), container_->name.c_str(), rep->container.size() - 1);
-  out->add(page_.fd());
-  out->add(doorbell_.get());
+  if (!resumed_) {
+    out->add(page_.fd());
+    out->add(doorbell_.get());
+  }
   return 0;
 }
 
+int Session::on_restore_next(const proto::RestoreNextReq& req, UniqueFd* fds, int nfds,
+                             proto::Empty*, ReplyFds*) {
+  if (!resumed_) return EPERM;
+  if (nfds > 1 || req.handle == 0) return EINVAL;
+  restore_ = PendingRestore{req.handle, req.number, req.proof, {}, true};
+  if (nfds == 1) restore_.fd = std::move(fds[0]);
+  return 0;
+}
+
+bool Session::take_restore(PendingRestore* out) {
+  if (!restore_.set) return false;
+  *out = std::move(restore_);
+  restore_ = PendingRestore{};
+  return true;
+}
+
+bool Session::proves(ProofKind kind, uint32_t number, uint64_t proof) const {
+  const uint64_t expected = router_->resume_key().proof(kind, number, container_->netns_ino);
+  return expected != 0 && CRYPTO_memcmp(&expected, &proof, sizeof(proof)) == 0;
+}
+
+uint64_t Session::proof_of(ProofKind kind, uint32_t number) const {
+  return router_->resume_key().proof(kind, number, container_->netns_ino);
+}
+
 int Session::on_alloc_pd(const proto::Empty&, UniqueFd*, int, proto::Handle* rep, ReplyFds*) {
+  PendingRestore restore;
+  const bool restoring = take_restore(&restore);
   if (pds_.size() >= device::kMaxPd) return ENOMEM;
   if (int err = router_->check_quota_st(container_, QuotaKind::kPd, 1); err != 0) return err;
-  rep->handle = pds_.add(std::make_unique<Pd>())->handle;
+  Pd* pd = restoring ? pds_.add_at(restore.handle, std::make_unique<Pd>())
+                     : pds_.add(std::make_unique<Pd>());
+  if (pd == nullptr) return EEXIST;
+  rep->handle = pd->handle;
   return 0;
 }
 
@@ -433,13 +486,27 @@ int Session::make_mr(const proto::RegMrReq& req, UniqueFd* fds, int nfds, const 
 
 int Session::on_reg_mr(const proto::RegMrReq& req, UniqueFd* fds, int nfds, proto::RegMrRep* rep,
                        ReplyFds*) {
+  PendingRestore restore;
+  const bool restoring = take_restore(&restore);
+  if (restoring && !proves(ProofKind::kMrKey, restore.number, restore.proof)) return EACCES;
   std::unique_ptr<Mr> mr;
   if (int err = make_mr(req, fds, nfds, nullptr, &mr); err != 0) return err;
-  Mr* raw = mrs_.add(std::move(mr));
-  raw->key = router_->objects().add_key(raw);
+  Mr* raw = nullptr;
+  if (restoring) {
+    if ((raw = mrs_.add_at(restore.handle, std::move(mr))) == nullptr) return EEXIST;
+    if (!router_->objects().claim_key(restore.number, raw)) {
+      mrs_.take(raw->handle);
+      return EADDRINUSE;
+    }
+    raw->key = restore.number;
+  } else {
+    raw = mrs_.add(std::move(mr));
+    raw->key = router_->objects().add_key(raw);
+  }
   raw->pd->users++;
   rep->handle = raw->handle;
   rep->lkey = rep->rkey = raw->key;
+  rep->proof = proof_of(ProofKind::kMrKey, raw->key);
   return 0;
 }
 
@@ -533,12 +600,17 @@ int Session::on_destroy_flow(const proto::Handle& req, UniqueFd*, int, proto::Em
 
 int Session::on_create_channel(const proto::Empty&, UniqueFd* fds, int nfds, proto::Handle* rep,
                                ReplyFds*) {
+  PendingRestore restore;
+  const bool restoring = take_restore(&restore);
   if (nfds != 1) return EINVAL;
   int fl = fcntl(fds[0].get(), F_GETFL);
   if (fl < 0 || fcntl(fds[0].get(), F_SETFL, fl | O_NONBLOCK) != 0) return EINVAL;
   auto ch = std::make_unique<CompChannel>();
   ch->sock = std::move(fds[0]);
-  rep->handle = channels_.add(std::move(ch))->handle;
+  CompChannel* raw =
+      restoring ? channels_.add_at(restore.handle, std::move(ch)) : channels_.add(std::move(ch));
+  if (raw == nullptr) return EEXIST;
+  rep->handle = raw->handle;
   return 0;
 }
 
@@ -553,6 +625,8 @@ int Session::on_destroy_channel(const proto::Handle& req, UniqueFd*, int, proto:
 
 int Session::on_create_cq(const proto::CreateCqReq& req, UniqueFd*, int, proto::CreateCqRep* rep,
                           ReplyFds* out) {
+  PendingRestore restore;
+  const bool restoring = take_restore(&restore);
   if (req.cqe == 0 || req.cqe > device::kMaxCqe) return EINVAL;
   if (cqs_.size() >= device::kMaxCq) return ENOMEM;
   if (int err = router_->check_quota_st(container_, QuotaKind::kCq, 1); err != 0) return err;
@@ -562,14 +636,19 @@ int Session::on_create_cq(const proto::CreateCqReq& req, UniqueFd*, int, proto::
   cq->owner = this;
   const shm::CqLayout layout = shm::cq_layout(static_cast<uint32_t>(round_up_pow2(req.cqe)));
   ShmRegion region;
-  if (int err = region.create("wharf-cq", layout.total); err != 0) return err;
+  // A restored CQ keeps its region: its entries, and the arm word a waiter relies on.
+  if (int err = restoring ? region.adopt(std::move(restore.fd), layout.total)
+                          : region.create("wharf-cq", layout.total);
+      err != 0)
+    return err;
   cq->use_region(std::move(region), layout);
-  cq->channel = ch;
+  Cq* raw = restoring ? cqs_.add_at(restore.handle, std::move(cq)) : cqs_.add(std::move(cq));
+  if (raw == nullptr) return EEXIST;
+  raw->channel = ch;
   if (ch != nullptr) ch->users++;
-  Cq* raw = cqs_.add(std::move(cq));
   rep->cq = raw->handle;
   rep->entries = raw->layout.entries;
-  out->add(raw->shm.fd());
+  if (!restoring) out->add(raw->shm.fd());
   return 0;
 }
 
@@ -642,6 +721,9 @@ int Session::on_resize_cq(const proto::ResizeCqReq& req, UniqueFd*, int, proto::
 
 int Session::on_create_qp(const proto::CreateQpReq& req, UniqueFd*, int, proto::CreateQpRep* rep,
                           ReplyFds* out) {
+  PendingRestore restore;
+  const bool restoring = take_restore(&restore);
+  if (restoring && !proves(ProofKind::kQpn, restore.number, restore.proof)) return EACCES;
   if (req.qp_type != IBV_QPT_RC && req.qp_type != IBV_QPT_UC && req.qp_type != IBV_QPT_UD &&
       req.qp_type != IBV_QPT_XRC_SEND && req.qp_type != IBV_QPT_XRC_RECV &&
       req.qp_type != IBV_QPT_RAW_PACKET)
@@ -716,16 +798,35 @@ int Session::on_create_qp(const proto::CreateQpReq& req, UniqueFd*, int, proto::
   qp->rq_entries = rq_entries;
   qp->rq_slot = rq_slot;
   const shm::QpLayout layout = qp->layout();
-  qp->shm = spare_qp_regions_.take(layout.total);
-  if (qp->shm.size() == 0) {
-    if (int err = qp->shm.create("wharf-qp", layout.total); err != 0) return err;
-  }
   qp->attr.qp_state = IBV_QPS_RESET;
   qp->attr.path_mtu = IBV_MTU_4096;
-  reset_qp_rings(qp.get());
+  if (restoring) {
+    // Its rings as the library left them: the router goes on from the consumer indices, so
+    // work it had taken but not completed is executed again (its replayed ModifyQp requests
+    // bring it back to its state).
+    if (int err = qp->shm.adopt(std::move(restore.fd), layout.total); err != 0) return err;
+    qp->sq().resync();
+    qp->rq().resync();
+  } else {
+    qp->shm = spare_qp_regions_.take(layout.total);
+    if (qp->shm.size() == 0) {
+      if (int err = qp->shm.create("wharf-qp", layout.total); err != 0) return err;
+    }
+    reset_qp_rings(qp.get());
+  }
 
-  if (!router_->objects().add_qp(qp.get())) return ENOMEM;  // the host's QPs: every number taken
-  Qp* raw = qps_.add(std::move(qp));                        // not full: checked above
+  Qp* raw = nullptr;
+  if (restoring) {
+    if (!router_->objects().add_qp_numbered(qp.get(), restore.number)) return EADDRINUSE;
+    const uint32_t qpn = restore.number;
+    if ((raw = qps_.add_at(restore.handle, std::move(qp))) == nullptr) {
+      router_->objects().remove_qp(qpn);
+      return EEXIST;
+    }
+  } else {
+    if (!router_->objects().add_qp(qp.get())) return ENOMEM;  // the host's QPs: every number
+    raw = qps_.add(std::move(qp));                            // not full: checked above
+  }
   router_->configure_qp_rate_st(raw, now_ns());
   if (pd != nullptr) pd->users++;
   if (scq != nullptr) scq->users++;
@@ -740,7 +841,8 @@ int Session::on_create_qp(const proto::CreateQpReq& req, UniqueFd*, int, proto::
   rep->rq_slot = rq_slot;
   rep->caps = raw->caps();  // what the slots hold: >= what was asked, as providers report
   rep->posted_mark = SessionQps::posted_mark(*raw);
-  out->add(raw->shm.fd());
+  rep->proof = proof_of(ProofKind::kQpn, raw->qpn);
+  if (!restoring) out->add(raw->shm.fd());
   return 0;
 }
 

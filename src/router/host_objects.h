@@ -19,6 +19,8 @@ class HostObjects {
   // Gives qp a number no other QP of this host has (qp->qpn); false when the host has
   // QpsByNumber::kMaxQps QPs.
   bool add_qp(Qp* qp) { return qps_.add(qp); }
+  // Adds qp under the number it had before a router restart; false when that is taken.
+  bool add_qp_numbered(Qp* qp, uint32_t qpn) { return qps_.add_numbered(qp, qpn); }
   void remove_qp(uint32_t qpn) { qps_.remove(qpn); }
   Qp* qp_by_qpn(uint32_t qpn) const { return qps_.find(qpn); }
   // Calls f(qp) for every QP of this host; f must not create or destroy QPs.
@@ -33,6 +35,11 @@ class HostObjects {
   // live MR with a chance of (registrations / 2^32) (issue #19; an RNIC's key has an index
   // and 8 random bits); ownership is still checked on every use.
   uint32_t add_key(Mr* mr);
+  // Key `key`, which mr had before a router restart, names it again; false when it is taken
+  // (or 0 or 0xffffffff, which add_key never gives).
+  bool claim_key(uint32_t key, Mr* mr) {
+    return key != 0 && key != UINT32_MAX && keys_.emplace(key, mr).second;
+  }
   void remove_key(uint32_t key) { keys_.erase(key); }
   // Key `key` names `mr` from now on (a re-registration keeps its keys; a bound window).
   void rebind_key(uint32_t key, Mr* mr) { keys_[key] = mr; }

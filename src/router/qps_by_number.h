@@ -45,6 +45,23 @@ class QpsByNumber {
     return true;
   }
 
+  // Adds qp under `qpn`, the number it had in an earlier router process (a resumed
+  // session's). False when that number is not one this table could give or its slot is taken.
+  bool add_numbered(Qp* qp, uint32_t qpn) {
+    const uint32_t slot = qpn & (kMaxQps - 1);
+    const auto generation = static_cast<uint8_t>(qpn >> kSlotBits);
+    if (qpn >> kSlotBits > kLastGeneration || generation < kFirstGeneration) return false;
+    while (slots_.size() <= slot)
+      if (!grow()) return false;
+    if (slots_[slot] != nullptr) return false;
+    free_.erase(std::find(free_.begin(), free_.end(), slot));
+    generations_[slot] = generation;
+    qp->qpn = qpn;
+    slots_[slot] = qp;
+    ++size_;
+    return true;
+  }
+
   // The QP numbered qpn, or nullptr (any number may come from the network or a library).
   Qp* find(uint32_t qpn) const {
     const uint32_t slot = qpn & (kMaxQps - 1);

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -77,16 +78,49 @@ Router::Router(RouterConfig cfg)
 Router::~Router() {
   // Sessions destroy their QPs next: none is looked at any more.
   scheduler_.clear();
-  sessions_.clear();
+  // One at a time, each out of the table before it ends: a session's end looks at the others
+  // (a registration it held going away is told to every session's page: retire_mr_st).
+  while (!sessions_.empty()) sessions_.erase(sessions_.begin());
   remote_.reset();
   if (listen_.valid()) unlink(cfg_.socket_path.c_str());
 }
 
-int Router::start() {
+// The listening socket a router that re-executed itself for an upgrade left open for this
+// one (WHARF_LISTEN_FD; main.cc): connections made meanwhile wait in its backlog, so no
+// library finds the socket refused. False (the variable ignored) when it names no listening
+// socket bound where listen_on_socket binds this router's.
+bool Router::adopt_inherited_listener() {
+  const char* inherited = getenv(kInheritedListenEnv);
+  if (inherited == nullptr) return false;
+  char* end = nullptr;
+  const long fd = strtol(inherited, &end, 10);
+  unsetenv(kInheritedListenEnv);  // not for this router's children
+  int listening = 0;
+  socklen_t len = sizeof(listening);
+  sockaddr_un addr{};
+  socklen_t alen = sizeof(addr);
+  if (end == inherited || *end != '\0' || fd < 0 || fd > INT32_MAX ||
+      getsockopt(static_cast<int>(fd), SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 ||
+      listening == 0 ||
+      getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&addr), &alen) != 0 ||
+      addr.sun_family != AF_UNIX || staging_path() != addr.sun_path) {
+    spdlog::warn("{}={} is not a socket listening at {}: listening afresh", kInheritedListenEnv,
+                 inherited, cfg_.socket_path);
+    return false;
+  }
+  listen_.reset(static_cast<int>(fd));
+  const int flags = fcntl(listen_.get(), F_GETFD);
+  fcntl(listen_.get(), F_SETFD, flags | FD_CLOEXEC);
+  fcntl(listen_.get(), F_SETFL, fcntl(listen_.get(), F_GETFL) | O_NONBLOCK);
+  spdlog::info("upgraded: serving the socket the previous router listened on");
+  return true;
+}
+
+int Router::listen_on_socket() {
   // The socket is bound under a temporary name and renamed into place once it listens: a
   // client that sees the path can always connect (no refused connection between bind and
   // listen).
-  const std::string staging = cfg_.socket_path + ".new";
+  const std::string staging = staging_path();
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (staging.size() >= sizeof(addr.sun_path)) {
@@ -108,6 +142,18 @@ int Router::start() {
     unlink(staging.c_str());
     listen_.reset();
     return err;
+  }
+  return 0;
+}
+
+int Router::start() {
+  if (!cfg_.resume_key_path.empty()) {
+    if (int err = resume_key_.load_or_create(cfg_.resume_key_path); err != 0)
+      spdlog::warn("resume key {}: {}; applications' objects end with this process",
+                   cfg_.resume_key_path, strerror(err));
+  }
+  if (!adopt_inherited_listener()) {
+    if (int err = listen_on_socket(); err != 0) return err;
   }
   epoll_.reset(epoll_create1(EPOLL_CLOEXEC));
   if (!epoll_.valid()) return errno;
@@ -172,6 +218,7 @@ void Router::run(bool handle_signals) {
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGUSR1);  // logs the counters
+    sigaddset(&set, SIGUSR2);  // an upgrade (upgrade_requested)
     sigprocmask(SIG_BLOCK, &set, nullptr);
     signal_.reset(signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC));
     epoll_event ev{};
@@ -300,6 +347,7 @@ bool Router::poll_control(int timeout_ms) {
                 e.mtt_misses, e.match_lookups, e.match_rules_tried, e.stalled_ns);
           }
         } else {
+          upgrade_requested_ = si.ssi_signo == SIGUSR2;
           stopping_ = true;
         }
       }
@@ -451,6 +499,30 @@ Container* Router::container_for_netns(uint64_t netns_ino, uint16_t lid) {
   return raw;
 }
 
+int Router::keep_lid_st(Container* c, uint16_t lid) {
+  if (lid == 0 || c->lid == lid) return 0;
+  if (c->registered || c->sessions != 0 || lid < cfg_.lid_base ||
+      lid - cfg_.lid_base >= cfg_.lid_count || !free_lid_st(lid, c->netns_ino))
+    return EADDRINUSE;
+  c->lid = lid;
+  c->gid = gid_link_local(cfg_.node_guid, lid);
+  return 0;
+}
+
+bool Router::free_lid_st(uint16_t lid, uint64_t netns_ino) {
+  Container* holder = container_by_lid(lid);
+  if (holder == nullptr || holder->netns_ino == netns_ino) return true;
+  // A container a connection was just accepted for, whose LID nobody has been told yet (no
+  // Hello): after a restart the sessions that resume (and wharf-run) claim their old LIDs,
+  // and one may be what a session accepted before them was given.
+  if (holder->registered || holder->sessions != 0) return false;
+  const uint16_t other = allocate_lid();
+  if (other == 0) return false;
+  holder->lid = other;
+  holder->gid = gid_link_local(cfg_.node_guid, other);
+  return true;
+}
+
 int Router::register_container(const std::string& tenant, const std::string& network,
                                const std::string& name, uint64_t netns_ino, uint32_t vip,
                                uint16_t want_lid, uint16_t* lid) {
@@ -464,9 +536,9 @@ int Router::register_container(const std::string& tenant, const std::string& net
                    want_lid, cfg_.lid_base, cfg_.lid_base + cfg_.lid_count - 1);
       return ERANGE;
     }
-    const Container* holder = container_by_lid(want_lid);
-    if (holder != nullptr && holder->netns_ino != netns_ino) {
-      spdlog::warn("container {}/{}: LID {} is {}'s", tenant, name, want_lid, holder->name);
+    if (!free_lid_st(want_lid, netns_ino)) {
+      spdlog::warn("container {}/{}: LID {} is {}'s", tenant, name, want_lid,
+                   container_by_lid(want_lid)->name);
       return EADDRINUSE;
     }
     auto it = containers_.find(netns_ino);

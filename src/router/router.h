@@ -31,6 +31,7 @@
 #include "router/multicast_groups.h"
 #include "router/network_numbers.h"
 #include "router/objects.h"
+#include "router/resume_key.h"
 #include "router/router_config.h"
 #include "router/scheduler.h"
 #include "router/session.h"
@@ -53,6 +54,19 @@ class Router final : private CmEnvironment {
   void run(bool handle_signals);
   // Asks run() to return. Thread-safe and async-signal-safe.
   void stop();
+
+  // ---- Upgrades in place (wharfd --upgrade, issue #23) ----
+  // run() returned for SIGUSR2: the caller executes the router's binary again, handing the
+  // new process listen_fd() under kInheritedListenEnv (which start() then adopts); nothing is
+  // torn down first, so each library resumes its session as after a crash. If that fails,
+  // continue_serving() and run() again.
+  bool upgrade_requested() const { return upgrade_requested_; }
+  int listen_fd() const { return listen_.get(); }
+  void continue_serving() {
+    upgrade_requested_ = false;
+    stopping_ = false;
+  }
+  static constexpr const char* kInheritedListenEnv = "WHARF_LISTEN_FD";
   // Runs fn on the router thread between two control polls, soon. Thread-safe: how other
   // threads (the orchestrator's watch) change what the router holds.
   void post(std::function<void()> fn);
@@ -184,6 +198,17 @@ class Router final : private CmEnvironment {
 
   RemotePath* remote() const { return remote_.get(); }
 
+  // ---- Resumed sessions (router/resume_key.h) ----
+  const ResumeKey& resume_key() const { return resume_key_; }
+  // A resumed session's container c keeps the LID `lid` it had: 0 when it has it (or lid is
+  // 0), or when c is a container no session has said Hello in yet, not registered, and the
+  // LID is this router's and free (it then takes it); else EADDRINUSE.
+  int keep_lid_st(Container* c, uint16_t lid);
+  // Whether `lid` is free for the container of namespace netns_ino: unused, its own, or held
+  // by a container no session said Hello in yet and not registered, which is then given
+  // another.
+  bool free_lid_st(uint16_t lid, uint64_t netns_ino);
+
   // ---- Completion events (router/cq_events.cc) ----
   // The QPs whose completions go to cq: its own send completions, or (for the QPs whose
   // receive CQ it is) the peer each is connected to on this host, which may write them on
@@ -247,6 +272,12 @@ class Router final : private CmEnvironment {
   // What session s holds of `kind`: how quotas and usage count (one rule for both).
   static uint64_t held_st(const Session& s, QuotaKind kind);
   void accept_sessions();
+  // start()'s two ways to the listening socket: the one an upgraded router left open, or a
+  // new one bound at the socket path (0 or an errno).
+  bool adopt_inherited_listener();
+  int listen_on_socket();
+  // Where listen_on_socket binds (then renames the socket to socket_path).
+  std::string staging_path() const { return cfg_.socket_path + ".new"; }
   // Activates again every QP its library marked posted since the last call.
   void take_posted_st();
   void close_session(int fd);
@@ -260,11 +291,13 @@ class Router final : private CmEnvironment {
 
   RouterConfig cfg_;
   RouterCounters counters_;
+  ResumeKey resume_key_;
   UniqueFd listen_;
   UniqueFd epoll_;
   UniqueFd signal_;
   UniqueFd wake_;  // eventfd written by stop()
   std::atomic<bool> stopping_{false};
+  bool upgrade_requested_ = false;
   std::atomic<uint64_t> loop_turns_{0};  // written by the router thread alone
   uint64_t busy_ns_ = 0;
   double busy_ratio_ = 0;

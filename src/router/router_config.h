@@ -17,6 +17,9 @@ struct RouterConfig {
   // The socket is mode 0660: its owner (the router's user) and this group may connect
   // (docs/SECURITY.md). -1: the router's own group.
   int64_t socket_gid = -1;
+  // The key that lets libraries resume their sessions after this router restarts
+  // (router/resume_key.h); made there if missing. Empty: sessions end with the process.
+  std::string resume_key_path;
   uint8_t link_layer = IBV_LINK_LAYER_INFINIBAND;
   uint64_t spin_ns = 200000;  // keep polling this long after the last work before sleeping
   uint64_t node_guid = 0;     // 0: derived from the socket path

@@ -14,6 +14,7 @@
 #include "proto/messages.h"
 #include "router/cm_objects.h"
 #include "router/objects.h"
+#include "router/resume_key.h"
 #include "router/session_qps.h"
 #include "router/shm_region.h"
 #include "shm/layout.h"
@@ -38,6 +39,16 @@ class HandleTable {
     obj->handle = h;
     T* raw = obj.get();
     map_.emplace(h, std::move(obj));
+    return raw;
+  }
+  // Takes obj under handle h, which a resumed session had (RestoreNextReq); nullptr (obj
+  // dropped) when h is 0 or taken. Later adds go on above it.
+  T* add_at(uint32_t h, std::unique_ptr<T> obj) {
+    if (h == 0 || map_.count(h) != 0) return nullptr;
+    obj->handle = h;
+    T* raw = obj.get();
+    map_.emplace(h, std::move(obj));
+    if (h >= next_) next_ = h + 1;
     return raw;
   }
   T* find(uint32_t h) const {
@@ -135,6 +146,22 @@ class Session {
                   const ReplyFds& fds);
 
   int on_hello(const proto::HelloReq&, UniqueFd*, int, proto::HelloRep*, ReplyFds*);
+  // A resumed session's next object (proto::RestoreNextReq): the create request that
+  // follows takes it (take_restore) and checks it as a new object of that kind.
+  struct PendingRestore {
+    uint32_t handle = 0;
+    uint32_t number = 0;
+    uint64_t proof = 0;
+    UniqueFd fd;
+    bool set = false;
+  };
+  int on_restore_next(const proto::RestoreNextReq&, UniqueFd*, int, proto::Empty*, ReplyFds*);
+  // Moves the pending restore to *out; false when there is none (a new object).
+  bool take_restore(PendingRestore* out);
+  // Whether `proof` is the router's for this container's `number` (resume_key.h), and that
+  // proof.
+  bool proves(ProofKind kind, uint32_t number, uint64_t proof) const;
+  uint64_t proof_of(ProofKind kind, uint32_t number) const;
   int on_alloc_pd(const proto::Empty&, UniqueFd*, int, proto::Handle*, ReplyFds*);
   int on_dealloc_pd(const proto::Handle&, UniqueFd*, int, proto::Empty*, ReplyFds*);
   int on_reg_mr(const proto::RegMrReq&, UniqueFd*, int, proto::RegMrRep*, ReplyFds*);
@@ -232,6 +259,8 @@ class Session {
   uid_t uid_;
   Container* container_;
   bool hello_done_ = false;
+  bool resumed_ = false;  // said Hello with resume: may restore objects
+  PendingRestore restore_;
   bool cm_open_ = false;  // said CmOpen: counted in its container like a Hello
   ShmRegion page_;
   UniqueFd doorbell_;

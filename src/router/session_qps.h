@@ -9,6 +9,7 @@
 // hash table of handles cost a node and a bucket (issue #18: router memory per idle QP).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -45,6 +46,25 @@ class SessionQps {
     return slots_[slot].get();
   }
 
+  // Takes qp under `handle`, which a resumed session had (its slot is its posted mark, which
+  // the library keeps); nullptr (qp dropped) when that slot is taken or out of range.
+  Qp* add_at(uint32_t handle, std::unique_ptr<Qp> qp) {
+    const uint32_t slot = slot_of(handle);
+    const auto generation = static_cast<uint16_t>(handle >> kSlotBits);
+    if (generation == 0 || generation > kMaxGeneration) return nullptr;
+    while (slots_.size() <= slot) {
+      free_.push_back(static_cast<uint32_t>(slots_.size()));
+      slots_.emplace_back();
+      generations_.push_back(1);
+    }
+    if (slots_[slot] != nullptr) return nullptr;
+    free_.erase(std::find(free_.begin(), free_.end(), slot));
+    generations_[slot] = generation;
+    qp->handle = handle;
+    slots_[slot] = std::move(qp);
+    ++size_;
+    return slots_[slot].get();
+  }
   // The QP `handle` names, or nullptr.
   Qp* find(uint32_t handle) const {
     Qp* qp = by_mark(slot_of(handle));

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 #include <cstring>
 #include <utility>
@@ -34,6 +35,10 @@ int ShmRegion::create(const char* name, size_t size) {
   if (!fd.valid()) return errno;
   if (ftruncate(fd.get(), static_cast<off_t>(size)) != 0) return errno;
   if (fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) return errno;
+  return map(std::move(fd), size);
+}
+
+int ShmRegion::map(UniqueFd fd, size_t size) {
   void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
   if (p == MAP_FAILED) return errno;
   if (data_ != nullptr) munmap(data_, size_);
@@ -41,6 +46,16 @@ int ShmRegion::create(const char* name, size_t size) {
   data_ = static_cast<uint8_t*>(p);
   size_ = static_cast<uint32_t>(size);
   return 0;
+}
+
+int ShmRegion::adopt(UniqueFd fd, size_t size) {
+  struct stat st;
+  const int seals = fcntl(fd.get(), F_GET_SEALS);
+  const int wanted = F_SEAL_SHRINK | F_SEAL_GROW;
+  if (seals < 0 || (seals & wanted) != wanted || fstat(fd.get(), &st) != 0 ||
+      !S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) != size || size > UINT32_MAX)
+    return EINVAL;
+  return map(std::move(fd), size) == 0 ? 0 : EINVAL;
 }
 
 ShmRegion ShmRegionPool::take(size_t size) {

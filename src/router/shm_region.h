@@ -22,11 +22,19 @@ class ShmRegion {
   // or more: no ring the router makes is near that, and a QP keeps one of these).
   int create(const char* name, size_t size);
 
+  // Takes a region a library had from an earlier router process (a resumed session): it
+  // must be a memfd sealed against shrinking and growing, of exactly `size` bytes. Its
+  // contents are as hostile as ever. Returns 0 or EINVAL.
+  int adopt(UniqueFd fd, size_t size);
+
   uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   int fd() const { return fd_.get(); }
 
  private:
+  // Maps all `size` bytes of fd, which becomes the region's. 0 or an errno.
+  int map(UniqueFd fd, size_t size);
+
   uint8_t* data_ = nullptr;
   uint32_t size_ = 0;
   UniqueFd fd_;

@@ -47,6 +47,7 @@ uint16_t op_for() {
   if constexpr (std::is_same_v<T, RegMrReq>) return req(Op::kRegMr);
   if constexpr (std::is_same_v<T, ReregMrReq>) return req(Op::kReregMr);
   if constexpr (std::is_same_v<T, RegMrRep>) return rep(Op::kRegMr);
+  if constexpr (std::is_same_v<T, RestoreNextReq>) return req(Op::kRestoreNext);
   if constexpr (std::is_same_v<T, AllocMwReq>) return req(Op::kAllocMw);
   if constexpr (std::is_same_v<T, AllocMwRep>) return rep(Op::kAllocMw);
   if constexpr (std::is_same_v<T, McastReq>) return req(Op::kAttachMcast);

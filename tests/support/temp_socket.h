@@ -18,12 +18,15 @@ class TempSocket {
   }
   ~TempSocket() {
     unlink(path().c_str());
+    unlink(key_path().c_str());
     if (dir_ != "/tmp") rmdir(dir_.c_str());
   }
   TempSocket(const TempSocket&) = delete;
   TempSocket& operator=(const TempSocket&) = delete;
 
   std::string path() const { return dir_ + "/r.sock"; }
+  // Where such a router may keep its resume key (router/resume_key.h).
+  std::string key_path() const { return dir_ + "/r.key"; }
 
  private:
   std::string dir_;

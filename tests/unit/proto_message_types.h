@@ -26,11 +26,11 @@ struct Spec;
 
 WHARF_MESSAGE_SPEC(Header, 16);                // 4 + 2 + 2 + 4 + 4
 WHARF_MESSAGE_SPEC(Empty, 0);                  //
-WHARF_MESSAGE_SPEC(HelloReq, 4);               // 4
+WHARF_MESSAGE_SPEC(HelloReq, 8);               // 4 + 2 + 1 + 1
 WHARF_MESSAGE_SPEC(HelloRep, 64);              // 8 + 4 + 2 + 1 + 1 + 16 + 32
 WHARF_MESSAGE_SPEC(Handle, 4);                 // 4
 WHARF_MESSAGE_SPEC(RegMrReq, 56);              // 4 + 4 + 6 * 8
-WHARF_MESSAGE_SPEC(RegMrRep, 12);              // 3 * 4
+WHARF_MESSAGE_SPEC(RegMrRep, 24);              // 4 * 4 + 8
 WHARF_MESSAGE_SPEC(CreateCqReq, 8);            // 2 * 4
 WHARF_MESSAGE_SPEC(CreateCqRep, 8);            // 2 * 4
 WHARF_MESSAGE_SPEC(ResizeCqReq, 8);            // 2 * 4
@@ -38,7 +38,8 @@ WHARF_MESSAGE_SPEC(AhAttr, 30);                // 2 + 8 * 1 + 4 + 16
 WHARF_MESSAGE_SPEC(CreateAhReq, 34);           // 4 + AhAttr
 WHARF_MESSAGE_SPEC(QpCaps, 20);                // 5 * 4
 WHARF_MESSAGE_SPEC(CreateQpReq, 42);           // 4 * 4 + 2 * 1 + QpCaps + 4
-WHARF_MESSAGE_SPEC(CreateQpRep, 48);           // 6 * 4 + QpCaps + posted_mark
+WHARF_MESSAGE_SPEC(CreateQpRep, 56);           // 6 * 4 + QpCaps + posted_mark + 8
+WHARF_MESSAGE_SPEC(RestoreNextReq, 16);        // 2 * 4 + 8
 WHARF_MESSAGE_SPEC(QpAttr, 104);               // 4 * 1 + 5 * 4 + 2 * 2 + 12 * 1 + 4 + 2 * AhAttr
 WHARF_MESSAGE_SPEC(ModifyQpReq, 112);          // 2 * 4 + QpAttr
 WHARF_MESSAGE_SPEC(ModifyQpRateLimitReq, 16);  // 3 * 4 + 2 * 2
@@ -102,11 +103,11 @@ using AllMessages =
              AllocMwRep, McastReq, OpenXrcdReq, OpenQpReq, FlowMatch, CreateFlowReq, ModifyWqReq,
              SetQpRssReq, QueryQpRep, CreateSrqReq, CreateSrqRep, SrqOp, PostSrqOpsReq,
              PostSrqOpsRep, ModifySrqReq, QuerySrqRep, RegisterContainerReq, RegisterContainerRep,
-             UnregisterContainerReq, HoldContainerReq, SandboxRef, HeldContainerRep, RouterInfoRep,
-             DumpResourcesRep, DirectPeerRep, ExpressRep, PeerMrReq, PeerMrRep, AsyncEventMsg,
-             CqEventMsg, CmAddr, CmConnParam, CmOpenRep, CmCreateIdReq, CmMigrateIdReq, CmBindReq,
-             CmAddrRep, CmResolveAddrReq, CmListenReq, QpStep, CmQpSteps, CmConnectReq, CmStepReq,
-             CmRejectReq, CmSetOptionReq, CmEventMsg, CmMad>;
+             UnregisterContainerReq, HoldContainerReq, SandboxRef, HeldContainerRep, RestoreNextReq,
+             RouterInfoRep, DumpResourcesRep, DirectPeerRep, ExpressRep, PeerMrReq, PeerMrRep,
+             AsyncEventMsg, CqEventMsg, CmAddr, CmConnParam, CmOpenRep, CmCreateIdReq,
+             CmMigrateIdReq, CmBindReq, CmAddrRep, CmResolveAddrReq, CmListenReq, QpStep, CmQpSteps,
+             CmConnectReq, CmStepReq, CmRejectReq, CmSetOptionReq, CmEventMsg, CmMad>;
 
 // Calls f.template operator()<T>() for every T in the list, in order.
 template <class F, class... T>

@@ -13,6 +13,7 @@
 
 #include "container/device_view.h"
 #include "options.h"
+#include "registration.h"
 
 namespace wharf::run {
 
@@ -68,8 +69,7 @@ pid_t spawn_in_container(const std::vector<std::string>& argv, const std::vector
   ::_exit(kExitExecFailed);
 }
 
-int supervise(pid_t child, int signal_fd, int router_fd) {
-  bool watch_router = router_fd >= 0;
+int supervise(pid_t child, int signal_fd, Registration* registration) {
   for (;;) {
     int status = 0;
     pid_t r = ::waitpid(child, &status, WNOHANG);
@@ -83,20 +83,16 @@ int supervise(pid_t child, int signal_fd, int router_fd) {
       return kExitSetupFailed;
     }
 
-    // POLLRDHUP only: replies are read by RouterSession, here we only notice a hang-up.
-    pollfd fds[2] = {{signal_fd, POLLIN, 0}, {router_fd, POLLRDHUP, 0}};
-    int n = ::poll(fds, watch_router ? 2 : 1, -1);
+    // POLLRDHUP only: replies are read by RouterSession, here we only notice a hang-up. A
+    // negative fd (no registration socket) is ignored by poll.
+    pollfd fds[2] = {{signal_fd, POLLIN, 0}, {registration->fd(), POLLRDHUP, 0}};
+    int n = ::poll(fds, 2, registration->poll_timeout_ms());
     if (n < 0) {
       if (errno == EINTR) continue;
       std::fprintf(stderr, "wharf-run: poll: %s\n", std::strerror(errno));
       return kExitSetupFailed;
     }
-    if (watch_router && fds[1].revents != 0) {
-      std::fprintf(stderr,
-                   "wharf-run: the router closed the registration socket; container is no "
-                   "longer served (CMD keeps running)\n");
-      watch_router = false;
-    }
+    registration->on_poll(fds[1].revents);
     if ((fds[0].revents & POLLIN) == 0) continue;
     signalfd_siginfo si;
     ssize_t got = ::read(signal_fd, &si, sizeof(si));

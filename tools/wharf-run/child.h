@@ -11,6 +11,8 @@
 
 namespace wharf::run {
 
+class Registration;
+
 // The signals wharf-run forwards to CMD, plus SIGCHLD. main() blocks them all before doing
 // anything else and receives them through a signalfd.
 sigset_t supervised_signals();
@@ -30,8 +32,9 @@ pid_t spawn_in_container(const std::vector<std::string>& argv, const std::vector
                          const ContainerSetup& setup, const sigset_t& child_mask);
 
 // Waits for `child`, forwarding SIGINT/SIGTERM/SIGHUP read from `signal_fd` (see
-// supervised_signals()). Warns once if `router_fd` hangs up. Returns the exit status for
-// wharf-run: the child's, or 128 + signal number if a signal killed it.
-int supervise(pid_t child, int signal_fd, int router_fd);
+// supervised_signals()), and keeps `registration` up meanwhile (it re-registers the container
+// when the router comes back after going away). Returns the exit status for wharf-run: the
+// child's, or 128 + signal number if a signal killed it.
+int supervise(pid_t child, int signal_fd, Registration* registration);
 
 }  // namespace wharf::run

@@ -25,6 +25,7 @@
 #include "network.h"
 #include "options.h"
 #include "proto/vip_gid.h"
+#include "registration.h"
 
 extern char** environ;
 
@@ -91,10 +92,10 @@ int run(Options o) {
   }
 
   // Connect first: a missing router is the commonest mistake and needs nothing undone.
-  container::RouterSession session;
-  if (!session.connect(router)) return kExitSetupFailed;
+  Registration registration(router, o.reconnect_s, o.verbose);
+  if (!registration.connect()) return kExitSetupFailed;
   container::RouterSession::Info router_info;
-  if (!session.router_info(&router_info)) return kExitSetupFailed;
+  if (!registration.session().router_info(&router_info)) return kExitSetupFailed;
   uint16_t lid = 0;  // the orchestrator's for the container; 0: the router picks
   if (!o.tenant.empty()) {
     std::string token;
@@ -128,7 +129,7 @@ int run(Options o) {
   // bridge fixes the gateway and the container subnet.
   NetConfig cfg{o.name, o.vip, o.prefix, o.bridge_ip, o.bridge, o.verbose, {}};
   std::string err;
-  if (!named_netns_of(session.router_pid(), &cfg.host_netns, &err)) {
+  if (!named_netns_of(registration.session().router_pid(), &cfg.host_netns, &err)) {
     std::fprintf(stderr, "wharf-run: %s\n", err.c_str());
     return kExitSetupFailed;
   }
@@ -180,14 +181,15 @@ int run(Options o) {
                  std::strerror(errno));
     return kExitSetupFailed;
   }
-  if (!session.register_container(o.tenant, o.network, o.name, o.vip, lid, netns_fd.get(), &lid))
+  if (!registration.register_container(o.tenant, o.network, o.name, o.vip, lid, netns_fd.get()))
     return kExitSetupFailed;
+  lid = registration.lid();
   say(o,
       "registered container " + o.name + " with router " + router + ", LID " + std::to_string(lid));
 
   if (auto sig = pending_stop_signal(signal_fd.get())) {
     std::fprintf(stderr, "wharf-run: interrupted by signal %d before starting CMD\n", *sig);
-    session.unregister_container(o.name);
+    registration.unregister();
     return 128 + *sig;
   }
 
@@ -206,11 +208,11 @@ int run(Options o) {
     if (int werr = container::write_record(o.name, running); werr != 0)
       std::fprintf(stderr, "wharf-run: warning: %s: %s (wharf-exec cannot find the container)\n",
                    container::record_path(o.name).c_str(), std::strerror(werr));
-    status = supervise(child, signal_fd.get(), session.fd());
+    status = supervise(child, signal_fd.get(), &registration);
     container::remove_record(o.name);
     say(o, "CMD exited with status " + std::to_string(status));
   }
-  session.unregister_container(o.name);
+  registration.unregister();
   net.teardown();
   return status;
 }
@@ -268,6 +270,13 @@ int parse_and_run(int argc, char** argv) {
                  "Directory holding Wharf's libibverbs.so.1 (default: ../lib beside wharf-run)");
   app.add_option("--cleanup", cleanup_name,
                  "Remove the namespace, veth and processes left by a killed wharf-run for NAME");
+  app.add_option("--reconnect-s", o.reconnect_s,
+                 "When the router goes away while CMD runs, re-register the container with the "
+                 "router restarted at the same socket path, trying for this many seconds; 0: "
+                 "do not (the container stays unserved)")
+      ->check(CLI::Range(0, 86400))
+      ->capture_default_str()
+      ->envname("WHARF_RUN_RECONNECT_S");
   app.add_flag("-v,--verbose", o.verbose, "Print setup steps");
   app.add_option("command", o.command, "CMD and its arguments, after --");
   try {

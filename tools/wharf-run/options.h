@@ -41,6 +41,7 @@ struct Options {
   bool dropin = false;
   std::string lib_dir;  // empty: <dir of wharf-run>/../lib
   bool verbose = false;
+  int reconnect_s = 60;  // how long to re-register after the router went away; 0: not at all
   std::vector<std::string> command;
 };
 

@@ -21,20 +21,24 @@ RouterProcess* VerbsTest::router_ = nullptr;
 RouterProcess::RouterProcess(const std::vector<std::string>& extra_args) {
   char tmpl[] = "/tmp/wharf-verify.XXXXXX";
   dir_ = mkdtemp(tmpl);
-  std::string sock = dir_ + "/wharfd.sock";
   // WHARF_VERIFY_DIRECT_PATH=off runs every test with all work through the router.
   const char* direct = getenv("WHARF_VERIFY_DIRECT_PATH");
-  std::vector<std::string> args{"wharfd",
-                                "--socket",
-                                sock,
-                                "--log-level",
-                                "warn",
-                                "--direct-path",
-                                direct != nullptr ? direct : "on"};
-  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  args_ = {"wharfd",
+           "--socket",
+           socket(),
+           "--log-level",
+           "warn",
+           "--direct-path",
+           direct != nullptr ? direct : "on"};
+  args_.insert(args_.end(), extra_args.begin(), extra_args.end());
+  start();
+}
+
+void RouterProcess::start() {
   std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
+  for (std::string& a : args_) argv.push_back(a.data());
   argv.push_back(nullptr);
+  const std::string sock = socket();
   pid_ = fork();
   if (pid_ == 0) {
     prctl(PR_SET_PDEATHSIG, SIGTERM);  // never outlive a crashed test process
@@ -50,6 +54,12 @@ RouterProcess::RouterProcess(const std::vector<std::string>& extra_args) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   ADD_FAILURE() << "wharfd did not create " << sock;
+}
+
+void RouterProcess::restart() {
+  kill_hard();
+  unlink(socket().c_str());  // as a supervisor would find it: the dead router's socket
+  start();
 }
 
 void RouterProcess::kill_hard() {
@@ -77,8 +87,8 @@ RouterProcess::~RouterProcess() {
       kill_hard();
     }
   }
-  std::string sock = dir_ + "/wharfd.sock";
-  unlink(sock.c_str());
+  unlink(socket().c_str());
+  unlink((socket() + ".key").c_str());  // the router's resume key (wharfd --resume-key)
   rmdir(dir_.c_str());
 }
 

@@ -20,12 +20,17 @@ class RouterProcess {
   explicit RouterProcess(const std::vector<std::string>& extra_args = {});
   ~RouterProcess();
   void kill_hard();  // SIGKILL, for crash tests
-  void pause();      // SIGSTOP: control requests wait for resume()
-  void resume();     // SIGCONT
+  // SIGKILL, then a new router with the same arguments on the same socket (issue #23).
+  void restart();
+  void pause();   // SIGSTOP: control requests wait for resume()
+  void resume();  // SIGCONT
   std::string socket() const { return dir_ + "/wharfd.sock"; }
 
  private:
+  void start();
+
   std::string dir_;
+  std::vector<std::string> args_;
   pid_t pid_ = -1;
 };
 

@@ -1,0 +1,129 @@
+#include "abi/verbs/session_resume.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <map>
+
+#include "abi/verbs/provider.h"
+#include "common/clock.h"
+
+namespace wharf::abi {
+
+namespace {
+
+constexpr int kReplyTimeoutMs = 5000;
+
+uint64_t resume_window_ns() {
+  const char* v = getenv("WHARF_RESUME_S");
+  const long s = v != nullptr && *v != '\0' ? strtol(v, nullptr, 10) : 30;
+  return static_cast<uint64_t>(std::max(0L, s)) * 1'000'000'000ull;
+}
+
+void nap(uint64_t ns) {
+  timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+// Announces the next create request's object (proto::RestoreNextReq).
+int restore_next(proto::RouterClient* c, uint32_t handle, uint32_t number, uint64_t proof, int fd) {
+  proto::Empty none;
+  return c->call(proto::Op::kRestoreNext, proto::RestoreNextReq{handle, number, proof}, &fd,
+                 fd >= 0 ? 1 : 0, &none);
+}
+
+// The objects of one kind in handle order (the order they were made in, which is the one a
+// session's handles grow in), from the context's map.
+template <class T>
+std::map<uint32_t, T*> in_order(const std::unordered_map<uint32_t, T*>& m) {
+  return {m.begin(), m.end()};
+}
+
+// Says Hello on `fresh` as ctx's session. Errors a later try may not meet (the container
+// not registered again yet: EADDRINUSE) are returned like any other.
+int hello_again(Context* ctx, proto::RouterClient* fresh) {
+  proto::HelloReq req;
+  req.resume = 1;
+  req.resume_lid = ctx->hello.lid;
+  const int fds[3] = {ctx->async_router_end.get(), ctx->page_fd.get(), ctx->doorbell.get()};
+  proto::HelloRep rep;
+  return fresh->call(proto::Op::kHello, req, fds, 3, &rep);
+}
+
+// Restores every object of ctx on `fresh`, which said Hello. Caller holds objects_mu.
+int restore_objects(Context* ctx, proto::RouterClient* fresh) {
+  if (!ctx->srqs.empty() || !ctx->xrcds.empty() || !ctx->mws.empty() || !ctx->ahs.empty())
+    return EOPNOTSUPP;
+  for (const auto& [h, pd] : in_order(ctx->pds)) {
+    proto::Handle rep;
+    if (int err = restore_next(fresh, h, 0, 0, -1); err != 0) return err;
+    if (int err = fresh->call(proto::Op::kAllocPd, proto::Empty{}, nullptr, 0, &rep); err != 0)
+      return err;
+  }
+  for (const auto& [h, m] : in_order(ctx->mrs)) {
+    const Mr* mr = to_mr(m);
+    proto::RegMrRep rep;
+    const int fd = mr->memfd.get();
+    if (int err = restore_next(fresh, h, mr->mr.lkey, mr->proof, -1); err != 0) return err;
+    if (int err = fresh->call(proto::Op::kRegMr, mr->request, &fd, fd >= 0 ? 1 : 0, &rep); err != 0)
+      return err;
+  }
+  for (const auto& [h, c] : in_order(ctx->channels)) {
+    const int fd = to_channel(c)->router_end.get();
+    proto::Handle rep;
+    if (int err = restore_next(fresh, h, 0, 0, -1); err != 0) return err;
+    if (int err = fresh->call(proto::Op::kCreateChannel, proto::Empty{}, &fd, 1, &rep); err != 0)
+      return err;
+  }
+  for (const auto& [h, c] : in_order(ctx->cqs)) {
+    const Cq* cq = to_cq(c);
+    proto::CreateCqRep rep;
+    if (int err = restore_next(fresh, h, 0, 0, cq->region.get()); err != 0) return err;
+    if (int err = fresh->call(proto::Op::kCreateCq, cq->request, nullptr, 0, &rep); err != 0)
+      return err;
+  }
+  for (const auto& [h, q] : in_order(ctx->qps)) {
+    const Qp* qp = to_qp(q);
+    proto::CreateQpRep rep;
+    if (int err = restore_next(fresh, h, q->qp_num, qp->proof, qp->region.get()); err != 0)
+      return err;
+    if (int err = fresh->call(proto::Op::kCreateQp, qp->request, nullptr, 0, &rep); err != 0)
+      return err;
+    for (const proto::ModifyQpReq& m : qp->modifications) {
+      proto::Empty none;
+      if (int err = fresh->call(proto::Op::kModifyQp, m, nullptr, 0, &none); err != 0) return err;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int resume_session(Context* ctx, proto::RouterClient* fresh) {
+  const uint64_t deadline = now_ns() + resume_window_ns();
+  uint64_t backoff = 5'000'000;  // 5 ms, doubling to 50 ms: a refused connect costs little
+  for (;;) {
+    int err = fresh->connect(proto::router_socket_path());
+    // A router that accepts and never answers (a dead one's backlog) is given up on like one
+    // that refuses.
+    fresh->set_reply_timeout_ms(kReplyTimeoutMs);
+    if (err == 0) err = hello_again(ctx, fresh);
+    if (err == 0) {
+      std::lock_guard<std::mutex> g(ctx->objects_mu);
+      err = restore_objects(ctx, fresh);
+      fresh->set_reply_timeout_ms(-1);
+      return err;
+    }
+    fresh->close();
+    // A router that cannot resume sessions at all will not learn to.
+    if (err == EOPNOTSUPP || err == EPROTO || now_ns() + backoff > deadline) return err;
+    nap(backoff);
+    backoff = std::min<uint64_t>(backoff * 2, 50'000'000);
+  }
+}
+
+}  // namespace wharf::abi

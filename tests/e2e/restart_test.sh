@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The router killed (SIGKILL) and started again, or upgraded in place (wharfd --upgrade),
+# under running perftest pairs (#23), every operation through the router (--direct-path off):
+# wharf-run registers each container again with its LID, the verbs libraries resume their
+# sessions with the new router process, and ib_write_bw and ib_send_bw run their whole -D time
+# and exit 0 on both sides.
+#
+#   WHARF_BIN_DIR=build/bin bash tests/e2e/restart_test.sh
+set -uo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+readonly HERE
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$HERE/lib.sh"
+
+e2e_init
+e2e_require_command ib_write_bw
+E2E_WHARFD_ARGS="--direct-path off"
+e2e_start_router
+routers=1
+
+# kill_and_restart: as a crash and a supervisor's restart: the dead router's socket stays a
+# moment, then a new router with the same arguments takes the path.
+kill_and_restart() {
+  kill -KILL "$E2E_ROUTER_PID"
+  wait "$E2E_ROUTER_PID" 2>/dev/null
+  sleep 0.3
+  rm -f "$E2E_SOCK"
+  mv "$E2E_TMP/wharfd.log" "$E2E_TMP/wharfd-$routers.log"
+  _e2e_add_log "router-$routers" "$E2E_TMP/wharfd-$routers.log"
+  routers=$((routers + 1))
+  e2e_start_router
+  unset 'E2E_LOGS[-1]'  # e2e_start_router listed wharfd.log again
+}
+# upgrade: the same process executes its binary again and keeps the socket.
+upgrade() {
+  timeout 20 "$E2E_WHARFD" --upgrade --socket "$E2E_SOCK" >>"$E2E_TMP/upgrade.out" 2>&1 ||
+    e2e_fail "wharfd --upgrade failed: $(tail -1 "$E2E_TMP/upgrade.out")"
+}
+
+for run in ib_write_bw:kill_and_restart ib_send_bw:kill_and_restart ib_write_bw:upgrade \
+  ib_send_bw:upgrade; do
+  tool=${run%%:*}
+  how=${run#*:}
+  srv=$(e2e_name S)
+  cli=$(e2e_name C)
+  e2e_start_container "$tool-$how-server" "$srv" "$(e2e_vip 11)" preload "$tool" -D 3
+  server_pid=$E2E_LAST_PID
+  e2e_wait_listen "$srv" 18515 "$server_pid" 20
+  e2e_start_container "$tool-$how-client" "$cli" "$(e2e_vip 12)" preload "$tool" -D 3 \
+    "$(e2e_vip 11)"
+  client_pid=$E2E_LAST_PID
+  sleep 1.5
+  "$how"
+  for side in "client:$client_pid" "server:$server_pid"; do
+    e2e_wait_pid "${side#*:}" 30
+    [[ $E2E_TIMED_OUT == 0 ]] || e2e_fail "$tool ${side%%:*} did not finish ($how)"
+    [[ $E2E_STATUS == 0 ]] || e2e_fail "$tool ${side%%:*} exited with status $E2E_STATUS ($how)"
+  done
+  e2e_expect "$tool-$how-client" "BW average"
+  e2e_log "$tool: both sides ran through the router's $how"
+done
+e2e_expect upgrade "runs its new binary"
+e2e_log "PASS"
