@@ -328,6 +328,7 @@ inline Qp* to_qp(ibv_qp* q) { return reinterpret_cast<Qp*>(q); }
 struct Ah {
   ibv_ah ah;
   uint32_t handle;
+  proto::CreateAhReq request;  // restores it in a resumed session
 };
 inline Ah* to_ah(ibv_ah* a) { return reinterpret_cast<Ah*>(a); }
 

@@ -56,8 +56,7 @@ int hello_again(Context* ctx, proto::RouterClient* fresh) {
 
 // Restores every object of ctx on `fresh`, which said Hello. Caller holds objects_mu.
 int restore_objects(Context* ctx, proto::RouterClient* fresh) {
-  if (!ctx->srqs.empty() || !ctx->xrcds.empty() || !ctx->mws.empty() || !ctx->ahs.empty())
-    return EOPNOTSUPP;
+  if (!ctx->srqs.empty() || !ctx->xrcds.empty() || !ctx->mws.empty()) return EOPNOTSUPP;
   for (const auto& [h, pd] : in_order(ctx->pds)) {
     proto::Handle rep;
     if (int err = restore_next(fresh, h, 0, 0, -1); err != 0) return err;
@@ -70,6 +69,12 @@ int restore_objects(Context* ctx, proto::RouterClient* fresh) {
     const int fd = mr->memfd.get();
     if (int err = restore_next(fresh, h, mr->mr.lkey, mr->proof, -1); err != 0) return err;
     if (int err = fresh->call(proto::Op::kRegMr, mr->request, &fd, fd >= 0 ? 1 : 0, &rep); err != 0)
+      return err;
+  }
+  for (const auto& [h, a] : in_order(ctx->ahs)) {
+    proto::Handle rep;
+    if (int err = restore_next(fresh, h, 0, 0, -1); err != 0) return err;
+    if (int err = fresh->call(proto::Op::kCreateAh, to_ah(a)->request, nullptr, 0, &rep); err != 0)
       return err;
   }
   for (const auto& [h, c] : in_order(ctx->channels)) {

@@ -247,6 +247,7 @@ WHARF_EXPORT ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
   ah->ah.pd = pd;
   ah->ah.handle = rep.handle;
   ah->handle = rep.handle;
+  ah->request = req;
   if (!ctx->track(ctx->ahs, rep.handle, &ah->ah)) {
     delete ah;
     return ctx->out_of_memory(proto::Op::kDestroyAh, rep.handle);

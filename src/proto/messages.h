@@ -464,12 +464,12 @@ struct CreateQpRep {
   }
 };
 
-// Only in a resumed session (HelloReq::resume): the next AllocPd, RegMr, CreateChannel,
-// CreateCq or CreateQp restores the object the session had as `handle`, instead of making
-// a new one. For an MR `number` is its key, for a QP its QPN, each with the proof the
-// router gave with it (the router's keyed hash of the number and the container: numbers
-// are host-wide); 0 for the others. The request's one descriptor: a CQ's or QP's region, a
-// completion channel's router-side socket; none for the others.
+// Only in a resumed session (HelloReq::resume): the next AllocPd, RegMr, CreateAh,
+// CreateChannel, CreateCq or CreateQp restores the object the session had as `handle`, instead of
+// making a new one. For an MR `number` is its key, for a QP its QPN, each with the proof the router
+// gave with it (the router's keyed hash of the number and the container: numbers are host-wide); 0
+// for the others. The request's one descriptor: a CQ's or QP's region, a completion channel's
+// router-side socket; none for the others.
 struct RestoreNextReq {
   uint32_t handle = 0;
   uint32_t number = 0;

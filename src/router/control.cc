@@ -1193,14 +1193,18 @@ void Session::destroy_srq(std::unique_ptr<Srq> srq) {
 
 int Session::on_create_ah(const proto::CreateAhReq& req, UniqueFd*, int, proto::Handle* rep,
                           ReplyFds*) {
+  PendingRestore restore;
+  const bool restoring = take_restore(&restore);
   Pd* pd = pds_.find(req.pd);
   if (pd == nullptr || !valid_ah_attr(req.attr, ethernet())) return EINVAL;
   if (ahs_.size() >= device::kMaxAh) return ENOMEM;
   auto ah = std::make_unique<Ah>();
   ah->pd = pd;
   ah->attr = req.attr;
+  Ah* raw = restoring ? ahs_.add_at(restore.handle, std::move(ah)) : ahs_.add(std::move(ah));
+  if (raw == nullptr) return EEXIST;
   pd->users++;
-  rep->handle = ahs_.add(std::move(ah))->handle;
+  rep->handle = raw->handle;
   return 0;
 }
 

@@ -11,11 +11,13 @@ source "$HERE/lib.sh"
 
 e2e_init
 
-# --help: each option line (but --help's) names its twin.
+# --help: each option line names its twin, but --help's and wharfd --upgrade's: actions, not
+# settings (a WHARF_UPGRADE in a service's environment file would make every start an upgrade).
 for daemon in wharfd wharf-orchestrator; do
   "$E2E_BIN/$daemon" --help > "$E2E_TMP/$daemon.help" 2>&1 || e2e_fail "$daemon --help failed"
   grep -qE '^ +--' "$E2E_TMP/$daemon.help" || e2e_fail "$daemon --help lists no options"
-  without=$(grep -E '^ +-' "$E2E_TMP/$daemon.help" | grep -v -e '--help' | grep -v '(Env:WHARF_')
+  without=$(grep -E '^ +-' "$E2E_TMP/$daemon.help" | grep -v -e '--help' -e '--upgrade' |
+    grep -v '(Env:WHARF_')
   [[ -z $without ]] || e2e_fail "$daemon flags without a WHARF_* twin: $without"
 done
 

@@ -205,6 +205,15 @@ TEST_F(RouterResumeTest, ARestartedRouterTakesBackTheSessionsObjectsUnderTheirNu
   EXPECT_EQ(qp_state(&c, h.qp), IBV_QPS_INIT);
   EXPECT_EQ(ring[100], 0x5a);
   munmap(ring, 4096);
+  // An address handle comes back under its handle too.
+  proto::CreateAhReq ah;
+  ah.pd = h.pd;
+  ah.attr.dlid = 1;
+  ah.attr.port_num = 1;
+  proto::Handle ah_rep;
+  ASSERT_EQ(restore_next(&c, 7, 0, 0), 0);
+  ASSERT_EQ(c.call(proto::Op::kCreateAh, ah, nullptr, 0, &ah_rep), 0);
+  EXPECT_EQ(ah_rep.handle, 7u);
   // New objects go on above the restored handles.
   proto::Handle pd;
   ASSERT_EQ(c.call(proto::Op::kAllocPd, proto::Empty{}, nullptr, 0, &pd), 0);
