@@ -104,6 +104,7 @@ void init_ibv_context(Context* ctx, ibv_device* device, UniqueFd async_fd, Uniqu
 
 void release_context(Context* ctx) {
   ibv_context* c = &ctx->vctx.context;
+  ctx->closing.store(true, std::memory_order_relaxed);
   ctx->watch.stop();
   untrack_context(ctx);
   ctx->free_objects();

@@ -29,7 +29,10 @@ void parent() {
 void child() {
   unlock_registry_after_fork();
   unshare_backings_after_fork();
-  for (Context* c : contexts) c->client.close();  // the parent's session is not ours
+  for (Context* c : contexts) {  // the parent's session is not ours
+    c->client.abandon_in_child();
+    c->watch.abandon_in_child();
+  }
   contexts.clear();
   contexts_mu.unlock();
 }

@@ -44,6 +44,9 @@ struct Context {
   UniqueFd page_fd;
   UniqueFd async_router_end;
   SessionWatch watch;
+  // Set as the context closes: a resume under way gives up at its next try (so a close while
+  // no router is back waits a try, not WHARF_RESUME_S).
+  std::atomic<bool> closing{false};
   pid_t owner_pid = 0;
   // ibv_import_device: a context imported from another of this process (by its cmd_fd)
   // shares that one's router session and objects; every verb on it goes to `imported_from`,

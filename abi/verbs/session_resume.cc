@@ -126,6 +126,7 @@ int resume_session(Context* ctx, proto::RouterClient* fresh) {
     fresh->close();
     // A router that cannot resume sessions at all will not learn to.
     if (err == EOPNOTSUPP || err == EPROTO || now_ns() + backoff > deadline) return err;
+    if (ctx->closing.load(std::memory_order_relaxed)) return ECANCELED;
     nap(backoff);
     backoff = std::min<uint64_t>(backoff * 2, 50'000'000);
   }

@@ -16,7 +16,8 @@ struct Context;
 // Connects `fresh` to the router's socket again (retrying for WHARF_RESUME_S seconds, 30 by
 // default, while the new router starts), says Hello with what the session had and restores
 // its objects, dependencies first. 0 or an errno; EOPNOTSUPP when the session holds objects
-// a resumed session cannot restore yet (docs/OPERATIONS.md lists them).
+// a resumed session cannot restore yet (docs/OPERATIONS.md lists them), ECANCELED when the
+// context began to close meanwhile.
 int resume_session(Context* ctx, proto::RouterClient* fresh);
 
 }  // namespace wharf::abi

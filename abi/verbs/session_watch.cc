@@ -21,7 +21,7 @@ int SessionWatch::start(proto::RouterClient* client) {
   pthread_sigmask(SIG_SETMASK, &all, &old);
   int err = 0;
   try {
-    thread_ = std::thread(&SessionWatch::run, this, client);
+    thread_ = std::make_unique<std::thread>(&SessionWatch::run, this, client);
   } catch (...) {
     err = EAGAIN;
   }
@@ -31,11 +31,17 @@ int SessionWatch::start(proto::RouterClient* client) {
 }
 
 void SessionWatch::stop() {
-  if (!thread_.joinable()) return;
+  if (thread_ == nullptr) return;
   const uint64_t one = 1;
   ssize_t n = ::write(stop_.get(), &one, sizeof(one));
   (void)n;  // an eventfd write of 1 fails only when the counter is full: then it is set
-  thread_.join();
+  thread_->join();
+  thread_.reset();
+  stop_.reset();
+}
+
+void SessionWatch::abandon_in_child() {
+  (void)thread_.release();  // the parent's thread: not this process's to join or free
   stop_.reset();
 }
 

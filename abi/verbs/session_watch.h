@@ -3,6 +3,7 @@
 // that the application's work continues without waiting for its next control verb.
 #pragma once
 
+#include <memory>
 #include <thread>
 
 #include "common/unique_fd.h"
@@ -21,11 +22,16 @@ class SessionWatch {
   int start(proto::RouterClient* client);
   // Ends the thread (idempotent).
   void stop();
+  // In a forked child, where the thread does not exist: forgets it without a join, and
+  // closes the child's copy of its stop descriptor (which would stop the parent's thread).
+  void abandon_in_child();
 
  private:
   void run(proto::RouterClient* client);
 
-  std::thread thread_;
+  // Behind a pointer so that abandon_in_child can drop it unjoined (a std::thread that ends
+  // joinable terminates the process).
+  std::unique_ptr<std::thread> thread_;
   UniqueFd stop_;  // eventfd: written by stop()
 };
 

@@ -21,6 +21,12 @@ class RouterClient {
   // Connects to the router socket. Returns 0 or an errno.
   int connect(const char* path);
   void close() { sock_.reset(); }
+  // In a forked child (one thread, every lock as fork left it): closes the connection and
+  // drops the resumer, taking no lock; the parent's session is not the child's to resume.
+  void abandon_in_child() {
+    sock_.reset();
+    resumer_ = nullptr;
+  }
   // False once the connection broke: the router closed it, a reply did not match its request
   // or did not come in time. The client then closes it; every later call fails with ENODEV.
   bool connected() const { return sock_.valid(); }

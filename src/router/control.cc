@@ -109,7 +109,6 @@ void apply_qp_attr(Qp* qp, uint32_t mask, const proto::QpAttr& a) {
   }
 }
 
-// Zeroes the ring indices of a QP (IBTA: a QP in RESET has empty queues).
 // Whether fd is an eventfd (a resumed session's doorbell, which the router reads).
 bool is_eventfd(int fd) {
   char link[64];
@@ -119,6 +118,7 @@ bool is_eventfd(int fd) {
   return n == static_cast<ssize_t>(sizeof(kEventfd) - 1) && std::memcmp(link, kEventfd, n) == 0;
 }
 
+// Zeroes the ring indices of a QP (IBTA: a QP in RESET has empty queues).
 void reset_qp_rings(Qp* qp) {
   const shm::QpLayout l = qp->layout();
   auto* sq_hdr = reinterpret_cast<shm::RingHeader*>(qp->shm.data() + l.sq_ring_off);
@@ -386,7 +386,7 @@ bool Session::take_restore(PendingRestore* out) {
 }
 
 bool Session::proves(ProofKind kind, uint32_t number, uint64_t proof) const {
-  const uint64_t expected = router_->resume_key().proof(kind, number, container_->netns_ino);
+  const uint64_t expected = proof_of(kind, number);
   return expected != 0 && CRYPTO_memcmp(&expected, &proof, sizeof(proof)) == 0;
 }
 

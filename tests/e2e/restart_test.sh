@@ -43,13 +43,13 @@ for run in ib_write_bw:kill_and_restart ib_send_bw:kill_and_restart ib_write_bw:
   how=${run#*:}
   srv=$(e2e_name S)
   cli=$(e2e_name C)
-  e2e_start_container "$tool-$how-server" "$srv" "$(e2e_vip 11)" preload "$tool" -D 3
+  e2e_start_container "$tool-$how-server" "$srv" "$(e2e_vip 11)" preload "$tool" -D 2
   server_pid=$E2E_LAST_PID
   e2e_wait_listen "$srv" 18515 "$server_pid" 20
-  e2e_start_container "$tool-$how-client" "$cli" "$(e2e_vip 12)" preload "$tool" -D 3 \
+  e2e_start_container "$tool-$how-client" "$cli" "$(e2e_vip 12)" preload "$tool" -D 2 \
     "$(e2e_vip 11)"
   client_pid=$E2E_LAST_PID
-  sleep 1.5
+  sleep 1
   "$how"
   for side in "client:$client_pid" "server:$server_pid"; do
     e2e_wait_pid "${side#*:}" 30

@@ -3,6 +3,8 @@
 // no error completion: every SEND arrives exactly once, in order, with its bytes, and every
 // WRITE lands. Runs in each of the verifier's modes (direct path on, router only).
 #include <infiniband/verbs.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstring>
@@ -100,6 +102,39 @@ TEST_F(RestartTest, SendsAndWritesGoOnExactlyOnceAcrossAKilledAndRestartedRouter
   ibv_wc extra;
   EXPECT_EQ(ibv_poll_cq(b_.cq, 1, &extra), 0);
   EXPECT_TRUE(restarted);
+  ibv_destroy_qp(qa);
+  ibv_destroy_qp(qb);
+  free_buffer(&src);
+  free_buffer(&dst);
+}
+
+// A forked child owns none of its parent's sessions: closing the parent's device there, or
+// the router going away, must neither join the parent's watch thread (which does not exist in
+// the child) nor stop it, nor resume the parent's session from the child (a bug this found:
+// the child's close stopped the parent's watch and then joined a thread it did not have).
+TEST_F(RestartTest, AForkedChildNeitherStopsNorResumesItsParentsSession) {
+  ibv_qp* qa = nullptr;
+  ibv_qp* qb = nullptr;
+  rc_pair(&qa, &qb);
+  Buffer src = make_buffer(a_, kMsgLen, kFullAccess);
+  Buffer dst = make_buffer(b_, kMsgLen, kFullAccess);
+  pid_t child = fork();
+  if (child == 0) {
+    ibv_close_device(a_.ctx);  // the parent's; frees the child's copy only
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child crashed or hung";
+  router_->restart();
+  // The parent's watch noticed and resumed: work goes on without any control verb first.
+  fill_message(src.data, 7);
+  post_recv(qb, dst, 0, kMsgLen, 1);
+  ibv_sge sge{reinterpret_cast<uint64_t>(src.data), kMsgLen, src.mr->lkey};
+  ASSERT_EQ(post_send(qa, IBV_WR_SEND, {sge}, 2), 0);
+  EXPECT_EQ(wait_one(a_.cq).status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wait_one(b_.cq).status, IBV_WC_SUCCESS);
+  EXPECT_TRUE(is_message(dst.data, 7));
   ibv_destroy_qp(qa);
   ibv_destroy_qp(qb);
   free_buffer(&src);
