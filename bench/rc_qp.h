@@ -5,16 +5,17 @@
 
 #include <cstdint>
 
-// Moves qp (in RESET) to RTS, connected to QP dest_qpn at LID dlid on port 1: MTU 4096, REMOTE
-// WRITE allowed, one READ/atomic in flight each way, RNR timer 0.64 ms (12, as perftest and the
-// rdma-core examples use), retry_cnt 7, RNR retried forever, ACK timeout ack_timeout
-// (4.096 us x 2^ack_timeout). Returns the transition that failed ("INIT", "RTR", "RTS"), or
-// nullptr.
-inline const char* rc_qp_to_rts(ibv_qp* qp, uint32_t dest_qpn, uint16_t dlid, uint8_t ack_timeout) {
+// Moves qp (in RESET) to RTS, connected to QP dest_qpn at LID dlid on port 1: MTU 4096, remote
+// `access` allowed (REMOTE WRITE by default), one READ/atomic in flight each way, RNR timer 0.64 ms
+// (12, as perftest and the rdma-core examples use), retry_cnt 7, RNR retried forever, ACK timeout
+// ack_timeout (4.096 us x 2^ack_timeout). Returns the transition that failed ("INIT", "RTR",
+// "RTS"), or nullptr.
+inline const char* rc_qp_to_rts(ibv_qp* qp, uint32_t dest_qpn, uint16_t dlid, uint8_t ack_timeout,
+                                int access = IBV_ACCESS_REMOTE_WRITE) {
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_INIT;
   a.port_num = 1;
-  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+  a.qp_access_flags = static_cast<unsigned>(access);
   if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
     return "INIT";
   a = {};

@@ -3,9 +3,11 @@
 // other, doing SENDs of 64 bytes one at a time, each waited for, for `seconds`. Prints every
 // wait longer than 5 ms ("stall <start s> <length ms>", times from the start) and at the end
 // "done <sends> <longest stall ms>"; exits 1 if a send or receive fails. Links Debian's
-// libibverbs; run with ours injected (and WHARF_ROUTER).
+// libibverbs; run with ours injected (and WHARF_ROUTER: the sender's router). With
+// `receiver_router`, the receiving context is opened on that router's socket (another host
+// of a cluster), and both QPs use ACK timeout `ack_timeout` (default 14).
 //
-//   wharf-restart-stall <seconds>
+//   wharf-restart-stall <seconds> [<receiver_router> <ack_timeout>]
 #include <infiniband/verbs.h>
 
 #include <chrono>
@@ -82,19 +84,25 @@ double seconds_since(Clock::time_point t0, Clock::time_point t) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    fprintf(stderr, "usage: %s <seconds>\n", argv[0]);
+  if (argc != 2 && argc != 4) {
+    fprintf(stderr, "usage: %s <seconds> [<receiver_router> <ack_timeout>]\n", argv[0]);
     return 2;
   }
   const double seconds = atof(argv[1]);
+  const auto ack_timeout = static_cast<uint8_t>(argc == 4 ? atoi(argv[3]) : 14);
   ibv_device** list = ibv_get_device_list(nullptr);
   End a, b;
-  if (list == nullptr || list[0] == nullptr || !open_end(list[0], &a) || !open_end(list[0], &b)) {
-    fprintf(stderr, "cannot open wharf0 twice with a QP each\n");
+  if (list == nullptr || list[0] == nullptr || !open_end(list[0], &a)) {
+    fprintf(stderr, "cannot open wharf0 with a QP\n");
     return 1;
   }
-  const char* failed = rc_qp_to_rts(a.qp, b.qp->qp_num, b.lid, 14);
-  if (failed == nullptr) failed = rc_qp_to_rts(b.qp, a.qp->qp_num, a.lid, 14);
+  if (argc == 4) setenv("WHARF_ROUTER", argv[2], 1);  // read at each ibv_open_device
+  if (!open_end(list[0], &b)) {
+    fprintf(stderr, "cannot open wharf0 again with a QP\n");
+    return 1;
+  }
+  const char* failed = rc_qp_to_rts(a.qp, b.qp->qp_num, b.lid, ack_timeout);
+  if (failed == nullptr) failed = rc_qp_to_rts(b.qp, a.qp->qp_num, a.lid, ack_timeout);
   if (failed != nullptr) {
     fprintf(stderr, "modify to %s failed\n", failed);
     return 1;

@@ -16,6 +16,24 @@ function(wharf_target_defaults target)
   target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR}/src)
 endfunction()
 
+# wharf_sanitizer_needs(<target>...): targets that the tests run in the sanitizer tree (every
+# label but `e2e` and `nosan`) need built. scripts/test.sh builds only these there, through
+# the target wharf_sanitized_tests (tests/CMakeLists.txt): no sanitized test runs the tools.
+function(wharf_sanitizer_needs)
+  set_property(GLOBAL APPEND PROPERTY WHARF_SANITIZER_NEEDS ${ARGN})
+endfunction()
+
+# wharf_use_test_pch(<target>): compiles <target> with the tests' precompiled header
+# (tests/CMakeLists.txt defines wharf_test_pch where the compiler is GCC). The target gets
+# spdlog's and GoogleTest's compile definitions, since a header precompiled under other
+# macros would be silently ignored.
+function(wharf_use_test_pch target)
+  if(TARGET wharf_test_pch)
+    target_link_libraries(${target} PRIVATE spdlog::spdlog GTest::gtest)
+    target_precompile_headers(${target} REUSE_FROM wharf_test_pch)
+  endif()
+endfunction()
+
 # wharf_add_test(<name> SOURCES ... LIBS ...): a GoogleTest binary registered with CTest.
 function(wharf_add_test name)
   cmake_parse_arguments(T "" "" "SOURCES;LIBS;LABELS" ${ARGN})
@@ -23,6 +41,10 @@ function(wharf_add_test name)
   wharf_target_defaults(${name})
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
   target_link_libraries(${name} PRIVATE ${T_LIBS} GTest::gtest GTest::gtest_main Threads::Threads)
+  wharf_use_test_pch(${name})
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 30 NO_PRETTY_VALUES PROPERTIES LABELS "${T_LABELS}" TIMEOUT 120)
+  if(NOT "e2e" IN_LIST T_LABELS AND NOT "nosan" IN_LIST T_LABELS)
+    wharf_sanitizer_needs(${name})
+  endif()
 endfunction()
 include(GoogleTest)

@@ -153,10 +153,12 @@ do_test() {
   return $rc
 }
 
-# Without the bench helpers: no test runs them, and none is worth instrumenting.
+# Only what the sanitized tests run (wharf_sanitized_tests: test binaries, the libraries and
+# wharfd they load or start), without the tools and bench helpers no sanitized test runs. A
+# test whose binary is missing fails in asan-test, so the list cannot silently fall short.
 do_asan_build() {
   configure build-asan -DCMAKE_BUILD_TYPE=Sanitize -DWHARF_TESTS=ON -DWHARF_BENCH=OFF || return 1
-  build build-asan
+  build build-asan wharf_sanitized_tests
 }
 
 # Tests labelled `nosan` load our libraries into uninstrumented system binaries, which the

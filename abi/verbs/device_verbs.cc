@@ -66,7 +66,8 @@ Device* the_device() {
 
 // Connects and says hello. On success fills ctx->hello and the shared page/doorbell.
 int open_session(Context* ctx, UniqueFd* async_mine) {
-  if (int err = ctx->client.connect(proto::router_socket_path()); err != 0) return err;
+  ctx->router_socket = proto::router_socket_path();
+  if (int err = ctx->client.connect(ctx->router_socket.c_str()); err != 0) return err;
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) != 0) return errno;
   async_mine->reset(sv[0]);

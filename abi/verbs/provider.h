@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -43,6 +44,9 @@ struct Context {
   // death is no end of file to a waiter).
   UniqueFd page_fd;
   UniqueFd async_router_end;
+  // The router socket it was opened on (WHARF_ROUTER then): a process may open contexts on
+  // several routers, and change its environment since.
+  std::string router_socket;
   SessionWatch watch;
   // Set as the context closes: a resume under way gives up at its next try (so a close while
   // no router is back waits a try, not WHARF_RESUME_S).

@@ -29,11 +29,17 @@ void nap(uint64_t ns) {
   }
 }
 
-// Announces the next create request's object (proto::RestoreNextReq).
-int restore_next(proto::RouterClient* c, uint32_t handle, uint32_t number, uint64_t proof, int fd) {
+// Restores one object: RestoreNext (its handle, number and proof, and its region if it has
+// one) and then the create request that made it, with its descriptor if it has one.
+template <class Rep, class Req>
+int restore(proto::RouterClient* c, const proto::RestoreNextReq& next, int region, proto::Op op,
+            const Req& req, int fd = -1) {
   proto::Empty none;
-  return c->call(proto::Op::kRestoreNext, proto::RestoreNextReq{handle, number, proof}, &fd,
-                 fd >= 0 ? 1 : 0, &none);
+  if (int err = c->call(proto::Op::kRestoreNext, next, &region, region >= 0 ? 1 : 0, &none);
+      err != 0)
+    return err;
+  Rep rep;
+  return c->call(op, req, &fd, fd >= 0 ? 1 : 0, &rep);
 }
 
 // The objects of one kind in handle order (the order they were made in, which is the one a
@@ -57,46 +63,42 @@ int hello_again(Context* ctx, proto::RouterClient* fresh) {
 // Restores every object of ctx on `fresh`, which said Hello. Caller holds objects_mu.
 int restore_objects(Context* ctx, proto::RouterClient* fresh) {
   if (!ctx->srqs.empty() || !ctx->xrcds.empty() || !ctx->mws.empty()) return EOPNOTSUPP;
+  using Op = proto::Op;
   for (const auto& [h, pd] : in_order(ctx->pds)) {
-    proto::Handle rep;
-    if (int err = restore_next(fresh, h, 0, 0, -1); err != 0) return err;
-    if (int err = fresh->call(proto::Op::kAllocPd, proto::Empty{}, nullptr, 0, &rep); err != 0)
+    if (int err = restore<proto::Handle>(fresh, {h, 0, 0}, -1, Op::kAllocPd, proto::Empty{});
+        err != 0)
       return err;
   }
   for (const auto& [h, m] : in_order(ctx->mrs)) {
     const Mr* mr = to_mr(m);
-    proto::RegMrRep rep;
-    const int fd = mr->memfd.get();
-    if (int err = restore_next(fresh, h, mr->mr.lkey, mr->proof, -1); err != 0) return err;
-    if (int err = fresh->call(proto::Op::kRegMr, mr->request, &fd, fd >= 0 ? 1 : 0, &rep); err != 0)
+    if (int err = restore<proto::RegMrRep>(fresh, {h, mr->mr.lkey, mr->proof}, -1, Op::kRegMr,
+                                           mr->request, mr->memfd.get());
+        err != 0)
       return err;
   }
   for (const auto& [h, a] : in_order(ctx->ahs)) {
-    proto::Handle rep;
-    if (int err = restore_next(fresh, h, 0, 0, -1); err != 0) return err;
-    if (int err = fresh->call(proto::Op::kCreateAh, to_ah(a)->request, nullptr, 0, &rep); err != 0)
+    if (int err = restore<proto::Handle>(fresh, {h, 0, 0}, -1, Op::kCreateAh, to_ah(a)->request);
+        err != 0)
       return err;
   }
   for (const auto& [h, c] : in_order(ctx->channels)) {
-    const int fd = to_channel(c)->router_end.get();
-    proto::Handle rep;
-    if (int err = restore_next(fresh, h, 0, 0, -1); err != 0) return err;
-    if (int err = fresh->call(proto::Op::kCreateChannel, proto::Empty{}, &fd, 1, &rep); err != 0)
+    if (int err = restore<proto::Handle>(fresh, {h, 0, 0}, -1, Op::kCreateChannel, proto::Empty{},
+                                         to_channel(c)->router_end.get());
+        err != 0)
       return err;
   }
   for (const auto& [h, c] : in_order(ctx->cqs)) {
     const Cq* cq = to_cq(c);
-    proto::CreateCqRep rep;
-    if (int err = restore_next(fresh, h, 0, 0, cq->region.get()); err != 0) return err;
-    if (int err = fresh->call(proto::Op::kCreateCq, cq->request, nullptr, 0, &rep); err != 0)
+    if (int err = restore<proto::CreateCqRep>(fresh, {h, 0, 0}, cq->region.get(), Op::kCreateCq,
+                                              cq->request);
+        err != 0)
       return err;
   }
   for (const auto& [h, q] : in_order(ctx->qps)) {
     const Qp* qp = to_qp(q);
-    proto::CreateQpRep rep;
-    if (int err = restore_next(fresh, h, q->qp_num, qp->proof, qp->region.get()); err != 0)
-      return err;
-    if (int err = fresh->call(proto::Op::kCreateQp, qp->request, nullptr, 0, &rep); err != 0)
+    if (int err = restore<proto::CreateQpRep>(fresh, {h, q->qp_num, qp->proof}, qp->region.get(),
+                                              Op::kCreateQp, qp->request);
+        err != 0)
       return err;
     for (const proto::ModifyQpReq& m : qp->modifications) {
       proto::Empty none;
@@ -112,7 +114,7 @@ int resume_session(Context* ctx, proto::RouterClient* fresh) {
   const uint64_t deadline = now_ns() + resume_window_ns();
   uint64_t backoff = 5'000'000;  // 5 ms, doubling to 50 ms: a refused connect costs little
   for (;;) {
-    int err = fresh->connect(proto::router_socket_path());
+    int err = fresh->connect(ctx->router_socket.c_str());
     // A router that accepts and never answers (a dead one's backlog) is given up on like one
     // that refuses.
     fresh->set_reply_timeout_ms(kReplyTimeoutMs);

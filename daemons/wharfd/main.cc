@@ -44,6 +44,7 @@ int run_wharfd(int argc, char** argv) {
   uint32_t lid_count = cfg.lid_count;
   uint64_t spin_us = cfg.spin_ns / 1000;
   uint64_t watchdog_ms = cfg.watchdog_ns / 1000000;
+  uint64_t peer_grace_ms = cfg.peer_restart_grace_ns / 1000000;
   uint64_t cm_timeout_ms = cfg.cm_timeout_ns / 1000000;
   app.add_option("--socket", cfg.socket_path, "Unix socket the verbs libraries connect to")
       ->capture_default_str()
@@ -125,6 +126,12 @@ int run_wharfd(int argc, char** argv) {
       ->envname("WHARF_LINK_CERT");
   app.add_option("--link-key", cfg.link_key, "The private key of --link-cert (PEM)")
       ->envname("WHARF_LINK_KEY");
+  app.add_option("--peer-restart-grace-ms", peer_grace_ms,
+                 "How long another host's router may refuse connections (restarting) before "
+                 "the QPs that used it fail; one that comes back with its state within it "
+                 "continues them")
+      ->capture_default_str()
+      ->envname("WHARF_PEER_RESTART_GRACE_MS");
   app.add_option("--watchdog-ms", watchdog_ms,
                  "Move to error an RC QP whose peer on another host has refused its work (RNR, "
                  "rnr_retry 7) this long without progress; 0: never")
@@ -204,6 +211,8 @@ int run_wharfd(int argc, char** argv) {
     cfg.resume_key_path = cfg.socket_path + ".key";
   else if (cfg.resume_key_path == "none")
     cfg.resume_key_path.clear();
+  // Sessions that resume continue their connections to other hosts too.
+  if (!cfg.resume_key_path.empty()) cfg.kept_state_path = cfg.socket_path + ".state";
   if (lid_base + lid_count - 1 > 0xbfff) {
     fprintf(stderr, "wharfd: --lid-base + --lid-count - 1 must not exceed 0xbfff (49151)\n");
     return 2;
@@ -289,6 +298,7 @@ int run_wharfd(int argc, char** argv) {
   cfg.link_layer = link_layer == "eth" ? IBV_LINK_LAYER_ETHERNET : IBV_LINK_LAYER_INFINIBAND;
   cfg.spin_ns = spin_us * 1000;
   cfg.watchdog_ns = watchdog_ms * 1000000;
+  cfg.peer_restart_grace_ns = peer_grace_ms * 1000000;
   cfg.cm_timeout_ns = cm_timeout_ms * 1000000;
   cfg.pingmesh_interval_ns = static_cast<uint64_t>(pingmesh_interval * 1e9);
   for (const std::string& n : pingmesh_networks) {

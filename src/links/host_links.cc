@@ -151,8 +151,12 @@ void HostLinks::for_each_link(
   }
 }
 
+uint32_t HostLinks::fresh_incarnation() {
+  return static_cast<uint32_t>(now_ns() ^ (now_ns() >> 32) ^ getpid()) | 1u;
+}
+
 HostLinks::HostLinks(const AddressDirectory* dir, uint64_t node_guid, Handler* handler,
-                     size_t send_budget, const LinkTls* tls)
+                     size_t send_budget, const LinkTls* tls, uint32_t incarnation)
     : dir_(dir), handler_(handler), tls_(tls), send_budget_(send_budget) {
   const size_t n = dir->hosts().size();
   out_.resize(n);
@@ -160,7 +164,7 @@ HostLinks::HostLinks(const AddressDirectory* dir, uint64_t node_guid, Handler* h
   retry_ns_.assign(n, 0);
   scratch_ = std::make_unique_for_overwrite<uint8_t[]>(kReadChunk);
   hello_.node_guid = node_guid;
-  hello_.incarnation = static_cast<uint32_t>(now_ns() ^ (now_ns() >> 32) ^ getpid()) | 1u;
+  hello_.incarnation = incarnation != 0 ? incarnation : fresh_incarnation();
   const std::string& me = dir->hosts()[static_cast<size_t>(dir->self())].name;
   std::strncpy(hello_.host.data(), me.c_str(), hello_.host.size() - 1);
 }
@@ -393,6 +397,7 @@ bool HostLinks::handle_hello(Conn* c, const uint8_t* bytes) {
   if (c->outgoing) {
     backoff_ns_ = 0;
     ++c->stats->linked;
+    handler_->on_link_up(host);
   }
   uint32_t& known = incarnation_[static_cast<size_t>(host)];
   const bool restarted = known != 0 && known != theirs.incarnation;

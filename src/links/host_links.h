@@ -75,15 +75,23 @@ class HostLinks {
     virtual void on_link_lost(int host) = 0;
     // `host`'s router is a new incarnation (it restarted): nothing of its old state exists.
     virtual void on_peer_restarted(int host) = 0;
-    // `host` refused our connection: no router listens there (it died or was stopped), so
-    // nothing of its state exists any more.
+    // Our connection to `host` (the one that carries what we send it) said Hello: its
+    // router answers again, and packets can go to it.
+    virtual void on_link_up(int host) { (void)host; }
+    // `host` refused our connection: no router listens there (it died or was stopped; one
+    // that restarts with its state comes back under the same incarnation).
     virtual void on_peer_gone(int host) = 0;
   };
 
   // `send_budget`: the bytes all outgoing queues together may hold (see kSendBudget).
   // `tls`: authenticates every connection (nullptr: none; it must outlive the links).
+  // `incarnation`: what this router's Hellos name (0: fresh_incarnation()); a router that
+  // continues its predecessor's state (router/kept_remote_states.h) names the same one.
   HostLinks(const AddressDirectory* dir, uint64_t node_guid, Handler* handler,
-            size_t send_budget = kSendBudget, const LinkTls* tls = nullptr);
+            size_t send_budget = kSendBudget, const LinkTls* tls = nullptr,
+            uint32_t incarnation = 0);
+  // A new incarnation: odd, so never 0 ("never heard from").
+  static uint32_t fresh_incarnation();
   ~HostLinks();
   HostLinks(const HostLinks&) = delete;
   HostLinks& operator=(const HostLinks&) = delete;

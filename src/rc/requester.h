@@ -267,6 +267,14 @@ class Requester {
     return true;
   }
 
+  // The link is back at `now`, before the time link_lost was told: the window goes again
+  // now. True if it was waiting for the link.
+  bool link_back(uint64_t now) {
+    if (window_.empty() || replay_at_ns_ <= now) return false;
+    replay_at_ns_ = now;
+    return true;
+  }
+
   // When tick() has something to do; 0 when nothing is outstanding.
   uint64_t deadline() const {
     if (window_.empty()) return 0;

@@ -1,6 +1,9 @@
 // The responder's sequencing: see responder.h.
 #include "rc/responder.h"
 
+#include <algorithm>
+#include <iterator>
+
 #include "proto/host_wire.h"
 
 namespace wharf::rc {
@@ -52,6 +55,12 @@ void Responder::remember_atomic(uint32_t psn, uint64_t orig) {
   slot.psn = psn;
   slot.orig = orig;
   slot.valid = true;
+}
+
+void Responder::keep_atomics_of(const Responder& other) {
+  std::copy(std::begin(other.atomics_), std::end(other.atomics_), std::begin(atomics_));
+  atomics_next_ = static_cast<uint8_t>(other.atomics_next_ % kAtomicCache);
+  atomics_used_ = other.atomics_used_;
 }
 
 bool Responder::recall_atomic(uint32_t psn, uint64_t* orig) const {

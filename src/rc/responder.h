@@ -106,6 +106,10 @@ class Responder {
   }
 
   void remember_atomic(uint32_t psn, uint64_t orig);
+  // Takes over `other`'s cache of atomic results (a process continuing a responder whose
+  // state another left: a duplicate of an atomic that one executed is answered, not run
+  // again). Any bytes: the cache's cursor is bounded.
+  void keep_atomics_of(const Responder& other);
   // The result the atomic at `psn` returned, if it is still in the cache.
   bool recall_atomic(uint32_t psn, uint64_t* orig) const;
 

@@ -823,6 +823,8 @@ int Session::on_create_qp(const proto::CreateQpReq& req, UniqueFd*, int, proto::
       router_->objects().remove_qp(qpn);
       return EEXIST;
     }
+    // Its connection to another host goes on where the previous process left it.
+    if (router_->remote() != nullptr) router_->remote()->restore_st(raw);
   } else {
     if (!router_->objects().add_qp(qp.get())) return ENOMEM;  // the host's QPs: every number
     raw = qps_.add(std::move(qp));                            // not full: checked above

@@ -110,6 +110,19 @@ rc::RequesterLimits requester_limits(const Qp* qp, uint64_t watchdog_ns) {
                              qp->attr.max_rd_atomic, watchdog_ns};
 }
 
+// The config's kept states, or (no path, or it cannot be used) states in anonymous memory.
+std::unique_ptr<KeptRemoteStates> open_kept_states(const RouterConfig& cfg, size_t hosts) {
+  auto kept = std::make_unique<KeptRemoteStates>();
+  const uint32_t fresh = links::HostLinks::fresh_incarnation();
+  if (int err = kept->open(cfg.kept_state_path, fresh, hosts); err != 0) {
+    spdlog::warn("{}: {}; connections to other hosts will not outlive this process",
+                 cfg.kept_state_path, strerror(err));
+    kept = std::make_unique<KeptRemoteStates>();
+    if (kept->open("", fresh, hosts) != 0) throw std::bad_alloc();
+  }
+  return kept;
+}
+
 }  // namespace
 
 RemotePath::RemotePath(const PathContext& paths, const RouterConfig& cfg, RouterCounters& counters,
@@ -126,13 +139,21 @@ RemotePath::RemotePath(const PathContext& paths, const RouterConfig& cfg, Router
                : links::LinkTls::load(cfg.link_ca, cfg.link_cert, cfg.link_key,
                                       dir_->hosts()[static_cast<size_t>(dir_->self())].name,
                                       cfg.link_encrypt, &tls_error_)),
-      links_(dir_.get(), cfg.node_guid, this, links::HostLinks::kSendBudget, tls_.get()),
+      kept_(open_kept_states(cfg, dir_->hosts().size())),
+      links_(dir_.get(), cfg.node_guid, this, links::HostLinks::kSendBudget, tls_.get(),
+             kept_->incarnation()),
       express_(cfg, paths.objects, *this, dir_.get(), links_.own_incarnation(), tls_.get()),
       bounce_(host::kMaxSegment),
+      refused_since_(dir_->hosts().size(), 0),
       peer_networks_(dir_->hosts().size()),
       told_(dir_->hosts().size(), false) {}
 
-RemotePath::~RemotePath() = default;
+// The kept states stay as they are (a router stopped on purpose is continued by the next
+// one as a crashed one is); only those on the heap go.
+RemotePath::~RemotePath() {
+  for (auto& [qp, st] : states_)
+    if (!kept_->holds(st)) delete st;
+}
 
 int RemotePath::start() {
   if (!cfg_.link_cert.empty() && tls_ == nullptr) {
@@ -202,14 +223,37 @@ void RemotePath::set_placement_st(uint32_t network_id, uint32_t vip, const std::
 
 RemotePath::State& RemotePath::state(Qp* qp) {
   if (qp->remote == nullptr) {
-    // Stays where it is until erased (a node of the map).
-    auto [it, made] = qp->parked_remote.parked
-                          ? states_.try_emplace(qp, qp->parked_remote)
-                          : states_.try_emplace(qp, qp->attr.sq_psn, qp->attr.rq_psn);
-    qp->remote = &it->second;
+    const ParkedRemoteQp& p = qp->parked_remote;
+    const State initial = p.parked ? State(p) : State(qp->attr.sq_psn, qp->attr.rq_psn);
+    State* st = kept_->take_active(qp->qpn, initial);
+    if (st == nullptr) st = new State(initial);  // every slot taken: not kept
+    states_.emplace(qp, st);
+    // After the active slot is written: a process killed in between leaves both.
+    if (p.parked) kept_->release_parked(qp->qpn);
+    qp->remote = st;
     qp->parked_remote = ParkedRemoteQp{};
   }
   return *qp->remote;
+}
+
+void RemotePath::drop_state(State* st) {
+  if (kept_->holds(st))
+    kept_->release_active(st);
+  else
+    delete st;
+}
+
+bool RemotePath::restore_st(Qp* qp) {
+  RemoteQpState* active = nullptr;
+  ParkedRemoteQp parked;
+  if (qp->remote != nullptr || !kept_->claim_orphan(qp->qpn, &active, &parked)) return false;
+  if (active != nullptr) {
+    states_.emplace(qp, active);
+    qp->remote = active;
+  } else {
+    qp->parked_remote = parked;
+  }
+  return true;
 }
 
 bool RemotePath::parkable(const Qp* qp, const State& st) const {
@@ -223,7 +267,7 @@ void RemotePath::park_quiet_st() {
   size_t parked = 0;
   for (auto it = states_.begin(); it != states_.end();) {
     Qp* qp = it->first;
-    State& st = it->second;
+    State& st = *it->second;
     const uint64_t psns = uint64_t{st.requester.next_psn()} << 32 | st.responder.epsn();
     if (psns != st.swept_psns || !parkable(qp, st)) {
       st.swept_psns = psns;
@@ -231,21 +275,30 @@ void RemotePath::park_quiet_st() {
       continue;
     }
     qp->parked_remote = st.parked();
+    // Kept before its active slot goes: a process killed in between leaves both.
+    kept_->keep_parked(qp->qpn, qp->parked_remote);
     qp->remote = nullptr;
+    drop_state(&st);
     it = states_.erase(it);
     ++parked;
   }
   if (parked >= kTrimAfterParking) {
     // Many states went at once (a burst of QPs fell quiet): give the map's buckets and the
-    // freed pages back rather than keep them for a burst that may never come again.
+    // slots' pages back rather than keep them for a burst that may never come again.
     states_.rehash(0);
+    kept_->trim();
     malloc_trim(0);
   }
+  kept_->drop_stale_orphans(now_ns());
 }
 
 void RemotePath::forget_st(Qp* qp) {
   express_.forget_st(qp);
-  states_.erase(qp);
+  if (auto it = states_.find(qp); it != states_.end()) {
+    drop_state(it->second);
+    states_.erase(it);
+  }
+  if (qp->parked_remote.parked) kept_->release_parked(qp->qpn);
   qp->remote = nullptr;
   qp->parked_remote = ParkedRemoteQp{};
   responding_.erase(std::remove(responding_.begin(), responding_.end(), qp), responding_.end());
@@ -262,7 +315,7 @@ uint64_t RemotePath::next_deadline() const {
   for (const NetworkMesh& m : network_meshes_)
     if (next == 0 || m.mesh->next_round_ns() < next) next = m.mesh->next_round_ns();
   for (const auto& [qp, st] : states_) {
-    const uint64_t t = st.requester.deadline();
+    const uint64_t t = st->requester.deadline();
     if (t != 0 && (next == 0 || t < next)) next = t;
   }
   return next;
@@ -1251,8 +1304,11 @@ void RemotePath::on_link_lost(int host) {
   cm_.on_host_lost_st(host, true);  // its connection-management MADs in flight are lost
   const uint64_t at = std::max(links_.reconnect_at_ns(host), now_ns());
   for (auto& [qp, st] : states_) {
-    if (peer_host(qp) == host && st.requester.link_lost(at)) paths_.scheduler.activate(qp);
+    if (peer_host(qp) == host && st->requester.link_lost(at)) paths_.scheduler.activate(qp);
   }
+  // It may be a router that restarted with its state but without our numbers: it hears
+  // them again when it next speaks to us.
+  told_[static_cast<size_t>(host)] = false;
 }
 
 // A restarted router knows none of the QPs that talked to its former incarnation; QPs that
@@ -1268,9 +1324,26 @@ void RemotePath::on_peer_restarted(int host) {
   });
 }
 
+// The peer's router answers: what waited for the link (on_link_lost) goes now, not at the
+// reconnect time the link's backoff had set (a router that restarted dialled us first, and
+// we dialled it back at once).
+void RemotePath::on_link_up(int host) {
+  refused_since_[static_cast<size_t>(host)] = 0;
+  const uint64_t now = now_ns();
+  for (auto& [qp, st] : states_) {
+    if (peer_host(qp) == host && st->requester.link_back(now)) paths_.scheduler.activate(qp);
+  }
+}
+
 // Nobody listens at the host: whatever QP talked to its router, or waits for an answer from
-// it, has lost its peer.
+// it, has lost its peer, unless the router comes back with its state within
+// RouterConfig::peer_restart_grace_ns (meanwhile the QPs' own timers go on: go-back-N once
+// it answers).
 void RemotePath::on_peer_gone(int host) {
+  const uint64_t now = now_ns();
+  uint64_t& since = refused_since_[static_cast<size_t>(host)];
+  if (since == 0) since = now;
+  if (now - since < cfg_.peer_restart_grace_ns) return;
   peer_networks_[static_cast<size_t>(host)].clear();
   told_[static_cast<size_t>(host)] = false;
   cm_.on_host_lost_st(host, false);

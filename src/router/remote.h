@@ -13,9 +13,13 @@
 // responder drops a message it cannot place or whose packets it misses. UD datagrams are one
 // packet each, delivered or dropped silently.
 //
-// A peer router that dies or restarts takes its QPs' state with it: the RC QPs that talked
-// to it fail at once (RETRY_EXC_ERR for the oldest outstanding request, else
-// IBV_EVENT_QP_FATAL), not after their retry budget; QPs connected after its restart work.
+// Every QP's state lives in a file that outlives the process (router/kept_remote_states.h): a
+// router killed or upgraded is continued by the next process under the same incarnation, and
+// its peers go back N as after a link cut. A peer router that comes back as a new incarnation
+// (it lost its state), or that refuses connections for longer than
+// RouterConfig::peer_restart_grace_ns, took its QPs' state with it: the RC QPs that talked to
+// it fail then (RETRY_EXC_ERR for the oldest outstanding request, else IBV_EVENT_QP_FATAL),
+// not after their retry budget; QPs connected after its restart work.
 //
 // The watchdog (RouterConfig::watchdog_ns) moves to ERR a QP whose peer has refused its work
 // (RNR) for longer than the limit, and says so in the log and the router's counters.
@@ -47,70 +51,15 @@
 #include "rc/responder.h"
 #include "router/executor.h"
 #include "router/express.h"
+#include "router/kept_remote_states.h"
 #include "router/network_numbers.h"
+#include "router/remote_qp_state.h"
 
 namespace wharf::router {
 
 class CmManager;
 struct RouterConfig;
 struct RouterCounters;
-
-// What the host-to-host engine keeps per QP: owned by RemotePath, found through Qp::remote.
-// The transport's state machines are rc/'s; this adds what executing requests here needs.
-struct RemoteQpState {
-  // A request in the requester's window. Its work request stays in the QP's send ring until
-  // it completes (its slot is released then, as a NIC frees a WQE, so the application can
-  // have at most the ring's entries outstanding): sending it again, placing a READ's data
-  // and completing it copy the WQE out of the ring again (RemotePath::reread_st). A WQE the
-  // application rewrote meanwhile (another opcode or length) cannot be sent or placed.
-  struct Work {
-    uint32_t ring_index = 0;  // its position in the send ring
-    uint32_t byte_len = 0;    // what its SGEs or inline data held when it was issued
-    uint8_t opcode = 0;       // enum ibv_wr_opcode
-    bool signaled = false;
-  };
-  RemoteQpState(uint32_t sq_psn, uint32_t rq_psn) : requester(sq_psn), responder(rq_psn) {}
-  explicit RemoteQpState(const ParkedRemoteQp& p)
-      : requester(p.next_psn),
-        responder(p.epsn, p.msn),
-        requester_host(p.requester_host),
-        peer_incarnation(p.peer_incarnation) {}
-  // What continues this state once it is given back: the inverse of the constructor above
-  // (only for a quiescent requester and responder).
-  ParkedRemoteQp parked() const {
-    return ParkedRemoteQp{requester.next_psn(),
-                          responder.epsn(),
-                          responder.msn(),
-                          peer_incarnation,
-                          static_cast<int16_t>(requester_host),
-                          true};
-  }
-
-  rc::Requester<Work> requester;
-  rc::Responder responder;
-  // Packets of the window the link had no room for yet: from PSN unsent_psn to the end of the
-  // window (RemotePath::transmit_st, send_unsent_st).
-  bool unsent = false;
-  uint32_t unsent_psn = 0;
-  // UC: the message the link had no room for all of, from PSN `psn` on; it completes once it
-  // all went (UC keeps no window); `pending` says whether it holds a message.
-  struct UcTail {
-    rc::Request<Work> request;
-    uint32_t psn = 0;
-    bool pending = false;
-  };
-  UcTail uc_tail;
-  int requester_host = -1;
-  // The incarnation of the peer's router this QP last heard from (0: none yet).
-  uint32_t peer_incarnation = 0;
-  bool acking = false;  // in RemotePath's acking_ list
-  // Its PSNs at RemotePath's last parking sweep (next PSN << 32 | expected PSN; all ones: not
-  // swept yet): unchanged at the next one, the QP was quiet for a whole sweep period.
-  uint64_t swept_psns = ~uint64_t{0};
-};
-// Plain bytes, no pointers (rc/'s state and the fields above): the router's restart keeps it
-// in shared memory for the next process to continue.
-static_assert(std::is_trivially_copyable_v<RemoteQpState>);
 
 class RemotePath final : public links::HostLinks::Handler {
  public:
@@ -186,6 +135,10 @@ class RemotePath final : public links::HostLinks::Handler {
   bool flush_st(Qp* qp);
   // Drops all state of qp (reset or destroyed).
   void forget_st(Qp* qp);
+  // qp was restored under its old number after this router's restart (a resumed session):
+  // it continues from where the previous process left its state, if it left any (its
+  // replayed ModifyQp requests then leave that alone). True if it did.
+  bool restore_st(Qp* qp);
   // Moves packets on the host links and sets up express lines. True if anything moved.
   // `router_busy`: the router's previous pass did work. A look at the links that finds
   // nothing (an epoll_wait) costs about as much as a pass of local work, so while other work
@@ -205,6 +158,7 @@ class RemotePath final : public links::HostLinks::Handler {
   void on_link_lost(int host) override;
   void on_peer_restarted(int host) override;
   void on_peer_gone(int host) override;
+  void on_link_up(int host) override;
 
  private:
   using State = RemoteQpState;
@@ -299,6 +253,8 @@ class RemotePath final : public links::HostLinks::Handler {
   std::unique_ptr<links::StaticCluster> dir_;
   std::string tls_error_;                // why the LinkTls the config asks for cannot be had
   std::unique_ptr<links::LinkTls> tls_;  // nullptr: links not authenticated
+  // Where every QP's state lives (before links_: it names the incarnation they announce).
+  std::unique_ptr<KeptRemoteStates> kept_;
   links::HostLinks links_;
   ExpressBroker express_;
   std::unique_ptr<pingmesh::Mesh> pingmesh_;  // from start(), with a Pingmesh interval
@@ -311,9 +267,12 @@ class RemotePath final : public links::HostLinks::Handler {
   static constexpr uint64_t kParkSweepNs = 1'000'000'000;
   static constexpr size_t kTrimAfterParking = 256;
   uint64_t swept_ns_ = 0;  // the last parking sweep
-  // Every QP's state, created by state() and erased by forget_st(); Qp::remote points at
-  // its entry meanwhile.
-  std::unordered_map<Qp*, State> states_;
+  // Every QP's state, made by state() and dropped by forget_st() or parking; Qp::remote
+  // points at it meanwhile. In kept_'s slots, or on the heap once they are all taken.
+  std::unordered_map<Qp*, State*> states_;
+  void drop_state(State* st);
+  // Since when each host has refused our connections (0: it has not, or it answered since).
+  std::vector<uint64_t> refused_since_;
   std::vector<Qp*> responding_;  // responders whose response queue is not empty
   std::vector<Qp*> acking_;      // responders holding back an ACK until flush_st()
   std::vector<uint8_t> bounce_;  // one packet's payload

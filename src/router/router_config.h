@@ -20,6 +20,10 @@ struct RouterConfig {
   // The key that lets libraries resume their sessions after this router restarts
   // (router/resume_key.h); made there if missing. Empty: sessions end with the process.
   std::string resume_key_path;
+  // Where the host-to-host engine keeps its QPs' state for the next process
+  // (router/kept_remote_states.h; wharfd: <socket>.state when sessions resume). Empty: in
+  // anonymous memory, and a restarted router is a new incarnation to its peers.
+  std::string kept_state_path;
   uint8_t link_layer = IBV_LINK_LAYER_INFINIBAND;
   uint64_t spin_ns = 200000;  // keep polling this long after the last work before sleeping
   uint64_t node_guid = 0;     // 0: derived from the socket path
@@ -51,6 +55,10 @@ struct RouterConfig {
   // forever) this long without any progress is moved to ERR, so it stops holding the shared
   // host link (its probes) and the router's timers. 0: never.
   uint64_t watchdog_ns = 60'000'000'000;
+  // How long another host's router may refuse our connections (it is restarting) before the
+  // QPs that used it fail (RemotePath::on_peer_gone); one that comes back with its state
+  // (kept_state_path) within it continues them.
+  uint64_t peer_restart_grace_ns = 3'000'000'000;
   // rdma_cm: how long a handshake waits for the peer's next step (the REP after a REQ, the
   // RTU after a REP, a SIDR REP) or another host's router for an address, before failing
   // with -ETIMEDOUT, as the IB CM does when its retries run out (about a minute).

@@ -341,6 +341,20 @@ TEST_F(RequesterTest, ALostLinkReplaysTheWindowWhenItMayReconnectNotAtTheTimeout
   EXPECT_FALSE(empty.link_lost(now));
 }
 
+// A peer router that restarted dials us first: the link is back before the backoff's time.
+TEST_F(RequesterTest, AWindowWaitingForTheLinkGoesAgainAsSoonAsItIsBack) {
+  req.issue(1, RequestKind::kMessage, 1, now, limits, port);
+  port.sent.clear();
+  EXPECT_FALSE(req.link_back(now)) << "it was not waiting for the link";
+  ASSERT_TRUE(req.link_lost(now + 50000));
+  EXPECT_TRUE(req.link_back(now + 10));
+  EXPECT_EQ(req.deadline(), now + 10);
+  EXPECT_TRUE(req.tick(now + 10, limits, port));
+  EXPECT_EQ(port.sent.size(), 1u);
+  Requester<int> empty(0);
+  EXPECT_FALSE(empty.link_back(now));
+}
+
 TEST_F(RequesterTest, UnreliableRequestsCompleteAtOnceWithTheirOwnPsns) {
   req.issue_unreliable(1, 3, port);
   req.issue_unreliable(2, 1, port);

@@ -89,4 +89,19 @@ class Cluster {
   std::vector<std::unique_ptr<RouterProcess>> routers_;
 };
 
+// A fixture (a VerbsTest) whose sides are on two hosts: a_ served by host 0's router, b_ by
+// host 1's, of a cluster made once per test suite (a derived suite may make another in its
+// own SetUpTestSuite).
+template <class Base>
+class TwoHostSides : public Base {
+ protected:
+  static void SetUpTestSuite() { cluster_ = new Cluster(2); }
+  static void TearDownTestSuite() {
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+  void SetUp() override { this->open_sides_on(cluster_->a().socket(), cluster_->b().socket()); }
+  static inline Cluster* cluster_ = nullptr;
+};
+
 }  // namespace wharf::verify

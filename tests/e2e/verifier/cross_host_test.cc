@@ -24,18 +24,8 @@
 namespace wharf::verify {
 namespace {
 
-class CrossHostTest : public VerbsTest {
- protected:
-  static void SetUpTestSuite() { cluster_ = new Cluster(2); }
-  static void TearDownTestSuite() {
-    delete cluster_;
-    cluster_ = nullptr;
-  }
-  // a_ is served by router a, b_ by router b: their QPs talk across "hosts".
-  void SetUp() override { open_sides_on(cluster_->a().socket(), cluster_->b().socket()); }
-  static Cluster* cluster_;
-};
-Cluster* CrossHostTest::cluster_ = nullptr;
+// a_ is served by router a, b_ by router b: their QPs talk across "hosts".
+class CrossHostTest : public TwoHostSides<VerbsTest> {};
 
 TEST_F(CrossHostTest, EachSideHasItsOwnRoutersLids) {
   EXPECT_GE(a_.port.lid, 1);
@@ -742,15 +732,17 @@ TEST_F(CrossHostWatchdogTest, AQpWhoseReceiverNeverPostsIsIsolated) {
 // Its own three routers: b's is killed mid-transfer and restarted.
 class CrossHostDeathTest : public CrossHostTest {
  protected:
-  static void SetUpTestSuite() { cluster_ = new Cluster(3); }
+  // A router that dies is given 0.1 s to come back (wharfd's default is 3 s).
+  static void SetUpTestSuite() { cluster_ = new Cluster(3, {"--peer-restart-grace-ms", "100"}); }
   Side open_side_on(int host) {
     setenv("WHARF_ROUTER", cluster_->router(host).socket().c_str(), 1);
     return open_side();
   }
 };
 
-// (c) of issue #3: the QPs through a router that dies fail at once (their retry budget is
-// hours), the others keep working, and once it restarts new QPs through it work.
+// (c) of issue #3: the QPs through a router that dies fail once it has not come back within
+// --peer-restart-grace-ms (their retry budget is hours), the others keep working, and once it
+// restarts new QPs through it work.
 TEST_F(CrossHostDeathTest, APeerRouterThatDiesFailsOnlyTheQpsThroughItAndComesBack) {
   Side c = open_side_on(2);
   ibv_cq* cq_b = ibv_create_cq(a_.ctx, 256, nullptr, nullptr, 0);  // a's QP to b reports here
@@ -1013,14 +1005,9 @@ namespace wharf::verify {
 namespace {
 
 // Everything through the routers (no express lines).
-class RouterPathTest : public VerbsTest {
+class RouterPathTest : public TwoHostSides<VerbsTest> {
  protected:
   static void SetUpTestSuite() { cluster_ = new Cluster(2, {"--express", "off"}); }
-  static void TearDownTestSuite() {
-    delete cluster_;
-    cluster_ = nullptr;
-  }
-  void SetUp() override { open_sides_on(cluster_->a().socket(), cluster_->b().socket()); }
 
   // One side of perftest's ib_send_lat -e: a send CQ of one entry and a receive CQ on one
   // completion channel, an event awaited before each single poll of either.
@@ -1092,9 +1079,7 @@ class RouterPathTest : public VerbsTest {
     }
     return true;
   }
-  static Cluster* cluster_;
 };
-Cluster* RouterPathTest::cluster_ = nullptr;
 
 // perftest's ib_send_lat -e between hosts: it takes each event as the one it waits for and
 // polls that CQ once, so a send's completion must come before the answer to the send (the

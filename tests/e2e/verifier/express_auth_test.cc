@@ -24,14 +24,9 @@ namespace {
 
 // Routers a and b with express lines, their links plain or authenticated.
 template <Cluster::Links kLinks>
-class ExpressForgeryTest : public VerbsTest {
+class ExpressForgeryTest : public TwoHostSides<VerbsTest> {
  protected:
   static void SetUpTestSuite() { cluster_ = new Cluster(2, {"--express", "on"}, -1, kLinks); }
-  static void TearDownTestSuite() {
-    delete cluster_;
-    cluster_ = nullptr;
-  }
-  void SetUp() override { open_sides_on(cluster_->a().socket(), cluster_->b().socket()); }
 
   // The router's answer to a Hello: what it wrote before it closed the connection or 3 s
   // passed. kAccepted alone is a line.
@@ -117,8 +112,6 @@ class ExpressForgeryTest : public VerbsTest {
       if (a.line()) return a;  // the router writes nothing more
     }
   }
-
-  static inline Cluster* cluster_ = nullptr;
 };
 
 using ExpressAuthTest = ExpressForgeryTest<Cluster::Links::kAuthenticated>;

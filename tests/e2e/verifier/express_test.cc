@@ -26,17 +26,12 @@
 namespace wharf::verify {
 namespace {
 
-class ExpressTest : public VerbsTest {
+class ExpressTest : public TwoHostSides<VerbsTest> {
  protected:
   // Authenticated, as a cluster is by default: lines set up after a handshake.
   static void SetUpTestSuite() {
     cluster_ = new Cluster(2, {"--express", "on"}, -1, Cluster::Links::kAuthenticated);
   }
-  static void TearDownTestSuite() {
-    delete cluster_;
-    cluster_ = nullptr;
-  }
-  void SetUp() override { open_sides_on(cluster_->a().socket(), cluster_->b().socket()); }
 
   // A connected RC pair across the hosts, its QP regions mapped here (their counters), a
   // buffer on each side, its lines up.
@@ -170,10 +165,7 @@ class ExpressTest : public VerbsTest {
     *cq = ibv_create_cq(b_.ctx, entries, nullptr, *channel, 0);
     ASSERT_NE(*cq, nullptr);
   }
-
-  static Cluster* cluster_;
 };
-Cluster* ExpressTest::cluster_ = nullptr;
 
 TEST_F(ExpressTest, SendsGoOnTheLineWithTheirBytesAndImmediates) {
   Pair p = express_pair(64 * 1024, 5 * 21 * 1024);

@@ -249,17 +249,10 @@ TEST_F(RawPacketTest, AnRssQpSpreadsFramesOverItsWqsByTheirAddresses) {
 
 // Between hosts: two Ethernet routers of a cluster. A frame crosses to the other host's
 // RAW_PACKET QPs whose rules take it, and to nobody else there.
-class RawPacketCrossHostTest : public RawPacketTest {
+class RawPacketCrossHostTest : public TwoHostSides<RawPacketTest> {
  protected:
   static void SetUpTestSuite() { cluster_ = new Cluster(2, {"--link-layer", "eth"}); }
-  static void TearDownTestSuite() {
-    delete cluster_;
-    cluster_ = nullptr;
-  }
-  void SetUp() override { open_sides_on(cluster_->a().socket(), cluster_->b().socket()); }
-  static Cluster* cluster_;
 };
-Cluster* RawPacketCrossHostTest::cluster_ = nullptr;
 
 TEST_F(RawPacketCrossHostTest, AFrameReachesTheQpsOfAnotherHostWhoseRulesTakeIt) {
   Buffer src = make_buffer(a_, 4096, kFullAccess);

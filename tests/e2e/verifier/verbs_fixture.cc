@@ -32,6 +32,9 @@ RouterProcess::RouterProcess(const std::vector<std::string>& extra_args) {
            direct != nullptr ? direct : "on"};
   args_.insert(args_.end(), extra_args.begin(), extra_args.end());
   start();
+  // The contexts opened from now on use this router; a restart leaves the environment alone,
+  // as a supervisor restarting a router does the applications'.
+  setenv("WHARF_ROUTER", socket().c_str(), 1);
 }
 
 void RouterProcess::start() {
@@ -47,7 +50,6 @@ void RouterProcess::start() {
     execv(WHARFD_PATH, argv.data());
     _exit(127);
   }
-  setenv("WHARF_ROUTER", sock.c_str(), 1);
   for (int i = 0; i < 500; ++i) {
     struct stat st;
     if (stat(sock.c_str(), &st) == 0) return;
@@ -88,7 +90,8 @@ RouterProcess::~RouterProcess() {
     }
   }
   unlink(socket().c_str());
-  unlink((socket() + ".key").c_str());  // the router's resume key (wharfd --resume-key)
+  unlink((socket() + ".key").c_str());    // the router's resume key (wharfd --resume-key)
+  unlink((socket() + ".state").c_str());  // its kept QP states (a cluster's routers)
   rmdir(dir_.c_str());
 }
 
