@@ -66,8 +66,10 @@ Device* the_device() {
 
 // Connects and says hello. On success fills ctx->hello and the shared page/doorbell.
 int open_session(Context* ctx, UniqueFd* async_mine) {
-  ctx->router_socket = proto::router_socket_path();
-  if (int err = ctx->client.connect(ctx->router_socket.c_str()); err != 0) return err;
+  const char* path = proto::router_socket_path();
+  if (strlen(path) >= ctx->router_socket.size()) return ENAMETOOLONG;
+  std::strncpy(ctx->router_socket.data(), path, ctx->router_socket.size() - 1);
+  if (int err = ctx->client.connect(ctx->router_socket.data()); err != 0) return err;
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) != 0) return errno;
   async_mine->reset(sv[0]);

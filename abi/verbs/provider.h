@@ -6,13 +6,14 @@
 #pragma once
 
 #include <infiniband/verbs.h>
+#include <sys/un.h>
 
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
-#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -45,8 +46,9 @@ struct Context {
   UniqueFd page_fd;
   UniqueFd async_router_end;
   // The router socket it was opened on (WHARF_ROUTER then): a process may open contexts on
-  // several routers, and change its environment since.
-  std::string router_socket;
+  // several routers, and change its environment since. No allocation (ibv_open_device must
+  // fail with ENOMEM, not throw); a path longer than a socket address holds is refused.
+  std::array<char, sizeof(sockaddr_un::sun_path)> router_socket{};
   SessionWatch watch;
   // Set as the context closes: a resume under way gives up at its next try (so a close while
   // no router is back waits a try, not WHARF_RESUME_S).

@@ -114,7 +114,7 @@ int resume_session(Context* ctx, proto::RouterClient* fresh) {
   const uint64_t deadline = now_ns() + resume_window_ns();
   uint64_t backoff = 5'000'000;  // 5 ms, doubling to 50 ms: a refused connect costs little
   for (;;) {
-    int err = fresh->connect(ctx->router_socket.c_str());
+    int err = fresh->connect(ctx->router_socket.data());
     // A router that accepts and never answers (a dead one's backlog) is given up on like one
     // that refuses.
     fresh->set_reply_timeout_ms(kReplyTimeoutMs);

@@ -729,11 +729,20 @@ TEST_F(CrossHostWatchdogTest, AQpWhoseReceiverNeverPostsIsIsolated) {
   free_buffer(&src);
 }
 
-// Its own three routers: b's is killed mid-transfer and restarted.
+// Its own three routers: b's is killed mid-transfer, for good (a new one starts elsewhere).
 class CrossHostDeathTest : public CrossHostTest {
  protected:
-  // A router that dies is given 0.1 s to come back (wharfd's default is 3 s).
-  static void SetUpTestSuite() { cluster_ = new Cluster(3, {"--peer-restart-grace-ms", "100"}); }
+  // A router that dies is given 0.1 s to come back (wharfd's default is 3 s), and the
+  // contexts on it give up resuming at once (the library's default is 30 s, during which
+  // their verbs wait).
+  static void SetUpTestSuite() {
+    setenv("WHARF_RESUME_S", "0", 1);
+    cluster_ = new Cluster(3, {"--peer-restart-grace-ms", "100"});
+  }
+  static void TearDownTestSuite() {
+    CrossHostTest::TearDownTestSuite();
+    unsetenv("WHARF_RESUME_S");
+  }
   Side open_side_on(int host) {
     setenv("WHARF_ROUTER", cluster_->router(host).socket().c_str(), 1);
     return open_side();

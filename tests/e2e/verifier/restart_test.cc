@@ -161,7 +161,7 @@ TEST_F(CrossHostRestartTest, FetchAndAddsApplyOnceEachWhenTheRespondersRouterRes
     ASSERT_EQ(post_atomic(qa, IBV_WR_ATOMIC_FETCH_AND_ADD, result,
                           reinterpret_cast<uint64_t>(counter.data), counter.mr->rkey, 1, 0, i),
               0);
-    if (i % 150 == 75) cluster_->router(1).restart();
+    if (i % 250 == 125) cluster_->router(1).restart();
     const ibv_wc wc = wait_one(a_.cq);
     ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << "add " << i;
     uint64_t before = 0;
