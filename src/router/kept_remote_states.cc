@@ -51,6 +51,21 @@ struct KeptRemoteStates::Header {
   uint32_t incarnation;
 };
 
+// This binary's layout; the incarnation is the file's own.
+KeptRemoteStates::Header KeptRemoteStates::this_layout(uint32_t incarnation) {
+  static_assert(sizeof(Header) == 8 + 7 * sizeof(uint32_t), "no padding: compared by memcmp");
+  Header h{};
+  std::memcpy(h.magic, kMagic, sizeof(kMagic));
+  h.version = kVersion;
+  h.state_size = sizeof(RemoteQpState);
+  h.active_slots = kActiveSlots;
+  h.active_stride = kActiveStride;
+  h.parked_slots = kParkedSlots;
+  h.parked_stride = kParkedStride;
+  h.incarnation = incarnation;
+  return h;
+}
+
 struct KeptRemoteStates::ParkedSlot {
   Tag tag;
   ParkedRemoteQp parked;
@@ -120,25 +135,21 @@ int KeptRemoteStates::open(const std::string& path, uint32_t fresh_incarnation, 
   // a process killed while starting leaves one or the other.
   const std::string tmp = path + ".new";
   UniqueFd fd;
+  auto fail = [&](int err) {
+    if (fd.valid()) ::unlink(tmp.c_str());
+    if (old != nullptr) ::munmap(const_cast<uint8_t*>(old), kFileSize);
+    return err;
+  };
   if (!path.empty()) {
     ::unlink(tmp.c_str());
     fd.reset(::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
-    if (!fd.valid() || ::ftruncate(fd.get(), static_cast<off_t>(kFileSize)) != 0) {
-      const int err = errno;
-      if (fd.valid()) ::unlink(tmp.c_str());
-      if (old != nullptr) ::munmap(const_cast<uint8_t*>(old), kFileSize);
-      return err;
-    }
+    if (!fd.valid() || ::ftruncate(fd.get(), static_cast<off_t>(kFileSize)) != 0)
+      return fail(errno);
   }
   void* m = fd.valid() ? ::mmap(nullptr, kFileSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0)
                        : ::mmap(nullptr, kFileSize, PROT_READ | PROT_WRITE,
                                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (m == MAP_FAILED) {
-    const int err = errno;
-    if (fd.valid()) ::unlink(tmp.c_str());
-    if (old != nullptr) ::munmap(const_cast<uint8_t*>(old), kFileSize);
-    return err;
-  }
+  if (m == MAP_FAILED) return fail(errno);
   map_ = static_cast<uint8_t*>(m);
   map_len_ = kFileSize;
   persistent_ = fd.valid();
@@ -151,15 +162,7 @@ int KeptRemoteStates::open(const std::string& path, uint32_t fresh_incarnation, 
     ::munmap(const_cast<uint8_t*>(old), kFileSize);
   }
   static_assert(sizeof(Header) <= kPage);
-  auto* h = reinterpret_cast<Header*>(map_);
-  std::memcpy(h->magic, kMagic, sizeof(kMagic));
-  h->version = kVersion;
-  h->state_size = sizeof(RemoteQpState);
-  h->active_slots = kActiveSlots;
-  h->active_stride = kActiveStride;
-  h->parked_slots = kParkedSlots;
-  h->parked_stride = kParkedStride;
-  h->incarnation = incarnation_;
+  *reinterpret_cast<Header*>(map_) = this_layout(incarnation_);
   if (persistent_ && ::rename(tmp.c_str(), path.c_str()) != 0) return errno;
   if (!orphans_.empty())
     spdlog::info("router state of the previous process: {} QP(s) to continue, incarnation {:#x}",
@@ -172,11 +175,8 @@ int KeptRemoteStates::open(const std::string& path, uint32_t fresh_incarnation, 
 // its QPs are restored still leaves them).
 void KeptRemoteStates::adopt_previous(const uint8_t* old, size_t hosts) {
   const auto* h = reinterpret_cast<const Header*>(old);
-  if (std::memcmp(h->magic, kMagic, sizeof(kMagic)) != 0 || h->version != kVersion ||
-      h->state_size != sizeof(RemoteQpState) || h->active_slots != kActiveSlots ||
-      h->active_stride != kActiveStride || h->parked_slots != kParkedSlots ||
-      h->parked_stride != kParkedStride || h->incarnation == 0)
-    return;
+  const Header mine = this_layout(h->incarnation);
+  if (h->incarnation == 0 || std::memcmp(h, &mine, sizeof(mine)) != 0) return;
   incarnation_ = h->incarnation;
   struct Latest {
     uint64_t sequence;

@@ -89,6 +89,7 @@ class KeptRemoteStates {
   };
   struct ParkedSlot;
   struct Header;
+  static Header this_layout(uint32_t incarnation);
 
   struct Orphan {
     RemoteQpState* active;  // null: parked
