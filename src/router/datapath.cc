@@ -690,18 +690,23 @@ Origin Executor::origin_of(const SendWork& w, const Qp* src) const {
   return o;
 }
 
-void Executor::complete_recv_st(const Responder& dst, const RecvWork& rw, ibv_wc_status status,
-                                ibv_wc_opcode op, uint32_t byte_len, const Origin& from,
-                                uint32_t flags) {
-  count_receive_completion(dst.qp, status, byte_len);
-  shm::Cqe c = make_cqe(rw.hdr.wr_id, status, op, dst.qp->qpn);
+shm::Cqe recv_cqe(const Qp* dst, const RecvWork& rw, ibv_wc_status status, ibv_wc_opcode op,
+                  uint32_t byte_len, const Origin& from, uint32_t flags) {
+  shm::Cqe c = make_cqe(rw.hdr.wr_id, status, op, dst->qpn);
   c.byte_len = byte_len;
   c.src_qp = from.qpn;
   c.wc_flags = flags;
   c.imm_data = (flags & (IBV_WC_WITH_IMM | IBV_WC_WITH_INV)) ? from.imm : 0;
   c.slid = from.slid;
   c.sl = from.sl;
-  post_cqe_st(dst.cq, c, from.solicited);
+  return c;
+}
+
+void Executor::complete_recv_st(const Responder& dst, const RecvWork& rw, ibv_wc_status status,
+                                ibv_wc_opcode op, uint32_t byte_len, const Origin& from,
+                                uint32_t flags) {
+  count_receive_completion(dst.qp, status, byte_len);
+  post_cqe_st(dst.cq, recv_cqe(dst.qp, rw, status, op, byte_len, from, flags), from.solicited);
 }
 
 // Moves a QP to ERR (C10-...: outstanding work is then completed with WR_FLUSH_ERR).

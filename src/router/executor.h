@@ -98,6 +98,9 @@ void build_grh(uint8_t out[kGrhSize], uint32_t ver_tc_flow, uint16_t payload_len
 // Writes one CQE and raises a completion event if the CQ is armed for it.
 void post_cqe_st(Cq* cq, const shm::Cqe& cqe, bool solicited);
 shm::Cqe make_cqe(uint64_t wr_id, ibv_wc_status status, ibv_wc_opcode opcode, uint32_t qpn);
+// The entry a receive rw of dst completes with (Executor::complete_recv_st posts it).
+shm::Cqe recv_cqe(const Qp* dst, const RecvWork& rw, ibv_wc_status status, ibv_wc_opcode op,
+                  uint32_t byte_len, const Origin& from, uint32_t flags);
 
 // Executes WQEs of one QP. Friend-free: uses only public object state.
 class Executor {

@@ -22,7 +22,7 @@ namespace {
 constexpr char kMagic[8] = {'W', 'H', 'A', 'R', 'F', 'K', 'S', '1'};
 // Changes whenever RemoteQpState's meaning changes at the same size (a new binary that reads
 // an old file through another layout must start afresh: --upgrade may run one).
-constexpr uint32_t kVersion = 2;
+constexpr uint32_t kVersion = 3;
 constexpr size_t kPage = 4096;
 
 constexpr size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
@@ -130,6 +130,7 @@ bool bounded(ParkedRemoteQp* c, size_t hosts) {
 int KeptRemoteStates::open(const std::string& path, uint32_t fresh_incarnation, size_t hosts) {
   opened_ns_ = now_ns();
   incarnation_ = fresh_incarnation;
+  hosts_ = hosts;
   const uint8_t* old = path.empty() ? nullptr : map_previous(path);
   // The new file is made whole under a temporary name and renamed over the old one, so that
   // a process killed while starting leaves one or the other.
@@ -158,7 +159,7 @@ int KeptRemoteStates::open(const std::string& path, uint32_t fresh_incarnation, 
   free_parked_.clear();
   for (uint32_t i = kParkedSlots; i-- > 0;) free_parked_.push_back(i);
   if (old != nullptr) {
-    adopt_previous(old, hosts);
+    adopt_previous(old);
     ::munmap(const_cast<uint8_t*>(old), kFileSize);
   }
   static_assert(sizeof(Header) <= kPage);
@@ -170,10 +171,10 @@ int KeptRemoteStates::open(const std::string& path, uint32_t fresh_incarnation, 
   return 0;
 }
 
-// If the old file's header names this layout: its incarnation, and per QP its latest slot's
-// continuation (bounded), placed in this file's slots (so that a process killed again before
-// its QPs are restored still leaves them).
-void KeptRemoteStates::adopt_previous(const uint8_t* old, size_t hosts) {
+// If the old file's header names this layout: its incarnation, and per QP its latest slot
+// (a parked form bounded, an active state as it was), placed in this file's slots (so that a
+// process killed again before its QPs are restored still leaves them).
+void KeptRemoteStates::adopt_previous(const uint8_t* old) {
   const auto* h = reinterpret_cast<const Header*>(old);
   const Header mine = this_layout(h->incarnation);
   if (h->incarnation == 0 || std::memcmp(h, &mine, sizeof(mine)) != 0) return;
@@ -195,23 +196,15 @@ void KeptRemoteStates::adopt_previous(const uint8_t* old, size_t hosts) {
   for (const auto& [qpn, at] : latest) {
     if (!at.active) {
       ParkedRemoteQp p = parked(old, at.index)->parked;
-      if (!bounded(&p, hosts)) continue;
+      if (!bounded(&p, hosts_)) continue;
       keep_parked(qpn, p);
       orphans_[qpn] = Orphan{nullptr, p};
       continue;
     }
-    const RemoteQpState* was = active(old, at.index);
-    ParkedRemoteQp p = was->continuation();
-    if (!bounded(&p, hosts)) continue;
-    RemoteQpState go_on(p);
-    go_on.responder.keep_atomics_of(was->responder);
-    RemoteQpState* st = take_active(qpn, go_on);
-    if (st != nullptr) {
+    // Kept whole: its continuation depends on the rings, which only its restored QP shows
+    // (claim_orphan). The old file had no more active slots than this one has free.
+    if (RemoteQpState* st = take_active(qpn, *active(old, at.index)); st != nullptr)
       orphans_[qpn] = Orphan{st, {}};
-    } else {  // every slot taken: without its atomic results
-      keep_parked(qpn, p);
-      orphans_[qpn] = Orphan{nullptr, p};
-    }
   }
 }
 
@@ -258,13 +251,34 @@ void KeptRemoteStates::release_parked(uint32_t qpn) {
   parked_slots_.erase(it);
 }
 
-bool KeptRemoteStates::claim_orphan(uint32_t qpn, RemoteQpState** active_state,
+bool KeptRemoteStates::claim_orphan(uint32_t qpn, RemoteQpState::RingTails tails,
+                                    const FinishCompletions& finish, RemoteQpState** active_state,
                                     ParkedRemoteQp* parked_form) {
   auto it = orphans_.find(qpn);
   if (it == orphans_.end()) return false;
-  *active_state = it->second.active;
-  *parked_form = it->second.parked;
+  const Orphan o = it->second;
   orphans_.erase(it);
+  *active_state = nullptr;
+  *parked_form = o.parked;
+  if (o.active == nullptr) return true;
+  RemoteQpState::Continuation c = o.active->continuation(tails);
+  if (!bounded(&c.at, hosts_)) {
+    release_active(o.active);
+    return false;
+  }
+  // The completions first: a process killed before its continuation is kept finds them done
+  // (in their CQs) and finishes nothing twice. Then the continuation goes in a slot of its own,
+  // tagged later than the old one (a process killed in between continues from it).
+  finish(c.unfinished);
+  RemoteQpState go_on(c.at);
+  go_on.responder.keep_atomics_of(o.active->responder);
+  RemoteQpState* st = take_active(qpn, go_on);
+  release_active(o.active);
+  if (st == nullptr) {  // every slot taken: without its atomic results
+    *parked_form = c.at;
+    return true;
+  }
+  *active_state = st;
   return true;
 }
 

@@ -28,6 +28,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -69,12 +70,16 @@ class KeptRemoteStates {
   // Forgets qpn's parked form, if kept.
   void release_parked(uint32_t qpn);
 
-  // What the previous process left for QP qpn, once. A QP that was active goes on with a state
-  // in one of this object's slots (*active, released as take_active's: its continuation, with
-  // the responder's cache of atomic results, so that a duplicate of an atomic the old process
-  // executed is answered and not executed again); a parked one with its parked form (*parked,
-  // kept as qpn's). False if it left nothing.
-  bool claim_orphan(uint32_t qpn, RemoteQpState** active, ParkedRemoteQp* parked);
+  // What the previous process left for QP qpn, once, given its rings as the restored QP
+  // found them. A QP that was active goes on with a state in one of this object's slots
+  // (*active, released as take_active's: its continuation, with the responder's cache of
+  // atomic results, so that a duplicate of an atomic the old process executed is answered and
+  // not executed again), after `finish` was given the completions the old process left half
+  // made; a parked one with its parked form (*parked, kept as qpn's). False if it left
+  // nothing usable.
+  using FinishCompletions = std::function<void(const RemoteQpState::Unfinished&)>;
+  bool claim_orphan(uint32_t qpn, RemoteQpState::RingTails tails, const FinishCompletions& finish,
+                    RemoteQpState** active, ParkedRemoteQp* parked);
   size_t orphans() const { return orphans_.size(); }
   // Forgets the continuations no QP claimed within kOrphanLifeNs of open (at `now`).
   void drop_stale_orphans(uint64_t now);
@@ -96,7 +101,7 @@ class KeptRemoteStates {
     ParkedRemoteQp parked;
   };
   // Places what the previous process's file (`old`, mapped) left in this one, as orphans.
-  void adopt_previous(const uint8_t* old, size_t hosts);
+  void adopt_previous(const uint8_t* old);
   static Tag* active_tag(const uint8_t* map, uint32_t i);
   static RemoteQpState* active(const uint8_t* map, uint32_t i);
   static ParkedSlot* parked(const uint8_t* map, uint32_t i);
@@ -106,6 +111,7 @@ class KeptRemoteStates {
   size_t map_len_ = 0;
   bool persistent_ = false;
   uint32_t incarnation_ = 0;
+  size_t hosts_ = 0;  // the cluster's size: a continuation naming a host beyond it is dropped
   uint64_t sequence_ = 0;
   uint64_t opened_ns_ = 0;
   std::vector<uint32_t> free_active_, free_parked_;

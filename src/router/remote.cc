@@ -5,8 +5,10 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cassert>
 #include <cstring>
+#include <optional>
 
 #include "common/clock.h"
 #include "emulator/rnic_emulator.h"
@@ -110,6 +112,34 @@ rc::RequesterLimits requester_limits(const Qp* qp, uint64_t watchdog_ns) {
                              qp->attr.max_rd_atomic, watchdog_ns};
 }
 
+// Records the completion about to be made of the work request at `ring_index` (cq: where
+// its entry goes, null if it has none), before the ring's consumer index moves past it (whose
+// release store orders these stores before it): RemoteQpState::CompletionUnderWay.
+void record_completion(RemoteQpState::CompletionUnderWay* rec, const Cq* cq, const shm::Cqe& c,
+                       uint32_t ring_index) {
+  rec->cqe = c;
+  rec->ring_index = ring_index;
+  rec->post = cq != nullptr;
+  rec->cq_position = cq != nullptr ? cq->ring.position() : 0;
+}
+
+// Finishes a completion the previous process left half made (RemoteQpState::continuation):
+// its entry goes to cq unless the CQ holds it already.
+void finish_completion_st(Cq* cq, const std::optional<RemoteQpState::CompletionUnderWay>& c,
+                          uint32_t qpn) {
+  if (!c.has_value() || cq == nullptr || c->cqe.qp_num != qpn) return;
+  bool known = false;
+  if (cq->ring.published_since(c->cq_position, c->cqe, &known)) return;
+  if (!known) {
+    spdlog::warn(
+        "QP {:#x}: whether the previous process completed work request {:#x} is "
+        "unknown (its CQ wrapped since); not completed again",
+        qpn, c->cqe.wr_id);
+    return;
+  }
+  post_cqe_st(cq, c->cqe, c->solicited);
+}
+
 // The config's kept states, or (no path, or it cannot be used) states in anonymous memory.
 std::unique_ptr<KeptRemoteStates> open_kept_states(const RouterConfig& cfg, size_t hosts) {
   auto kept = std::make_unique<KeptRemoteStates>();
@@ -143,8 +173,8 @@ RemotePath::RemotePath(const PathContext& paths, const RouterConfig& cfg, Router
       links_(dir_.get(), cfg.node_guid, this, links::HostLinks::kSendBudget, tls_.get(),
              kept_->incarnation()),
       express_(cfg, paths.objects, *this, dir_.get(), links_.own_incarnation(), tls_.get()),
-      bounce_(host::kMaxSegment),
       refused_since_(dir_->hosts().size(), 0),
+      bounce_(host::kMaxSegment),
       peer_networks_(dir_->hosts().size()),
       told_(dir_->hosts().size(), false) {}
 
@@ -244,9 +274,15 @@ void RemotePath::drop_state(State* st) {
 }
 
 bool RemotePath::restore_st(Qp* qp) {
+  if (qp->remote != nullptr) return false;
+  const RemoteQpState::RingTails tails{qp->sq().tail(), qp->rq_entries != 0 ? qp->rq().tail() : 0};
+  auto finish = [qp](const RemoteQpState::Unfinished& u) {
+    finish_completion_st(qp->send_cq, u.send, qp->qpn);
+    finish_completion_st(qp->recv_cq, u.receive, qp->qpn);
+  };
   RemoteQpState* active = nullptr;
   ParkedRemoteQp parked;
-  if (qp->remote != nullptr || !kept_->claim_orphan(qp->qpn, &active, &parked)) return false;
+  if (!kept_->claim_orphan(qp->qpn, tails, finish, &active, &parked)) return false;
   if (active != nullptr) {
     states_.emplace(qp, active);
     qp->remote = active;
@@ -519,13 +555,15 @@ void RemotePath::complete_send_st(Qp* qp, const RemoteQpState::Work& o, ibv_wc_s
   assert(o.ring_index == sq.tail());  // completions come in order, from the ring's head
   shm::SendWqe h;  // only its wr_id is taken: the rest was checked when o was issued
   std::memcpy(&h, sq.slot_at(o.ring_index), sizeof(h));
+  const bool post = o.signaled || status != IBV_WC_SUCCESS;
+  shm::Cqe c = make_cqe(h.wr_id, status, proto::send_wc_opcode(o.opcode), qp->qpn);
+  c.byte_len = o.byte_len;
+  if (qp->remote != nullptr)
+    record_completion(&qp->remote->sending, post ? qp->send_cq : nullptr, c, o.ring_index);
   sq.pop();
   qp->direct()->sq_retired.fetch_add(1, std::memory_order_release);
   count_send_completion(qp, o.opcode, status, o.byte_len);
-  if (!o.signaled && status == IBV_WC_SUCCESS) return;
-  shm::Cqe c = make_cqe(h.wr_id, status, proto::send_wc_opcode(o.opcode), qp->qpn);
-  c.byte_len = o.byte_len;
-  post_cqe_st(qp->send_cq, c, false);
+  if (post) post_cqe_st(qp->send_cq, c, false);
 }
 
 // What the requester of one QP asks of this router, for the length of one call into it.
@@ -1279,20 +1317,34 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
     if (has_invalidate(op) && !invalidate_remotely(paths_.objects, dst, p.imm))
       return fail(host::kNakInvalidRequest, IBV_WC_REM_INV_REQ_ERR);
     if (is_send(op) || has_imm(op)) {
-      ex.consume_recv_st(&rsrc);
       Origin from{p.hdr.src_qpn, p.hdr.slid, p.hdr.sl, (p.hdr.flags & host::kSolicited) != 0,
                   has_imm(op),   p.imm};
       uint32_t flags = 0;
       if (has_imm(op) || has_invalidate(op))
         flags = has_imm(op) ? IBV_WC_WITH_IMM : IBV_WC_WITH_INV;
+      const ibv_wc_opcode wc_op = is_send(op) ? IBV_WC_RECV : IBV_WC_RECV_RDMA_WITH_IMM;
+      const auto len = static_cast<uint32_t>(rs.offset);
+      // From the QP's own receive queue (an SRQ's receives are not kept across a restart).
+      if (rsrc.srq == nullptr && rsrc.ring.has_value()) {
+        RemoteQpState::CompletionUnderWay& rec = st.receiving;
+        rec.message_psn = rs.message_psn();
+        rec.end_psn = psn;
+        rec.msn = rs.msn();
+        rec.solicited = from.solicited;
+        record_completion(&rec, rsp.cq, recv_cqe(dst, rw, IBV_WC_SUCCESS, wc_op, len, from, flags),
+                          rsrc.ring->tail());
+      }
+      ex.consume_recv_st(&rsrc);
       // Counted in the responder's rx counters, as every receive completion is.
-      ex.complete_recv_st(rsp, rw, IBV_WC_SUCCESS,
-                          is_send(op) ? IBV_WC_RECV : IBV_WC_RECV_RDMA_WITH_IMM,
-                          static_cast<uint32_t>(rs.offset), from, flags);
+      ex.complete_recv_st(rsp, rw, IBV_WC_SUCCESS, wc_op, len, from, flags);
+      std::atomic_signal_fence(std::memory_order_seq_cst);  // the PSN moves after the entry
     }
+    // Accepted before it ends: a process that dies in between continues after it.
+    rs.accept(psn);
     rs.end_message();
+  } else {
+    rs.accept(psn);
   }
-  rs.accept(psn);
   if (reliable && (p.hdr.flags & host::kAckRequest)) respond_st(dst, psn, host::aeth_ack());
 }
 

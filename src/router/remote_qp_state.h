@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <type_traits>
 
 #include "rc/requester.h"
@@ -31,17 +32,44 @@ struct RemoteQpState {
         responder(p.epsn, p.msn),
         requester_host(p.requester_host),
         peer_incarnation(p.peer_incarnation) {}
-  // Where this state continues in a new router process after this one died at any instant:
-  // the requester from its oldest request not completed (whose work request is still in the
-  // send ring, which the new process issues again from there under the same PSNs), the
-  // responder from the start of the message it was in (a SEND or WRITE executed again is
-  // placed again whole). For a quiescent state, parked().
-  ParkedRemoteQp continuation() const {
-    ParkedRemoteQp c = parked();
-    if (!requester.window().empty()) c.next_psn = requester.window().front().first_psn;
-    if (responder.in_message()) c.epsn = responder.message_psn();
-    return c;
-  }
+  // A completion this engine was making (RemotePath::record_completion_st), recorded before
+  // the ring's consumer index moved past its work request and before its CQ entry was pushed:
+  // a process that dies between the two leaves a WQE taken and an entry that may or may not be
+  // in the CQ, and the next process finishes it (RemotePath::restore_st) instead of taking
+  // or completing the work twice. The last one of each direction is kept.
+  struct CompletionUnderWay {
+    shm::Cqe cqe{};            // the entry, if `post`
+    uint32_t ring_index = 0;   // the work request's position in its ring
+    uint32_t cq_position = 0;  // the CQ's producer index before the entry was pushed
+    uint32_t message_psn = 0;  // a receive: the first and last PSN of its message, and the
+    uint32_t end_psn = 0;      // message number before it ended
+    uint32_t msn = 0;
+    bool post = false;  // whether it has a CQ entry (an unsignaled SEND has none)
+    bool solicited = false;
+  };
+  // Where the rings' consumer indices stand in the process that continues this state:
+  // `rq` is 0 for a QP without a receive queue of its own.
+  struct RingTails {
+    uint32_t sq = 0;
+    uint32_t rq = 0;
+  };
+  // The completions a new process must finish: their WQEs were taken, and each entry is
+  // posted unless its CQ holds it already.
+  struct Unfinished {
+    std::optional<CompletionUnderWay> send, receive;
+  };
+  // What a new process continues from: the PSNs, and what it must finish first.
+  struct Continuation {
+    ParkedRemoteQp at;
+    Unfinished unfinished;
+  };
+  // Where this state continues in a new router process after this one died at any instant,
+  // given the rings as that process finds them: the requester from its oldest request whose
+  // WQE is still in the send ring (which the new process issues again from there under the
+  // same PSNs), the responder from the start of the message it was in (a SEND or WRITE
+  // executed again is placed again whole) unless it had taken its receive already, then
+  // after it. For a quiescent state, parked().
+  Continuation continuation(RingTails tails) const;
   // What continues this state once it is given back: the inverse of the constructor above
   // (only for a quiescent requester and responder).
   ParkedRemoteQp parked() const {
@@ -71,6 +99,7 @@ struct RemoteQpState {
   // The incarnation of the peer's router this QP last heard from (0: none yet).
   uint32_t peer_incarnation = 0;
   bool acking = false;  // in RemotePath's acking_ list
+  CompletionUnderWay sending, receiving;
   // Its PSNs at RemotePath's last parking sweep (next PSN << 32 | expected PSN; all ones: not
   // swept yet): unchanged at the next one, the QP was quiet for a whole sweep period.
   uint64_t swept_psns = ~uint64_t{0};

@@ -59,6 +59,29 @@ class CqProducer {
     return RingStatus::kCorrupt;
   }
 
+  // The position the next entry will be claimed at (entries claim positions in order).
+  uint32_t position() const { return hdr_->producer.value.load(std::memory_order_acquire); }
+
+  // Whether an entry like `c` (same QP, work request, opcode and status) was published at a
+  // position from `from` on: what a restarted producer asks of an entry it may have pushed
+  // before it died. Consumed entries stay in their slots until the ring wraps; *known is
+  // false (and so is the answer) when more than `capacity` positions were claimed since
+  // `from`. The indices are the owner's: any values are read safely.
+  bool published_since(uint32_t from, const Cqe& c, bool* known) const {
+    const uint32_t end = position();
+    *known = end - from <= capacity_;
+    if (!*known) return false;
+    for (uint32_t pos = from; pos != end; ++pos) {
+      const Cqe* slot = slots_ + (pos & (capacity_ - 1));
+      if (std::atomic_ref<uint32_t>(const_cast<Cqe*>(slot)->seq).load(std::memory_order_acquire) ==
+              pos + 1 &&
+          slot->qp_num == c.qp_num && slot->wr_id == c.wr_id && slot->opcode == c.opcode &&
+          slot->status == c.status)
+        return true;
+    }
+    return false;
+  }
+
   // Whether n more entries fit now. A hint: another producer may take the room first.
   bool has_room(uint32_t n) const {
     uint32_t cons = hdr_->consumer.value.load(std::memory_order_acquire);

@@ -20,6 +20,12 @@ namespace {
 
 constexpr size_t kHosts = 3;
 
+const KeptRemoteStates::FinishCompletions kNothingToFinish =
+    [](const RemoteQpState::Unfinished& u) {
+      EXPECT_FALSE(u.send.has_value());
+      EXPECT_FALSE(u.receive.has_value());
+    };
+
 // A port that accepts everything it is asked to do.
 struct AcceptingPort final : rc::RequesterPort<RemoteQpState::Work> {
   bool transmit(const rc::Request<RemoteQpState::Work>&) override { return true; }
@@ -52,7 +58,7 @@ class KeptRemoteStatesTest : public ::testing::Test {
   static std::optional<Offer> claim(KeptRemoteStates* kept, uint32_t qpn) {
     RemoteQpState* st = nullptr;
     ParkedRemoteQp p;
-    if (!kept->claim_orphan(qpn, &st, &p)) return std::nullopt;
+    if (!kept->claim_orphan(qpn, {}, kNothingToFinish, &st, &p)) return std::nullopt;
     if (st != nullptr) return Offer{true, st->requester.next_psn(), st->responder.epsn()};
     EXPECT_TRUE(p.parked);
     return Offer{false, p.next_psn, p.epsn};
@@ -90,7 +96,7 @@ TEST_F(KeptRemoteStatesTest, TheNextProcessKeepsTheIncarnationAndContinuesEachQp
   EXPECT_EQ(second->orphans(), 2u);
   RemoteQpState* go_on = nullptr;
   ParkedRemoteQp p;
-  ASSERT_TRUE(second->claim_orphan(5, &go_on, &p));
+  ASSERT_TRUE(second->claim_orphan(5, {}, kNothingToFinish, &go_on, &p));
   ASSERT_NE(go_on, nullptr) << "an active QP goes on active";
   EXPECT_TRUE(second->holds(go_on));
   EXPECT_EQ(go_on->requester.next_psn(), 101u) << "from the oldest request not acknowledged";
@@ -98,8 +104,8 @@ TEST_F(KeptRemoteStatesTest, TheNextProcessKeepsTheIncarnationAndContinuesEachQp
   EXPECT_EQ(go_on->responder.epsn(), 400u) << "from the start of the message in progress";
   EXPECT_FALSE(go_on->responder.in_message());
   EXPECT_EQ(go_on->requester_host, 2);
-  EXPECT_FALSE(second->claim_orphan(5, &go_on, &p)) << "claimed once";
-  ASSERT_TRUE(second->claim_orphan(9, &go_on, &p));
+  EXPECT_FALSE(second->claim_orphan(5, {}, kNothingToFinish, &go_on, &p)) << "claimed once";
+  ASSERT_TRUE(second->claim_orphan(9, {}, kNothingToFinish, &go_on, &p));
   EXPECT_EQ(go_on, nullptr) << "a parked QP goes on parked";
   EXPECT_EQ(p.next_psn, 7u);
   EXPECT_EQ(p.epsn, 8u);
@@ -120,7 +126,7 @@ TEST_F(KeptRemoteStatesTest, TheResultsOfExecutedAtomicsAreKept) {
   auto second = open(0x2002);
   RemoteQpState* go_on = nullptr;
   ParkedRemoteQp p;
-  ASSERT_TRUE(second->claim_orphan(5, &go_on, &p));
+  ASSERT_TRUE(second->claim_orphan(5, {}, kNothingToFinish, &go_on, &p));
   ASSERT_NE(go_on, nullptr);
   EXPECT_EQ(go_on->responder.epsn(), 401u);
   uint64_t orig = 0;
@@ -137,6 +143,97 @@ TEST_F(KeptRemoteStatesTest, AProcessKilledBeforeItsQpsWereRestoredStillLeavesTh
   auto third = open(0x3003);
   EXPECT_EQ(third->incarnation(), 0x1001u);
   EXPECT_TRUE(claim(third.get(), 9).has_value());
+}
+
+// The state of a QP whose oldest request's WQE left the send ring (its completion under
+// way) and whose receive of a three-packet message left the receive queue: the continuation
+// neither sends that request again nor places the message again, and the two completions
+// are given to be finished; with the WQEs still in their rings, both go again.
+class KeptCompletionsTest : public KeptRemoteStatesTest {
+ protected:
+  void SetUp() override {
+    auto first = open(0x1001);
+    RemoteQpState* st = first->take_active(5, RemoteQpState(100, 400));
+    ASSERT_NE(st, nullptr);
+    AcceptingPort port;
+    const rc::RequesterLimits limits{14, 7, 7, 16, 0};
+    uint32_t ring_index = 10;
+    for (uint32_t packets : {2u, 1u}) {
+      RemoteQpState::Work w;
+      w.ring_index = ring_index++;
+      ASSERT_TRUE(st->requester.issue(w, rc::RequestKind::kMessage, packets, 0, limits, port));
+    }
+    st->sending.ring_index = 10;  // the first's completion, recorded before its WQE left
+    st->sending.post = true;
+    st->sending.cqe.wr_id = 0x5e;
+    st->responder.begin_message(proto::host::kSendFirst, 400);
+    for (uint32_t psn : {400u, 401u}) st->responder.accept(psn);
+    RemoteQpState::CompletionUnderWay& rec = st->receiving;
+    rec.message_psn = 400;
+    rec.end_psn = 402;
+    rec.msn = st->responder.msn();
+    rec.ring_index = 7;
+    rec.post = true;
+    rec.cqe.wr_id = 0x7e;
+    first.reset();
+    second_ = open(0x2002);
+  }
+  // Claims QP 5 with its rings' consumer indices at `tails`; what was given to finish.
+  RemoteQpState::Unfinished claim_five(RemoteQpState::RingTails tails) {
+    RemoteQpState::Unfinished given;
+    RemoteQpState* st = nullptr;
+    ParkedRemoteQp p;
+    EXPECT_TRUE(second_->claim_orphan(
+        5, tails, [&](const RemoteQpState::Unfinished& u) { given = u; }, &st, &p));
+    EXPECT_NE(st, nullptr);
+    go_on_ = st;
+    return given;
+  }
+  std::unique_ptr<KeptRemoteStates> second_;
+  RemoteQpState* go_on_ = nullptr;
+};
+
+TEST_F(KeptCompletionsTest, WorkThatLeftItsRingIsFinishedNotDoneAgain) {
+  const RemoteQpState::Unfinished u = claim_five({11, 8});
+  ASSERT_TRUE(u.send.has_value());
+  EXPECT_EQ(u.send->cqe.wr_id, 0x5eu);
+  ASSERT_TRUE(u.receive.has_value());
+  EXPECT_EQ(u.receive->cqe.wr_id, 0x7eu);
+  ASSERT_NE(go_on_, nullptr);
+  EXPECT_EQ(go_on_->requester.next_psn(), 102u) << "from the request after it";
+  EXPECT_EQ(go_on_->responder.epsn(), 403u) << "after the message";
+  EXPECT_EQ(go_on_->responder.msn(), 1u);
+}
+
+TEST_F(KeptCompletionsTest, WorkStillInItsRingGoesAgain) {
+  const RemoteQpState::Unfinished u = claim_five({10, 7});
+  EXPECT_FALSE(u.send.has_value());
+  EXPECT_FALSE(u.receive.has_value());
+  ASSERT_NE(go_on_, nullptr);
+  EXPECT_EQ(go_on_->requester.next_psn(), 100u);
+  EXPECT_EQ(go_on_->responder.epsn(), 400u);
+  EXPECT_EQ(go_on_->responder.msn(), 0u);
+}
+
+// The completions are finished before the continuation is kept: a process killed while it
+// finishes them leaves the old state, from which the next one finishes them again (and finds
+// them in their CQs).
+TEST_F(KeptCompletionsTest, AProcessKilledWhileFinishingLeavesTheOldState) {
+  RemoteQpState* st = nullptr;
+  ParkedRemoteQp p;
+  std::unique_ptr<KeptRemoteStates> third;
+  ASSERT_TRUE(second_->claim_orphan(
+      5, {11, 8},
+      [&](const RemoteQpState::Unfinished&) {
+        third = open(0x3003);  // the process dies here; the next one reads the file
+      },
+      &st, &p));
+  RemoteQpState::Unfinished again;
+  RemoteQpState* go_on = nullptr;
+  ASSERT_TRUE(third->claim_orphan(
+      5, {11, 8}, [&](const RemoteQpState::Unfinished& u) { again = u; }, &go_on, &p));
+  EXPECT_TRUE(again.send.has_value());
+  EXPECT_TRUE(again.receive.has_value());
 }
 
 // A QP moving between active and parked is in two slots for an instant: the later one counts.

@@ -45,6 +45,38 @@ Cqe entry(uint64_t wr_id) {
   return c;
 }
 
+// A restarted producer asks whether it pushed an entry before it died (router restart):
+// found whether or not it was consumed, until the ring wraps past it.
+TEST(CqRingTest, AnEntryPublishedSinceAPositionIsFoundUntilTheRingWraps) {
+  TestCq cq(4);
+  CqProducer p = cq.producer();
+  CqConsumer c = cq.consumer();
+  ASSERT_EQ(p.push(entry(1)), RingStatus::kOk);
+  const uint32_t from = p.position();
+  Cqe mine = entry(2);
+  mine.qp_num = 9;
+  bool known = false;
+  EXPECT_FALSE(p.published_since(from, mine, &known));
+  EXPECT_TRUE(known) << "nothing was pushed: it was not";
+  ASSERT_EQ(p.push(mine), RingStatus::kOk);
+  EXPECT_TRUE(p.published_since(from, mine, &known));
+  Cqe other_qp = mine;
+  other_qp.qp_num = 10;
+  EXPECT_FALSE(p.published_since(from, other_qp, &known));
+  EXPECT_FALSE(p.published_since(from + 1, mine, &known)) << "before the position asked";
+  Cqe out;
+  while (c.pop(&out)) {
+  }
+  EXPECT_TRUE(p.published_since(from, mine, &known)) << "consumed, still in its slot";
+  for (uint64_t i = 3; i < 7; ++i) {
+    ASSERT_EQ(p.push(entry(i)), RingStatus::kOk);
+    while (c.pop(&out)) {
+    }
+  }
+  EXPECT_FALSE(p.published_since(from, mine, &known));
+  EXPECT_FALSE(known) << "the ring wrapped past it";
+}
+
 TEST(CqRingTest, EntriesComeOutInOrderAcrossManyWraps) {
   TestCq cq(4);
   CqProducer p = cq.producer();
