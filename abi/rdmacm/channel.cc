@@ -50,14 +50,15 @@ Channel* channel_create() {
   }
   proto::Handle rep;
   int err = link->call(proto::Op::kCmCreateChannel, proto::Empty{}, &rep, &fds[1], 1);
-  ::close(fds[1]);
   if (err != 0) {
     ::close(fds[0]);
+    ::close(fds[1]);
     delete ch;
     errno = err;
     return nullptr;
   }
   ch->channel.fd = fds[0];
+  ch->router_end = fds[1];
   ch->handle = rep.handle;
   try {
     LiveChannels& l = live();
@@ -67,6 +68,7 @@ Channel* channel_create() {
     proto::Empty none;
     (void)link->call(proto::Op::kCmDestroyChannel, proto::Handle{ch->handle}, &none);
     ::close(ch->channel.fd);
+    ::close(ch->router_end);
     delete ch;
     errno = ENOMEM;
     return nullptr;
@@ -87,7 +89,31 @@ void channel_destroy(Channel* ch) {
     (void)link->call(proto::Op::kCmDestroyChannel, proto::Handle{ch->handle}, &rep);
   }
   ::close(ch->channel.fd);
+  ::close(ch->router_end);
   delete ch;
+}
+
+int restore_channels(proto::RouterClient* fresh) {
+  LiveChannels& l = live();
+  std::lock_guard<std::mutex> g(l.mu);
+  for (const Channel* ch : l.set) {
+    proto::Empty none;
+    if (int err = fresh->call(proto::Op::kCmRestoreChannel, proto::Handle{ch->handle},
+                              &ch->router_end, 1, &none);
+        err != 0)
+      return err;
+  }
+  return 0;
+}
+
+void release_channels() {
+  LiveChannels& l = live();
+  std::lock_guard<std::mutex> g(l.mu);
+  for (const Channel* ch : l.set) {
+    Channel* c = const_cast<Channel*>(ch);
+    ::close(c->router_end);
+    c->router_end = -1;
+  }
 }
 
 }  // namespace wharf::rdmacm

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "proto/cm_messages.h"
@@ -29,6 +30,9 @@ inline int fail(int err) {
 struct Channel {
   rdma_event_channel channel;  // must stay first
   uint32_t handle = 0;         // the router's channel
+  // The router's end of the pair, kept so that a router that dies closes no end a waiting
+  // rdma_get_cm_event sees, and given to the next router process (issue #23).
+  int router_end = -1;
 };
 
 inline Channel* to_channel(rdma_event_channel* c) { return reinterpret_cast<Channel*>(c); }
@@ -68,6 +72,12 @@ struct Id {
   int64_t init_access = -1;
   Peer peer;
   uint16_t remote_lid = 0;
+  // The QP transitions the router applied with connection steps (proto::CmQpSteps) since the
+  // QP reached INIT: our libibverbs, which brings a QP back after a router restart by the
+  // ibv_modify_qp calls it saw, did not see these, so they are made again through it then
+  // (redrive_qps, on the thread that resumes the library's router connection: steps_mu).
+  std::vector<proto::QpStep> router_steps;
+  std::mutex steps_mu;
 
   // Options the library keeps (rdma_set_option).
   uint8_t tos = 0;

@@ -6,6 +6,7 @@
 
 #include "abi/rdmacm/id.h"
 #include "proto/cm_messages.h"
+#include "proto/router_client.h"
 
 namespace wharf::rdmacm {
 
@@ -15,6 +16,12 @@ void channel_destroy(Channel* ch);
 // False once the application destroyed the channel: a thread still blocked in its
 // rdma_get_cm_event then sees the router close its end, which is not the router going away.
 bool channel_live(const Channel* ch);
+// Gives every live channel, under its handle, to a new router process (CmRestoreChannel).
+// 0 or the first errno.
+int restore_channels(proto::RouterClient* fresh);
+// Closes every live channel's router end: no router came back, and a thread blocked in
+// rdma_get_cm_event then sees the end of its channel (ENODEV), as before routers restarted.
+void release_channels();
 
 // id.cc: rdma_create_id with an explicit QP type (rdma-core's rdma_create_id2).
 int id_create(rdma_event_channel* channel, rdma_cm_id** out, void* context, rdma_port_space ps,
@@ -49,6 +56,9 @@ int add_rts_step(Id* id, uint8_t initiator_depth, proto::CmQpSteps* steps);
 void add_err_step(Id* id, proto::CmQpSteps* steps);
 void qp_steps_done(Id* id, const proto::CmQpSteps& steps, bool ok);
 int modify_qp_err(Id* id);
+// After a router restart: the QPs of ids that the router moved with connection steps are
+// moved again, through libibverbs (which restores them in INIT): Id::router_steps.
+void redrive_qps();
 // rdma-core's ucma_create_cqs / ucma_destroy_cqs: CQs (each with its completion channel) the
 // id owns, for the sizes that are nonzero.
 int create_cqs(Id* id, uint32_t send_size, uint32_t recv_size);

@@ -59,4 +59,10 @@ void wait_acked(Id* id) {
   id->acked_cv.wait(g, [id] { return id->acked >= id->handed; });
 }
 
+void for_each(const std::function<void(Id*)>& fn) {
+  Table& t = table();
+  std::lock_guard<std::mutex> g(t.mu);
+  for (const auto& [handle, id] : t.ids) fn(id);
+}
+
 }  // namespace wharf::rdmacm::registry

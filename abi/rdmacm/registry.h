@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "abi/rdmacm/id.h"
 
@@ -21,5 +22,7 @@ Id* acquire(uint32_t handle);
 void complete(Id* id);
 // Blocks until every event handed out for `id` has been acked.
 void wait_acked(Id* id);
+// Calls fn for every registered id, under the registry mutex (fn must not take it).
+void for_each(const std::function<void(Id*)>& fn);
 
 }  // namespace wharf::rdmacm::registry

@@ -15,7 +15,9 @@
 #include <new>
 #include <string>
 
+#include "abi/rdmacm/ops.h"
 #include "common/interface_holding.h"
+#include "proto/resume_retry.h"
 
 namespace wharf::rdmacm {
 namespace {
@@ -58,16 +60,50 @@ RouterLink* RouterLink::get() {
     errno = ENOMEM;
     return nullptr;
   }
-  int err = l->client_.connect(proto::router_socket_path());
-  if (err == 0) err = l->client_.call(proto::Op::kCmOpen, proto::Empty{}, nullptr, 0, &l->info_);
+  try {
+    l->socket_ = proto::router_socket_path();
+  } catch (...) {
+    delete l;
+    errno = ENOMEM;
+    return nullptr;
+  }
+  int err = l->client_.connect(l->socket_.c_str());
+  if (err == 0)
+    err = l->client_.call(proto::Op::kCmOpen, proto::CmOpenReq{}, nullptr, 0, &l->info_);
   if (err != 0) {
     delete l;
     // As librdmacm without the rdma_cm kernel module: no device to manage connections on.
     errno = (err == ENOENT || err == ECONNREFUSED) ? ENODEV : err;
     return nullptr;
   }
+  l->client_.set_resumer([l](proto::RouterClient* fresh) { return l->resume(fresh); });
+  // Without the watch, the link resumes at its next call instead (the ids' peers' events,
+  // such as a DISCONNECTED, wait in the router until then).
+  (void)l->watch_.start(&l->client_);
   link = l;
   return link;
+}
+
+int RouterLink::resume(proto::RouterClient* fresh) {
+  auto greet = [&] {
+    proto::CmOpenReq req;
+    req.resume = 1;
+    req.resume_lid = info_.lid;  // the container keeps its LID, as a verbs session asks
+    proto::CmOpenRep info;
+    return fresh->call(proto::Op::kCmOpen, req, nullptr, 0, &info);
+  };
+  auto restore = [&] {
+    if (int err = restore_channels(fresh); err != 0) return err;
+    proto::CmResumeRep rep;
+    if (int err = fresh->call(proto::Op::kCmResume, proto::Empty{}, nullptr, 0, &rep); err != 0)
+      return err;
+    redrive_qps();
+    return 0;
+  };
+  const int err =
+      proto::resume_with_retries(fresh, socket_.c_str(), greet, restore, [] { return false; });
+  if (err != 0) release_channels();
+  return err;
 }
 
 int RouterLink::open_device_locked() {

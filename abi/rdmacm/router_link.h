@@ -1,6 +1,7 @@
 // The process's connection manager link: one router connection for all rdma_cm calls of the
 // process (opened on first use, never at load time, then kCmOpen), and the verbs device
-// `wharf0` opened once through our libibverbs, whose context every id shares.
+// `wharf0` opened once through our libibverbs, whose context every id shares. When the router
+// dies or is replaced, the link resumes with the next router process on the same socket.
 //
 // Thread-safe: calls are serialized by RouterClient; get() and device() by an internal mutex.
 #pragma once
@@ -8,9 +9,11 @@
 #include <infiniband/verbs.h>
 
 #include <mutex>
+#include <string>
 
 #include "proto/cm_messages.h"
 #include "proto/router_client.h"
+#include "proto/session_watch.h"
 
 namespace wharf::rdmacm {
 
@@ -55,8 +58,14 @@ class RouterLink {
  private:
   RouterLink() = default;
   int open_device_locked();
+  // Connects `fresh` to a new router process on the same socket after this one's died or
+  // was replaced (issue #23): CmOpen, the channels under their handles, then CmResume (the
+  // router continues the ids it kept), and the ids' QPs are moved again (redrive_qps).
+  int resume(proto::RouterClient* fresh);
 
   proto::RouterClient client_;
+  std::string socket_;         // the router's, as it was at the first connect
+  proto::SessionWatch watch_;  // resumes as soon as the router hangs up
   proto::CmOpenRep info_;
   std::mutex device_mu_;
   ibv_device** devices_ = nullptr;  // kept for the life of the process, as the contexts are

@@ -21,11 +21,11 @@
 #include "abi/verbs/express.h"
 #include "abi/verbs/line_set.h"
 #include "abi/verbs/mapping.h"
-#include "abi/verbs/session_watch.h"
 #include "common/spinlock.h"
 #include "common/unique_fd.h"
 #include "proto/messages.h"
 #include "proto/router_client.h"
+#include "proto/session_watch.h"
 #include "shm/cq_ring.h"
 #include "shm/layout.h"
 #include "shm/posted_marks.h"
@@ -49,7 +49,7 @@ struct Context {
   // several routers, and change its environment since. No allocation (ibv_open_device must
   // fail with ENOMEM, not throw); a path longer than a socket address holds is refused.
   std::array<char, sizeof(sockaddr_un::sun_path)> router_socket{};
-  SessionWatch watch;
+  proto::SessionWatch watch;
   // Set as the context closes: a resume under way gives up at its next try (so a close while
   // no router is back waits a try, not WHARF_RESUME_S).
   std::atomic<bool> closing{false};

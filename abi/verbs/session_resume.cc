@@ -1,33 +1,15 @@
 #include "abi/verbs/session_resume.h"
 
-#include <time.h>
-
-#include <algorithm>
 #include <cerrno>
 #include <cstdint>
-#include <cstdlib>
 #include <map>
 
 #include "abi/verbs/provider.h"
-#include "common/clock.h"
+#include "proto/resume_retry.h"
 
 namespace wharf::abi {
 
 namespace {
-
-constexpr int kReplyTimeoutMs = 5000;
-
-uint64_t resume_window_ns() {
-  const char* v = getenv("WHARF_RESUME_S");
-  const long s = v != nullptr && *v != '\0' ? strtol(v, nullptr, 10) : 30;
-  return static_cast<uint64_t>(std::max(0L, s)) * 1'000'000'000ull;
-}
-
-void nap(uint64_t ns) {
-  timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
-}
 
 // Restores one object: RestoreNext (its handle, number and proof, and its region if it has
 // one) and then the create request that made it, with its descriptor if it has one.
@@ -111,27 +93,13 @@ int restore_objects(Context* ctx, proto::RouterClient* fresh) {
 }  // namespace
 
 int resume_session(Context* ctx, proto::RouterClient* fresh) {
-  const uint64_t deadline = now_ns() + resume_window_ns();
-  uint64_t backoff = 5'000'000;  // 5 ms, doubling to 50 ms: a refused connect costs little
-  for (;;) {
-    int err = fresh->connect(ctx->router_socket.data());
-    // A router that accepts and never answers (a dead one's backlog) is given up on like one
-    // that refuses.
-    fresh->set_reply_timeout_ms(kReplyTimeoutMs);
-    if (err == 0) err = hello_again(ctx, fresh);
-    if (err == 0) {
-      std::lock_guard<std::mutex> g(ctx->objects_mu);
-      err = restore_objects(ctx, fresh);
-      fresh->set_reply_timeout_ms(-1);
-      return err;
-    }
-    fresh->close();
-    // A router that cannot resume sessions at all will not learn to.
-    if (err == EOPNOTSUPP || err == EPROTO || now_ns() + backoff > deadline) return err;
-    if (ctx->closing.load(std::memory_order_relaxed)) return ECANCELED;
-    nap(backoff);
-    backoff = std::min<uint64_t>(backoff * 2, 50'000'000);
-  }
+  return proto::resume_with_retries(
+      fresh, ctx->router_socket.data(), [&] { return hello_again(ctx, fresh); },
+      [&] {
+        std::lock_guard<std::mutex> g(ctx->objects_mu);
+        return restore_objects(ctx, fresh);
+      },
+      [&] { return ctx->closing.load(std::memory_order_relaxed); });
 }
 
 }  // namespace wharf::abi

@@ -212,7 +212,10 @@ int run_wharfd(int argc, char** argv) {
   else if (cfg.resume_key_path == "none")
     cfg.resume_key_path.clear();
   // Sessions that resume continue their connections to other hosts too.
-  if (!cfg.resume_key_path.empty()) cfg.kept_state_path = cfg.socket_path + ".state";
+  if (!cfg.resume_key_path.empty()) {
+    cfg.kept_state_path = cfg.socket_path + ".state";
+    cfg.kept_cm_path = cfg.socket_path + ".cm";
+  }
   if (lid_base + lid_count - 1 > 0xbfff) {
     fprintf(stderr, "wharfd: --lid-base + --lid-count - 1 must not exceed 0xbfff (49151)\n");
     return 2;

@@ -62,7 +62,19 @@ struct CmConnParam {
   }
 };
 
-// CmOpen (request Empty): makes the session an rdma_cm session of its container.
+// CmOpen: makes the session an rdma_cm session of its container. A library whose router died
+// or was replaced opens again with `resume` 1 and the LID its container had (0: none to keep,
+// as on Ethernet), which the container keeps if it is free (EADDRINUSE: not yet; EOPNOTSUPP:
+// this router resumes nothing).
+struct CmOpenReq {
+  uint16_t resume_lid = 0;
+  uint8_t resume = 0;
+  uint8_t reserved = 0;
+  template <class V>
+  void visit(V&& v) {
+    v(resume_lid), v(resume), v(reserved);
+  }
+};
 struct CmOpenRep {
   uint32_t vip = 0;  // host order; 0: the container has none (only loopback works)
   uint16_t lid = 0;  // 0 on an Ethernet link layer
@@ -77,6 +89,18 @@ struct CmOpenRep {
 
 // CmCreateChannel: request Empty with fds [the router's end of a SOCK_SEQPACKET pair]; reply
 // Handle{channel}. CmDestroyChannel: Handle{channel}; EBUSY while an id still reports to it.
+
+// After a router restart (issue #23): CmRestoreChannel: Handle{the channel's handle} with fds
+// [the router's end of its pair, which the library kept]; reply Empty. CmResume: request
+// Empty, reply CmResumeRep: the ids the previous router process kept for this process
+// (router/kept_cm_ids.h) are continued under their handles, on their restored channels.
+struct CmResumeRep {
+  uint32_t ids = 0;  // how many were continued
+  template <class V>
+  void visit(V&& v) {
+    v(ids);
+  }
+};
 
 // CmCreateId: reply Handle{id}. `ps` is enum rdma_port_space, `qp_type` enum ibv_qp_type.
 struct CmCreateIdReq {

@@ -90,6 +90,8 @@ enum class Op : uint16_t {
   kReleaseContainer = 61,
   kHeldContainer = 62,
   kRestoreNext = 63,
+  kCmRestoreChannel = 64,
+  kCmResume = 65,
 };
 
 // Every datagram starts with this. `status` is 0 in requests; in replies it is 0 or a

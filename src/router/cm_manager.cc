@@ -68,7 +68,17 @@ proto::CmConnParam as_received(const proto::CmConnParam& sent, uint8_t field_siz
 
 }  // namespace
 
+CmManager::CmManager(const RouterConfig& cfg, const HostObjects& objects, CmEnvironment& env)
+    : cfg_(cfg), objects_(objects), env_(env) {
+  if (int err = kept_.open(cfg.kept_cm_path); err != 0)
+    spdlog::warn("{}: {}; rdma_cm ids will not outlive this process", cfg.kept_cm_path,
+                 strerror(err));
+  else if (kept_.left() != 0)
+    spdlog::info("rdma_cm ids of the previous process: {} to continue", kept_.left());
+}
+
 void CmManager::add_st(CmId* id) {
+  changed(id);
   if (next_comm_ == 1) next_comm_ = static_cast<uint32_t>(now_ns()) | 1;  // differs per start
   do {
     id->comm = next_comm_++;
@@ -155,6 +165,7 @@ void CmManager::release_port(CmId* id) {
 }
 
 int CmManager::bind_st(CmId* id, const CmAddress& addr) {
+  changed(id);
   if (id->state != CmState::kIdle) return EINVAL;
   if (!may_bind_ip(id, addr)) return EADDRNOTAVAIL;
   if (int err = take_port(id, addr); err != 0) return err;
@@ -164,6 +175,7 @@ int CmManager::bind_st(CmId* id, const CmAddress& addr) {
 
 int CmManager::resolve_addr_st(CmId* id, const CmAddress* src, const CmAddress& dst,
                                uint32_t timeout_ms) {
+  changed(id);
   if (id->state != CmState::kIdle && id->state != CmState::kBound) return EINVAL;
   if (id->state == CmState::kIdle) {
     // Bound to the given source, else to the address that reaches dst: loopback for a
@@ -235,6 +247,7 @@ std::optional<proto::Gid> CmManager::group_gid(const CmId* id, const CmAddress& 
 }
 
 int CmManager::join_multicast_st(CmId* id, const CmAddress& group) {
+  changed(id);
   if (id->state == CmState::kIdle) return EINVAL;
   auto mgid = group_gid(id, group);
   if (!mgid) return EINVAL;
@@ -250,6 +263,7 @@ int CmManager::join_multicast_st(CmId* id, const CmAddress& group) {
 }
 
 int CmManager::resolve_route_st(CmId* id) {
+  changed(id);
   if (id->state != CmState::kAddrResolved) return EINVAL;
   id->state = CmState::kRouteResolved;
   post_st(id, RDMA_CM_EVENT_ROUTE_RESOLVED, 0);
@@ -257,6 +271,7 @@ int CmManager::resolve_route_st(CmId* id) {
 }
 
 int CmManager::listen_st(CmId* id, uint32_t backlog) {
+  changed(id);
   if (id->state == CmState::kListening) {
     id->backlog = backlog;
     return 0;
@@ -293,6 +308,7 @@ bool CmManager::owns_qp(const CmId* id, uint32_t qpn) const {
 }
 
 int CmManager::connect_st(CmId* id, const proto::CmConnParam& p) {
+  changed(id);
   if (id->state != CmState::kRouteResolved && id->state != CmState::kAddrResolved) return EINVAL;
   const uint8_t limit = is_ud(id) ? proto::kCmSidrReqPrivateData : proto::kCmReqPrivateData;
   if (p.private_data_len > limit) return EINVAL;
@@ -311,6 +327,7 @@ int CmManager::connect_st(CmId* id, const proto::CmConnParam& p) {
 }
 
 int CmManager::accept_st(CmId* id, const proto::CmConnParam& p) {
+  changed(id);
   if (id->state != CmState::kRequested || id->peer_comm == 0) return EINVAL;
   const uint8_t limit = is_ud(id) ? proto::kCmSidrRepPrivateData : proto::kCmRepPrivateData;
   if (p.private_data_len > limit) return EINVAL;
@@ -332,6 +349,7 @@ int CmManager::accept_st(CmId* id, const proto::CmConnParam& p) {
 }
 
 int CmManager::reject_st(CmId* id, const uint8_t* data, uint8_t len) {
+  changed(id);
   if (len > proto::kCmRejPrivateData) return EINVAL;
   const bool passive = id->state == CmState::kRequested;
   if (!passive && id->state != CmState::kResponded) return EINVAL;
@@ -347,6 +365,7 @@ int CmManager::reject_st(CmId* id, const uint8_t* data, uint8_t len) {
 }
 
 int CmManager::establish_st(CmId* id) {
+  changed(id);
   if (id->state == CmState::kResponded) {
     // The active side's RTU.
     id->state = CmState::kEstablished;
@@ -364,6 +383,7 @@ int CmManager::establish_st(CmId* id) {
 }
 
 int CmManager::disconnect_st(CmId* id) {
+  changed(id);
   switch (id->state) {
     case CmState::kClosed: return 0;  // the peer disconnected first: DREQ already seen
     case CmState::kEstablished:
@@ -380,6 +400,7 @@ int CmManager::disconnect_st(CmId* id) {
 }
 
 int CmManager::set_option_st(CmId* id, uint32_t option, uint32_t value) {
+  changed(id);
   switch (option) {
     case proto::kCmOptReuseAddr:
       // rdma_set_reuseaddr: before bind, or to set it (never on a listener).
@@ -425,6 +446,9 @@ void CmManager::destroy_st(CmId* id) {
   id->channel = nullptr;
   by_comm_.erase(id->comm);  // its deadline, if any, is skipped when it comes
   if (id->requester_comm != 0) by_request_.erase(request_key(id->peer_host, id->requester_comm));
+  if (id->kept_dirty) std::erase(dirty_, id);
+  kept_.release(id->kept_slot);
+  id->kept_slot = KeptCmIds::kNoSlot;
 }
 
 // ---- MADs ----
@@ -663,6 +687,97 @@ void CmManager::on_host_lost_st(int host, bool link_only) {
   }
 }
 
+// ---- Ids that outlive the process ----
+
+void CmManager::changed(CmId* id) {
+  if (!kept_.persistent() || id->kept_dirty) return;
+  id->kept_dirty = true;
+  dirty_.push_back(id);
+}
+
+KeptCmId CmManager::record_of(const CmId* id) const {
+  KeptCmId k;
+  k.netns_ino = container_of(id)->netns_ino;
+  k.pid = id->owner->pid();
+  k.handle = id->handle;
+  k.comm = id->comm;
+  k.channel = id->channel != nullptr ? id->channel->handle : 0;
+  k.backlog = id->backlog;
+  k.peer_comm = id->peer_comm;
+  k.requester_comm = id->requester_comm;
+  k.peer_host = id->peer_host;
+  k.ps = id->ps;
+  k.remote_lid = id->remote_lid;
+  k.qp_type = id->qp_type;
+  k.state = static_cast<uint8_t>(id->state);
+  k.active = id->active;
+  k.bound = id->bound;
+  k.reuseaddr = id->reuseaddr;
+  k.afonly = id->afonly;
+  k.local = id->local.to_wire();
+  k.remote = id->remote.to_wire();
+  k.remote_gid = id->remote_gid;
+  return k;
+}
+
+void CmManager::keep_changed_st() {
+  for (CmId* id : dirty_) {
+    id->kept_dirty = false;
+    id->kept_slot = kept_.keep(id->kept_slot, record_of(id));
+  }
+  dirty_.clear();
+  if (kept_.left() != 0) kept_.drop_stale(now_ns());
+}
+
+// An address as a kept record holds it: none yet (family kCmAfNone), or one of from_wire's.
+std::optional<CmAddress> CmManager::kept_address(const proto::CmAddr& a) {
+  if (a.family == proto::kCmAfNone) return CmAddress{};
+  return CmAddress::from_wire(a);
+}
+
+int CmManager::restore_st(CmId* id, const KeptCmId& k, uint32_t slot) {
+  id->kept_slot = slot;  // kept or released with the id from now on
+  auto local = kept_address(k.local);
+  auto remote = kept_address(k.remote);
+  if (!local || !remote || k.comm == 0 || k.state > static_cast<uint8_t>(CmState::kClosed) ||
+      !env_.cm_host_known(k.peer_host))
+    return EINVAL;
+  if (by_comm_.count(k.comm) != 0) return EADDRINUSE;
+  id->comm = k.comm;
+  id->ps = k.ps;
+  id->qp_type = k.qp_type;
+  id->active = k.active != 0;
+  id->reuseaddr = k.reuseaddr != 0;
+  id->afonly = k.afonly != 0;
+  id->backlog = k.backlog;
+  id->remote = *remote;
+  id->remote_lid = k.remote_lid;
+  id->remote_gid = k.remote_gid;
+  id->peer_host = k.peer_host;
+  id->peer_comm = k.peer_comm;
+  id->local = *local;
+  if (k.bound != 0) {
+    if (int err = take_port(id, *local); err != 0) return err;
+  }
+  by_comm_[id->comm] = id;
+  if (k.requester_comm != 0) {
+    id->requester_comm = k.requester_comm;
+    by_request_[request_key(id->peer_host, id->requester_comm)] = id;
+  }
+  id->state = static_cast<CmState>(k.state);
+  changed(id);
+  // What it was waiting for went with the old process: it fails as its wait would have.
+  if (id->state == CmState::kResolving) {
+    id->state = CmState::kBound;
+    post_st(id, RDMA_CM_EVENT_ADDR_ERROR, -ETIMEDOUT);
+  } else if (handshaking(id->state)) {
+    // expire_st fails it at once: REJ to the peer, UNREACHABLE here.
+    if (id->state != CmState::kConnecting) id->state = CmState::kAccepted;
+    wait_st(id, 0);
+  }
+  return 0;
+}
+
 void CmManager::wait_st(CmId* id, uint64_t ns) {
   id->deadline_ns = now_ns() + ns;
   deadlines_.emplace(id->deadline_ns, id->comm);
@@ -718,6 +833,7 @@ void CmManager::post_st(CmId* id, uint32_t type, int32_t status) {
 }
 
 void CmManager::post_st(CmId* id, const proto::CmEventMsg& ev) {
+  changed(id);  // every change another party makes is reported by an event
   CmChannel* ch = id->channel;
   if (ch == nullptr || !ch->sock.valid()) return;
   std::array<uint8_t, proto::kCmEventSize> buf{};

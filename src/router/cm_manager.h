@@ -25,6 +25,7 @@
 
 #include "proto/cm_messages.h"
 #include "router/cm_objects.h"
+#include "router/kept_cm_ids.h"
 
 namespace wharf::router {
 
@@ -47,13 +48,15 @@ class CmEnvironment {
   virtual bool send_cm_st(int host, const proto::CmMad& m) = 0;
   // ch's socket is full: call CmManager::flush_st(ch) once it has room.
   virtual void watch_cm_channel_st(CmChannel* ch) = 0;
+  // Whether `host` is one of the cluster's other hosts (or kThisHost).
+  virtual bool cm_host_known(int host) const = 0;
 };
 
 class CmManager {
  public:
-  // Every reference outlives the manager.
-  CmManager(const RouterConfig& cfg, const HostObjects& objects, CmEnvironment& env)
-      : cfg_(cfg), objects_(objects), env_(env) {}
+  // Every reference outlives the manager. Opens the file of kept ids (RouterConfig::
+  // kept_cm_path), taking what a previous process left there.
+  CmManager(const RouterConfig& cfg, const HostObjects& objects, CmEnvironment& env);
 
   // A new id of a session: gets its communication ID.
   void add_st(CmId* id);
@@ -74,6 +77,17 @@ class CmManager {
   int set_option_st(CmId* id, uint32_t option, uint32_t value);
   // Before the id is freed: tells its peer and its pending requesters, leaves the port table.
   void destroy_st(CmId* id);
+
+  // The ids a previous router process kept (router/kept_cm_ids.h).
+  KeptCmIds& kept() { return kept_; }
+  // Continues id (made by its session, under the handle and with the channel the record
+  // names) as the record `k` of `slot` left it: its number, addresses, port and peer. An id
+  // the old process was connecting, resolving or accepting with fails (UNREACHABLE, ADDR_ERROR,
+  // the peer a REJ), as its wait would have. 0, or EINVAL for a record that cannot be used,
+  // EADDRINUSE when its number or port was taken meanwhile.
+  int restore_st(CmId* id, const KeptCmId& k, uint32_t slot);
+  // Writes the ids changed since the last call to the kept file (after each loop turn).
+  void keep_changed_st();
 
   // A CmMad from host `from` (kThisHost: handed over in place). Hostile input: checked here.
   void on_mad_st(int from, const proto::CmMad& m);
@@ -124,6 +138,10 @@ class CmManager {
   void unlink_request(CmId* id);
   // The id waits in its current state until now + ns at most.
   void wait_st(CmId* id, uint64_t ns);
+  // id changed: it is written to the kept file after this loop turn.
+  void changed(CmId* id);
+  KeptCmId record_of(const CmId* id) const;
+  static std::optional<CmAddress> kept_address(const proto::CmAddr& a);
 
   // Event plumbing.
   proto::CmEventMsg event_for(const CmId* id, uint32_t type, int32_t status) const;
@@ -140,6 +158,8 @@ class CmManager {
   // Passive ids by the REQ that made them: requester's host << 32 | requester's comm.
   std::unordered_map<uint64_t, CmId*> by_request_;
   std::multimap<uint64_t, uint32_t> deadlines_;  // deadline -> comm; stale entries are skipped
+  KeptCmIds kept_;
+  std::vector<CmId*> dirty_;  // ids changed since keep_changed_st
   uint32_t next_comm_ = 1;
   uint32_t next_ephemeral_ = 0;
 };

@@ -96,6 +96,10 @@ struct CmId {
   uint64_t deadline_ns = 0;
   CmId* listener = nullptr;     // passive, while kRequested: whose request this is
   std::vector<CmId*> requests;  // listener: its ids in kRequested
+  // Its slot in the file that outlives the router process (KeptCmIds; ~0: none), and whether
+  // it changed since it was last written there (CmManager::keep_changed_st).
+  uint32_t kept_slot = ~uint32_t{0};
+  bool kept_dirty = false;
 };
 
 }  // namespace wharf::router

@@ -3,7 +3,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <rdma/rdma_cma.h>
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
+
+#include <cstring>
 
 #include "router/cm_manager.h"
 #include "router/router.h"
@@ -41,7 +44,12 @@ void Session::destroy_cm_state() {
   cm_channels_.clear();
 }
 
-int Session::on_cm_open(const proto::Empty&, UniqueFd*, int, proto::CmOpenRep* rep, ReplyFds*) {
+int Session::on_cm_open(const proto::CmOpenReq& req, UniqueFd*, int, proto::CmOpenRep* rep,
+                        ReplyFds*) {
+  if (req.resume != 0) {
+    if (!router_->resume_key().valid()) return EOPNOTSUPP;
+    if (int err = router_->keep_lid_st(container_, req.resume_lid); err != 0) return err;
+  }
   if (!cm_open_) {
     cm_open_ = true;
     container_->sessions++;
@@ -53,19 +61,63 @@ int Session::on_cm_open(const proto::Empty&, UniqueFd*, int, proto::CmOpenRep* r
   return 0;
 }
 
-int Session::on_cm_create_channel(const proto::Empty&, UniqueFd* fds, int nfds, proto::Handle* rep,
-                                  ReplyFds*) {
-  if (nfds != 1) return EINVAL;
+// The channel whose router end a library passed (nfds 1), or nullptr: not a SOCK_SEQPACKET
+// socket.
+std::unique_ptr<CmChannel> Session::cm_channel_of(UniqueFd* fds, int nfds) {
+  if (nfds != 1) return nullptr;
   int type = 0;
   socklen_t len = sizeof(type);
   if (getsockopt(fds[0].get(), SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_SEQPACKET)
-    return EINVAL;
+    return nullptr;
   int fl = fcntl(fds[0].get(), F_GETFL);
-  if (fl < 0 || fcntl(fds[0].get(), F_SETFL, fl | O_NONBLOCK) != 0) return EINVAL;
+  if (fl < 0 || fcntl(fds[0].get(), F_SETFL, fl | O_NONBLOCK) != 0) return nullptr;
   auto ch = std::make_unique<CmChannel>();
   ch->owner = this;
   ch->sock = std::move(fds[0]);
+  return ch;
+}
+
+int Session::on_cm_create_channel(const proto::Empty&, UniqueFd* fds, int nfds, proto::Handle* rep,
+                                  ReplyFds*) {
+  auto ch = cm_channel_of(fds, nfds);
+  if (ch == nullptr) return EINVAL;
   rep->handle = cm_channels_.add(std::move(ch))->handle;
+  return 0;
+}
+
+int Session::on_cm_restore_channel(const proto::Handle& req, UniqueFd* fds, int nfds, proto::Empty*,
+                                   ReplyFds*) {
+  auto ch = cm_channel_of(fds, nfds);
+  if (ch == nullptr) return EINVAL;
+  return cm_channels_.add_at(req.handle, std::move(ch)) != nullptr ? 0 : EEXIST;
+}
+
+// The ids the previous router process kept for this process, each on the channel it reported
+// to (restored first); one whose channel or handle is not there, or whose record cannot be
+// continued, is forgotten (its library reports nothing more for it).
+int Session::on_cm_resume(const proto::Empty&, UniqueFd*, int, proto::CmResumeRep* rep, ReplyFds*) {
+  CmManager& cm = router_->cm();
+  for (const KeptCmIds::Left& l : cm.kept().claim(container_->netns_ino, pid_)) {
+    CmChannel* ch = cm_channels_.find(l.id.channel);
+    auto fresh = std::make_unique<CmId>();
+    fresh->owner = this;
+    fresh->channel = ch;
+    CmId* id = ch != nullptr ? cm_ids_.add_at(l.id.handle, std::move(fresh)) : nullptr;
+    if (id == nullptr) {
+      cm.kept().release(l.slot);
+      continue;
+    }
+    ch->users++;
+    if (int err = cm.restore_st(id, l.id, l.slot); err != 0) {
+      spdlog::warn("pid {}: rdma_cm id {} of the previous process not continued: {}", pid_,
+                   l.id.handle, strerror(err));
+      cm.destroy_st(id);
+      cm_ids_.take(id->handle);
+      continue;
+    }
+    rep->ids++;
+  }
+  spdlog::info("pid {}: {} rdma_cm id(s) of the previous process continued", pid_, rep->ids);
   return 0;
 }
 

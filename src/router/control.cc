@@ -239,7 +239,8 @@ bool Session::handle_request(const uint8_t* buf, size_t len, UniqueFd* fds, int 
   // Verbs need Hello first, rdma_cm ops CmOpen; the rest stand alone.
   const bool cm_op = (op_num > static_cast<uint16_t>(Op::kCmOpen) &&
                       op_num <= static_cast<uint16_t>(Op::kCmSetOption)) ||
-                     op == Op::kCmJoinMulticast;
+                     op == Op::kCmJoinMulticast || op == Op::kCmRestoreChannel ||
+                     op == Op::kCmResume;
   const bool standalone = op == Op::kHello || op == Op::kRegisterContainer ||
                           op == Op::kUnregisterContainer || op == Op::kRouterInfo ||
                           op == Op::kHoldContainer || op == Op::kReleaseContainer ||
@@ -313,6 +314,10 @@ bool Session::handle_request(const uint8_t* buf, size_t len, UniqueFd* fds, int 
     case Op::kCmCreateId: serve(h, body, blen, fds, nfds, &Session::on_cm_create_id); break;
     case Op::kCmDestroyId: serve(h, body, blen, fds, nfds, &Session::on_cm_destroy_id); break;
     case Op::kCmMigrateId: serve(h, body, blen, fds, nfds, &Session::on_cm_migrate_id); break;
+    case Op::kCmRestoreChannel:
+      serve(h, body, blen, fds, nfds, &Session::on_cm_restore_channel);
+      break;
+    case Op::kCmResume: serve(h, body, blen, fds, nfds, &Session::on_cm_resume); break;
     case Op::kCmBind: serve(h, body, blen, fds, nfds, &Session::on_cm_bind); break;
     case Op::kCmResolveAddr: serve(h, body, blen, fds, nfds, &Session::on_cm_resolve_addr); break;
     case Op::kCmResolveRoute: serve(h, body, blen, fds, nfds, &Session::on_cm_resolve_route); break;

@@ -257,6 +257,7 @@ void Router::run(bool handle_signals) {
     if (const uint64_t due = cm_.next_deadline(); due != 0) {
       if (const uint64_t t = now_ns(); t >= due) cm_.expire_st(t);
     }
+    cm_.keep_changed_st();  // the turn's changes to rdma_cm ids, for the next process
     if (stopping_) break;
     if (busy) continue;
     if (now - last_work >= cfg_.spin_ns) {
@@ -669,6 +670,13 @@ int Router::cm_host_for(const proto::AhAttr& ah, const Container* from) const {
 
 bool Router::send_cm_st(int host, const proto::CmMad& m) {
   return remote_ != nullptr && remote_->send_cm_st(host, m);
+}
+
+bool Router::cm_host_known(int host) const {
+  if (host == kThisHost) return true;
+  return remote_ != nullptr && host >= 0 &&
+         static_cast<size_t>(host) < remote_->directory().hosts().size() &&
+         host != remote_->directory().self();
 }
 
 void Router::watch_cm_channel_st(CmChannel* ch) {

@@ -288,6 +288,7 @@ class Router final : private CmEnvironment {
   // CmEnvironment: MADs to other hosts go on the host-to-host engine's links.
   int cm_host_for(const proto::AhAttr& ah, const Container* from) const override;
   bool send_cm_st(int host, const proto::CmMad& m) override;
+  bool cm_host_known(int host) const override;
 
   RouterConfig cfg_;
   RouterCounters counters_;

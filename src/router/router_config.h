@@ -24,6 +24,9 @@ struct RouterConfig {
   // (router/kept_remote_states.h; wharfd: <socket>.state when sessions resume). Empty: in
   // anonymous memory, and a restarted router is a new incarnation to its peers.
   std::string kept_state_path;
+  // Where the connection manager keeps its rdma_cm ids for the next process
+  // (router/kept_cm_ids.h; wharfd: <socket>.cm when sessions resume). Empty: nothing is kept.
+  std::string kept_cm_path;
   uint8_t link_layer = IBV_LINK_LAYER_INFINIBAND;
   uint64_t spin_ns = 200000;  // keep polling this long after the last work before sleeping
   uint64_t node_guid = 0;     // 0: derived from the socket path

@@ -228,12 +228,15 @@ class Session {
   int on_held_container(const proto::SandboxRef&, UniqueFd*, int, proto::HeldContainerRep*,
                         ReplyFds*);
 
-  int on_cm_open(const proto::Empty&, UniqueFd*, int, proto::CmOpenRep*, ReplyFds*);
+  int on_cm_open(const proto::CmOpenReq&, UniqueFd*, int, proto::CmOpenRep*, ReplyFds*);
   int on_cm_create_channel(const proto::Empty&, UniqueFd*, int, proto::Handle*, ReplyFds*);
   int on_cm_destroy_channel(const proto::Handle&, UniqueFd*, int, proto::Empty*, ReplyFds*);
   int on_cm_create_id(const proto::CmCreateIdReq&, UniqueFd*, int, proto::Handle*, ReplyFds*);
   int on_cm_destroy_id(const proto::Handle&, UniqueFd*, int, proto::Empty*, ReplyFds*);
   int on_cm_migrate_id(const proto::CmMigrateIdReq&, UniqueFd*, int, proto::Empty*, ReplyFds*);
+  std::unique_ptr<CmChannel> cm_channel_of(UniqueFd* fds, int nfds);
+  int on_cm_restore_channel(const proto::Handle&, UniqueFd*, int, proto::Empty*, ReplyFds*);
+  int on_cm_resume(const proto::Empty&, UniqueFd*, int, proto::CmResumeRep*, ReplyFds*);
   int on_cm_bind(const proto::CmBindReq&, UniqueFd*, int, proto::CmAddrRep*, ReplyFds*);
   int on_cm_resolve_addr(const proto::CmResolveAddrReq&, UniqueFd*, int, proto::CmAddrRep*,
                          ReplyFds*);

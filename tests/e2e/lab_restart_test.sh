@@ -3,7 +3,8 @@
 # line, then upgraded in place (wharfd --upgrade), under perftest pairs between containers on
 # two hosts (#23): the new process continues each connection from the state the old one kept
 # (<socket>.state), the other host's router sees the same incarnation reconnect and goes back
-# N, and ib_write_bw and ib_send_bw run their whole -D time and exit 0 on both sides.
+# N, and ib_write_bw and ib_send_bw run their whole -D time and exit 0 on both sides; so does
+# rping -V, whose rdma_cm ids the new process continues too.
 #
 #   WHARF_BIN_DIR=build/bin bash tests/e2e/lab_restart_test.sh
 #
@@ -15,7 +16,7 @@ readonly HERE
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$HERE/lib.sh" # e2e_lab_script (sets BIN, LAB, TMP), e2e_lab_fail, e2e_perftest_clock_failed
 readonly NAMES=(rsA$$ rsB$$)
-e2e_lab_script lab_restart_test ib_write_bw ib_send_bw
+e2e_lab_script lab_restart_test ib_write_bw ib_send_bw rping
 
 timeout 60 "$LAB" up --hosts 2 --wharfd "$BIN/wharfd" > "$TMP/up.log" 2>&1 ||
   e2e_lab_fail "wharf-lab up"
@@ -74,6 +75,23 @@ for tool in ib_write_bw ib_send_bw; do
     echo "lab_restart_test: $tool across hosts through h1's router $how:" \
       "$(grep -E '^ *[0-9]+ +[0-9]+ ' "$TMP/$tool.$how.client.log" | tail -1)"
   done
+done
+# rping -V: its connection's rdma_cm ids are continued too (router/kept_cm_ids.h), so the
+# disconnection at its end reaches both sides.
+for how in crash upgrade; do
+  timeout 60 "$BIN/wharf-run" --router "$H1" --name "${NAMES[0]}" --vip 198.18.1.11 -- \
+    rping -s -V -C 8000 -S 1000 -a 198.18.1.11 > "$TMP/rping.$how.server.log" 2>&1 &
+  sp=$!
+  sleep 1
+  timeout 60 "$BIN/wharf-run" --router "$H2" --name "${NAMES[1]}" --vip 198.18.2.12 -- \
+    rping -c -V -C 8000 -S 1000 -a 198.18.1.11 > "$TMP/rping.$how.client.log" 2>&1 &
+  cp=$!
+  sleep 2
+  kill -0 "$cp" 2> /dev/null || e2e_lab_fail "rping ended before h1's router $how"
+  "$how"
+  wait "$cp" || e2e_lab_fail "rping client under h1's router $how: $(tail -1 "$TMP/rping.$how.client.log")"
+  wait "$sp" || e2e_lab_fail "rping server under h1's router $how: $(tail -1 "$TMP/rping.$how.server.log")"
+  echo "lab_restart_test: rping -V -C 8000 across hosts through h1's router $how"
 done
 grep -q "QP(s) to continue" /run/wharf-lab/h1/wharfd.log "$TMP"/h1-*.log ||
   e2e_lab_fail "h1's new router process continued no QP"

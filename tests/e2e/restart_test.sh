@@ -3,7 +3,7 @@
 # under running perftest pairs (#23), every operation through the router (--direct-path off):
 # wharf-run registers each container again with its LID, the verbs libraries resume their
 # sessions with the new router process, and ib_write_bw and ib_send_bw run their whole -D time
-# and exit 0 on both sides.
+# and exit 0 on both sides; so does rping -V, whose rdma_cm ids the new process continues.
 #
 #   WHARF_BIN_DIR=build/bin bash tests/e2e/restart_test.sh
 set -uo pipefail
@@ -14,6 +14,7 @@ source "$HERE/lib.sh"
 
 e2e_init
 e2e_require_command ib_write_bw
+e2e_require_command rping
 E2E_WHARFD_ARGS="--direct-path off"
 e2e_start_router
 routers=1
@@ -37,6 +38,17 @@ upgrade() {
     e2e_fail "wharfd --upgrade failed: $(tail -1 "$E2E_TMP/upgrade.out")"
 }
 
+# both_exit_0 TOOL HOW: the client and the server ($client_pid, $server_pid) end, each with
+# status 0, within 30 s.
+both_exit_0() {
+  local side
+  for side in "client:$client_pid" "server:$server_pid"; do
+    e2e_wait_pid "${side#*:}" 30
+    [[ $E2E_TIMED_OUT == 0 ]] || e2e_fail "$1 ${side%%:*} did not finish ($2)"
+    [[ $E2E_STATUS == 0 ]] || e2e_fail "$1 ${side%%:*} exited with status $E2E_STATUS ($2)"
+  done
+}
+
 for run in ib_write_bw:kill_and_restart ib_send_bw:kill_and_restart ib_write_bw:upgrade \
   ib_send_bw:upgrade; do
   tool=${run%%:*}
@@ -51,13 +63,27 @@ for run in ib_write_bw:kill_and_restart ib_send_bw:kill_and_restart ib_write_bw:
   client_pid=$E2E_LAST_PID
   sleep 1
   "$how"
-  for side in "client:$client_pid" "server:$server_pid"; do
-    e2e_wait_pid "${side#*:}" 30
-    [[ $E2E_TIMED_OUT == 0 ]] || e2e_fail "$tool ${side%%:*} did not finish ($how)"
-    [[ $E2E_STATUS == 0 ]] || e2e_fail "$tool ${side%%:*} exited with status $E2E_STATUS ($how)"
-  done
+  both_exit_0 "$tool" "$how"
   e2e_expect "$tool-$how-client" "BW average"
   e2e_log "$tool: both sides ran through the router's $how"
+done
+# rping -V: the connection's rdma_cm ids are continued too (router/kept_cm_ids.h), so the
+# disconnection at its end reaches both sides.
+for how in kill_and_restart upgrade; do
+  srv=$(e2e_name S)
+  cli=$(e2e_name C)
+  e2e_start_container "rping-$how-server" "$srv" "$(e2e_vip 11)" preload \
+    rping -s -V -C 20000 -S 1000 -a "$(e2e_vip 11)"
+  server_pid=$E2E_LAST_PID
+  sleep 1
+  e2e_start_container "rping-$how-client" "$cli" "$(e2e_vip 12)" preload \
+    rping -c -V -C 20000 -S 1000 -a "$(e2e_vip 11)"
+  client_pid=$E2E_LAST_PID
+  sleep 1.5
+  kill -0 "$client_pid" 2> /dev/null || e2e_fail "rping ended before the router's $how"
+  "$how"
+  both_exit_0 "rping" "$how"
+  e2e_log "rping -V: both sides ran through the router's $how"
 done
 e2e_expect upgrade "runs its new binary"
 e2e_log "PASS"

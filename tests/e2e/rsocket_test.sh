@@ -81,10 +81,13 @@ e2e_wait_pid "$server" 15
 e2e_run_container probe "$S" "$SVIP" preload 60 "$WHARF_RSOCKET_PROBE" "$SVIP" ||
   e2e_fail "rsocket_probe: $(grep FAIL "$E2E_TMP/probe.out")"
 
-# The router goes away under a blocked raccept: it fails with ENODEV (as after the kernel's
-# DEVICE_REMOVAL) instead of spinning on the ended channel.
+# The router goes away under a blocked raccept and no router comes back within
+# WHARF_RESUME_S (1 s here): it fails with ENODEV (as after the kernel's DEVICE_REMOVAL)
+# instead of spinning on the ended channel.
+export WHARF_RESUME_S=1
 e2e_start_container orphan-srv "$S" "$SVIP" preload rstream -b "$SVIP" -T b
 server=$E2E_LAST_PID
+unset WHARF_RESUME_S
 e2e_wait_cm_listen "$S" 7471 "$server" 20
 kill "$E2E_ROUTER_PID" 2>/dev/null
 e2e_wait_pid "$server" 20

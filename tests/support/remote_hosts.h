@@ -57,6 +57,7 @@ class CmStub final : public router::CmEnvironment {
     return true;
   }
   void watch_cm_channel_st(router::CmChannel*) override {}
+  bool cm_host_known(int host) const override { return host == router::kThisHost; }
 };
 
 // A signaled work request `opcode` aimed at `raddr`/`rkey` (0 for a SEND).

@@ -78,7 +78,9 @@ WHARF_MESSAGE_SPEC(AsyncEventMsg, 8);            // 2 * 4 (kAsyncEventSize)
 WHARF_MESSAGE_SPEC(CqEventMsg, 4);               // 4 (kCqEventSize)
 WHARF_MESSAGE_SPEC(CmAddr, 20);                  // 2 + 2 + 16
 WHARF_MESSAGE_SPEC(CmConnParam, 216);            // 3 * 4 + 8 * 1 + 196
+WHARF_MESSAGE_SPEC(CmOpenReq, 4);                // 2 + 1 + 1
 WHARF_MESSAGE_SPEC(CmOpenRep, 24);               // 4 + 2 + 1 + 1 + 16
+WHARF_MESSAGE_SPEC(CmResumeRep, 4);              // 4
 WHARF_MESSAGE_SPEC(CmCreateIdReq, 8);            // 4 + 2 + 1 + 1
 WHARF_MESSAGE_SPEC(CmMigrateIdReq, 8);           // 2 * 4
 WHARF_MESSAGE_SPEC(CmBindReq, 24);               // 4 + CmAddr
@@ -105,9 +107,10 @@ using AllMessages =
              PostSrqOpsRep, ModifySrqReq, QuerySrqRep, RegisterContainerReq, RegisterContainerRep,
              UnregisterContainerReq, HoldContainerReq, SandboxRef, HeldContainerRep, RestoreNextReq,
              RouterInfoRep, DumpResourcesRep, DirectPeerRep, ExpressRep, PeerMrReq, PeerMrRep,
-             AsyncEventMsg, CqEventMsg, CmAddr, CmConnParam, CmOpenRep, CmCreateIdReq,
-             CmMigrateIdReq, CmBindReq, CmAddrRep, CmResolveAddrReq, CmListenReq, QpStep, CmQpSteps,
-             CmConnectReq, CmStepReq, CmRejectReq, CmSetOptionReq, CmEventMsg, CmMad>;
+             AsyncEventMsg, CqEventMsg, CmAddr, CmConnParam, CmOpenReq, CmOpenRep, CmResumeRep,
+             CmCreateIdReq, CmMigrateIdReq, CmBindReq, CmAddrRep, CmResolveAddrReq, CmListenReq,
+             QpStep, CmQpSteps, CmConnectReq, CmStepReq, CmRejectReq, CmSetOptionReq, CmEventMsg,
+             CmMad>;
 
 // Calls f.template operator()<T>() for every T in the list, in order.
 template <class F, class... T>

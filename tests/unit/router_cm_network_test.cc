@@ -130,6 +130,10 @@ class SimHost final : public CmEnvironment {
     return true;
   }
   void watch_cm_channel_st(CmChannel*) override {}
+  bool cm_host_known(int host) const override {
+    return host == kThisHost ||
+           (host >= 0 && static_cast<size_t>(host) < hosts_->size() && host != index_);
+  }
 
  private:
   const int index_;

@@ -41,21 +41,47 @@ proto::CmAddr ipv4(uint8_t a, uint8_t b, uint8_t c, uint8_t d, uint16_t port) {
 // One library connection: verbs (for a QP to name) and rdma_cm, with one event channel.
 class CmClient {
  public:
-  explicit CmClient(const std::string& path) {
+  // keep_router_end: keeps the router's end of its channel, as our librdmacm does so that a
+  // restarted router can be given it (resume).
+  explicit CmClient(const std::string& path, bool keep_router_end = false) {
     EXPECT_EQ(client_.connect(path.c_str()), 0);
-    proto::CmOpenRep open;
-    EXPECT_EQ(client_.call(proto::Op::kCmOpen, proto::Empty{}, nullptr, 0, &open), 0);
-    channel_ = create_channel(&events_);
+    EXPECT_EQ(client_.call(proto::Op::kCmOpen, proto::CmOpenReq{}, nullptr, 0, &open_), 0);
+    channel_ = create_channel(&events_, keep_router_end ? &router_end_ : nullptr);
   }
 
-  uint32_t create_channel(UniqueFd* events) {
+  uint32_t create_channel(UniqueFd* events, UniqueFd* router_end = nullptr) {
     int sv[2];
     EXPECT_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
     events->reset(sv[0]);
     proto::Handle h;
     EXPECT_EQ(client_.call(proto::Op::kCmCreateChannel, proto::Empty{}, &sv[1], 1, &h), 0);
-    ::close(sv[1]);
+    if (router_end != nullptr)
+      router_end->reset(sv[1]);
+    else
+      ::close(sv[1]);
     return h.handle;
+  }
+
+  // As our librdmacm after its router died: opens again on a new router process at `path`
+  // (keeping its container's LID), gives it its channel, and has its ids continued. 0 or the
+  // first errno; *ids: how many ids were continued.
+  int resume(const std::string& path, uint32_t* ids) {
+    client_.close();
+    if (int err = client_.connect(path.c_str()); err != 0) return err;
+    proto::CmOpenReq again;
+    again.resume = 1;
+    again.resume_lid = open_.lid;
+    if (int err = client_.call(proto::Op::kCmOpen, again, nullptr, 0, &open_); err != 0) return err;
+    const int end = router_end_.get();
+    proto::Empty none;
+    if (int err =
+            client_.call(proto::Op::kCmRestoreChannel, proto::Handle{channel_}, &end, 1, &none);
+        err != 0)
+      return err;
+    proto::CmResumeRep rep;
+    int err = client_.call(proto::Op::kCmResume, proto::Empty{}, nullptr, 0, &rep);
+    *ids = rep.ids;
+    return err;
   }
 
   // A QP of this connection's container, for connect/accept to name.
@@ -145,7 +171,9 @@ class CmClient {
 
  private:
   proto::RouterClient client_;
+  proto::CmOpenRep open_;
   UniqueFd events_;
+  UniqueFd router_end_;
   UniqueFd async_;
   uint32_t channel_ = 0;
   uint32_t qp_ = 0;
@@ -153,15 +181,20 @@ class CmClient {
 
 class RouterCmTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { start(config()); }
+  void TearDown() override { stop(); }
+  RouterConfig config() const {
     RouterConfig cfg;
     cfg.socket_path = sock_.path();
     cfg.cm_timeout_ns = kCmTimeoutNs;
+    return cfg;
+  }
+  void start(const RouterConfig& cfg) {
     router_ = std::make_unique<Router>(cfg);
     ASSERT_EQ(router_->start(), 0);
     thread_ = std::thread([this] { router_->run(false); });
   }
-  void TearDown() override {
+  void stop() {
     router_->stop();
     thread_.join();
     router_.reset();
@@ -584,6 +617,136 @@ TEST_F(RouterCmTest, EventsBeyondTheSocketsRoomWaitInOrder) {
     last = ev.id;
   }
   EXPECT_TRUE(c.quiet());
+}
+
+// A router that dies and is started again on its socket (issue #23): each process's rdma_cm
+// ids go on under their handles, on their channels, with their ports and peers.
+class RouterCmResumeTest : public RouterCmTest {
+ protected:
+  void SetUp() override {
+    cfg_ = config();
+    cfg_.resume_key_path = sock_.key_path();
+    cfg_.kept_cm_path = sock_.path() + ".cm";
+    start(cfg_);
+  }
+  void TearDown() override {
+    stop();
+    ::unlink(cfg_.kept_cm_path.c_str());
+  }
+  // As a SIGKILL and a supervisor's restart: the kept file as the router left it is what the
+  // next process finds (this one's orderly stop, which tells peers and empties the file, is
+  // undone), and what the stop sent on the channels is not seen.
+  void kill_and_restart(std::initializer_list<CmClient*> clients) {
+    usleep(50000);  // a loop turn writes the changes of the last requests
+    std::string kept;
+    ASSERT_TRUE(read_file(cfg_.kept_cm_path, &kept));
+    stop();
+    for (CmClient* c : clients)
+      while (!c->quiet()) {
+      }
+    ASSERT_TRUE(write_file(cfg_.kept_cm_path, kept));
+    start(cfg_);
+  }
+  static bool read_file(const std::string& path, std::string* out) {
+    FILE* f = fopen(path.c_str(), "rb");
+    if (f == nullptr) return false;
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), f)) > 0) out->append(buf, n);
+    fclose(f);
+    return true;
+  }
+  static bool write_file(const std::string& path, const std::string& bytes) {
+    FILE* f = fopen(path.c_str(), "r+b");
+    if (f == nullptr) return false;
+    const bool ok = fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+    return fclose(f) == 0 && ok;
+  }
+  RouterConfig cfg_;
+};
+
+// Both ends and the listener are one process's here (one librdmacm connection, as our library
+// has one per process): it connects to itself.
+TEST_F(RouterCmResumeTest, AConnectionAndItsListenerGoOnInTheNextRouterProcess) {
+  CmClient lib(sock_.path(), true);
+  const uint32_t qpn = lib.make_qp();
+  listen(lib, 7100);
+  const uint32_t active = routed(lib, 7100);
+  ASSERT_EQ(lib.call(proto::Op::kCmConnect, conn(active, qpn)), 0);
+  const proto::CmEventMsg req = lib.next_event();
+  ASSERT_EQ(req.event, RDMA_CM_EVENT_CONNECT_REQUEST);
+  ASSERT_EQ(lib.call(proto::Op::kCmAccept, conn(req.id, qpn)), 0);
+  ASSERT_EQ(lib.next_event().event, RDMA_CM_EVENT_CONNECT_RESPONSE);
+  ASSERT_EQ(lib.call(proto::Op::kCmEstablish, step(active)), 0);
+  ASSERT_EQ(lib.next_event().event, RDMA_CM_EVENT_ESTABLISHED);
+
+  kill_and_restart({&lib});
+  uint32_t ids = 0;
+  ASSERT_EQ(lib.resume(sock_.path(), &ids), 0);
+  EXPECT_EQ(ids, 3u) << "the listener and the connection's two ids";
+
+  // The listener still holds its port (another may not bind it) and takes requests.
+  CmClient other(sock_.path());
+  EXPECT_EQ(other.bind(other.create_id(), loopback(7100)), EADDRINUSE);
+  const uint32_t another = routed(other, 7100);
+  ASSERT_EQ(other.call(proto::Op::kCmConnect, conn(another, other.make_qp())), 0);
+  EXPECT_EQ(lib.next_event().event, RDMA_CM_EVENT_CONNECT_REQUEST);
+  // The connection's ends still know each other: one disconnects, both hear it.
+  ASSERT_EQ(lib.call(proto::Op::kCmDisconnect, step(active)), 0);
+  const proto::CmEventMsg first = lib.next_event(), second = lib.next_event();
+  EXPECT_EQ(first.event, RDMA_CM_EVENT_DISCONNECTED);
+  EXPECT_EQ(second.event, RDMA_CM_EVENT_DISCONNECTED);
+  EXPECT_NE(first.id, second.id);
+  EXPECT_TRUE(lib.quiet());
+}
+
+// An id the old process was connecting fails as its wait would have, not a wait without end:
+// the requester gets UNREACHABLE (-ETIMEDOUT), or REJECTED when the REJ of the passive side,
+// failing too, comes first.
+TEST_F(RouterCmResumeTest, AHandshakeUnderWayFailsInTheNextRouterProcess) {
+  CmClient lib(sock_.path(), true);
+  uint32_t active = 0;
+  ASSERT_EQ(connect_request(lib, lib, 7101, lib.make_qp(), &active).event,
+            RDMA_CM_EVENT_CONNECT_REQUEST);
+  kill_and_restart({&lib});
+  uint32_t ids = 0;
+  ASSERT_EQ(lib.resume(sock_.path(), &ids), 0);
+  ASSERT_EQ(ids, 3u);
+  int failed = 0;
+  for (proto::CmEventMsg ev = lib.next_event(); ev.event != UINT32_MAX; ev = lib.next_event(300))
+    if (ev.id == active) {
+      EXPECT_TRUE((ev.event == RDMA_CM_EVENT_UNREACHABLE && ev.status == -ETIMEDOUT) ||
+                  ev.event == RDMA_CM_EVENT_REJECTED)
+          << ev.event << " " << ev.status;
+      ++failed;
+    }
+  EXPECT_EQ(failed, 1);
+}
+
+// Ids are continued only for the process that had them: another process of the container
+// gets none.
+TEST_F(RouterCmResumeTest, AnotherProcessCannotTakeTheIds) {
+  CmClient server(sock_.path(), true);
+  listen(server, 7102);
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  kill_and_restart({&server});
+  const pid_t child = fork();
+  if (child == 0) {
+    CmClient other(sock_.path(), true);
+    uint32_t ids = 99;
+    const int err = other.resume(sock_.path(), &ids);
+    const char verdict = err == 0 && ids == 0 ? 'y' : 'n';
+    (void)!write(ready[1], &verdict, 1);
+    _exit(0);
+  }
+  char verdict = 0;
+  ASSERT_EQ(read(ready[0], &verdict, 1), 1);
+  waitpid(child, nullptr, 0);
+  EXPECT_EQ(verdict, 'y');
+  uint32_t ids = 0;
+  ASSERT_EQ(server.resume(sock_.path(), &ids), 0);
+  EXPECT_EQ(ids, 1u);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
-// A thread per open context that watches its router connection and, when the router hangs up
-// (it died or is being replaced), resumes the session at once (RouterClient::recover), so
-// that the application's work continues without waiting for its next control verb.
+// A thread per router connection (a verbs context's, librdmacm's) that watches it and, when the
+// router hangs up (it died or is being replaced), resumes the session at once
+// (RouterClient::recover), so that the application's work continues without waiting for its next
+// control verb.
 #pragma once
 
 #include <memory>
@@ -9,7 +10,7 @@
 #include "common/unique_fd.h"
 #include "proto/router_client.h"
 
-namespace wharf::abi {
+namespace wharf::proto {
 
 class SessionWatch {
  public:
@@ -19,7 +20,7 @@ class SessionWatch {
   ~SessionWatch() { stop(); }
 
   // Starts watching `client`, which must outlive stop(). Returns 0 or an errno.
-  int start(proto::RouterClient* client);
+  int start(RouterClient* client);
   // Ends the thread (idempotent).
   void stop();
   // In a forked child, where the thread does not exist: forgets it without a join, and
@@ -27,7 +28,7 @@ class SessionWatch {
   void abandon_in_child();
 
  private:
-  void run(proto::RouterClient* client);
+  void run(RouterClient* client);
 
   // Behind a pointer so that abandon_in_child can drop it unjoined (a std::thread that ends
   // joinable terminates the process).
@@ -35,4 +36,4 @@ class SessionWatch {
   UniqueFd stop_;  // eventfd: written by stop()
 };
 
-}  // namespace wharf::abi
+}  // namespace wharf::proto

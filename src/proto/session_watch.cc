@@ -1,4 +1,4 @@
-#include "abi/verbs/session_watch.h"
+#include "proto/session_watch.h"
 
 #include <poll.h>
 #include <pthread.h>
@@ -9,9 +9,9 @@
 #include <cerrno>
 #include <cstdint>
 
-namespace wharf::abi {
+namespace wharf::proto {
 
-int SessionWatch::start(proto::RouterClient* client) {
+int SessionWatch::start(RouterClient* client) {
   stop_.reset(::eventfd(0, EFD_CLOEXEC));
   if (!stop_.valid()) return errno;
   // The thread starts with every signal blocked: a signal meant for the application (a
@@ -45,7 +45,7 @@ void SessionWatch::abandon_in_child() {
   stop_.reset();
 }
 
-void SessionWatch::run(proto::RouterClient* client) {
+void SessionWatch::run(RouterClient* client) {
   for (;;) {
     UniqueFd conn = client->watch_fd();
     if (!conn.valid()) return;  // closed for good
@@ -59,4 +59,4 @@ void SessionWatch::run(proto::RouterClient* client) {
   }
 }
 
-}  // namespace wharf::abi
+}  // namespace wharf::proto
