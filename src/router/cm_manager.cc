@@ -418,6 +418,7 @@ int CmManager::set_option_st(CmId* id, uint32_t option, uint32_t value) {
 }
 
 void CmManager::destroy_st(CmId* id) {
+  if (detached_) return;
   // A listener's unanswered requests are refused (their ids stay, closed, with their owner).
   for (CmId* r : std::vector<CmId*>(id->requests)) {
     r->listener = nullptr;
@@ -733,6 +734,13 @@ void CmManager::keep_changed_st() {
 std::optional<CmAddress> CmManager::kept_address(const proto::CmAddr& a) {
   if (a.family == proto::kCmAfNone) return CmAddress{};
   return CmAddress::from_wire(a);
+}
+
+void CmManager::detach_st() {
+  if (!kept_.persistent()) return;
+  keep_changed_st();
+  kept_.close();
+  detached_ = true;
 }
 
 int CmManager::restore_st(CmId* id, const KeptCmId& k, uint32_t slot) {

@@ -88,6 +88,10 @@ class CmManager {
   int restore_st(CmId* id, const KeptCmId& k, uint32_t slot);
   // Writes the ids changed since the last call to the kept file (after each loop turn).
   void keep_changed_st();
+  // The router is stopping: with a kept file, it stops as a crashed one would, so that the
+  // next process continues every id (the file keeps them; no peer is told, no event sent,
+  // as for the sessions' QPs). Called before the sessions end; destroy_st does nothing after.
+  void detach_st();
 
   // A CmMad from host `from` (kThisHost: handed over in place). Hostile input: checked here.
   void on_mad_st(int from, const proto::CmMad& m);
@@ -160,6 +164,7 @@ class CmManager {
   std::multimap<uint64_t, uint32_t> deadlines_;  // deadline -> comm; stale entries are skipped
   KeptCmIds kept_;
   std::vector<CmId*> dirty_;  // ids changed since keep_changed_st
+  bool detached_ = false;
   uint32_t next_comm_ = 1;
   uint32_t next_ephemeral_ = 0;
 };

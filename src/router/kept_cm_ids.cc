@@ -61,8 +61,13 @@ uint32_t checksum(uint64_t sequence, const KeptCmId& id) {
 
 }  // namespace
 
-KeptCmIds::~KeptCmIds() {
+KeptCmIds::~KeptCmIds() { close(); }
+
+void KeptCmIds::close() {
   if (map_ != nullptr) ::munmap(map_, kPage + sizeof(Slot) * kSlots);
+  map_ = nullptr;
+  free_.clear();
+  left_.clear();
 }
 
 KeptCmIds::Slot* KeptCmIds::slot(uint32_t i) const {

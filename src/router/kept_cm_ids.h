@@ -70,6 +70,9 @@ class KeptCmIds {
   // 0 or an errno (nothing is kept then).
   int open(const std::string& path);
   bool persistent() const { return map_ != nullptr; }
+  // Unmaps the file as it is (what the process leaves, as if it died now): nothing is kept or
+  // released from then on.
+  void close();
 
   // Writes r in `slot` (kNoSlot: a free one) and returns the slot, or kNoSlot when every slot
   // is taken (the id then does not outlive the process).

@@ -78,6 +78,8 @@ Router::Router(RouterConfig cfg)
 Router::~Router() {
   // Sessions destroy their QPs next: none is looked at any more.
   scheduler_.clear();
+  // Their rdma_cm ids stay for the next process, as their QPs do in their libraries.
+  cm_.detach_st();
   // One at a time, each out of the table before it ends: a session's end looks at the others
   // (a registration it held going away is told to every session's page: retire_mr_st).
   while (!sessions_.empty()) sessions_.erase(sessions_.begin());

@@ -1,4 +1,5 @@
-// The router killed (SIGKILL) and started again on its socket under running work (issue #23):
+// The router killed (SIGKILL) and started again on its socket, or upgraded in place (wharfd
+// --upgrade), under running work (issue #23):
 // the libraries resume their sessions with the new router process, and the work goes on with
 // no error completion: every SEND arrives exactly once, in order, with its bytes, and every
 // WRITE lands. Runs in each of the verifier's modes (direct path on, router only); across
@@ -125,6 +126,10 @@ TEST_F(RestartTest, SendsAndWritesGoOnExactlyOnceAcrossAKilledAndRestartedRouter
   sends_and_writes_go_on_across([] { router_->restart(); }, 14);
 }
 
+TEST_F(RestartTest, SendsAndWritesGoOnExactlyOnceAcrossAnUpgradedRouter) {
+  sends_and_writes_go_on_across([] { router_->upgrade(); }, 14);
+}
+
 // Side a_ on host 0's router, b_ on host 1's.
 class CrossHostRestartTest : public TwoHostSides<RestartTest> {};
 
@@ -140,6 +145,10 @@ TEST_F(CrossHostRestartTest, SendsAndWritesGoOnExactlyOnceWhenTheSendersRouterRe
 // requester goes back N to it.
 TEST_F(CrossHostRestartTest, SendsAndWritesGoOnExactlyOnceWhenTheReceiversRouterRestarts) {
   sends_and_writes_go_on_across([] { cluster_->router(1).restart(); }, 17);
+}
+
+TEST_F(CrossHostRestartTest, SendsAndWritesGoOnExactlyOnceWhenTheReceiversRouterIsUpgraded) {
+  sends_and_writes_go_on_across([] { cluster_->router(1).upgrade(); }, 17);
 }
 
 // FETCH_ADDs through restarts of the responder's router, each killed while an add is in

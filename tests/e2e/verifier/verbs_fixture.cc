@@ -64,6 +64,21 @@ void RouterProcess::restart() {
   start();
 }
 
+void RouterProcess::upgrade() {
+  const std::string sock = socket();
+  const pid_t p = fork();
+  if (p == 0) {
+    unsetenv("LD_PRELOAD");
+    unsetenv("LD_LIBRARY_PATH");
+    execl(WHARFD_PATH, "wharfd", "--upgrade", "--socket", sock.c_str(), nullptr);
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(p, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    ADD_FAILURE() << "wharfd --upgrade --socket " << sock << " failed: " << status;
+}
+
 void RouterProcess::kill_hard() {
   if (pid_ > 0) {
     ::kill(pid_, SIGKILL);
@@ -92,6 +107,7 @@ RouterProcess::~RouterProcess() {
   unlink(socket().c_str());
   unlink((socket() + ".key").c_str());    // the router's resume key (wharfd --resume-key)
   unlink((socket() + ".state").c_str());  // its kept QP states (a cluster's routers)
+  unlink((socket() + ".cm").c_str());     // its kept rdma_cm ids
   rmdir(dir_.c_str());
 }
 

@@ -22,6 +22,9 @@ class RouterProcess {
   void kill_hard();  // SIGKILL, for crash tests
   // SIGKILL, then a new router with the same arguments on the same socket (issue #23).
   void restart();
+  // wharfd --upgrade: the process executes its binary again, keeping its PID and socket;
+  // returns once the new image answers.
+  void upgrade();
   void pause();   // SIGSTOP: control requests wait for resume()
   void resume();  // SIGCONT
   std::string socket() const { return dir_ + "/wharfd.sock"; }
