@@ -13,6 +13,7 @@
 
 #include "common/clock.h"
 #include "common/fnv.h"
+#include "common/private_file.h"
 #include "common/unique_fd.h"
 
 namespace wharf::router {
@@ -93,7 +94,7 @@ int KeptCmIds::open(const std::string& path) {
   // Only a regular file of this user that nobody else may read or write is trusted; anything
   // else is replaced.
   bool fresh = st.st_size == 0;
-  if (!S_ISREG(st.st_mode) || st.st_uid != ::geteuid() || (st.st_mode & 077) != 0) {
+  if (!is_private_file(st)) {
     if (::unlink(path.c_str()) != 0) return errno;
     fd.reset(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
     if (!fd.valid()) return errno;

@@ -12,6 +12,7 @@
 #include <new>
 
 #include "common/clock.h"
+#include "common/private_file.h"
 #include "common/unique_fd.h"
 #include "rc/psn.h"
 
@@ -106,8 +107,7 @@ namespace {
 const uint8_t* map_previous(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   struct stat st {};
-  if (!fd.valid() || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
-      st.st_uid != ::geteuid() || (st.st_mode & 077) != 0 ||
+  if (!fd.valid() || ::fstat(fd.get(), &st) != 0 || !is_private_file(st) ||
       st.st_size != static_cast<off_t>(kFileSize))
     return nullptr;
   void* m = ::mmap(nullptr, kFileSize, PROT_READ, MAP_PRIVATE, fd.get(), 0);

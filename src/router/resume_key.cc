@@ -10,6 +10,7 @@
 
 #include <cstring>
 
+#include "common/private_file.h"
 #include "common/unique_fd.h"
 
 namespace wharf::router {
@@ -49,9 +50,7 @@ int ResumeKey::load_or_create(const std::string& path) {
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return errno;
   // Readable by others, it would let any container forge proofs.
-  if (!S_ISREG(st.st_mode) || st.st_size != static_cast<off_t>(key_.size()) ||
-      (st.st_mode & 077) != 0 || st.st_uid != ::geteuid())
-    return EINVAL;
+  if (!is_private_file(st) || st.st_size != static_cast<off_t>(key_.size())) return EINVAL;
   if (!read_all(fd.get(), key_.data(), key_.size())) return EIO;
   loaded_ = true;
   return 0;
