@@ -705,8 +705,13 @@ shm::Cqe recv_cqe(const Qp* dst, const RecvWork& rw, ibv_wc_status status, ibv_w
 void Executor::complete_recv_st(const Responder& dst, const RecvWork& rw, ibv_wc_status status,
                                 ibv_wc_opcode op, uint32_t byte_len, const Origin& from,
                                 uint32_t flags) {
-  count_receive_completion(dst.qp, status, byte_len);
-  post_cqe_st(dst.cq, recv_cqe(dst.qp, rw, status, op, byte_len, from, flags), from.solicited);
+  post_recv_completion_st(dst, recv_cqe(dst.qp, rw, status, op, byte_len, from, flags),
+                          from.solicited);
+}
+
+void Executor::post_recv_completion_st(const Responder& dst, const shm::Cqe& c, bool solicited) {
+  count_receive_completion(dst.qp, static_cast<ibv_wc_status>(c.status), c.byte_len);
+  post_cqe_st(dst.cq, c, solicited);
 }
 
 // Moves a QP to ERR (C10-...: outstanding work is then completed with WR_FLUSH_ERR).

@@ -98,7 +98,8 @@ void build_grh(uint8_t out[kGrhSize], uint32_t ver_tc_flow, uint16_t payload_len
 // Writes one CQE and raises a completion event if the CQ is armed for it.
 void post_cqe_st(Cq* cq, const shm::Cqe& cqe, bool solicited);
 shm::Cqe make_cqe(uint64_t wr_id, ibv_wc_status status, ibv_wc_opcode opcode, uint32_t qpn);
-// The entry a receive rw of dst completes with (Executor::complete_recv_st posts it).
+// The entry a receive rw of dst completes with (Executor::complete_recv_st and
+// post_recv_completion_st post it).
 shm::Cqe recv_cqe(const Qp* dst, const RecvWork& rw, ibv_wc_status status, ibv_wc_opcode op,
                   uint32_t byte_len, const Origin& from, uint32_t flags);
 
@@ -147,6 +148,9 @@ class Executor {
                         uint32_t byte_len, const Origin& from, uint32_t flags) {
     complete_recv_st(responder_of(dst), rw, status, op, byte_len, from, flags);
   }
+  // Posts c, built by recv_cqe, for a receive of dst and counts it: complete_recv_st for a
+  // caller that needs the entry itself too (the host-to-host engine records it first).
+  void post_recv_completion_st(const Responder& dst, const shm::Cqe& c, bool solicited);
   // Delivers a datagram sent to a multicast group to every QP of this router attached to it
   // in virtual network `network_id`: the group is `dgid` when the sender's address vector had
   // a GRH (`grh` then its 40 bytes), else LID `dlid`; each member checks `qkey` as for any

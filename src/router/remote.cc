@@ -553,11 +553,14 @@ bool RemotePath::reread_st(Qp* qp, const RemoteQpState::Work& o, SendWork* w) {
 void RemotePath::complete_send_st(Qp* qp, const RemoteQpState::Work& o, ibv_wc_status status) {
   shm::RingConsumerView sq = qp->sq();
   assert(o.ring_index == sq.tail());  // completions come in order, from the ring's head
-  shm::SendWqe h;  // only its wr_id is taken: the rest was checked when o was issued
-  std::memcpy(&h, sq.slot_at(o.ring_index), sizeof(h));
   const bool post = o.signaled || status != IBV_WC_SUCCESS;
-  shm::Cqe c = make_cqe(h.wr_id, status, proto::send_wc_opcode(o.opcode), qp->qpn);
-  c.byte_len = o.byte_len;
+  shm::Cqe c{};
+  if (post) {
+    shm::SendWqe h;  // only its wr_id is taken: the rest was checked when o was issued
+    std::memcpy(&h, sq.slot_at(o.ring_index), sizeof(h));
+    c = make_cqe(h.wr_id, status, proto::send_wc_opcode(o.opcode), qp->qpn);
+    c.byte_len = o.byte_len;
+  }
   if (qp->remote != nullptr)
     record_completion(&qp->remote->sending, post ? qp->send_cq : nullptr, c, o.ring_index);
   sq.pop();
@@ -1323,7 +1326,8 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
       if (has_imm(op) || has_invalidate(op))
         flags = has_imm(op) ? IBV_WC_WITH_IMM : IBV_WC_WITH_INV;
       const ibv_wc_opcode wc_op = is_send(op) ? IBV_WC_RECV : IBV_WC_RECV_RDMA_WITH_IMM;
-      const auto len = static_cast<uint32_t>(rs.offset);
+      const shm::Cqe c =
+          recv_cqe(dst, rw, IBV_WC_SUCCESS, wc_op, static_cast<uint32_t>(rs.offset), from, flags);
       // From the QP's own receive queue (an SRQ's receives are not kept across a restart).
       if (rsrc.srq == nullptr && rsrc.ring.has_value()) {
         RemoteQpState::CompletionUnderWay& rec = st.receiving;
@@ -1331,12 +1335,11 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
         rec.end_psn = psn;
         rec.msn = rs.msn();
         rec.solicited = from.solicited;
-        record_completion(&rec, rsp.cq, recv_cqe(dst, rw, IBV_WC_SUCCESS, wc_op, len, from, flags),
-                          rsrc.ring->tail());
+        record_completion(&rec, rsp.cq, c, rsrc.ring->tail());
       }
       ex.consume_recv_st(&rsrc);
       // Counted in the responder's rx counters, as every receive completion is.
-      ex.complete_recv_st(rsp, rw, IBV_WC_SUCCESS, wc_op, len, from, flags);
+      ex.post_recv_completion_st(rsp, c, from.solicited);
       std::atomic_signal_fence(std::memory_order_seq_cst);  // the PSN moves after the entry
     }
     // Accepted before it ends: a process that dies in between continues after it.
