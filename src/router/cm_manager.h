@@ -142,7 +142,9 @@ class CmManager {
   void unlink_request(CmId* id);
   // The id waits in its current state until now + ns at most.
   void wait_st(CmId* id, uint64_t ns);
-  // id changed: it is written to the kept file after this loop turn.
+  // id may have changed: it is written to the kept file after this loop turn. Each public
+  // method that can change an id calls it on entry, whatever it then returns: one rule with no
+  // return path to miss; an id marked but unchanged is rewritten as it was.
   void changed(CmId* id);
   KeptCmId record_of(const CmId* id) const;
   static std::optional<CmAddress> kept_address(const proto::CmAddr& a);
