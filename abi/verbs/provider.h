@@ -266,6 +266,11 @@ struct Srq {
   uint32_t max_sge;
   bool tm;  // a tag-matching SRQ (ibv_post_srq_ops)
   Mapping map;
+  // For a resumed session (guarded by the context's objects_mu): map's memfd, and the request
+  // that would make the SRQ as it is now (max_wr: its current size; srq_limit: the limit last
+  // armed, which the new router keeps armed if the region says it still is).
+  UniqueFd region;
+  proto::CreateSrqReq request;
   shm::RingProducer ring;
   SpinLock lock;
   // While ibv_modify_srq moves the SRQ to a new region (and after a move whose region could

@@ -44,7 +44,10 @@ int hello_again(Context* ctx, proto::RouterClient* fresh) {
 
 // Restores every object of ctx on `fresh`, which said Hello. Caller holds objects_mu.
 int restore_objects(Context* ctx, proto::RouterClient* fresh) {
-  if (!ctx->srqs.empty() || !ctx->xrcds.empty() || !ctx->mws.empty()) return EOPNOTSUPP;
+  if (!ctx->xrcds.empty() || !ctx->mws.empty()) return EOPNOTSUPP;
+  for (const auto& [h, s] : ctx->srqs) {
+    if (to_srq(s)->request.srq_type != IBV_SRQT_BASIC) return EOPNOTSUPP;  // XRC, TM, WQ
+  }
   using Op = proto::Op;
   for (const auto& [h, pd] : in_order(ctx->pds)) {
     if (int err = restore<proto::Handle>(fresh, {h, 0, 0}, -1, Op::kAllocPd, proto::Empty{});
@@ -73,6 +76,13 @@ int restore_objects(Context* ctx, proto::RouterClient* fresh) {
     const Cq* cq = to_cq(c);
     if (int err = restore<proto::CreateCqRep>(fresh, {h, 0, 0}, cq->region.get(), Op::kCreateCq,
                                               cq->request);
+        err != 0)
+      return err;
+  }
+  for (const auto& [h, s] : in_order(ctx->srqs)) {
+    const Srq* srq = to_srq(s);
+    if (int err = restore<proto::CreateSrqRep>(fresh, {h, 0, 0}, srq->region.get(), Op::kCreateSrq,
+                                               srq->request);
         err != 0)
       return err;
   }

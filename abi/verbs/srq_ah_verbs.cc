@@ -87,6 +87,8 @@ ibv_srq* create_srq_object(ibv_pd* pd, ibv_srq_attr* attr, void* srq_context, ui
     errno = err;
     return nullptr;
   }
+  srq->region = std::move(memfd);
+  srq->request = req;
   srq->handle = rep.srq;
   srq->srqn = rep.srqn;
   srq->max_sge = rep.max_sge;
@@ -185,7 +187,15 @@ WHARF_EXPORT int ibv_modify_srq(ibv_srq* ibsrq, ibv_srq_attr* attr, int mask) {
     std::lock_guard<SpinLock> g(srq->lock);
     srq->resizing = false;
   }
-  return resize && err == 0 ? attach_moved_srq(srq, rep, memfd) : err;
+  if (err != 0) return err;
+  const int moved = resize ? attach_moved_srq(srq, rep, memfd) : 0;
+  std::lock_guard<std::mutex> g(to_ctx(ibsrq->context)->objects_mu);  // read by a resume
+  if (resize && moved == 0) {
+    srq->region = std::move(memfd);
+    srq->request.max_wr = rep.entries;
+  }
+  if ((mask & IBV_SRQ_LIMIT) != 0) srq->request.srq_limit = attr->srq_limit;
+  return moved;
 }
 
 WHARF_EXPORT int ibv_query_srq(ibv_srq* srq, ibv_srq_attr* attr) {

@@ -562,6 +562,8 @@ struct CreateSrqReq {
   uint32_t pd = 0;
   uint32_t max_wr = 0;
   uint32_t max_sge = 0;
+  // Ignored at creation (as ibv_create_srq's); restoring (RestoreNext, basic SRQs only), the
+  // limit last armed, kept armed if the region says it still is.
   uint32_t srq_limit = 0;
   uint32_t srq_type = 0;  // enum ibv_srq_type: BASIC, XRC or TM, or kSrqTypeWq
   uint32_t xrcd = 0;

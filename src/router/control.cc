@@ -119,7 +119,7 @@ bool is_eventfd(int fd) {
 }
 
 // Zeroes the ring indices of a QP (IBTA: a QP in RESET has empty queues).
-void reset_qp_rings(Qp* qp) {
+void reset_qp_rings(Qp* qp, const HostObjects& objects) {
   const shm::QpLayout l = qp->layout();
   auto* sq_hdr = reinterpret_cast<shm::RingHeader*>(qp->shm.data() + l.sq_ring_off);
   auto* rq_hdr = reinterpret_cast<shm::RingHeader*>(qp->shm.data() + l.rq_ring_off);
@@ -130,7 +130,7 @@ void reset_qp_rings(Qp* qp) {
   qp->direct()->sq_retired.store(0, std::memory_order_relaxed);
   qp->direct()->express_offer.store(0, std::memory_order_relaxed);
   qp->sq_cursor = qp->rq_cursor = shm::RingCursor{};
-  if (HeldRecv* held = qp->held_recv()) held->held = false;  // RESET completes nothing
+  if (HeldRecv* held = qp->held_recv()) let_go_of_held_recv(held, objects);  // completes nothing
   qp->last_wqe_reported = false;
 }
 
@@ -817,7 +817,7 @@ int Session::on_create_qp(const proto::CreateQpReq& req, UniqueFd*, int, proto::
     if (qp->shm.size() == 0) {
       if (int err = qp->shm.create("wharf-qp", layout.total); err != 0) return err;
     }
-    reset_qp_rings(qp.get());
+    reset_qp_rings(qp.get(), router_->objects());
   }
 
   Qp* raw = nullptr;
@@ -828,6 +828,8 @@ int Session::on_create_qp(const proto::CreateQpReq& req, UniqueFd*, int, proto::
       router_->objects().remove_qp(qpn);
       return EEXIST;
     }
+    // The receive it held for a message in parts, which the message sent again takes.
+    if (srq != nullptr) take_orphaned_recv(srq, raw);
     // Its connection to another host goes on where the previous process left it.
     if (router_->remote() != nullptr) router_->remote()->restore_st(raw);
   } else {
@@ -882,7 +884,7 @@ int Session::modify_qp(Qp* qp, uint32_t attr_mask, const proto::QpAttr& attr) {
   switch (next) {
     case IBV_QPS_RESET:
       router_->scheduler().deactivate(qp);
-      reset_qp_rings(qp);
+      reset_qp_rings(qp, router_->objects());
       // The application's rate limit belongs to the connection it made; a reused QP starts
       // without one (its policy limit stays).
       qp->set_extra(&QpExtras::app_rate_kbps, 0u);
@@ -954,6 +956,7 @@ int Session::on_query_qp(const proto::Handle& req, UniqueFd*, int, proto::QueryQ
 void Session::destroy_qp(std::unique_ptr<Qp> qp) {
   router_->scheduler().deactivate(qp.get());
   if (router_->remote() != nullptr) router_->remote()->forget_st(qp.get());
+  if (HeldRecv* held = qp->held_recv()) let_go_of_held_recv(held, router_->objects());
   // Its own library no longer posts to it (or is gone): no need to wait for it.
   router_->direct().disable(qp.get(), /*wait_for_library=*/false);
   router_->objects().remove_qp(qp->qpn);
@@ -995,10 +998,15 @@ int Session::on_destroy_qp(const proto::Handle& req, UniqueFd*, int, proto::Empt
 
 int Session::on_create_srq(const proto::CreateSrqReq& req, UniqueFd*, int, proto::CreateSrqRep* rep,
                            ReplyFds* out) {
+  PendingRestore restore;
+  const bool restoring = take_restore(&restore);
   const bool wq = req.srq_type == proto::kSrqTypeWq;
   const bool tm = req.srq_type == IBV_SRQT_TM;
   if (req.srq_type != IBV_SRQT_BASIC && req.srq_type != IBV_SRQT_XRC && !wq && !tm)
     return EOPNOTSUPP;
+  // Only a basic SRQ is restored: an XRC one's domain, a WQ's RSS tables and a tag list are
+  // not (docs/OPERATIONS.md).
+  if (restoring && req.srq_type != IBV_SRQT_BASIC) return EOPNOTSUPP;
   Pd* pd = pds_.find(req.pd);
   if (pd == nullptr) return EINVAL;
   if (tm && (req.max_num_tags == 0 || req.max_num_tags > device::kTmMaxNumTags ||
@@ -1025,16 +1033,29 @@ int Session::on_create_srq(const proto::CreateSrqReq& req, UniqueFd*, int, proto
   if (tm) srq->tm = std::make_unique<TagList>(req.max_num_tags);
   uint32_t entries = static_cast<uint32_t>(round_up_pow2(req.max_wr));
   srq->layout = shm::srq_layout(entries, shm::recv_slot_size(req.max_sge));
-  if (int err = srq->shm.create("wharf-srq", srq->layout.total); err != 0) return err;
+  // A restored SRQ keeps its region: the receives posted and not yet taken, and whether its
+  // limit is still armed. The router goes on from the ring's consumer index.
+  if (int err = restoring ? srq->shm.adopt(std::move(restore.fd), srq->layout.total)
+                          : srq->shm.create("wharf-srq", srq->layout.total);
+      err != 0)
+    return err;
   attach_srq_region(srq.get());
   srq->max_sge = req.max_sge;
-  Srq* raw = srqs_.add(std::move(srq));
+  if (restoring) {
+    srq->ring().resync();
+    if (srq->region_limit_armed() && req.srq_limit <= srq->max_wr) srq->set_limit(req.srq_limit);
+    adopt_srq_records(srq.get());
+  } else {
+    srq->records.attach_fresh(srq->shm.data(), srq->layout);
+  }
+  Srq* raw = restoring ? srqs_.add_at(restore.handle, std::move(srq)) : srqs_.add(std::move(srq));
+  if (raw == nullptr) return EEXIST;
   raw->srqn = router_->objects().add_srq(raw);
   pd->users++;
   if (cq != nullptr) cq->users++;
   if (xrc != nullptr) xrc->users++;
   describe_srq(*raw, rep);
-  out->add(raw->shm.fd());
+  if (!restoring) out->add(raw->shm.fd());
   return 0;
 }
 
@@ -1167,10 +1188,41 @@ int Session::move_srq_st(Srq* srq, uint32_t entries) {
   }
   auto* hdr = reinterpret_cast<shm::RingHeader*>(fresh.data() + layout.ring_off);
   hdr->producer.value.store(waiting, std::memory_order_relaxed);
+  // The records of the receives claimed and held go along, at the same places.
+  memcpy(fresh.data() + layout.records_off, srq->shm.data() + srq->layout.records_off,
+         size_t{shm::kSrqHeldRecords} * layout.record_size);
   srq->shm = std::move(fresh);
   srq->layout = layout;
   attach_srq_region(srq);
+  srq->records.rebase(srq->shm.data(), layout);
   return 0;
+}
+
+// The receives a previous router process had claimed from a restored SRQ (its next) and held
+// for its QPs' messages, from the records in its region (router/srq_records.h).
+void Session::adopt_srq_records(Srq* srq) {
+  SrqRecords::Left left = srq->records.adopt(srq->shm.data(), srq->layout);
+  if (left.claimed != SrqRecords::kNone) {
+    srq->records.read(left.claimed, srq->max_sge, &srq->claimed);
+    srq->has_claimed = true;
+    srq->claimed_record = left.claimed;
+  }
+  srq->orphans = std::move(left.held);
+}
+
+// Restored QP qp of srq takes back the receive it held, if srq's previous process left one.
+void Session::take_orphaned_recv(Srq* srq, Qp* qp) {
+  auto it = std::find_if(srq->orphans.begin(), srq->orphans.end(),
+                         [qp](const auto& o) { return o.first == qp->qpn; });
+  if (it == srq->orphans.end()) return;
+  auto held = std::make_unique<HeldRecv>();
+  srq->records.read(it->second, srq->max_sge, &held->rw);
+  held->srq = srq;
+  held->srqn = srq->srqn;
+  held->held = true;
+  held->record = it->second;
+  qp->extras().held_recv = std::move(held);
+  srq->orphans.erase(it);
 }
 
 int Session::on_query_srq(const proto::Handle& req, UniqueFd*, int, proto::QuerySrqRep* rep,

@@ -585,6 +585,7 @@ bool Executor::claim_srq_recv_st(Srq* srq, shm::RingConsumerView* ring, shm::Rin
     if (ring->claim()) {
       srq->claimed = rw;
       srq->has_claimed = true;
+      srq->claimed_record = srq->records.keep_claimed(rw);
       return true;
     }
   }
@@ -652,17 +653,20 @@ void Executor::hold_recv_st(const Responder& dst, RecvSource* src, const RecvWor
   } else {
     flush_held_recv_st(dst.qp);  // an XRC target's, from another SRQ, for a message abandoned
   }
+  Srq* srq = src->srq;
+  held->record = std::exchange(srq->claimed_record, SrqRecords::kNone);
+  srq->records.hold(held->record, dst.qp->qpn);
   consume_recv_st(src);
   held->rw = rw;
-  held->srq = src->srq;
-  held->srqn = src->srq->srqn;
+  held->srq = srq;
+  held->srqn = srq->srqn;
   held->held = true;
   src->held = held.get();
 }
 
 void Executor::consume_recv_st(RecvSource* src) {
   if (src->held != nullptr) {
-    src->held->held = false;
+    let_go_of_held_recv(src->held, ctx_.objects);
     src->held = nullptr;
     return;
   }
@@ -672,6 +676,7 @@ void Executor::consume_recv_st(RecvSource* src) {
     return;
   }
   srq->has_claimed = false;  // the consumer index is past it already
+  srq->records.release(std::exchange(srq->claimed_record, SrqRecords::kNone));
   src->ring->resync();
   if (srq->limit != 0 && src->ring->available() < srq->limit) {
     srq->set_limit(0);  // one-shot: re-armed by ibv_modify_srq(IBV_SRQ_LIMIT)
@@ -766,11 +771,18 @@ bool Executor::flush_st(Qp* qp) {
   return did;
 }
 
+bool let_go_of_held_recv(HeldRecv* held, const HostObjects& objects) {
+  if (!held->held) return false;
+  held->held = false;
+  const uint32_t record = std::exchange(held->record, SrqRecords::kNone);
+  if (objects.srq_by_srqn(held->srqn) != held->srq) return false;
+  held->srq->records.release(record);
+  return true;
+}
+
 bool Executor::flush_held_recv_st(Qp* qp) {
   HeldRecv* held = qp->held_recv();
-  if (held == nullptr || !held->held) return false;
-  held->held = false;
-  if (ctx_.objects.srq_by_srqn(held->srqn) != held->srq) return false;  // gone with its SRQ
+  if (held == nullptr || !let_go_of_held_recv(held, ctx_.objects)) return false;
   Cq* cq = held->srq->xrc != nullptr ? held->srq->cq : qp->recv_cq;
   post_cqe_st(cq, make_cqe(held->rw.hdr.wr_id, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, qp->qpn), false);
   return true;

@@ -95,6 +95,11 @@ constexpr uint32_t kGrhSize = 40;
 void build_grh(uint8_t out[kGrhSize], uint32_t ver_tc_flow, uint16_t payload_len, uint8_t hop_limit,
                const proto::Gid& sgid, const proto::Gid& dgid);
 
+// A QP no longer holds its receive (completed, flushed, or dropped with the QP's reset or
+// destruction): its record is released. False when the receive's SRQ is gone meanwhile (an
+// XRC SRQ destroyed under a target), which took the record with it.
+bool let_go_of_held_recv(HeldRecv* held, const HostObjects& objects);
+
 // Writes one CQE and raises a completion event if the CQ is armed for it.
 void post_cqe_st(Cq* cq, const shm::Cqe& cqe, bool solicited);
 shm::Cqe make_cqe(uint64_t wr_id, ibv_wc_status status, ibv_wc_opcode opcode, uint32_t qpn);

@@ -21,6 +21,7 @@
 #include "router/cq_moderation.h"
 #include "router/qp_work.h"
 #include "router/shm_region.h"
+#include "router/srq_records.h"
 #include "router/tag_list.h"
 #include "router/token_bucket.h"
 #include "router/wqe.h"
@@ -206,6 +207,12 @@ struct Srq {
   // of its QPs takes it before the ring's, which keeps the SRQ's order.
   RecvWork claimed{};
   bool has_claimed = false;
+  // The receives claimed and held, as kept in the region for a restart (claimed_record:
+  // claimed's); `orphans`: the held ones a previous process left, as (QPN, record), until
+  // their QPs are restored (Session::on_create_qp).
+  SrqRecords records;
+  uint32_t claimed_record = SrqRecords::kNone;
+  std::vector<std::pair<uint32_t, uint32_t>> orphans;
   uint32_t max_wr = 0;
   uint32_t max_sge = 0;
   uint32_t limit = 0;  // armed limit; 0 = disarmed
@@ -229,6 +236,12 @@ struct Srq {
     reinterpret_cast<shm::SrqState*>(shm.data() + layout.state_off)
         ->limit_armed.store(l != 0 ? 1 : 0, std::memory_order_release);
   }
+  // Whether the region says a limit is armed (set_limit writes it): what a restored SRQ
+  // takes over from the process before.
+  bool region_limit_armed() {
+    return reinterpret_cast<const shm::SrqState*>(shm.data() + layout.state_off)
+               ->limit_armed.load(std::memory_order_acquire) != 0;
+  }
 };
 
 // A receive a QP took off a shared receive queue for a message placed in parts
@@ -240,6 +253,7 @@ struct HeldRecv {
   Srq* srq = nullptr;
   uint32_t srqn = 0;
   bool held = false;
+  uint32_t record = SrqRecords::kNone;  // in srq->records
 };
 
 struct Ah {

@@ -208,6 +208,8 @@ class Session {
   // Moves the SRQ to a region of `entries` slots, with its waiting receives.
   int move_srq_st(Srq* srq, uint32_t entries);
   static void attach_srq_region(Srq* srq);
+  static void adopt_srq_records(Srq* srq);
+  static void take_orphaned_recv(Srq* srq, Qp* qp);
   static void describe_srq(const Srq& srq, proto::CreateSrqRep* rep);
   int on_query_srq(const proto::Handle&, UniqueFd*, int, proto::QuerySrqRep*, ReplyFds*);
   int on_destroy_srq(const proto::Handle&, UniqueFd*, int, proto::Empty*, ReplyFds*);

@@ -268,18 +268,38 @@ struct alignas(kCacheLine) SrqState {
 };
 static_assert(sizeof(SrqState) == kCacheLine);
 
+// A receive the router took off an SRQ's ring and has not completed yet, kept in the SRQ's
+// region (which the library keeps) so that a router process started after a crash finds it
+// (issue #23; router/srq_records.h). The receive WQE as it was in the ring (`slot` bytes)
+// follows the header. Written by the router only; read back by it as hostile input.
+struct SrqHeldRecord {
+  // kSrqRecordFree; kSrqRecordClaimed: the SRQ's next receive, taken for whichever of its QPs
+  // has a message next; kSrqRecordHeld: taken by QP `qpn` for a message arriving in parts.
+  std::atomic<uint32_t> state;
+  uint32_t qpn;
+};
+static_assert(sizeof(SrqHeldRecord) == 8);
+constexpr uint32_t kSrqRecordFree = 0;
+constexpr uint32_t kSrqRecordClaimed = 1;
+constexpr uint32_t kSrqRecordHeld = 2;
+// Records per SRQ: receives held at once beyond this are not kept across a restart.
+constexpr uint32_t kSrqHeldRecords = 256;
+
 struct SrqLayout {
   uint32_t entries, slot;
-  size_t ring_off, state_off, slots_off, total;
+  uint32_t record_size;  // an SrqHeldRecord and a slot, rounded up to 8 bytes
+  size_t ring_off, state_off, slots_off, records_off, total;
 };
 constexpr SrqLayout srq_layout(uint32_t entries, uint32_t slot) {
   SrqLayout l{};
   l.entries = entries;
   l.slot = slot;
+  l.record_size = static_cast<uint32_t>(align_up(sizeof(SrqHeldRecord) + slot, 8));
   l.ring_off = 0;
   l.state_off = sizeof(RingHeader);
   l.slots_off = l.state_off + sizeof(SrqState);
-  l.total = align_up(l.slots_off + static_cast<size_t>(entries) * slot, kPageSize);
+  l.records_off = align_up(l.slots_off + static_cast<size_t>(entries) * slot, kCacheLine);
+  l.total = align_up(l.records_off + size_t{kSrqHeldRecords} * l.record_size, kPageSize);
   return l;
 }
 

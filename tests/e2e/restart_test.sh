@@ -2,8 +2,9 @@
 # The router killed (SIGKILL) and started again, or upgraded in place (wharfd --upgrade),
 # under running perftest pairs (#23), every operation through the router (--direct-path off):
 # wharf-run registers each container again with its LID, the verbs libraries resume their
-# sessions with the new router process, and ib_write_bw and ib_send_bw run their whole -D time
-# and exit 0 on both sides; so does rping -V, whose rdma_cm ids the new process continues.
+# sessions with the new router process, and ib_write_bw and ib_send_bw (also with --use-srq)
+# run their whole -D time and exit 0 on both sides; so does rping -V, whose rdma_cm ids the
+# new process continues, and ucx_perftest over rc_verbs through a crash.
 #
 #   WHARF_BIN_DIR=build/bin bash tests/e2e/restart_test.sh
 set -uo pipefail
@@ -15,6 +16,7 @@ source "$HERE/lib.sh"
 e2e_init
 e2e_require_command ib_write_bw
 e2e_require_command rping
+e2e_require_command ucx_perftest
 E2E_WHARFD_ARGS="--direct-path off"
 e2e_start_router
 routers=1
@@ -49,23 +51,33 @@ both_exit_0() {
   done
 }
 
-for run in ib_write_bw:kill_and_restart ib_send_bw:kill_and_restart ib_write_bw:upgrade \
-  ib_send_bw:upgrade; do
+# TOOL:HOW[:OPTION]; ib_send_bw --use-srq receives through a shared receive queue, which the
+# new process continues with the receives the old one had claimed or held (router/srq_records.h).
+for run in ib_write_bw:kill_and_restart ib_send_bw:kill_and_restart \
+  ib_send_bw:kill_and_restart:--use-srq ib_write_bw:upgrade ib_send_bw:upgrade; do
   tool=${run%%:*}
   how=${run#*:}
+  option=
+  options=()
+  if [[ $how == *:* ]]; then
+    option=${how#*:}
+    how=${how%%:*}
+    options=("$option")
+  fi
+  name="$tool-$how${option:+-${option#--}}"
   srv=$(e2e_name S)
   cli=$(e2e_name C)
-  e2e_start_container "$tool-$how-server" "$srv" "$(e2e_vip 11)" preload "$tool" -D 2
+  e2e_start_container "$name-server" "$srv" "$(e2e_vip 11)" preload "$tool" -D 2 "${options[@]}"
   server_pid=$E2E_LAST_PID
   e2e_wait_listen "$srv" 18515 "$server_pid" 20
-  e2e_start_container "$tool-$how-client" "$cli" "$(e2e_vip 12)" preload "$tool" -D 2 \
+  e2e_start_container "$name-client" "$cli" "$(e2e_vip 12)" preload "$tool" -D 2 "${options[@]}" \
     "$(e2e_vip 11)"
   client_pid=$E2E_LAST_PID
   sleep 1
   "$how"
-  both_exit_0 "$tool" "$how"
-  e2e_expect "$tool-$how-client" "BW average"
-  e2e_log "$tool: both sides ran through the router's $how"
+  both_exit_0 "$tool${option:+ $option}" "$how"
+  e2e_expect "$name-client" "BW average"
+  e2e_log "$tool${option:+ $option}: both sides ran through the router's $how"
 done
 # rping -V: the connection's rdma_cm ids are continued too (router/kept_cm_ids.h), so the
 # disconnection at its end reaches both sides.
@@ -85,5 +97,22 @@ for how in kill_and_restart upgrade; do
   both_exit_0 "rping" "$how"
   e2e_log "rping -V: both sides ran through the router's $how"
 done
+# UCX (ucx_perftest tag_bw over rc_verbs, whose receives go through a shared receive queue,
+# with ud_verbs for its wire-up) through a crash: every message of its count arrives.
+srv=$(e2e_name S)
+cli=$(e2e_name C)
+ucx=(env "UCX_TLS=rc_v,self" UCX_NET_DEVICES=wharf0:1 ucx_perftest -p 13337)
+e2e_start_container ucx-server "$srv" "$(e2e_vip 11)" preload "${ucx[@]}"
+server_pid=$E2E_LAST_PID
+e2e_wait_listen "$srv" 13337 "$server_pid" 20
+e2e_start_container ucx-client "$cli" "$(e2e_vip 12)" preload "${ucx[@]}" "$(e2e_vip 11)" \
+  -t tag_bw -s 65536 -n 1500000
+client_pid=$E2E_LAST_PID
+sleep 1.5
+kill -0 "$client_pid" 2> /dev/null || e2e_fail "ucx_perftest ended before the router's crash"
+kill_and_restart
+both_exit_0 ucx_perftest kill_and_restart
+grep -qE "^Final: +1500000 " "$E2E_TMP/ucx-client.out" || e2e_fail "ucx_perftest: no final line"
+e2e_log "ucx_perftest tag_bw (rc_verbs): both sides ran through the router's kill_and_restart"
 e2e_expect upgrade "runs its new binary"
 e2e_log "PASS"

@@ -292,6 +292,56 @@ TEST_F(RouterResumeTest, ARegionThatIsNotTheSealedMemfdItWasIsRefused) {
   EXPECT_EQ(d.call(proto::Op::kHello, req, fds, 3, &rep), EINVAL);
 }
 
+// A shared receive queue comes back under its handle with its region (the receives posted
+// and not yet taken) and its limit, armed still if it was, and not armed again if it fired
+// (the region says disarmed); a tag-matching one is not restored.
+TEST_F(RouterResumeTest, AnSrqComesBackWithItsReceivesAndItsLimitAsItWas) {
+  proto::RouterClient old;
+  Held h;
+  open_session(&old, &h);
+  proto::CreateSrqReq req;
+  req.pd = h.pd;
+  req.max_wr = 8;
+  req.max_sge = 1;
+  proto::CreateSrqRep armed, fired;
+  UniqueFd armed_region, fired_region;
+  ASSERT_EQ(old.call(proto::Op::kCreateSrq, req, nullptr, 0, &armed, &armed_region, 1), 0);
+  ASSERT_EQ(old.call(proto::Op::kCreateSrq, req, nullptr, 0, &fired, &fired_region, 1), 0);
+  const shm::SrqLayout layout = shm::srq_layout(armed.entries, armed.slot);
+  auto* base = static_cast<uint8_t*>(
+      mmap(nullptr, layout.total, PROT_READ | PROT_WRITE, MAP_SHARED, armed_region.get(), 0));
+  ASSERT_NE(base, MAP_FAILED);
+  base[layout.slots_off] = 0x77;  // a receive the library wrote
+  proto::CreateSrqRep rep;
+  ASSERT_EQ(old.call(proto::Op::kModifySrq, proto::ModifySrqReq{armed.srq, IBV_SRQ_LIMIT, 0, 3},
+                     nullptr, 0, &rep),
+            0);
+  restart_router();
+
+  proto::RouterClient c;
+  ASSERT_EQ(resume_hello(&c, h), 0);
+  ASSERT_EQ(restore_pd_cq_mr(&c, h), 0);
+  // A tag-matching SRQ's list was the router's alone: not restored.
+  proto::CreateSrqReq tm = req;
+  tm.srq_type = IBV_SRQT_TM;
+  tm.cq = h.cq;
+  tm.max_num_tags = tm.max_ops = 4;
+  ASSERT_EQ(restore_next(&c, armed.srq, 0, 0, armed_region.get()), 0);
+  EXPECT_EQ(c.call(proto::Op::kCreateSrq, tm, nullptr, 0, &rep), EOPNOTSUPP);
+  req.srq_limit = 3;  // the limit the library last armed, on both
+  for (const auto* srq : {&armed, &fired}) {
+    const UniqueFd& region = srq == &armed ? armed_region : fired_region;
+    ASSERT_EQ(restore_next(&c, srq->srq, 0, 0, region.get()), 0);
+    ASSERT_EQ(c.call(proto::Op::kCreateSrq, req, nullptr, 0, &rep), 0);
+    EXPECT_EQ(rep.srq, srq->srq);
+    proto::QuerySrqRep q;
+    ASSERT_EQ(c.call(proto::Op::kQuerySrq, proto::Handle{srq->srq}, nullptr, 0, &q), 0);
+    EXPECT_EQ(q.srq_limit, srq == &armed ? 3u : 0u);
+  }
+  EXPECT_EQ(base[layout.slots_off], 0x77);
+  munmap(base, layout.total);
+}
+
 // A bug this suite found: the router's destructor cleared its sessions in place, and a session
 // ending with registrations wrote to the pages of sessions already freed (ASan: heap use after
 // free; here, at times, a crash).

@@ -263,7 +263,7 @@ void PrintTo(const SrqCase& c, std::ostream* os) {
 
 class SrqLayoutTest : public ::testing::TestWithParam<SrqCase> {};
 
-TEST_P(SrqLayoutTest, RingThenStateThenSlotsRoundedToPages) {
+TEST_P(SrqLayoutTest, RingThenStateThenSlotsThenRecordsRoundedToPages) {
   const SrqCase c = GetParam();
   const SrqLayout l = srq_layout(c.entries, c.slot);
   EXPECT_EQ(l.entries, c.entries);
@@ -271,14 +271,17 @@ TEST_P(SrqLayoutTest, RingThenStateThenSlotsRoundedToPages) {
   EXPECT_EQ(l.ring_off, 0u);
   EXPECT_EQ(l.state_off, 128u);
   EXPECT_EQ(l.slots_off, 192u);
+  // The held receives' records: a cache line after the slots, each a header and a slot.
+  EXPECT_EQ(l.records_off, align_up(l.slots_off + size_t{c.entries} * c.slot, kCacheLine));
+  EXPECT_EQ(l.record_size, align_up(sizeof(SrqHeldRecord) + c.slot, 8));
   EXPECT_EQ(l.total, c.total);
 }
 
-// 244 slots of 16 end exactly at 4096 (192 + 3904).
+// 244 slots of 16 end exactly at 4096 (192 + 3904); 256 records of 24 bytes follow.
 INSTANTIATE_TEST_SUITE_P(Table, SrqLayoutTest,
-                         ::testing::Values(SrqCase{0, 16, 4096}, SrqCase{1, 16, 4096},
-                                           SrqCase{244, 16, 4096}, SrqCase{245, 16, 8192},
-                                           SrqCase{kMaxQueueDepth, kBigRecv, 16257024}));
+                         ::testing::Values(SrqCase{0, 16, 8192}, SrqCase{1, 16, 8192},
+                                           SrqCase{244, 16, 12288}, SrqCase{245, 16, 12288},
+                                           SrqCase{kMaxQueueDepth, kBigRecv, 16384000}));
 
 // ---- QP counters ----
 

@@ -25,10 +25,14 @@ class RestartTest : public VerbsTest {
   // kMsgs messages from a_ to b_ (each a SEND, every fourth also a WRITE) while `restart`
   // is called once a third of them arrived: each arrives once, in order, with its bytes.
   // The QPs' ACK timeout (4.096 us * 2^timeout) and 7 retries outlast the restart.
-  void sends_and_writes_go_on_across(const std::function<void()>& restart, uint8_t timeout);
+  // kThroughSrq: b_'s QP takes its receives from an SRQ (resized once before, so that the
+  // region it is restored from is the one it was moved to).
+  enum Receives { kOwnQueue, kThroughSrq };
+  void sends_and_writes_go_on_across(const std::function<void()>& restart, uint8_t timeout,
+                                     Receives receives = kOwnQueue);
 };
 
-constexpr uint32_t kMsgLen = 1024;
+constexpr uint32_t kMsgLen = 65536;
 constexpr uint32_t kSlots = 32;   // receive slots, and send/WRITE slots
 constexpr uint32_t kWindow = 16;  // sends outstanding at most
 constexpr uint32_t kMsgs = 3000;
@@ -45,18 +49,33 @@ bool is_message(const uint8_t* p, uint32_t i) {
 }
 
 void RestartTest::sends_and_writes_go_on_across(const std::function<void()>& restart,
-                                                uint8_t timeout) {
+                                                uint8_t timeout, Receives receives) {
+  ibv_srq* srq = nullptr;
+  if (receives == kThroughSrq) {
+    ASSERT_NE(srq = create_srq(b_, kSlots / 2), nullptr);
+    ibv_srq_attr grown{};
+    grown.max_wr = kSlots;
+    ASSERT_EQ(ibv_modify_srq(srq, &grown, IBV_SRQ_MAX_WR), 0);
+  }
   ibv_qp* qa = create_qp(a_, IBV_QPT_RC);
-  ibv_qp* qb = create_qp(b_, IBV_QPT_RC);
+  ibv_qp* qb = create_qp(b_, IBV_QPT_RC, srq);
   ASSERT_NE(qa, nullptr);
   ASSERT_NE(qb, nullptr);
+
   connect(qa, a_, qb, b_, kFullAccess, 7, 7, timeout);
   connect(qb, b_, qa, a_, kFullAccess, 7, 7, timeout);
   Buffer src = make_buffer(a_, 2 * kSlots * kMsgLen, kFullAccess);
   Buffer dst = make_buffer(b_, 2 * kSlots * kMsgLen, kFullAccess);
   uint8_t* const written = dst.data + kSlots * kMsgLen;  // WRITEs' slots
+  const auto post_receive = [&](uint32_t r) {
+    if (srq != nullptr) {
+      post_srq_recv(srq, dst, r * kMsgLen, kMsgLen, r);
+    } else {
+      post_recv(qb, dst, r * kMsgLen, kMsgLen, r);
+    }
+  };
 
-  for (uint32_t r = 0; r < kSlots; ++r) post_recv(qb, dst, r * kMsgLen, kMsgLen, r);
+  for (uint32_t r = 0; r < kSlots; ++r) post_receive(r);
   uint32_t posted = 0, sent = 0, received = 0;
   bool restarted = false;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
@@ -94,7 +113,7 @@ void RestartTest::sends_and_writes_go_on_across(const std::function<void()>& res
       ASSERT_TRUE(is_message(dst.data + slot * kMsgLen, received))
           << "message " << received << " lost, repeated or torn";
       ++received;
-      post_recv(qb, dst, slot * kMsgLen, kMsgLen, slot);
+      post_receive(slot);
     }
     // The sender: SENDs complete in order; a completed WRITE has landed.
     n = ibv_poll_cq(a_.cq, static_cast<int>(kWindow), wc);
@@ -118,12 +137,19 @@ void RestartTest::sends_and_writes_go_on_across(const std::function<void()>& res
   EXPECT_TRUE(restarted);
   ibv_destroy_qp(qa);
   ibv_destroy_qp(qb);
+  if (srq != nullptr) {
+    EXPECT_EQ(ibv_destroy_srq(srq), 0);
+  }
   free_buffer(&src);
   free_buffer(&dst);
 }
 
 TEST_F(RestartTest, SendsAndWritesGoOnExactlyOnceAcrossAKilledAndRestartedRouter) {
   sends_and_writes_go_on_across([] { router_->restart(); }, 14);
+}
+
+TEST_F(RestartTest, SendsThroughAnSrqGoOnExactlyOnceAcrossAKilledAndRestartedRouter) {
+  sends_and_writes_go_on_across([] { router_->restart(); }, 14, kThroughSrq);
 }
 
 TEST_F(RestartTest, SendsAndWritesGoOnExactlyOnceAcrossAnUpgradedRouter) {
@@ -149,6 +175,10 @@ TEST_F(CrossHostRestartTest, SendsAndWritesGoOnExactlyOnceWhenTheReceiversRouter
 
 TEST_F(CrossHostRestartTest, SendsAndWritesGoOnExactlyOnceWhenTheReceiversRouterIsUpgraded) {
   sends_and_writes_go_on_across([] { cluster_->router(1).upgrade(); }, 17);
+}
+
+TEST_F(CrossHostRestartTest, SendsThroughAnSrqGoOnExactlyOnceWhenTheReceiversRouterRestarts) {
+  sends_and_writes_go_on_across([] { cluster_->router(1).restart(); }, 17, kThroughSrq);
 }
 
 // FETCH_ADDs through restarts of the responder's router, each killed while an add is in
