@@ -535,6 +535,10 @@ void CmManager::on_mad_st(int from, const proto::CmMad& m) {
   if (id == nullptr) {
     // A REP for an id that is gone: refuse it, so the passive side does not wait forever.
     if (m.type == proto::kCmRep) answer_st(from, m, proto::kCmRej, proto::kCmRejConsumerDefined);
+    // A DREQ for an id whose process has not resumed since a restart: it hears it when it
+    // does (restore_st).
+    if (m.type == proto::kCmDreq && m.receiver_comm != 0)
+      kept_.disconnect_left(m.receiver_comm, from, m.sender_comm);
     return;
   }
   proto::CmEventMsg ev;
@@ -580,9 +584,7 @@ void CmManager::on_mad_st(int from, const proto::CmMad& m) {
       return lose_peer_st(id, m.status, m.param.private_data.data(),
                           std::min(m.param.private_data_len, proto::kCmRejPrivateData));
     case proto::kCmDreq:
-      if (id->state != CmState::kEstablished && id->state != CmState::kAccepted &&
-          id->state != CmState::kResponded)
-        return;
+      if (!closed_by_dreq(id->state)) return;
       id->state = CmState::kClosed;
       id->peer_comm = 0;
       return post_st(id, RDMA_CM_EVENT_DISCONNECTED, 0);
@@ -775,7 +777,10 @@ int CmManager::restore_st(CmId* id, const KeptCmId& k, uint32_t slot) {
   id->state = static_cast<CmState>(k.state);
   changed(id);
   // What it was waiting for went with the old process: it fails as its wait would have.
-  if (id->state == CmState::kResolving) {
+  if (k.peer_left != 0) {
+    id->peer_comm = 0;
+    post_st(id, RDMA_CM_EVENT_DISCONNECTED, 0);
+  } else if (id->state == CmState::kResolving) {
     id->state = CmState::kBound;
     post_st(id, RDMA_CM_EVENT_ADDR_ERROR, -ETIMEDOUT);
   } else if (handshaking(id->state)) {

@@ -64,6 +64,11 @@ enum class CmState : uint8_t {
   kClosed,       // disconnected or rejected: only destroy is left
 };
 const char* cm_state_name(CmState s);
+// Whether a DREQ closes an id in state s: one its peer may consider connected (the passive
+// side before RTU, the active side before it sent RTU, and established ones).
+constexpr bool closed_by_dreq(CmState s) {
+  return s == CmState::kEstablished || s == CmState::kAccepted || s == CmState::kResponded;
+}
 
 // peer_host of an id whose peer is on this router.
 constexpr int kThisHost = -1;

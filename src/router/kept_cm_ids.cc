@@ -15,6 +15,7 @@
 #include "common/fnv.h"
 #include "common/private_file.h"
 #include "common/unique_fd.h"
+#include "router/cm_objects.h"
 
 namespace wharf::router {
 
@@ -157,6 +158,22 @@ std::vector<KeptCmIds::Left> KeptCmIds::claim(uint64_t netns_ino, int32_t pid) {
   mine.assign(theirs, left_.end());
   left_.erase(theirs, left_.end());
   return mine;
+}
+
+bool KeptCmIds::disconnect_left(uint32_t comm, int32_t from, uint32_t sender_comm) {
+  for (Left& l : left_) {
+    KeptCmId& id = l.id;
+    if (id.comm != comm || id.peer_host != from ||
+        (id.peer_comm != 0 && id.peer_comm != sender_comm))
+      continue;
+    if (!closed_by_dreq(static_cast<CmState>(id.state))) return false;
+    id.state = static_cast<uint8_t>(CmState::kClosed);
+    id.peer_comm = 0;
+    id.peer_left = 1;
+    keep(l.slot, id);  // a process killed now leaves it so too
+    return true;
+  }
+  return false;
 }
 
 void KeptCmIds::drop_stale(uint64_t now) {

@@ -47,7 +47,10 @@ struct KeptCmId {
   uint8_t bound = 0;
   uint8_t reuseaddr = 0;
   uint8_t afonly = 0;
-  uint8_t reserved[2] = {};
+  // 1: its peer disconnected while no process had claimed it (KeptCmIds::disconnect_left);
+  // the process that claims it hears RDMA_CM_EVENT_DISCONNECTED.
+  uint8_t peer_left = 0;
+  uint8_t reserved = 0;
   proto::CmAddr local;
   proto::CmAddr remote;
   proto::Gid remote_gid{};
@@ -86,6 +89,9 @@ class KeptCmIds {
     KeptCmId id;
   };
   std::vector<Left> claim(uint64_t netns_ino, int32_t pid);
+  // A DREQ from host `from`'s id `sender_comm` for an id no process claimed yet: if it is a
+  // connected id of that peer, it is kept closed with peer_left set. False if there is none.
+  bool disconnect_left(uint32_t comm, int32_t from, uint32_t sender_comm);
   // Forgets the records nobody claimed within kOrphanLifeNs of open (at `now`).
   void drop_stale(uint64_t now);
   size_t left() const { return left_.size(); }

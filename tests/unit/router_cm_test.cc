@@ -728,5 +728,62 @@ TEST_F(RouterCmResumeTest, AnotherProcessCannotTakeTheIds) {
   EXPECT_EQ(ids, 1u);
 }
 
+// A peer that disconnects while the other end's process has not resumed yet (its id only a
+// record the new process keeps): that process hears DISCONNECTED when it resumes (a bug this
+// found: the DREQ was dropped, and the id stayed connected to nobody).
+TEST_F(RouterCmResumeTest, ADisconnectionBeforeThePeerResumedReachesItWhenItDoes) {
+  int to_child[2], to_parent[2];
+  ASSERT_EQ(pipe(to_child), 0);
+  ASSERT_EQ(pipe(to_parent), 0);
+  const auto tell = [](int fd, char c) { (void)!write(fd, &c, 1); };
+  const auto hear = [](int fd) {  // '?' after 5 s or when the other process is gone
+    pollfd p{fd, POLLIN, 0};
+    char c = '?';
+    if (poll(&p, 1, 5000) != 1 || read(fd, &c, 1) != 1) return '?';
+    return c;
+  };
+  const pid_t child = fork();
+  if (child == 0) {  // the active side, in a process of its own
+    ::close(to_child[1]);
+    ::close(to_parent[0]);
+    CmClient client(sock_.path(), true);
+    const uint32_t qpn = client.make_qp();
+    hear(to_child[0]);  // the listener is there
+    const uint32_t active = routed(client, 7103);
+    bool ok = client.call(proto::Op::kCmConnect, conn(active, qpn)) == 0 &&
+              client.next_event().event == RDMA_CM_EVENT_CONNECT_RESPONSE &&
+              client.call(proto::Op::kCmEstablish, step(active)) == 0;
+    tell(to_parent[1], ok ? 'E' : 'n');
+    hear(to_child[0]);  // restarted, and the other side resumed and disconnected
+    uint32_t ids = 0;
+    ok = ok && client.resume(sock_.path(), &ids) == 0 && ids == 1;
+    const proto::CmEventMsg ev = client.next_event();
+    ok = ok && ev.id == active && ev.event == RDMA_CM_EVENT_DISCONNECTED;
+    tell(to_parent[1], ok ? 'y' : 'n');
+    _exit(0);
+  }
+  ::close(to_child[0]);
+  ::close(to_parent[1]);
+  CmClient server(sock_.path(), true);
+  listen(server, 7103);
+  tell(to_child[1], 'L');
+  const proto::CmEventMsg req = server.next_event();
+  ASSERT_EQ(req.event, RDMA_CM_EVENT_CONNECT_REQUEST);
+  ASSERT_EQ(server.call(proto::Op::kCmAccept, conn(req.id, server.make_qp())), 0);
+  EXPECT_EQ(server.next_event().event, RDMA_CM_EVENT_ESTABLISHED);
+  ASSERT_EQ(hear(to_parent[0]), 'E');
+  restart({&server});
+  uint32_t ids = 0;
+  ASSERT_EQ(server.resume(sock_.path(), &ids), 0);
+  EXPECT_EQ(ids, 2u) << "the listener and the passive id";
+  ASSERT_EQ(server.call(proto::Op::kCmDisconnect, step(req.id)), 0);
+  EXPECT_EQ(server.next_event().event, RDMA_CM_EVENT_DISCONNECTED);
+  tell(to_child[1], 'R');
+  EXPECT_EQ(hear(to_parent[0]), 'y') << "the active side did not hear the disconnection";
+  ::close(to_child[1]);  // a child still waiting hears '?' and ends
+  waitpid(child, nullptr, 0);
+  ::close(to_parent[0]);
+}
+
 }  // namespace
 }  // namespace wharf::router

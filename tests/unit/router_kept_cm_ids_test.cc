@@ -72,6 +72,35 @@ TEST_F(KeptCmIdsTest, EachProcessClaimsItsOwnIdsOnceFromTheNextRouterProcess) {
   EXPECT_EQ(second->claim(7, 200).size(), 1u);
 }
 
+// A DREQ for an id nobody claimed yet closes its record (in the file too: a process killed
+// again before the claim leaves it so), if it comes from that id's peer and the id was
+// connected; the claim then sees peer_left.
+TEST_F(KeptCmIdsTest, ADisconnectionFromItsPeerClosesAnUnclaimedIdsRecord) {
+  auto first = open();
+  KeptCmId connected = record(7, 100, 1, 11);
+  connected.peer_host = 2;
+  KeptCmId listening = record(7, 100, 2, 12);
+  listening.state = static_cast<uint8_t>(CmState::kListening);
+  first->keep(KeptCmIds::kNoSlot, connected);
+  first->keep(KeptCmIds::kNoSlot, listening);
+  first.reset();
+
+  auto second = open();
+  EXPECT_FALSE(second->disconnect_left(11, 3, 111)) << "from another host";
+  EXPECT_FALSE(second->disconnect_left(11, 2, 999)) << "from another id of its peer's host";
+  EXPECT_FALSE(second->disconnect_left(12, -1, 112)) << "an id that is not connected";
+  EXPECT_TRUE(second->disconnect_left(11, 2, 111));
+  second.reset();
+
+  auto third = open();
+  for (const KeptCmIds::Left& l : third->claim(7, 100)) {
+    if (l.id.comm != 11) continue;
+    EXPECT_EQ(l.id.state, static_cast<uint8_t>(CmState::kClosed));
+    EXPECT_EQ(l.id.peer_left, 1);
+    EXPECT_EQ(l.id.peer_comm, 0u);
+  }
+}
+
 // A slot is rewritten in its older copy: a process killed in the middle of a write leaves a
 // copy whose checksum fails, and the next process reads the other.
 TEST_F(KeptCmIdsTest, ARecordTornByAKillLeavesTheOneBeforeIt) {
