@@ -5,6 +5,9 @@
 #
 #   sudo bash bench/ab_local.sh BUILD_A BUILD_B [REPS]    # e.g. build-main build
 #
+# WHARFD_ARGS: more arguments for both routers (e.g. "--direct-path off": every message
+# through the router); PERFTEST_ARGS: more for every perftest command (e.g. --use-srq).
+#
 # Figures (64 B unless said): ib_send_lat typical (us), ib_send_bw message rate (Mpps),
 # ib_send_bw 64 KiB (MB/s), ib_send_lat -e (completion events) 8 B typical (us). Each build dir needs bin/wharfd, bin/wharf-run and
 # lib/libibverbs.so.1 (any build type; say which in the results). Needs root and perftest.
@@ -32,15 +35,18 @@ perftest() {
   local build=$1 column=$2 sock=$WORK/wharfd.sock server
   shift 2
   rm -f "$sock"
-  "$build/bin/wharfd" --socket "$sock" > "$WORK/wharfd.log" 2>&1 &
+  # shellcheck disable=SC2086 # WHARFD_ARGS and PERFTEST_ARGS are word lists
+  "$build/bin/wharfd" --socket "$sock" ${WHARFD_ARGS:-} > "$WORK/wharfd.log" 2>&1 &
   ROUTER_PID=$!
   for _ in $(seq 50); do [[ -S $sock ]] && break; sleep 0.1; done
+  # shellcheck disable=SC2086
   timeout 60 "$build/bin/wharf-run" --router "$sock" --name abs --vip 198.18.0.51 -- "$@" \
-    > /dev/null 2>&1 &
+    ${PERFTEST_ARGS:-} > /dev/null 2>&1 &
   server=$!
   sleep 1
+  # shellcheck disable=SC2086
   timeout 60 "$build/bin/wharf-run" --router "$sock" --name abc --vip 198.18.0.52 -- \
-    "$@" 198.18.0.51 2>&1 | awk -v c="$column" '/^ *[0-9]+ +[0-9]+ /{v = $c} END {print v}'
+    "$@" ${PERFTEST_ARGS:-} 198.18.0.51 2>&1 | awk -v c="$column" '/^ *[0-9]+ +[0-9]+ /{v = $c} END {print v}'
   wait "$server" || true
   kill "$ROUTER_PID"
   wait "$ROUTER_PID" 2> /dev/null || true
