@@ -15,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -806,8 +807,14 @@ TEST_F(ExpressTest, TwoThreadsWaitingOnOneChannelBothGetTheirEvents) {
 }
 
 // A line whose peer went away ends in end of file, which is readable for ever: the channel
-// watching it is readable until a wait services the line, and quiet after.
+// watching it is readable until a wait services the line, and quiet after. The library's
+// helper thread services a line idle for WHARF_EXPRESS_IDLE_US (1 ms by default) too, and
+// takes a broken one off its CQ's set at once, so the end is certain to show on the channel
+// only where the helper sleeps longer than the wait (verify.express_sleepers); a test that
+// required it everywhere failed when the helper got there first (ASan, a loaded machine).
 TEST_F(ExpressTest, ALineWhosePeerWentAwayLeavesItsChannelQuiet) {
+  const char* idle_us = getenv("WHARF_EXPRESS_IDLE_US");
+  const bool helper_sleeps = idle_us != nullptr && strtoull(idle_us, nullptr, 10) >= 20'000'000;
   ibv_comp_channel* channel = nullptr;
   Side eb = b_;
   ASSERT_NO_FATAL_FAILURE(channel_cq_on_b(64, &channel, &eb.cq));
@@ -820,11 +827,16 @@ TEST_F(ExpressTest, ALineWhosePeerWentAwayLeavesItsChannelQuiet) {
   const int flags = fcntl(channel->fd, F_GETFL);
   ASSERT_EQ(fcntl(channel->fd, F_SETFL, flags | O_NONBLOCK), 0);
   ASSERT_EQ(ibv_destroy_qp(p.qa), 0);  // the peer library and router close their ends
-  ASSERT_TRUE(channel_readable(channel, 10000, false)) << "the line's end never showed";
-  ibv_cq* ev_cq = nullptr;
-  void* ev_ctx = nullptr;
-  EXPECT_NE(ibv_get_cq_event(channel, &ev_cq, &ev_ctx), 0);
-  EXPECT_EQ(errno, EAGAIN);
+  const bool showed = channel_readable(channel, helper_sleeps ? 10000 : 1000, false);
+  if (helper_sleeps) {
+    ASSERT_TRUE(showed) << "the line's end never showed";
+  }
+  if (showed) {
+    ibv_cq* ev_cq = nullptr;
+    void* ev_ctx = nullptr;
+    EXPECT_NE(ibv_get_cq_event(channel, &ev_cq, &ev_ctx), 0);
+    EXPECT_EQ(errno, EAGAIN);
+  }
   EXPECT_FALSE(channel_readable(channel, 0, false)) << "the broken line keeps the fd readable";
   EXPECT_EQ(ibv_destroy_qp(p.qb), 0);
   EXPECT_EQ(ibv_destroy_cq(cq), 0);
