@@ -72,12 +72,6 @@ struct Id {
   int64_t init_access = -1;
   Peer peer;
   uint16_t remote_lid = 0;
-  // The QP transitions the router applied with connection steps (proto::CmQpSteps) since the
-  // QP reached INIT: our libibverbs, which brings a QP back after a router restart by the
-  // ibv_modify_qp calls it saw, did not see these, so they are made again through it then
-  // (redrive_qps, on the thread that resumes the library's router connection: steps_mu).
-  std::vector<proto::QpStep> router_steps;
-  std::mutex steps_mu;
 
   // Options the library keeps (rdma_set_option).
   uint8_t tos = 0;

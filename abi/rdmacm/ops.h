@@ -56,9 +56,6 @@ int add_rts_step(Id* id, uint8_t initiator_depth, proto::CmQpSteps* steps);
 void add_err_step(Id* id, proto::CmQpSteps* steps);
 void qp_steps_done(Id* id, const proto::CmQpSteps& steps, bool ok);
 int modify_qp_err(Id* id);
-// After a router restart: the QPs of ids that the router moved with connection steps are
-// moved again, through libibverbs (which restores them in INIT): Id::router_steps.
-void redrive_qps();
 // rdma-core's ucma_create_cqs / ucma_destroy_cqs: CQs (each with its completion channel) the
 // id owns, for the sizes that are nonzero.
 int create_cqs(Id* id, uint32_t send_size, uint32_t recv_size);

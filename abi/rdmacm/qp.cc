@@ -7,12 +7,10 @@
 
 #include <cerrno>
 #include <cstring>
-#include <mutex>
 
 #include "abi/rdmacm/addr.h"
 #include "abi/rdmacm/export.h"
 #include "abi/rdmacm/ops.h"
-#include "abi/rdmacm/registry.h"
 #include "abi/rdmacm/router_link.h"
 #include "proto/verbs_wire.h"
 
@@ -128,10 +126,6 @@ void add_step(const ibv_qp_attr& attr, int mask, proto::CmQpSteps* steps) {
 // rdma-core's ucma_init_conn_qp.
 int init_conn_qp(Id* id, ibv_qp* qp) {
   id->init_access = -1;
-  {
-    std::lock_guard<std::mutex> g(id->steps_mu);
-    id->router_steps.clear();
-  }
   return modify_init(id, qp);
 }
 
@@ -206,36 +200,14 @@ void qp_steps_done(Id* id, const proto::CmQpSteps& steps, bool ok) {
     errno = err;
     return;
   }
+  // The router keeps them in the QP's region, for libibverbs to restore the QP with after a
+  // router restart (proto/qp_cm_step_log.h).
   for (uint32_t i = 0; i < steps.count; ++i) {
     const proto::QpStep& s = steps.steps[i];
     if (s.attr.qp_state == IBV_QPS_INIT) id->init_access = s.attr.qp_access_flags;
-    try {
-      std::lock_guard<std::mutex> g(id->steps_mu);
-      id->router_steps.push_back(s);
-    } catch (...) {  // then a router restart leaves the QP in INIT, as before
-    }
   }
   // What ibv_modify_qp does to the QP on success, for transitions that do not reset it.
   qp->state = static_cast<ibv_qp_state>(steps.steps[steps.count - 1].attr.qp_state);
-}
-
-void redrive_qps() {
-  registry::for_each([](Id* id) {
-    std::lock_guard<std::mutex> g(id->steps_mu);
-    ibv_qp* qp = id->id.qp;
-    if (qp == nullptr || id->router_steps.empty()) return;
-    // Asking brings libibverbs's session back first, if it is not yet: the QP is then in the
-    // state its ibv_modify_qp calls left it in, INIT unless the application moved it since.
-    ibv_qp_attr now{};
-    ibv_qp_init_attr init{};
-    if (ibv_query_qp(qp, &now, IBV_QP_STATE, &init) != 0 || now.qp_state != IBV_QPS_INIT) return;
-    for (const proto::QpStep& s : id->router_steps) {
-      ibv_qp_attr attr{};
-      proto::from_wire(s.attr, &attr);
-      if (ibv_modify_qp(qp, &attr, static_cast<int>(s.attr_mask)) != 0) return;
-    }
-    id->router_steps.clear();  // libibverbs has them now
-  });
 }
 
 int modify_qp_err(Id* id) {
@@ -372,12 +344,7 @@ WHARF_EXPORT int rdma_create_qp(rdma_cm_id* id, ibv_pd* pd, ibv_qp_init_attr* qp
 
 WHARF_EXPORT void rdma_destroy_qp(rdma_cm_id* id) {
   if (id == nullptr) return;
-  {
-    // Not while a resume moves it (redrive_qps).
-    std::lock_guard<std::mutex> g(to_id(id)->steps_mu);
-    if (id->qp != nullptr) ibv_destroy_qp(id->qp);
-    id->qp = nullptr;
-    to_id(id)->router_steps.clear();
-  }
+  if (id->qp != nullptr) ibv_destroy_qp(id->qp);
+  id->qp = nullptr;
   destroy_cqs(to_id(id));
 }

@@ -95,10 +95,7 @@ int RouterLink::resume(proto::RouterClient* fresh) {
   auto restore = [&] {
     if (int err = restore_channels(fresh); err != 0) return err;
     proto::CmResumeRep rep;
-    if (int err = fresh->call(proto::Op::kCmResume, proto::Empty{}, nullptr, 0, &rep); err != 0)
-      return err;
-    redrive_qps();
-    return 0;
+    return fresh->call(proto::Op::kCmResume, proto::Empty{}, nullptr, 0, &rep);
   };
   const int err =
       proto::resume_with_retries(fresh, socket_.c_str(), greet, restore, [] { return false; });

@@ -60,7 +60,8 @@ class RouterLink {
   int open_device_locked();
   // Connects `fresh` to a new router process on the same socket after this one's died or
   // was replaced (issue #23): CmOpen, the channels under their handles, then CmResume (the
-  // router continues the ids it kept), and the ids' QPs are moved again (redrive_qps).
+  // router continues the ids it kept). The ids' QPs need nothing: libibverbs restores them
+  // with the transitions connection steps applied (proto/qp_cm_step_log.h).
   int resume(proto::RouterClient* fresh);
 
   proto::RouterClient client_;

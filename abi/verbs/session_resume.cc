@@ -5,6 +5,7 @@
 #include <map>
 
 #include "abi/verbs/provider.h"
+#include "proto/qp_cm_step_log.h"
 #include "proto/resume_retry.h"
 
 namespace wharf::abi {
@@ -45,6 +46,8 @@ int hello_again(Context* ctx, proto::RouterClient* fresh) {
 // Restores every object of ctx on `fresh`, which said Hello. Caller holds objects_mu.
 int restore_objects(Context* ctx, proto::RouterClient* fresh) {
   if (!ctx->xrcds.empty() || !ctx->mws.empty()) return EOPNOTSUPP;
+  // Only basic SRQs come back; the router refuses the others' restore just as well
+  // (Session::on_create_srq), but failing here first leaves nothing half restored.
   for (const auto& [h, s] : ctx->srqs) {
     if (to_srq(s)->request.srq_type != IBV_SRQT_BASIC) return EOPNOTSUPP;  // XRC, TM, WQ
   }
@@ -87,7 +90,10 @@ int restore_objects(Context* ctx, proto::RouterClient* fresh) {
       return err;
   }
   for (const auto& [h, q] : in_order(ctx->qps)) {
-    const Qp* qp = to_qp(q);
+    Qp* qp = to_qp(q);
+    // The transitions the router applied for the QP's rdma_cm id go back among our own.
+    auto* cm_steps = reinterpret_cast<shm::QpCmSteps*>(qp->map.data + qp->layout.cm_steps_off);
+    if (int err = proto::merge_cm_steps(cm_steps, h, &qp->modifications); err != 0) return err;
     if (int err = restore<proto::CreateQpRep>(fresh, {h, q->qp_num, qp->proof}, qp->region.get(),
                                               Op::kCreateQp, qp->request);
         err != 0)

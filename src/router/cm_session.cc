@@ -8,6 +8,7 @@
 
 #include <cstring>
 
+#include "proto/qp_cm_step_log.h"
 #include "router/cm_manager.h"
 #include "router/router.h"
 #include "router/session.h"
@@ -262,6 +263,7 @@ int Session::apply_qp_steps(const proto::CmQpSteps& steps) {
   for (uint32_t i = 0; i < steps.count; ++i) {
     const proto::QpStep& s = steps.steps[i];
     if (int err = qp->owner->modify_qp(qp, s.attr_mask, s.attr); err != 0) return err;
+    proto::note_cm_step(qp->cm_steps(), s);
   }
   return 0;
 }

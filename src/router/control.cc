@@ -18,6 +18,7 @@
 #include "common/clock.h"
 #include "proto/datagram.h"
 #include "proto/device.h"
+#include "proto/qp_cm_step_log.h"
 #include "proto/qp_rules.h"
 #include "proto/wire_names.h"
 #include "router/executor.h"
@@ -857,7 +858,11 @@ int Session::on_create_qp(const proto::CreateQpReq& req, UniqueFd*, int, proto::
 
 int Session::on_modify_qp(const proto::ModifyQpReq& req, UniqueFd*, int, proto::Empty*, ReplyFds*) {
   Qp* qp = find_qp(req.qp);
-  return qp == nullptr ? EINVAL : modify_qp(qp, req.attr_mask, req.attr);
+  if (qp == nullptr) return EINVAL;
+  if (int err = modify_qp(qp, req.attr_mask, req.attr); err != 0) return err;
+  const bool reset = (req.attr_mask & IBV_QP_STATE) && req.attr.qp_state == IBV_QPS_RESET;
+  proto::note_owner_modification(qp->cm_steps(), reset);
+  return 0;
 }
 
 int Session::modify_qp(Qp* qp, uint32_t attr_mask, const proto::QpAttr& attr) {
@@ -1188,13 +1193,10 @@ int Session::move_srq_st(Srq* srq, uint32_t entries) {
   }
   auto* hdr = reinterpret_cast<shm::RingHeader*>(fresh.data() + layout.ring_off);
   hdr->producer.value.store(waiting, std::memory_order_relaxed);
-  // The records of the receives claimed and held go along, at the same places.
-  memcpy(fresh.data() + layout.records_off, srq->shm.data() + srq->layout.records_off,
-         size_t{shm::kSrqHeldRecords} * layout.record_size);
+  srq->records.move_to(fresh.data(), layout);  // the receives claimed and held go along
   srq->shm = std::move(fresh);
   srq->layout = layout;
   attach_srq_region(srq);
-  srq->records.rebase(srq->shm.data(), layout);
   return 0;
 }
 

@@ -439,6 +439,10 @@ struct Qp {
   shm::QpCounters* counters() const {
     return reinterpret_cast<shm::QpCounters*>(shm.data() + layout().counters_off);
   }
+  // The transitions its rdma_cm id's connection steps applied (proto/qp_cm_step_log.h).
+  shm::QpCmSteps* cm_steps() const {
+    return reinterpret_cast<shm::QpCmSteps*>(shm.data() + layout().cm_steps_off);
+  }
   shm::QpLayout layout() const { return shm::qp_layout(sq_entries, sq_slot, rq_entries, rq_slot); }
   // The router's side of its send ring and of its receive ring (of capacity 0, which takes
   // nothing, for a QP with no receive queue of its own).

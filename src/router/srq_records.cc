@@ -18,7 +18,11 @@ void SrqRecords::attach_fresh(uint8_t* region, const shm::SrqLayout& layout) {
   for (uint32_t i = shm::kSrqHeldRecords; i-- > 0;) free_.push_back(i);
 }
 
-void SrqRecords::rebase(uint8_t* region, const shm::SrqLayout& layout) { set(region, layout); }
+void SrqRecords::move_to(uint8_t* region, const shm::SrqLayout& layout) {
+  std::memcpy(region + layout.records_off, records_,
+              size_t{shm::kSrqHeldRecords} * layout.record_size);
+  set(region, layout);
+}
 
 SrqRecords::Left SrqRecords::adopt(uint8_t* region, const shm::SrqLayout& layout) {
   set(region, layout);

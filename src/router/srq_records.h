@@ -25,8 +25,9 @@ class SrqRecords {
 
   // The records of a new region (all zeros: all free), at `region` laid out as `layout`.
   void attach_fresh(uint8_t* region, const shm::SrqLayout& layout);
-  // The same records, copied verbatim to a region the SRQ moved to (ibv_modify_srq).
-  void rebase(uint8_t* region, const shm::SrqLayout& layout);
+  // Copies the records, under the same indices, into a region the SRQ moves to
+  // (ibv_modify_srq), and goes on there. The slot size, and so the record size, is the same.
+  void move_to(uint8_t* region, const shm::SrqLayout& layout);
 
   // What a previous process left in an adopted region: the receive it had claimed (kNone if
   // none) and those QPs held, as (QPN, record). Any record in a state it could not have left

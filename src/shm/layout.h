@@ -236,11 +236,35 @@ struct QpCounters {
   }
 };
 
-// ---- Queue pair: send ring, receive ring, direct-path line, counters, then the slots. ----
+// The transitions the router applied to a QP for its rdma_cm id (a connection step's
+// proto::CmQpSteps), kept in the QP's region because its library's ibv_modify_qp calls do not
+// include them: a resumed session replays them among those calls, in the order the router
+// applied them (issue #23; abi/verbs/session_resume.cc). Written by the router; read and
+// emptied by the library before it restores the QP, with no router process serving the QP.
+inline constexpr uint32_t kQpCmStepRecords = 8;  // a connection takes four at most
+inline constexpr uint32_t kQpCmStepBytes = 120;  // a proto::QpStep, copied as it is
+struct QpCmStepRecord {
+  // How many of the owner's own modifications (`QpCmSteps::modifications`) preceded it.
+  uint32_t after_modifications;
+  uint8_t step[kQpCmStepBytes];
+};
+struct QpCmSteps {
+  // The owner's successful ModifyQp requests since the QP was created or last reset, counted
+  // by the router (its library keeps each of them, and forgets them all at a reset).
+  alignas(kCacheLine) uint32_t modifications;
+  uint32_t count;  // records[0, count) in use
+  uint32_t lost;   // 1: more steps than records (the QP cannot be restored)
+  uint32_t reserved;
+  QpCmStepRecord records[kQpCmStepRecords];
+};
+
+// ---- Queue pair: send ring, receive ring, direct-path line, counters, the rdma_cm
+// transitions, then the slots. ----
 struct QpLayout {
   uint32_t sq_entries, sq_slot;
   uint32_t rq_entries, rq_slot;  // rq_entries == 0 when the QP uses an SRQ
-  size_t sq_ring_off, rq_ring_off, direct_off, counters_off, sq_slots_off, rq_slots_off, total;
+  size_t sq_ring_off, rq_ring_off, direct_off, counters_off, cm_steps_off, sq_slots_off,
+      rq_slots_off, total;
 };
 constexpr QpLayout qp_layout(uint32_t sq_entries, uint32_t sq_slot, uint32_t rq_entries,
                              uint32_t rq_slot) {
@@ -253,7 +277,8 @@ constexpr QpLayout qp_layout(uint32_t sq_entries, uint32_t sq_slot, uint32_t rq_
   l.rq_ring_off = sizeof(RingHeader);
   l.direct_off = 2 * sizeof(RingHeader);
   l.counters_off = l.direct_off + sizeof(QpDirect);
-  l.sq_slots_off = l.counters_off + sizeof(QpCounters);
+  l.cm_steps_off = l.counters_off + sizeof(QpCounters);
+  l.sq_slots_off = l.cm_steps_off + sizeof(QpCmSteps);
   l.rq_slots_off = l.sq_slots_off + static_cast<size_t>(sq_entries) * sq_slot;
   l.total = align_up(l.rq_slots_off + static_cast<size_t>(rq_entries) * rq_slot, kPageSize);
   return l;

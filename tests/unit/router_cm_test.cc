@@ -15,8 +15,10 @@
 
 #include "proto/cm_messages.h"
 #include "proto/datagram.h"
+#include "proto/qp_cm_step_log.h"
 #include "proto/router_client.h"
 #include "router/router.h"
+#include "support/shared_mapping.h"
 #include "support/temp_socket.h"
 
 namespace wharf::router {
@@ -109,8 +111,23 @@ class CmClient {
     UniqueFd qp_fd;
     EXPECT_EQ(client_.call(proto::Op::kCreateQp, q, nullptr, 0, &rep, &qp_fd, 1), 0);
     qp_ = rep.qp;
+    const shm::QpLayout l =
+        shm::qp_layout(rep.sq_entries, rep.sq_slot, rep.rq_entries, rep.rq_slot);
+    qp_region_ = std::make_unique<test_support::SharedMapping>(qp_fd.get(), l.total);
+    EXPECT_NE(qp_region_->data, nullptr);
+    cm_steps_ = reinterpret_cast<const shm::QpCmSteps*>(qp_region_->data + l.cm_steps_off);
     return rep.qpn;
   }
+  // ibv_modify_qp on the QP make_qp made.
+  int modify_qp(uint32_t attr_mask, const proto::QpAttr& attr) {
+    proto::ModifyQpReq req;
+    req.qp = qp_;
+    req.attr_mask = attr_mask;
+    req.attr = attr;
+    return call(proto::Op::kModifyQp, req);
+  }
+  // The rdma_cm transitions the router keeps in that QP's region.
+  const shm::QpCmSteps& cm_steps() const { return *cm_steps_; }
   // The state of the QP make_qp made, as ibv_query_qp reports it.
   uint32_t qp_state() {
     proto::QueryQpRep rep;
@@ -177,6 +194,8 @@ class CmClient {
   UniqueFd async_;
   uint32_t channel_ = 0;
   uint32_t qp_ = 0;
+  std::unique_ptr<test_support::SharedMapping> qp_region_;
+  const shm::QpCmSteps* cm_steps_ = nullptr;
 };
 
 class RouterCmTest : public ::testing::Test {
@@ -598,6 +617,55 @@ TEST_F(RouterCmTest, AnAnsweredHandshakeDoesNotTimeOut) {
   EXPECT_TRUE(server.quiet());
   EXPECT_EQ(client.next_event(1000).event, UINT32_MAX);  // well past the 300 ms timeout
   EXPECT_EQ(server.next_event(100).event, UINT32_MAX);
+}
+
+// The transitions a connection step applies are kept in the QP's region, each after the
+// owner's own modifications that preceded it, until the owner resets the QP (issue #23): the
+// library restores the QP with them in place (proto/qp_cm_step_log.h). Without them a
+// restored QP came back in INIT, and the application saw it in INIT and RTR while librdmacm
+// moved it on again (its ibv_post_send failed with EINVAL: rping -V through an upgrade).
+TEST_F(RouterCmTest, AConnectionStepsTransitionsAreKeptInTheQpsRegionUntilAReset) {
+  CmClient server(sock_.path()), client(sock_.path());
+  const uint32_t server_qpn = server.make_qp(), client_qpn = client.make_qp();
+  uint32_t active = 0;
+  const proto::CmEventMsg req = connect_request(server, client, 7030, client_qpn, &active);
+  ASSERT_EQ(req.event, RDMA_CM_EVENT_CONNECT_REQUEST);
+  proto::CmConnectReq accept = conn(req.id, server_qpn);
+  accept.qp = to_rts(server_qpn, client_qpn);
+  proto::ModifyQpReq init;  // the library's own INIT (rdma_create_qp)
+  init.attr_mask = accept.qp.steps[0].attr_mask;
+  init.attr = accept.qp.steps[0].attr;
+  ASSERT_EQ(server.modify_qp(init.attr_mask, init.attr), 0);
+  ASSERT_EQ(server.call(proto::Op::kCmAccept, accept), 0);
+  ASSERT_EQ(server.qp_state(), static_cast<uint32_t>(IBV_QPS_RTS));
+
+  const shm::QpCmSteps& log = server.cm_steps();
+  EXPECT_EQ(log.modifications, 1u);
+  ASSERT_EQ(log.count, 3u);
+  EXPECT_EQ(log.lost, 0u);
+  for (uint32_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(log.records[i].after_modifications, 1u) << i;
+    proto::QpStep kept;
+    std::memcpy(&kept, log.records[i].step, sizeof(kept));
+    EXPECT_EQ(kept.attr_mask, accept.qp.steps[i].attr_mask) << i;
+    EXPECT_EQ(kept.attr.qp_state, accept.qp.steps[i].attr.qp_state) << i;
+    EXPECT_EQ(kept.attr.dest_qp_num, accept.qp.steps[i].attr.dest_qp_num) << i;
+  }
+  // What the library restores the QP with: its INIT, then INIT, RTR and RTS as applied.
+  shm::QpCmSteps copy = log;
+  std::vector<proto::ModifyQpReq> calls{init};
+  ASSERT_EQ(proto::merge_cm_steps(&copy, 9, &calls), 0);
+  ASSERT_EQ(calls.size(), 4u);
+  EXPECT_EQ(calls[2].attr.qp_state, IBV_QPS_RTR);
+  EXPECT_EQ(calls[2].attr.dest_qp_num, client_qpn);
+  EXPECT_EQ(calls[3].attr.qp_state, IBV_QPS_RTS);
+  EXPECT_EQ(calls[3].qp, 9u);
+
+  proto::QpAttr reset;
+  reset.qp_state = IBV_QPS_RESET;
+  ASSERT_EQ(server.modify_qp(IBV_QP_STATE, reset), 0);
+  EXPECT_EQ(log.count, 0u);
+  EXPECT_EQ(log.modifications, 0u);
 }
 
 // Regression guard for the channel backlog: events a library does not read yet wait in the

@@ -25,6 +25,7 @@
 #include "proto/messages.h"
 #include "router/router.h"
 #include "shm/posted_marks.h"
+#include "support/shared_mapping.h"
 #include "support/temp_socket.h"
 
 namespace wharf::router {
@@ -614,19 +615,6 @@ TEST_F(RouterControlTest, AQpIsPacedByTheTighterOfItsAppLimitAndItsPolicy) {
 namespace wharf::router {
 namespace {
 
-// Maps `size` bytes of memfd fd (unmapped when it goes).
-struct TestMapping {
-  TestMapping(int fd, size_t bytes) : size(bytes) {
-    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    data = p == MAP_FAILED ? nullptr : static_cast<uint8_t*>(p);
-  }
-  ~TestMapping() {
-    if (data != nullptr) munmap(data, size);
-  }
-  uint8_t* data;
-  size_t size;
-};
-
 // The data path looks at a QP when its library marks it posted, not on every pass: an idle
 // QP costs a pass nothing, and work put in its ring waits for its mark.
 // Regression (found by wharf-scala, issue #21): every data-path pass walked every connection,
@@ -664,9 +652,9 @@ TEST_F(RouterControlTest, TheDataPathLooksAtAQpWhenItsLibraryMarksItPosted) {
   ASSERT_EQ(to_rts(c, std::nullopt), 0);  // activated: looked at once, then left
   EXPECT_TRUE(eventually([&] { return router_->scheduler().size() == 0; }));
 
-  TestMapping page(page_fd_.get(), shm::kContextPageSize);
+  test_support::SharedMapping page(page_fd_.get(), shm::kContextPageSize);
   const shm::QpLayout l = shm::qp_layout(rep.sq_entries, rep.sq_slot, rep.rq_entries, rep.rq_slot);
-  TestMapping region(qp_fd.get(), l.total);
+  test_support::SharedMapping region(qp_fd.get(), l.total);
   ASSERT_NE(page.data, nullptr);
   ASSERT_NE(region.data, nullptr);
   shm::RingProducer sq(reinterpret_cast<shm::RingHeader*>(region.data + l.sq_ring_off),
@@ -720,19 +708,19 @@ TEST_F(RouterControlTest, TheDataPathLooksAtAQpWhenItsLibraryMarksItPosted) {
 TEST_F(RouterControlTest, ResizingACqCountsTheCompletionsOfWorkAlreadyPosted) {
   RawClient c(cfg_.socket_path);
   hello(c);
-  TestMapping page(page_fd_.get(), shm::kContextPageSize);
+  test_support::SharedMapping page(page_fd_.get(), shm::kContextPageSize);
   ASSERT_NE(page.data, nullptr);
   auto* ctx = reinterpret_cast<shm::ContextPage*>(page.data);
   // Two QPs completing on CQ 1.
   std::vector<proto::CreateQpRep> reps(2);
-  std::vector<std::unique_ptr<TestMapping>> regions;
+  std::vector<std::unique_ptr<test_support::SharedMapping>> regions;
   for (proto::CreateQpRep& rep : reps) {
     UniqueFd qp_fd;
     make_rtr_qp(c, &rep, &qp_fd);
     ASSERT_EQ(to_rts(c, std::nullopt), 0);
     const shm::QpLayout l =
         shm::qp_layout(rep.sq_entries, rep.sq_slot, rep.rq_entries, rep.rq_slot);
-    regions.push_back(std::make_unique<TestMapping>(qp_fd.get(), l.total));
+    regions.push_back(std::make_unique<test_support::SharedMapping>(qp_fd.get(), l.total));
     ASSERT_NE(regions.back()->data, nullptr);
   }
   // Once the router sleeps (it said so, and its loop stopped turning), each QP gets a work

@@ -108,8 +108,7 @@ TEST_F(SrqRecordsTest, RecordsNoProcessCouldHaveLeftAreFreed) {
 TEST_F(SrqRecordsTest, RecordsMoveWithTheRegionUnderTheirIndices) {
   const uint32_t claimed = records_.keep_claimed(receive(21, 1));
   std::vector<uint8_t> moved(region_.size());
-  std::copy(region_.begin(), region_.end(), moved.begin());
-  records_.rebase(moved.data(), layout_);
+  records_.move_to(moved.data(), layout_);
   records_.hold(claimed, 3);
   region_.swap(moved);  // what a restart finds is the moved region
   SrqRecords next;
