@@ -22,6 +22,7 @@
 #include "proto/qp_rules.h"
 #include "proto/wire_names.h"
 #include "router/executor.h"
+#include "router/local_completions.h"
 #include "router/memory_window.h"
 #include "router/process_caps.h"
 #include "router/qp_state.h"
@@ -131,6 +132,7 @@ void reset_qp_rings(Qp* qp, const HostObjects& objects) {
   qp->direct()->sq_retired.store(0, std::memory_order_relaxed);
   qp->direct()->express_offer.store(0, std::memory_order_relaxed);
   qp->sq_cursor = qp->rq_cursor = shm::RingCursor{};
+  forget_local_completions(qp);
   if (HeldRecv* held = qp->held_recv()) let_go_of_held_recv(held, objects);  // completes nothing
   qp->last_wqe_reported = false;
 }
@@ -831,6 +833,8 @@ int Session::on_create_qp(const proto::CreateQpReq& req, UniqueFd*, int, proto::
     }
     // The receive it held for a message in parts, which the message sent again takes.
     if (srq != nullptr) take_orphaned_recv(srq, raw);
+    // What the previous process left half completed between it and a QP of this host.
+    finish_local_completions_st(raw);
     // Its connection to another host goes on where the previous process left it.
     if (router_->remote() != nullptr) router_->remote()->restore_st(raw);
   } else {

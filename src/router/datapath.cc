@@ -18,6 +18,7 @@
 #include "router/direct_lines.h"
 #include "router/executor.h"
 #include "router/host_objects.h"
+#include "router/local_completions.h"
 #include "router/memory_window.h"
 #include "router/mr_access.h"
 #include "router/peer_rules.h"
@@ -94,7 +95,10 @@ bool Executor::process_qp_st(Qp* qp) {
       break;  // over its rate: the WQE stays queued until paced_until_ns
     } else {
       if (starts) charge_start_st(qp, w);
-      if (const Step step = execute_st(qp, w, &status, &byte_len); step != Step::kDone) {
+      requester_ = qp;
+      const Step step = execute_st(qp, w, &status, &byte_len);
+      requester_ = nullptr;
+      if (step != Step::kDone) {
         // The head WQE stays queued: for its next part, or until wait_until_ns; a message cut
         // off (its receiver went away or ran dry) starts over when it is retried.
         if (step == Step::kWait) ctx_.scheduler.work(qp).copied_bytes = 0;
@@ -111,16 +115,23 @@ bool Executor::process_qp_st(Qp* qp) {
     // Once the failed WQE leaves the ring the library would see an idle send queue: it must
     // not execute anything directly before the QP is in ERR.
     if (status != IBV_WC_SUCCESS) ctx_.direct.disable(qp);
+    const bool signaled = (w.hdr.flags & shm::kWqeSignaled) || qp->sq_sig_all;
+    const bool post = signaled || status != IBV_WC_SUCCESS;
+    shm::Cqe c{};
+    if (post) {
+      c = make_cqe(w.hdr.wr_id, status, proto::send_wc_opcode(w.hdr.opcode), qp->qpn);
+      c.byte_len = byte_len;
+      record_send_under_way(qp, c);  // router/local_completions.h
+    }
     sq.pop();
     did = true;
     // A WQE that did not copy out whole is garbage: only its status counts.
     count_send_completion(qp, w.hdr.opcode, status, status == IBV_WC_SUCCESS ? bytes : 0);
-    bool signaled = (w.hdr.flags & shm::kWqeSignaled) || qp->sq_sig_all;
-    if (signaled || status != IBV_WC_SUCCESS) {
-      shm::Cqe c = make_cqe(w.hdr.wr_id, status, proto::send_wc_opcode(w.hdr.opcode), qp->qpn);
-      c.byte_len = byte_len;
+    if (post) {
       post_cqe_st(qp->send_cq, c, false);
+      send_made(qp);
     }
+    if (Qp* receiver = std::exchange(delivered_to_, nullptr)) forget_receive(receiver, qp);
     send_pending_fin_st();
     if (status != IBV_WC_SUCCESS) {
       to_error_st(qp);
@@ -277,12 +288,15 @@ Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w, const S
     return Step::kDone;
   }
   Qp* dst = rsp.qp;
+  const bool needs_recv = proto::consumes_receive(op);
+  // Its message arrived whole before a previous router process died: the send completes
+  // without it going again (router/local_completions.h).
+  if (needs_recv && qp->work().copied_bytes == 0 && delivered_before(dst, qp)) return Step::kDone;
   // A plain SEND to a tag-matching SRQ is matched against its tagged buffers first.
   if (op == IBV_WR_SEND && rsp.srq != nullptr && rsp.srq->tm != nullptr)
     return execute_tm_send_st(qp, w, local, rsp, status);
 
   const bool send = op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_SEND_WITH_INV;
-  const bool needs_recv = proto::consumes_receive(op);
   RecvSource rsrc;
   RecvWork rw;
   if (needs_recv && !take_recv_st(rsp, &rsrc, &rw)) {
@@ -401,9 +415,11 @@ Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w, const S
   }
   if (op == IBV_WR_RDMA_READ) return Step::kDone;
   if (op == IBV_WR_RDMA_WRITE_WITH_IMM) {
-    consume_recv_st(&rsrc);
-    complete_recv_st(rsp, rw, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, static_cast<uint32_t>(len),
-                     origin_of(w, qp), IBV_WC_WITH_IMM);
+    const Origin origin = origin_of(w, qp);
+    complete_delivery_st(rsp, &rsrc,
+                         recv_cqe(dst, rw, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM,
+                                  static_cast<uint32_t>(len), origin, IBV_WC_WITH_IMM),
+                         origin.solicited);
   }
   return Step::kDone;
 }
@@ -453,10 +469,26 @@ bool Executor::land_send_st(const SegmentList& payload, MessagePart part, const 
     return true;
   }
   if (part.len < payload.total - std::min(part.from, payload.total)) return false;
-  consume_recv_st(rsrc);
-  complete_recv_st(rsp, rw, IBV_WC_SUCCESS, wc_op, static_cast<uint32_t>(payload.total), from,
-                   flags);
+  complete_delivery_st(rsp, rsrc,
+                       recv_cqe(rsp.qp, rw, IBV_WC_SUCCESS, wc_op,
+                                static_cast<uint32_t>(payload.total), from, flags),
+                       from.solicited);
   return true;
+}
+
+void Executor::complete_delivery_st(const Responder& rsp, RecvSource* rsrc, const shm::Cqe& c,
+                                    bool solicited) {
+  // Only a message of the send being completed, into a receive of its receiver's own queue,
+  // is recorded.
+  const bool record = requester_ != nullptr && c.src_qp == requester_->qpn &&
+                      rsrc->srq == nullptr && rsrc->held == nullptr && rsp.cq == rsp.qp->recv_cq;
+  if (record) record_receive_under_way(rsp.qp, requester_, c, solicited);
+  consume_recv_st(rsrc);
+  post_recv_completion_st(rsp, c, solicited);
+  if (record) {
+    receive_made(rsp.qp);
+    delivered_to_ = rsp.qp;
+  }
 }
 
 // UD: datagrams that find no QP, a wrong Q_Key, no receive buffer or too small a buffer

@@ -213,6 +213,12 @@ class Executor {
   bool land_send_st(const SegmentList& payload, MessagePart part, const Responder& rsp,
                     RecvSource* rsrc, const RecvWork& rw, ibv_wc_opcode wc_op, uint32_t flags,
                     const Origin& from, bool reliable, ibv_wc_status* status);
+  // A message that arrived whole takes its receive from *rsrc and completes it with c.
+  // Recorded first (router/local_completions.h) when it is a message of the send this
+  // executor is completing, so that a router process started after a crash neither loses the
+  // receive nor delivers the message again.
+  void complete_delivery_st(const Responder& rsp, RecvSource* rsrc, const shm::Cqe& c,
+                            bool solicited);
   // A SEND from RC QP qp to rsp, whose SRQ is a tag-matching one (router/tag_matching.cc).
   Step execute_tm_send_st(Qp* qp, const SendWork& w, const SegmentList& local, const Responder& rsp,
                           ibv_wc_status* status);
@@ -241,6 +247,11 @@ class Executor {
   const PathContext& ctx_;
   uint64_t now_;
   PendingFin fin_;
+  // While process_qp_st executes a work request of a QP's send ring: that QP; and the QP a
+  // message of it was delivered to (complete_delivery_st), whose record of it is dropped once
+  // the send is completed.
+  Qp* requester_ = nullptr;
+  Qp* delivered_to_ = nullptr;
 };
 
 }  // namespace wharf::router

@@ -443,6 +443,10 @@ struct Qp {
   shm::QpCmSteps* cm_steps() const {
     return reinterpret_cast<shm::QpCmSteps*>(shm.data() + layout().cm_steps_off);
   }
+  // Its completions under way on the router's path (router/local_completions.h).
+  shm::QpLocalCompletions* local_completions() const {
+    return reinterpret_cast<shm::QpLocalCompletions*>(shm.data() + layout().completions_off);
+  }
   shm::QpLayout layout() const { return shm::qp_layout(sq_entries, sq_slot, rq_entries, rq_slot); }
   // The router's side of its send ring and of its receive ring (of capacity 0, which takes
   // nothing, for a QP with no receive queue of its own).

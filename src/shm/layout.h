@@ -258,13 +258,39 @@ struct QpCmSteps {
   QpCmStepRecord records[kQpCmStepRecords];
 };
 
+// A completion the router is making on its own path between two QPs of this host (issue #23;
+// router/local_completions.h), recorded in the QP's region before the first of the stores
+// that make it (the ring's consumer index moving past the work request, the CQ entry), so
+// that a router process started after a crash finishes it rather than losing it or making it
+// twice. Written by the router; read back by the next one as input the owner could forge.
+enum LocalCompletionState : uint32_t {
+  kLocalCompletionNone = 0,
+  kLocalCompletionUnderWay = 1,  // the stores may have been made in part
+  kLocalCompletionDone = 2,      // a receive: made whole; its sender's send not yet completed
+};
+struct LocalCompletion {
+  uint32_t state;        // LocalCompletionState, stored last (release, std::atomic_ref)
+  uint32_t ring_index;   // the work request's position in the QP's own ring
+  uint32_t cq_position;  // the CQ's producer index before the entry
+  uint32_t post;         // 1: the completion has a CQ entry (`cqe`)
+  uint32_t solicited;
+  uint32_t sender_qpn;    // a receive: the QP whose send it took, and that send's position
+  uint32_t sender_index;  // in its send ring
+  uint32_t reserved;
+  Cqe cqe;
+};
+struct QpLocalCompletions {
+  alignas(kCacheLine) LocalCompletion receiving;  // of a message this QP received
+  alignas(kCacheLine) LocalCompletion sending;    // of a work request of its send ring
+};
+
 // ---- Queue pair: send ring, receive ring, direct-path line, counters, the rdma_cm
-// transitions, then the slots. ----
+// transitions, the local completions, then the slots. ----
 struct QpLayout {
   uint32_t sq_entries, sq_slot;
   uint32_t rq_entries, rq_slot;  // rq_entries == 0 when the QP uses an SRQ
-  size_t sq_ring_off, rq_ring_off, direct_off, counters_off, cm_steps_off, sq_slots_off,
-      rq_slots_off, total;
+  size_t sq_ring_off, rq_ring_off, direct_off, counters_off, cm_steps_off, completions_off,
+      sq_slots_off, rq_slots_off, total;
 };
 constexpr QpLayout qp_layout(uint32_t sq_entries, uint32_t sq_slot, uint32_t rq_entries,
                              uint32_t rq_slot) {
@@ -278,7 +304,8 @@ constexpr QpLayout qp_layout(uint32_t sq_entries, uint32_t sq_slot, uint32_t rq_
   l.direct_off = 2 * sizeof(RingHeader);
   l.counters_off = l.direct_off + sizeof(QpDirect);
   l.cm_steps_off = l.counters_off + sizeof(QpCounters);
-  l.sq_slots_off = l.cm_steps_off + sizeof(QpCmSteps);
+  l.completions_off = l.cm_steps_off + sizeof(QpCmSteps);
+  l.sq_slots_off = l.completions_off + sizeof(QpLocalCompletions);
   l.rq_slots_off = l.sq_slots_off + static_cast<size_t>(sq_entries) * sq_slot;
   l.total = align_up(l.rq_slots_off + static_cast<size_t>(rq_entries) * rq_slot, kPageSize);
   return l;

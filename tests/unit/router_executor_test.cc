@@ -15,6 +15,7 @@
 #include "router/executor.h"
 #include "router/flow_rules.h"
 #include "router/host_objects.h"
+#include "router/local_completions.h"
 #include "router/multicast_groups.h"
 #include "router/router.h"
 #include "router/scheduler.h"
@@ -343,6 +344,127 @@ TEST_F(ExecutorTest, ALongWriteIsChargedOnceNotPerPart) {
   EXPECT_EQ(emu.counters().mtt_misses, 128u);
   EXPECT_EQ(emu.counters().mtt_hits, 0u);
   objects_.remove_key(mr.key);
+}
+
+// ---- A router process dying between the stores that complete a send (issue #23) ----
+// Each test runs a SEND from a_ to b_ whole, then puts back what the dead process would have
+// left at one instant (the rings' consumer indices, the records' states: what the executor
+// wrote before and after, router/local_completions.h), and has a new process take the QPs
+// back as Session::on_create_qp restores them.
+class ExecutorRestartTest : public ExecutorTest {
+ protected:
+  void SetUp() override {
+    post_recv(&b_, 9, 100, 64);
+    post_recv(&b_, 10, 200, 64);
+    send_inline(&a_, 1, "hello");
+    ASSERT_TRUE(look(&a_, kStart));
+    ASSERT_EQ(completions().size(), 2u);
+    // What the executor recorded on its way.
+    const shm::LocalCompletion& r = b_.local_completions()->receiving;
+    EXPECT_EQ(r.sender_qpn, a_.qpn);
+    EXPECT_EQ(r.sender_index, 0u);
+    EXPECT_EQ(r.ring_index, 0u);
+    EXPECT_EQ(r.cq_position, 0u);
+    EXPECT_EQ(r.cqe.wr_id, 9u);
+    EXPECT_EQ(r.state, shm::kLocalCompletionNone) << "dropped once the send completed";
+    const shm::LocalCompletion& s = a_.local_completions()->sending;
+    EXPECT_EQ(s.ring_index, 0u);
+    EXPECT_EQ(s.cq_position, 1u);
+    EXPECT_EQ(s.cqe.wr_id, 1u);
+    EXPECT_EQ(s.state, shm::kLocalCompletionNone);
+  }
+  static shm::RingHeader* ring(Qp* qp, bool send) {
+    const shm::QpLayout l = qp->layout();
+    return reinterpret_cast<shm::RingHeader*>(qp->shm.data() +
+                                              (send ? l.sq_ring_off : l.rq_ring_off));
+  }
+  // The new process: cursors from the rings, then what was left under way finished.
+  static void take_back(Qp* qp) {
+    qp->sq_cursor = qp->rq_cursor = shm::RingCursor{};
+    qp->sq().resync();
+    qp->rq().resync();
+    finish_local_completions_st(qp);
+  }
+  uint32_t receives_left() { return b_.rq().available(); }
+};
+
+// Died after the receive was made whole, before the send left its ring: executed again, the
+// send completes without its message arriving twice (rping -V saw its peer's reply out of
+// turn, the message having taken the next receive).
+TEST_F(ExecutorRestartTest, AMessageThatArrivedIsNotDeliveredAgain) {
+  b_.local_completions()->receiving.state = shm::kLocalCompletionDone;
+  ring(&a_, true)->consumer.value.store(0);
+  take_back(&a_);
+  take_back(&b_);
+  EXPECT_TRUE(look(&a_, kStart + 1));
+  const std::vector<shm::Cqe> got = completions();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].wr_id, 1u);
+  EXPECT_EQ(got[0].opcode, IBV_WC_SEND);
+  EXPECT_EQ(receives_left(), 1u) << "the next receive was taken";
+}
+
+// Died with the receive under way, before its ring moved and its entry went: the new process
+// takes the receive and completes it once, and the send executed again does not deliver.
+TEST_F(ExecutorRestartTest, AReceiveLeftUnderWayIsTakenAndCompletedOnce) {
+  shm::LocalCompletion& r = b_.local_completions()->receiving;
+  r.state = shm::kLocalCompletionUnderWay;
+  r.cq_position = 2;  // the entry not pushed: none of the CQ's since is it
+  ring(&b_, false)->consumer.value.store(0);
+  ring(&a_, true)->consumer.value.store(0);
+  take_back(&b_);
+  take_back(&a_);
+  EXPECT_EQ(r.state, shm::kLocalCompletionDone);
+  EXPECT_TRUE(look(&a_, kStart + 1));
+  const std::vector<shm::Cqe> got = completions();
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].wr_id, 9u);
+  EXPECT_EQ(got[0].opcode, IBV_WC_RECV);
+  EXPECT_EQ(got[0].byte_len, 5u);
+  EXPECT_EQ(got[1].wr_id, 1u);
+  EXPECT_EQ(receives_left(), 1u);
+}
+
+// Died with the receive under way after both its stores: nothing is taken or posted again.
+TEST_F(ExecutorRestartTest, AReceiveUnderWayWhoseStoresWereMadeIsNotMadeTwice) {
+  b_.local_completions()->receiving.state = shm::kLocalCompletionUnderWay;
+  ring(&a_, true)->consumer.value.store(0);
+  take_back(&b_);
+  take_back(&a_);
+  EXPECT_TRUE(look(&a_, kStart + 1));
+  const std::vector<shm::Cqe> got = completions();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].wr_id, 1u);
+  EXPECT_EQ(receives_left(), 1u);
+}
+
+// Died after the send left its ring, before its entry went: the new process posts it; had it
+// gone, nothing.
+TEST_F(ExecutorRestartTest, ASendGoneFromItsRingGetsItsEntryOnce) {
+  shm::LocalCompletion& s = a_.local_completions()->sending;
+  s.state = shm::kLocalCompletionUnderWay;
+  s.cq_position = 2;
+  take_back(&a_);
+  take_back(&b_);
+  std::vector<shm::Cqe> got = completions();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].wr_id, 1u);
+  EXPECT_EQ(got[0].opcode, IBV_WC_SEND);
+  EXPECT_EQ(s.state, shm::kLocalCompletionNone);
+
+  s.state = shm::kLocalCompletionUnderWay;
+  s.cq_position = 1;  // the entry at position 1 is it
+  take_back(&a_);
+  EXPECT_TRUE(completions().empty());
+  EXPECT_FALSE(look(&a_, kStart + 1)) << "nothing left to execute";
+}
+
+// A reset QP has nothing under way for a later restart to finish.
+TEST_F(ExecutorRestartTest, AResetForgetsTheRecords) {
+  b_.local_completions()->receiving.state = shm::kLocalCompletionDone;
+  forget_local_completions(&b_);
+  EXPECT_EQ(b_.local_completions()->receiving.state, shm::kLocalCompletionNone);
+  EXPECT_EQ(b_.local_completions()->receiving.sender_qpn, 0u);
 }
 
 }  // namespace

@@ -195,7 +195,7 @@ void PrintTo(const QpCase& c, std::ostream* os) { *os << c.name; }
 
 class QpLayoutTest : public ::testing::TestWithParam<QpCase> {};
 
-TEST_P(QpLayoutTest, RingsThenDirectLineThenCountersThenCmStepsThenSendSlotsThenRecvSlots) {
+TEST_P(QpLayoutTest, RingsDirectLineCountersCmStepsCompletionsThenSendSlotsThenRecvSlots) {
   const QpCase c = GetParam();
   const QpLayout l = qp_layout(c.sq_entries, c.sq_slot, c.rq_entries, c.rq_slot);
   EXPECT_EQ(l.sq_entries, c.sq_entries);
@@ -207,7 +207,8 @@ TEST_P(QpLayoutTest, RingsThenDirectLineThenCountersThenCmStepsThenSendSlotsThen
   EXPECT_EQ(l.direct_off, 256u);
   EXPECT_EQ(l.counters_off, 320u);
   EXPECT_EQ(l.cm_steps_off, 704u);
-  EXPECT_EQ(l.sq_slots_off, 1728u);
+  EXPECT_EQ(l.completions_off, 1728u);
+  EXPECT_EQ(l.sq_slots_off, 1984u);
   EXPECT_EQ(l.rq_slots_off, c.rq_slots_off);
   EXPECT_EQ(l.total, c.total);
 }
@@ -218,15 +219,15 @@ const uint32_t kBigRecv = recv_slot_size(kMaxRecvSge);              // 496
 INSTANTIATE_TEST_SUITE_P(
     Table, QpLayoutTest,
     ::testing::Values(
-        QpCase{"OneOfEach", 1, 64, 1, 16, 1792, 4096},
+        QpCase{"OneOfEach", 1, 64, 1, 16, 2048, 4096},
         // rq_entries == 0 (the QP uses an SRQ): no receive slots, nothing after the send slots.
-        QpCase{"NoRecvQueue", 16, 128, 0, 32, 1728 + 2048, 4096},
-        QpCase{"NoRecvQueueEndsOnPage", 37, 64, 0, 16, 4096, 4096},  // 1728 + 37*64 = 4096
-        QpCase{"OneRecvSlotCrossesPage", 37, 64, 1, 16, 4096, 8192},
-        QpCase{"RecvSlotsEndOnPage", 1, 64, 144, 16, 1792, 4096},  // 1792 + 144*16 = 4096
-        QpCase{"RecvSlotsOneOver", 1, 64, 145, 16, 1792, 8192},
-        QpCase{"Max", kMaxQueueDepth, kBigSend, kMaxQueueDepth, kBigRecv, 1728 + 18874368,
-               35131392}),  // 1728 + 32768 * (576 + 496) = 35129024 -> 8577 pages
+        QpCase{"NoRecvQueue", 16, 128, 0, 32, 1984 + 2048, 4096},
+        QpCase{"NoRecvQueueEndsOnPage", 33, 64, 0, 16, 4096, 4096},  // 1984 + 33*64 = 4096
+        QpCase{"OneRecvSlotCrossesPage", 33, 64, 1, 16, 4096, 8192},
+        QpCase{"RecvSlotsEndOnPage", 1, 64, 128, 16, 2048, 4096},  // 2048 + 128*16 = 4096
+        QpCase{"RecvSlotsOneOver", 1, 64, 129, 16, 2048, 8192},
+        QpCase{"Max", kMaxQueueDepth, kBigSend, kMaxQueueDepth, kBigRecv, 1984 + 18874368,
+               35131392}),  // 1984 + 32768 * (576 + 496) = 35129280 -> 8577 pages
     [](const ::testing::TestParamInfo<QpCase>& p) { return std::string(p.param.name); });
 
 TEST(QpLayoutTest, RegionsNeverOverlapAndSlotsStayAligned) {
@@ -240,7 +241,8 @@ TEST(QpLayoutTest, RegionsNeverOverlapAndSlotsStayAligned) {
         ASSERT_GE(l.direct_off, l.rq_ring_off + sizeof(RingHeader));
         ASSERT_GE(l.counters_off, l.direct_off + sizeof(QpDirect));
         ASSERT_GE(l.cm_steps_off, l.counters_off + sizeof(QpCounters));
-        ASSERT_GE(l.sq_slots_off, l.cm_steps_off + sizeof(QpCmSteps));
+        ASSERT_GE(l.completions_off, l.cm_steps_off + sizeof(QpCmSteps));
+        ASSERT_GE(l.sq_slots_off, l.completions_off + sizeof(QpLocalCompletions));
         ASSERT_EQ(l.rq_slots_off, l.sq_slots_off + static_cast<size_t>(sq) * ss);
         ASSERT_LE(l.rq_slots_off + static_cast<size_t>(rq) * rs, l.total);
         ASSERT_LT(l.total - (l.rq_slots_off + static_cast<size_t>(rq) * rs), kPageSize);

@@ -1,0 +1,112 @@
+#include "router/local_completions.h"
+
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+
+#include "router/executor.h"
+
+namespace wharf::router {
+
+namespace {
+
+using shm::LocalCompletion;
+
+std::atomic_ref<uint32_t> state_of(LocalCompletion& rec) {
+  return std::atomic_ref<uint32_t>(rec.state);
+}
+
+void record(LocalCompletion* rec, uint32_t ring_index, const Cq* cq, bool post, const shm::Cqe& c,
+            bool solicited) {
+  rec->ring_index = ring_index;
+  rec->post = post && cq != nullptr ? 1 : 0;
+  rec->cq_position = rec->post != 0 ? cq->ring.position() : 0;
+  rec->solicited = solicited ? 1 : 0;
+  rec->cqe = c;
+  state_of(*rec).store(shm::kLocalCompletionUnderWay, std::memory_order_release);
+}
+
+// Pushes the recorded entry to cq unless cq holds it already (shm::CqProducer::published_since).
+void finish_entry_st(Cq* cq, const LocalCompletion& rec, uint32_t qpn) {
+  if (rec.post == 0 || cq == nullptr || rec.cqe.qp_num != qpn) return;
+  bool known = false;
+  if (cq->ring.published_since(rec.cq_position, rec.cqe, &known)) return;
+  if (!known) {
+    spdlog::warn(
+        "QP {:#x}: whether the previous process completed work request {:#x} is unknown (its "
+        "CQ wrapped since); not completed again",
+        qpn, rec.cqe.wr_id);
+    return;
+  }
+  post_cqe_st(cq, rec.cqe, rec.solicited != 0);
+}
+
+uint32_t head_of_send_ring(const Qp* sender) { return sender->sq_cursor.tail; }
+
+}  // namespace
+
+void record_receive_under_way(Qp* dst, const Qp* sender, const shm::Cqe& c, bool solicited) {
+  LocalCompletion* rec = &dst->local_completions()->receiving;
+  rec->sender_qpn = sender->qpn;
+  rec->sender_index = head_of_send_ring(sender);
+  record(rec, dst->rq_cursor.tail, dst->recv_cq, true, c, solicited);
+}
+
+void receive_made(Qp* dst) {
+  state_of(dst->local_completions()->receiving)
+      .store(shm::kLocalCompletionDone, std::memory_order_release);
+}
+
+bool delivered_before(Qp* dst, const Qp* sender) {
+  LocalCompletion& rec = dst->local_completions()->receiving;
+  if (state_of(rec).load(std::memory_order_acquire) != shm::kLocalCompletionDone ||
+      rec.sender_qpn != sender->qpn || rec.sender_index != head_of_send_ring(sender))
+    return false;
+  state_of(rec).store(shm::kLocalCompletionNone, std::memory_order_release);
+  return true;
+}
+
+void forget_receive(Qp* dst, const Qp* sender) {
+  LocalCompletion& rec = dst->local_completions()->receiving;
+  if (rec.sender_qpn == sender->qpn)
+    state_of(rec).store(shm::kLocalCompletionNone, std::memory_order_release);
+}
+
+void record_send_under_way(Qp* qp, const shm::Cqe& c) {
+  record(&qp->local_completions()->sending, head_of_send_ring(qp), qp->send_cq, true, c, false);
+}
+
+void send_made(Qp* qp) {
+  state_of(qp->local_completions()->sending)
+      .store(shm::kLocalCompletionNone, std::memory_order_release);
+}
+
+void finish_local_completions_st(Qp* qp) {
+  shm::QpLocalCompletions* lc = qp->local_completions();
+  LocalCompletion& r = lc->receiving;
+  if (state_of(r).load(std::memory_order_acquire) == shm::kLocalCompletionUnderWay) {
+    // Its receive leaves the ring if it is still at the head (the consumer index had not
+    // moved); its entry goes to the CQ unless it is there.
+    if (qp->rq_entries != 0) {
+      shm::RingConsumerView rq = qp->rq();
+      rq.resync();
+      if (rq.tail() == r.ring_index && rq.available() != 0 && rq.available() <= rq.capacity())
+        rq.pop();
+    }
+    finish_entry_st(qp->recv_cq, r, qp->qpn);
+    state_of(r).store(shm::kLocalCompletionDone, std::memory_order_release);
+  }
+  LocalCompletion& s = lc->sending;
+  if (state_of(s).load(std::memory_order_acquire) == shm::kLocalCompletionUnderWay) {
+    // Gone from the ring: only its entry may be missing. Still there: it is executed again,
+    // and its receiver's record says whether its message arrived already.
+    shm::RingConsumerView sq = qp->sq();
+    sq.resync();
+    if (sq.tail() == s.ring_index + 1) finish_entry_st(qp->send_cq, s, qp->qpn);
+    state_of(s).store(shm::kLocalCompletionNone, std::memory_order_release);
+  }
+}
+
+void forget_local_completions(Qp* qp) { *qp->local_completions() = shm::QpLocalCompletions{}; }
+
+}  // namespace wharf::router
