@@ -12,12 +12,14 @@
 namespace wharf::proto {
 
 constexpr uint32_t kMagic = 0x46524857;  // "WHRF" when read as little-endian bytes
+// 13: a QP's region keeps its rdma_cm transitions and its local completions, so its send
+// slots start at 1984 (docs/shm-rings.md); 12: resumed sessions (Hello, RestoreNext, proofs);
 // 11: HoldContainer, ReleaseContainer, HeldContainer (registrations a CNI plugin leaves);
 // 10: QP counters by opcode and status, so a QP's send slots start at 704 (docs/shm-rings.md);
 // 8: tag-matching SRQs (CreateSrqReq's tm fields, PostSrqOps), ModifyCq; 5: RegisterContainerReq
 // carries the orchestrator's LID; 4: connection steps carry QP
 // transitions; 3: rdma_cm ops; 2: RegisterContainerReq names tenant and network.
-constexpr uint16_t kVersion = 12;
+constexpr uint16_t kVersion = 13;
 constexpr size_t kMaxMessage = 1024;
 constexpr int kMaxFds = 4;
 constexpr uint16_t kReplyBit = 0x8000;

@@ -210,7 +210,7 @@ TEST(CodecGoldenTest, ReplyHeaderBytes) {
   h.status = 12;  // ENOMEM
   const std::vector<uint8_t> expected = {
       'W',  'H',  'R',  'F',   // magic 0x46524857
-      0x0c, 0x00,              // version 12
+      0x0d, 0x00,              // version 13
       0x0a, 0x80,              // op 10 | reply bit
       0x0d, 0x0c, 0x0b, 0x0a,  // seq
       0x0c, 0x00, 0x00, 0x00,  // status
