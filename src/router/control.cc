@@ -834,7 +834,7 @@ int Session::on_create_qp(const proto::CreateQpReq& req, UniqueFd*, int, proto::
     // The receive it held for a message in parts, which the message sent again takes.
     if (srq != nullptr) take_orphaned_recv(srq, raw);
     // What the previous process left half completed between it and a QP of this host.
-    finish_local_completions_st(raw);
+    finish_local_completions_st(raw, router_->objects());
     // Its connection to another host goes on where the previous process left it.
     if (router_->remote() != nullptr) router_->remote()->restore_st(raw);
   } else {

@@ -478,11 +478,16 @@ bool Executor::land_send_st(const SegmentList& payload, MessagePart part, const 
 
 void Executor::complete_delivery_st(const Responder& rsp, RecvSource* rsrc, const shm::Cqe& c,
                                     bool solicited) {
-  // Only a message of the send being completed, into a receive of its receiver's own queue,
-  // is recorded.
-  const bool record = requester_ != nullptr && c.src_qp == requester_->qpn &&
-                      rsrc->srq == nullptr && rsrc->held == nullptr && rsp.cq == rsp.qp->recv_cq;
-  if (record) record_receive_under_way(rsp.qp, requester_, c, solicited);
+  // Only a message of the send being completed, into its receiver's own CQ (not an XRC
+  // SRQ's), is recorded.
+  const bool record =
+      requester_ != nullptr && c.src_qp == requester_->qpn && rsp.cq == rsp.qp->recv_cq;
+  if (record) {
+    const uint32_t kept = rsrc->held != nullptr  ? rsrc->held->record
+                          : rsrc->srq != nullptr ? rsrc->srq->claimed_record
+                                                 : SrqRecords::kNone;
+    record_receive_under_way(rsp.qp, requester_, kept, c, solicited);
+  }
   consume_recv_st(rsrc);
   post_recv_completion_st(rsp, c, solicited);
   if (record) {

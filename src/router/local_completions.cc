@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <utility>
 
 #include "router/executor.h"
 
@@ -43,10 +44,28 @@ void finish_entry_st(Cq* cq, const LocalCompletion& rec, uint32_t qpn) {
 
 uint32_t head_of_send_ring(const Qp* sender) { return sender->sq_cursor.tail; }
 
+// A receive taken from qp's SRQ for a message, kept in the SRQ's `record`: if the records
+// still keep it, the previous process died before it let go of it, and this one took it back
+// as the SRQ's next (Session::adopt_srq_records) or as qp's held receive
+// (Session::take_orphaned_recv). The message had it: it is let go of now.
+void let_go_of_srq_receive(Qp* qp, uint32_t record, const HostObjects& objects) {
+  if (record == SrqRecords::kNone) return;
+  Srq* srq = qp->srq;
+  if (srq->has_claimed && srq->claimed_record == record) {
+    srq->has_claimed = false;
+    srq->records.release(std::exchange(srq->claimed_record, SrqRecords::kNone));
+    return;
+  }
+  if (HeldRecv* held = qp->held_recv(); held != nullptr && held->held && held->record == record)
+    let_go_of_held_recv(held, objects);
+}
+
 }  // namespace
 
-void record_receive_under_way(Qp* dst, const Qp* sender, const shm::Cqe& c, bool solicited) {
+void record_receive_under_way(Qp* dst, const Qp* sender, uint32_t srq_record, const shm::Cqe& c,
+                              bool solicited) {
   LocalCompletion* rec = &dst->local_completions()->receiving;
+  rec->srq_record = srq_record;
   rec->sender_qpn = sender->qpn;
   rec->sender_index = head_of_send_ring(sender);
   record(rec, dst->rq_cursor.tail, dst->recv_cq, true, c, solicited);
@@ -81,13 +100,16 @@ void send_made(Qp* qp) {
       .store(shm::kLocalCompletionNone, std::memory_order_release);
 }
 
-void finish_local_completions_st(Qp* qp) {
+void finish_local_completions_st(Qp* qp, const HostObjects& objects) {
   shm::QpLocalCompletions* lc = qp->local_completions();
   LocalCompletion& r = lc->receiving;
   if (state_of(r).load(std::memory_order_acquire) == shm::kLocalCompletionUnderWay) {
     // Its receive leaves the ring if it is still at the head (the consumer index had not
-    // moved); its entry goes to the CQ unless it is there.
-    if (qp->rq_entries != 0) {
+    // moved), or the SRQ's records if they still keep it; its entry goes to the CQ unless it
+    // is there.
+    if (qp->srq != nullptr) {
+      let_go_of_srq_receive(qp, r.srq_record, objects);
+    } else if (qp->rq_entries != 0) {
       shm::RingConsumerView rq = qp->rq();
       rq.resync();
       if (rq.tail() == r.ring_index && rq.available() != 0 && rq.available() <= rq.capacity())

@@ -13,22 +13,28 @@
 //
 // A record is read back from memory its QP's owner can write: a forged one can make the
 // router post an entry to that owner's CQ, pop that owner's receive queue, or skip a message
-// sent to that owner's QP — nothing another owner's queues see. Not covered: receives from
-// an SRQ (whose claimed receive the SRQ's own records keep: router/srq_records.h), UD
-// datagrams, and error completions.
+// sent to that owner's QP — nothing another owner's queues see. A receive from an SRQ that
+// the SRQ's records still keep when its QP is restored (router/srq_records.h: the new process
+// took it back) was the message's, and is let go of. Not covered: UD datagrams, receives of
+// XRC SRQs (their CQ is not the QP's), error completions, and a message that another QP of
+// the same SRQ receives between the SRQ's restore and this QP's (it may take the receive
+// this QP's message had: the two are restored a few requests apart).
 #pragma once
 
 #include <cstdint>
 
+#include "router/host_objects.h"
 #include "router/objects.h"
 #include "shm/layout.h"
 
 namespace wharf::router {
 
 // A receive completion about to be made in dst for a message of `sender` (the send at the
-// head of its send ring): the receive at the head of dst's own receive ring, whose entry `c`
-// goes to dst's receive CQ. Before the ring's consumer index moves and the entry is pushed.
-void record_receive_under_way(Qp* dst, const Qp* sender, const shm::Cqe& c, bool solicited);
+// head of its send ring), whose entry `c` goes to dst's receive CQ: of the receive at the head
+// of dst's own receive ring, or of one taken from its SRQ that the SRQ's record `srq_record`
+// keeps (SrqRecords::kNone: none). Before the receive is let go of and the entry is pushed.
+void record_receive_under_way(Qp* dst, const Qp* sender, uint32_t srq_record, const shm::Cqe& c,
+                              bool solicited);
 // The receive completion recorded is made whole.
 void receive_made(Qp* dst);
 // Whether the send at the head of sender's ring is a message a previous process delivered to
@@ -43,9 +49,9 @@ void record_send_under_way(Qp* qp, const shm::Cqe& c);
 // The send completion recorded is made.
 void send_made(Qp* qp);
 
-// For a QP restored in a new process (its rings and CQs adopted): finishes what the previous
-// process left under way in its records.
-void finish_local_completions_st(Qp* qp);
+// For a QP restored in a new process (its rings, CQs and SRQ adopted, its held receive given
+// back): finishes what the previous process left under way in its records.
+void finish_local_completions_st(Qp* qp, const HostObjects& objects);
 // A reset QP has nothing under way.
 void forget_local_completions(Qp* qp);
 

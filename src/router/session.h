@@ -136,6 +136,12 @@ class Session {
   // it to the CmManager (add_st).
   CmId* adopt_cm_id(std::unique_ptr<CmId> id);
 
+  // Restoring an SRQ (issue #23): the receives a previous process had claimed from it (its
+  // next) and held for its QPs' messages, from the records in its region; and a restored QP's
+  // held one (router/srq_records.h).
+  static void adopt_srq_records(Srq* srq);
+  static void take_orphaned_recv(Srq* srq, Qp* qp);
+
  private:
   // The router's link layer is Ethernet (RoCE rules for address vectors).
   bool ethernet() const;
@@ -208,8 +214,6 @@ class Session {
   // Moves the SRQ to a region of `entries` slots, with its waiting receives.
   int move_srq_st(Srq* srq, uint32_t entries);
   static void attach_srq_region(Srq* srq);
-  static void adopt_srq_records(Srq* srq);
-  static void take_orphaned_recv(Srq* srq, Qp* qp);
   static void describe_srq(const Srq& srq, proto::CreateSrqRep* rep);
   int on_query_srq(const proto::Handle&, UniqueFd*, int, proto::QuerySrqRep*, ReplyFds*);
   int on_destroy_srq(const proto::Handle&, UniqueFd*, int, proto::Empty*, ReplyFds*);

@@ -270,13 +270,13 @@ enum LocalCompletionState : uint32_t {
 };
 struct LocalCompletion {
   uint32_t state;        // LocalCompletionState, stored last (release, std::atomic_ref)
-  uint32_t ring_index;   // the work request's position in the QP's own ring
+  uint32_t ring_index;   // the work request's position in the QP's own ring (not an SRQ's)
   uint32_t cq_position;  // the CQ's producer index before the entry
   uint32_t post;         // 1: the completion has a CQ entry (`cqe`)
   uint32_t solicited;
   uint32_t sender_qpn;    // a receive: the QP whose send it took, and that send's position
   uint32_t sender_index;  // in its send ring
-  uint32_t reserved;
+  uint32_t srq_record;    // a receive from an SRQ: the SrqHeldRecord keeping it (~0u: none)
   Cqe cqe;
 };
 struct QpLocalCompletions {

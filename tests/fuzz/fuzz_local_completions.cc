@@ -15,6 +15,7 @@
 
 #include "fuzz_check.h"
 #include "fuzz_input.h"
+#include "router/host_objects.h"
 #include "router/local_completions.h"
 #include "router/router.h"
 #include "router/session.h"
@@ -35,6 +36,7 @@ struct Owner {
   std::unique_ptr<Router> router;
   Container container;
   std::unique_ptr<Session> session;
+  HostObjects objects;  // none: the QP has no SRQ here
 };
 
 shm::RingHeader* header(uint8_t* base, size_t off) {
@@ -84,7 +86,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   qp.sq().resync();
   qp.rq().resync();
-  finish_local_completions_st(&qp);
+  finish_local_completions_st(&qp, owner.objects);
 
   const uint32_t rq_after = header(base, l.rq_ring_off)->consumer.value.load();
   WHARF_FUZZ_CHECK(

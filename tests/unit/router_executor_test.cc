@@ -379,29 +379,42 @@ class ExecutorRestartTest : public ExecutorTest {
                                               (send ? l.sq_ring_off : l.rq_ring_off));
   }
   // The new process: cursors from the rings, then what was left under way finished.
-  static void take_back(Qp* qp) {
+  void take_back(Qp* qp) {
     qp->sq_cursor = qp->rq_cursor = shm::RingCursor{};
     qp->sq().resync();
     qp->rq().resync();
-    finish_local_completions_st(qp);
+    finish_local_completions_st(qp, objects_);
   }
-  uint32_t receives_left() { return b_.rq().available(); }
+  // Every QP taken back (b_'s SRQ first, where it has one).
+  virtual void take_back_all() {
+    take_back(&b_);
+    take_back(&a_);
+  }
+  virtual uint32_t receives_left() { return b_.rq().available(); }
+
+  // Died after the receive was made whole, before the send left its ring.
+  void died_after_the_receive() {
+    b_.local_completions()->receiving.state = shm::kLocalCompletionDone;
+    ring(&a_, true)->consumer.value.store(0);
+    take_back_all();
+  }
+  // Executed again, the send completes alone, and the next receive is still there.
+  void expect_the_send_completes_alone() {
+    EXPECT_TRUE(look(&a_, kStart + 1));
+    const std::vector<shm::Cqe> got = completions();
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].wr_id, 1u);
+    EXPECT_EQ(got[0].opcode, IBV_WC_SEND);
+    EXPECT_EQ(receives_left(), 1u) << "the next receive was taken";
+  }
 };
 
 // Died after the receive was made whole, before the send left its ring: executed again, the
 // send completes without its message arriving twice (rping -V saw its peer's reply out of
 // turn, the message having taken the next receive).
 TEST_F(ExecutorRestartTest, AMessageThatArrivedIsNotDeliveredAgain) {
-  b_.local_completions()->receiving.state = shm::kLocalCompletionDone;
-  ring(&a_, true)->consumer.value.store(0);
-  take_back(&a_);
-  take_back(&b_);
-  EXPECT_TRUE(look(&a_, kStart + 1));
-  const std::vector<shm::Cqe> got = completions();
-  ASSERT_EQ(got.size(), 1u);
-  EXPECT_EQ(got[0].wr_id, 1u);
-  EXPECT_EQ(got[0].opcode, IBV_WC_SEND);
-  EXPECT_EQ(receives_left(), 1u) << "the next receive was taken";
+  died_after_the_receive();
+  expect_the_send_completes_alone();
 }
 
 // Died with the receive under way, before its ring moved and its entry went: the new process
@@ -412,8 +425,7 @@ TEST_F(ExecutorRestartTest, AReceiveLeftUnderWayIsTakenAndCompletedOnce) {
   r.cq_position = 2;  // the entry not pushed: none of the CQ's since is it
   ring(&b_, false)->consumer.value.store(0);
   ring(&a_, true)->consumer.value.store(0);
-  take_back(&b_);
-  take_back(&a_);
+  take_back_all();
   EXPECT_EQ(r.state, shm::kLocalCompletionDone);
   EXPECT_TRUE(look(&a_, kStart + 1));
   const std::vector<shm::Cqe> got = completions();
@@ -429,8 +441,7 @@ TEST_F(ExecutorRestartTest, AReceiveLeftUnderWayIsTakenAndCompletedOnce) {
 TEST_F(ExecutorRestartTest, AReceiveUnderWayWhoseStoresWereMadeIsNotMadeTwice) {
   b_.local_completions()->receiving.state = shm::kLocalCompletionUnderWay;
   ring(&a_, true)->consumer.value.store(0);
-  take_back(&b_);
-  take_back(&a_);
+  take_back_all();
   EXPECT_TRUE(look(&a_, kStart + 1));
   const std::vector<shm::Cqe> got = completions();
   ASSERT_EQ(got.size(), 1u);
@@ -444,8 +455,7 @@ TEST_F(ExecutorRestartTest, ASendGoneFromItsRingGetsItsEntryOnce) {
   shm::LocalCompletion& s = a_.local_completions()->sending;
   s.state = shm::kLocalCompletionUnderWay;
   s.cq_position = 2;
-  take_back(&a_);
-  take_back(&b_);
+  take_back_all();
   std::vector<shm::Cqe> got = completions();
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].wr_id, 1u);
@@ -465,6 +475,102 @@ TEST_F(ExecutorRestartTest, AResetForgetsTheRecords) {
   forget_local_completions(&b_);
   EXPECT_EQ(b_.local_completions()->receiving.state, shm::kLocalCompletionNone);
   EXPECT_EQ(b_.local_completions()->receiving.sender_qpn, 0u);
+}
+
+// The same through a shared receive queue: b_ takes its receives from srq_.
+class ExecutorSrqRestartTest : public ExecutorRestartTest {
+ protected:
+  void SetUp() override {
+    srq_.owner = session_.get();
+    srq_.pd = &pd_;
+    srq_.layout = shm::srq_layout(kDepth, shm::recv_slot_size(1));
+    ASSERT_EQ(srq_.shm.create("wharf-test-srq", srq_.layout.total), 0);
+    srq_.records.attach_fresh(srq_.shm.data(), srq_.layout);
+    srq_.max_wr = kDepth;
+    srq_.max_sge = 1;
+    srq_.srqn = objects_.add_srq(&srq_);
+    // b_ again, on the SRQ.
+    objects_.remove_qp(b_.qpn);
+    b_.srq = &srq_;
+    b_.rq_entries = 0;
+    b_.shm = ShmRegion();
+    ASSERT_EQ(b_.shm.create("wharf-test-qp", b_.layout().total), 0);
+    ASSERT_TRUE(objects_.add_qp(&b_));
+    connect(&a_, &b_);
+    connect(&b_, &a_);
+    post_srq_recv(9, 100);
+    post_srq_recv(10, 200);
+    send_inline(&a_, 1, "hello");
+    ASSERT_TRUE(look(&a_, kStart));
+    const std::vector<shm::Cqe> got = completions();
+    ASSERT_EQ(got.size(), 2u);
+    ASSERT_EQ(got[0].wr_id, 9u);
+    kept_ = b_.local_completions()->receiving.srq_record;
+    ASSERT_NE(kept_, SrqRecords::kNone) << "the claimed receive's record";
+  }
+  ~ExecutorSrqRestartTest() override { objects_.remove_srq(srq_.srqn); }
+  void post_srq_recv(uint64_t wr_id, uint32_t offset) {
+    shm::RingProducer ring(
+        reinterpret_cast<shm::RingHeader*>(srq_.shm.data() + srq_.layout.ring_off),
+        srq_.shm.data() + srq_.layout.slots_off, srq_.layout.entries, srq_.layout.slot);
+    ring.resume();
+    shm::RingStatus st;
+    uint8_t* slot = ring.reserve(&st);
+    ASSERT_NE(slot, nullptr);
+    const shm::RecvWqe h{wr_id, 1, 0};
+    const shm::Sge sge{reinterpret_cast<uint64_t>(buffer_.data()) + offset, 64, mr_.key};
+    std::memcpy(slot, &h, sizeof(h));
+    std::memcpy(slot + sizeof(h), &sge, sizeof(sge));
+    ring.commit();
+  }
+  // The new process takes the SRQ back (before its QPs) from its region and records.
+  void take_back_all() override {
+    srq_.ring_cursor = shm::RingCursor{};
+    srq_.ring().resync();
+    srq_.has_claimed = false;
+    srq_.claimed_record = SrqRecords::kNone;
+    Session::adopt_srq_records(&srq_);
+    ExecutorRestartTest::take_back_all();
+  }
+  uint32_t receives_left() override { return srq_.ring().available(); }
+  Srq srq_;
+  uint32_t kept_ = SrqRecords::kNone;
+};
+
+// Died with the receive under way before it let go of the SRQ's record of it: the new process
+// took that receive back as the SRQ's next, and would have placed the next message in it a
+// second time. It completes the receive once, lets go of it, and the next message takes the
+// SRQ's next receive.
+TEST_F(ExecutorSrqRestartTest, AReceiveTheSrqStillKeptIsCompletedOnceAndLetGoOf) {
+  shm::LocalCompletion& r = b_.local_completions()->receiving;
+  r.state = shm::kLocalCompletionUnderWay;
+  r.cq_position = 2;
+  auto* record = reinterpret_cast<shm::SrqHeldRecord*>(srq_.shm.data() + srq_.layout.records_off +
+                                                       size_t{kept_} * srq_.layout.record_size);
+  record->state.store(shm::kSrqRecordClaimed);
+  ring(&a_, true)->consumer.value.store(0);
+  take_back_all();
+  EXPECT_FALSE(srq_.has_claimed);
+  EXPECT_EQ(record->state.load(), shm::kSrqRecordFree);
+  EXPECT_TRUE(look(&a_, kStart + 1));
+  std::vector<shm::Cqe> got = completions();
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].wr_id, 9u);
+  EXPECT_EQ(got[0].opcode, IBV_WC_RECV);
+  EXPECT_EQ(got[1].wr_id, 1u);
+
+  send_inline(&a_, 2, "again");
+  EXPECT_TRUE(look(&a_, kStart + 2));
+  got = completions();
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].wr_id, 10u) << "the next message took the receive the first had";
+  EXPECT_EQ(got[1].wr_id, 2u);
+}
+
+// Died after the receive was made whole: the send executed again does not deliver.
+TEST_F(ExecutorSrqRestartTest, AMessageThatArrivedIsNotDeliveredAgain) {
+  died_after_the_receive();
+  expect_the_send_completes_alone();
 }
 
 }  // namespace
