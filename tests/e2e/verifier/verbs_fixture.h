@@ -140,10 +140,10 @@ class VerbsTest : public ::testing::Test {
 
 // QP region layout (docs/shm-rings.md): SQ producer index at 0, consumer at 64, RQ ring
 // header at 128, direct-path line at 256, counters at 320 (tx_msgs, tx_bytes, rx_msgs,
-// rx_bytes, errors, express_msgs: 8 bytes each; then by opcode and by status), SQ slots at
-// 704.
+// rx_bytes, errors, express_msgs: 8 bytes each; then by opcode and by status), rdma_cm
+// transitions at 704, local completions at 1728, SQ slots at 1984.
 constexpr size_t kQpCountersOffset = 320;
-constexpr size_t kSqSlotsOffset = 704;
+constexpr size_t kSqSlotsOffset = 1984;
 
 constexpr int kFullAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                             IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
