@@ -53,6 +53,19 @@ void post_cqe_st(Cq* cq, const shm::Cqe& cqe, bool solicited) {
     cq->owner->raise_cq_event_st(cq, solicited, cqe.status == IBV_WC_SUCCESS);
 }
 
+void post_cqe_unless_published_st(Cq* cq, uint64_t from, const shm::Cqe& cqe, bool solicited) {
+  bool known = false;
+  if (cq->ring.published_since(from, cqe, &known)) return;
+  if (!known) {
+    spdlog::warn(
+        "QP {:#x}: whether the previous process completed work request {:#x} is unknown (its "
+        "CQ wrapped since); not completed again",
+        cqe.qp_num, cqe.wr_id);
+    return;
+  }
+  post_cqe_st(cq, cqe, solicited);
+}
+
 shm::Cqe make_cqe(uint64_t wr_id, ibv_wc_status status, ibv_wc_opcode opcode, uint32_t qpn) {
   shm::Cqe c{};
   c.wr_id = wr_id;

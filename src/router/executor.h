@@ -102,6 +102,10 @@ bool let_go_of_held_recv(HeldRecv* held, const HostObjects& objects);
 
 // Writes one CQE and raises a completion event if the CQ is armed for it.
 void post_cqe_st(Cq* cq, const shm::Cqe& cqe, bool solicited);
+// Finishes a completion a previous process recorded (at CQ position `from`) and may have made
+// before it died: posts cqe unless cq holds it since (shm::CqProducer::published_since); when
+// the CQ wrapped since and it cannot tell, warns and does not post it again.
+void post_cqe_unless_published_st(Cq* cq, uint64_t from, const shm::Cqe& cqe, bool solicited);
 shm::Cqe make_cqe(uint64_t wr_id, ibv_wc_status status, ibv_wc_opcode opcode, uint32_t qpn);
 // The entry a receive rw of dst completes with (Executor::complete_recv_st and
 // post_recv_completion_st post it).

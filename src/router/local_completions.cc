@@ -1,7 +1,5 @@
 #include "router/local_completions.h"
 
-#include <spdlog/spdlog.h>
-
 #include <atomic>
 #include <utility>
 
@@ -17,29 +15,20 @@ std::atomic_ref<uint32_t> state_of(LocalCompletion& rec) {
   return std::atomic_ref<uint32_t>(rec.state);
 }
 
-void record(LocalCompletion* rec, uint32_t ring_index, const Cq* cq, bool post, const shm::Cqe& c,
+void record(LocalCompletion* rec, uint32_t ring_index, const Cq* cq, const shm::Cqe& c,
             bool solicited) {
   rec->ring_index = ring_index;
-  rec->post = post && cq != nullptr ? 1 : 0;
+  rec->post = cq != nullptr ? 1 : 0;
   rec->cq_position = rec->post != 0 ? cq->ring.position() : 0;
   rec->solicited = solicited ? 1 : 0;
   rec->cqe = c;
   state_of(*rec).store(shm::kLocalCompletionUnderWay, std::memory_order_release);
 }
 
-// Pushes the recorded entry to cq unless cq holds it already (shm::CqProducer::published_since).
+// Pushes the recorded entry to cq unless cq holds it already.
 void finish_entry_st(Cq* cq, const LocalCompletion& rec, uint32_t qpn) {
   if (rec.post == 0 || cq == nullptr || rec.cqe.qp_num != qpn) return;
-  bool known = false;
-  if (cq->ring.published_since(rec.cq_position, rec.cqe, &known)) return;
-  if (!known) {
-    spdlog::warn(
-        "QP {:#x}: whether the previous process completed work request {:#x} is unknown (its "
-        "CQ wrapped since); not completed again",
-        qpn, rec.cqe.wr_id);
-    return;
-  }
-  post_cqe_st(cq, rec.cqe, rec.solicited != 0);
+  post_cqe_unless_published_st(cq, rec.cq_position, rec.cqe, rec.solicited != 0);
 }
 
 uint32_t head_of_send_ring(const Qp* sender) { return sender->sq_cursor.tail; }
@@ -68,7 +57,7 @@ void record_receive_under_way(Qp* dst, const Qp* sender, uint32_t srq_record, co
   rec->srq_record = srq_record;
   rec->sender_qpn = sender->qpn;
   rec->sender_index = head_of_send_ring(sender);
-  record(rec, dst->rq_cursor.tail, dst->recv_cq, true, c, solicited);
+  record(rec, dst->rq_cursor.tail, dst->recv_cq, c, solicited);
 }
 
 void receive_made(Qp* dst) {
@@ -92,7 +81,7 @@ void forget_receive(Qp* dst, const Qp* sender) {
 }
 
 void record_send_under_way(Qp* qp, const shm::Cqe& c) {
-  record(&qp->local_completions()->sending, head_of_send_ring(qp), qp->send_cq, true, c, false);
+  record(&qp->local_completions()->sending, head_of_send_ring(qp), qp->send_cq, c, false);
 }
 
 void send_made(Qp* qp) {

@@ -431,21 +431,24 @@ struct Qp {
   bool copy_send(const uint8_t* slot, SendWork* w) const {
     return copy_send_wqe(slot, sq_slot, type, max_send_sge(), w);
   }
+  // The parts of the shared region before the slots, whose offsets do not depend on the
+  // rings' sizes.
+  static constexpr shm::QpLayout kFixedParts = shm::qp_layout(0, 0, 0, 0);
   // In the shared region: the direct-path line, and the counters (the library's direct path
   // adds to them too).
   shm::QpDirect* direct() const {
-    return reinterpret_cast<shm::QpDirect*>(shm.data() + layout().direct_off);
+    return reinterpret_cast<shm::QpDirect*>(shm.data() + kFixedParts.direct_off);
   }
   shm::QpCounters* counters() const {
-    return reinterpret_cast<shm::QpCounters*>(shm.data() + layout().counters_off);
+    return reinterpret_cast<shm::QpCounters*>(shm.data() + kFixedParts.counters_off);
   }
   // The transitions its rdma_cm id's connection steps applied (proto/qp_cm_step_log.h).
   shm::QpCmSteps* cm_steps() const {
-    return reinterpret_cast<shm::QpCmSteps*>(shm.data() + layout().cm_steps_off);
+    return reinterpret_cast<shm::QpCmSteps*>(shm.data() + kFixedParts.cm_steps_off);
   }
   // Its completions under way on the router's path (router/local_completions.h).
   shm::QpLocalCompletions* local_completions() const {
-    return reinterpret_cast<shm::QpLocalCompletions*>(shm.data() + layout().completions_off);
+    return reinterpret_cast<shm::QpLocalCompletions*>(shm.data() + kFixedParts.completions_off);
   }
   shm::QpLayout layout() const { return shm::qp_layout(sq_entries, sq_slot, rq_entries, rq_slot); }
   // The router's side of its send ring and of its receive ring (of capacity 0, which takes

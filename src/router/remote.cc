@@ -128,16 +128,7 @@ void record_completion(RemoteQpState::CompletionUnderWay* rec, const Cq* cq, con
 void finish_completion_st(Cq* cq, const std::optional<RemoteQpState::CompletionUnderWay>& c,
                           uint32_t qpn) {
   if (!c.has_value() || cq == nullptr || c->cqe.qp_num != qpn) return;
-  bool known = false;
-  if (cq->ring.published_since(c->cq_position, c->cqe, &known)) return;
-  if (!known) {
-    spdlog::warn(
-        "QP {:#x}: whether the previous process completed work request {:#x} is "
-        "unknown (its CQ wrapped since); not completed again",
-        qpn, c->cqe.wr_id);
-    return;
-  }
-  post_cqe_st(cq, c->cqe, c->solicited);
+  post_cqe_unless_published_st(cq, c->cq_position, c->cqe, c->solicited);
 }
 
 // The config's kept states, or (no path, or it cannot be used) states in anonymous memory.
