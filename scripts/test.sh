@@ -7,7 +7,8 @@
 #   test        ctest on build/: everything but label `e2e` in parallel, then `e2e` with -j1
 #               (end-to-end tests share network namespaces, so never two at once)
 #   asan-build  build-asan/ (Sanitize = ASan + UBSan): configure and build
-#   asan-test   ctest on build-asan/: everything but labels `e2e` and `nosan`
+#   asan-test   ctest on build-asan/: everything but labels `e2e` and `nosan` (and `fuzz`
+#               when the fuzz step runs)
 #   fuzz        build-fuzz/ (clang, libFuzzer): every fuzz target for $FUZZ_SECONDS each
 #   format      clang-format --dry-run --Werror over the C++ sources
 #   tidy        clang-tidy (.clang-tidy) over the project's own sources, tests excluded
@@ -162,16 +163,30 @@ do_asan_build() {
 }
 
 # Tests labelled `nosan` load our libraries into uninstrumented system binaries, which the
-# sanitizer runtimes do not allow; they run in the optimized tree only.
-do_asan_test() { run_ctest build-asan -j "$JOBS" -LE '^(e2e|nosan)$'; }
+# sanitizer runtimes do not allow; they run in the optimized tree only. The fuzz targets'
+# seed replays (label `fuzz`) run here only when the fuzz step will not: that step runs the
+# same targets from the same seeds and beyond, also under ASan + UBSan.
+do_asan_test() {
+  local skip='e2e|nosan'
+  if fuzz_step_runs; then
+    skip+='|fuzz'
+    echo "(the fuzz targets' seed replays are left to the fuzz step)"
+  fi
+  run_ctest build-asan -j "$JOBS" -LE "^($skip)\$"
+}
+
+fuzz_step_runs() { [[ $SKIP != *" fuzz "* ]] && command -v clang++ >/dev/null; }
 
 do_fuzz() {
   if ! command -v clang++ >/dev/null; then
     echo "clang++ not found: fuzzing skipped (scripts/install-deps.sh installs it)"
     return 77
   fi
+  # -O1 and line tables only: all libFuzzer's reports need, and a tenth less to compile.
+  local flags="-O1 -gline-tables-only -DNDEBUG"
   configure build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
-    -DCMAKE_CXX_COMPILER=clang++ -DWHARF_LIBFUZZER=ON || return 1
+    -DCMAKE_CXX_COMPILER=clang++ -DWHARF_LIBFUZZER=ON -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$flags" \
+    -DCMAKE_C_FLAGS_RELWITHDEBINFO="$flags" || return 1
   build build-fuzz wharf_fuzzers || return 1
   local list=build-fuzz/fuzzers.txt
   if [[ ! -s $list ]]; then
