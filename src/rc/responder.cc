@@ -61,6 +61,7 @@ void Responder::keep_atomics_of(const Responder& other) {
   std::copy(std::begin(other.atomics_), std::end(other.atomics_), std::begin(atomics_));
   atomics_next_ = static_cast<uint8_t>(other.atomics_next_ % kAtomicCache);
   atomics_used_ = other.atomics_used_;
+  atomic_intent_ = other.atomic_intent_;
 }
 
 bool Responder::recall_atomic(uint32_t psn, uint64_t* orig) const {

@@ -27,6 +27,7 @@
 
 #include <cstdint>
 
+#include "common/atomic_intent.h"
 #include "common/fixed_ring.h"
 #include "rc/psn.h"
 
@@ -112,6 +113,9 @@ class Responder {
   void keep_atomics_of(const Responder& other);
   // The result the atomic at `psn` returned, if it is still in the cache.
   bool recall_atomic(uint32_t psn, uint64_t* orig) const;
+  // Where the atomic being executed notes the value it read (common/atomic_intent.h), by its
+  // PSN; cleared once its result is remembered and its PSN taken. Kept by keep_atomics_of.
+  AtomicIntent* atomic_intent() { return &atomic_intent_; }
 
   uint32_t epsn() const { return epsn_; }
   // The last PSN taken: what an ACK for a duplicate names.
@@ -162,6 +166,7 @@ class Responder {
   AtomicResult atomics_[kAtomicCache] = {};
   uint8_t atomics_next_ = 0;
   bool atomics_used_ = false;
+  AtomicIntent atomic_intent_ = {};
 };
 
 }  // namespace wharf::rc

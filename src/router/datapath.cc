@@ -138,6 +138,7 @@ bool Executor::process_qp_st(Qp* qp) {
     }
     sq.pop();
     did = true;
+    if (proto::is_atomic(w.hdr.opcode)) qp->local_completions()->atomic.clear();
     // A WQE that did not copy out whole is garbage: only its status counts.
     count_send_completion(qp, w.hdr.opcode, status, status == IBV_WC_SUCCESS ? bytes : 0);
     if (post) {
@@ -393,8 +394,11 @@ Executor::Step Executor::execute_connected_st(Qp* qp, const SendWork& w, const S
   if (rmr != nullptr) append_mr_range(&remote, *rmr, w.hdr.remote_addr, rlen);
   if (atomic) {
     uint64_t orig = 0;
-    if (atomic_on_mr(*rmr, w.hdr.remote_addr, op == IBV_WR_ATOMIC_FETCH_AND_ADD, w.hdr.compare_add,
-                     w.hdr.swap, &orig) != 0)
+    const AtomicChange change{op == IBV_WR_ATOMIC_FETCH_AND_ADD, w.hdr.compare_add, w.hdr.swap};
+    // Noted in the requester's region by its place in the send ring, which it leaves once
+    // completed: a process continuing it after a crash does not change the target twice.
+    if (atomic_on_mr(*rmr, w.hdr.remote_addr, change, &qp->local_completions()->atomic,
+                     qp->sq_cursor.tail, &orig) != 0)
       return responder_error(IBV_WC_REM_ACCESS_ERR);
     SegmentList result;
     result.push(Segment{reinterpret_cast<uint8_t*>(&orig), 0, 0, 8});

@@ -23,7 +23,7 @@ namespace {
 constexpr char kMagic[8] = {'W', 'H', 'A', 'R', 'F', 'K', 'S', '1'};
 // Changes whenever RemoteQpState's meaning changes at the same size (a new binary that reads
 // an old file through another layout must start afresh: --upgrade may run one).
-constexpr uint32_t kVersion = 3;
+constexpr uint32_t kVersion = 4;
 constexpr size_t kPage = 4096;
 
 constexpr size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }

@@ -101,22 +101,30 @@ uint64_t* mapped_u64(const Mr& mr, uint64_t va) {
   return reinterpret_cast<uint64_t*>(mr.mapping + (addr - mr.mapped_start));
 }
 
-int atomic_on_mr(const Mr& mr, uint64_t va, bool fetch_add, uint64_t compare_add, uint64_t swap,
-                 uint64_t* orig) {
+int atomic_on_mr(const Mr& mr, uint64_t va, const AtomicChange& change, AtomicIntent* intent,
+                 uint32_t request, uint64_t* orig) {
   if (uint64_t* p = mapped_u64(mr, va)) {
-    if (fetch_add) {
-      *orig = __atomic_fetch_add(p, compare_add, __ATOMIC_SEQ_CST);
-    } else {
-      *orig = compare_add;
-      __atomic_compare_exchange_n(p, orig, swap, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    uint64_t seen = __atomic_load_n(p, __ATOMIC_SEQ_CST);
+    if (intent->made_before(request, seen, orig)) return 0;
+    for (;;) {
+      const uint64_t next = change.next(seen);
+      if (next == seen) break;  // nothing to write (a compare that failed, an add of 0)
+      intent->note(request, seen);
+      // A failed exchange leaves the value found in `seen`: noted again before the next try.
+      if (__atomic_compare_exchange_n(p, &seen, next, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+        break;
     }
+    *orig = seen;
     return 0;
   }
   SegmentList remote, mine;
   if (!append_mr_range(&remote, mr, va, 8)) return EFAULT;
   mine.push(Segment{reinterpret_cast<uint8_t*>(orig), 0, 0, 8});
   if (copy_segments(remote, mine, 8) != 0) return EFAULT;
-  uint64_t next = fetch_add ? *orig + compare_add : *orig == compare_add ? swap : *orig;
+  if (intent->made_before(request, *orig, orig)) return 0;
+  uint64_t next = change.next(*orig);
+  if (next == *orig) return 0;
+  intent->note(request, *orig);
   SegmentList val;
   val.push(Segment{reinterpret_cast<uint8_t*>(&next), 0, 0, 8});
   return copy_segments(val, remote, 8);

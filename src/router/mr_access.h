@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdint>
 
+#include "common/atomic_intent.h"
 #include "common/stream_copy.h"
 #include "router/objects.h"
 
@@ -80,13 +81,15 @@ int copy_spans(const Segment* src, uint32_t nsrc, uint64_t soff, const Segment* 
 // Direct pointer to 8 bytes at va when they lie in the mapped part, else nullptr.
 uint64_t* mapped_u64(const Mr& mr, uint64_t va);
 
-// Fetch-and-add (fetch_add) or compare-and-swap on the 8 aligned bytes at va (bounds
-// already checked); the value before goes to *orig. Mapped memory gets a real atomic; an
-// unmapped target a read-modify-write through its owner's address space, atomic with respect
-// to other RDMA atomics because all run on the router thread (IBV_ATOMIC_HCA). Returns 0 or
-// EFAULT.
-int atomic_on_mr(const Mr& mr, uint64_t va, bool fetch_add, uint64_t compare_add, uint64_t swap,
-                 uint64_t* orig);
+// Fetch-and-add or compare-and-swap on the 8 aligned bytes at va (bounds already checked);
+// the value before goes to *orig. Mapped memory gets a real atomic; an unmapped target a
+// read-modify-write through its owner's address space, atomic with respect to other RDMA
+// atomics because all run on the router thread (IBV_ATOMIC_HCA). Before it writes, the value
+// it read is noted in *intent as request `request`'s (common/atomic_intent.h); an intent a
+// previous process noted for the same request, whose change the target shows made, is
+// answered from the note without changing anything. Returns 0 or EFAULT.
+int atomic_on_mr(const Mr& mr, uint64_t va, const AtomicChange& change, AtomicIntent* intent,
+                 uint32_t request, uint64_t* orig);
 
 // Stores `value` into the 8 aligned bytes at va (bounds already checked) at once: a real
 // atomic store in mapped memory, else a write through the owner's address space (atomic

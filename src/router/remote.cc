@@ -1126,14 +1126,17 @@ void RemotePath::on_atomic_request_st(const Responder& rsp, State& st, const Pac
                ? target_mr(rsp, p.atomic.rkey, p.atomic.va, 8, IBV_ACCESS_REMOTE_ATOMIC)
                : nullptr;
   const bool fetch_add = (p.hdr.opcode & 0x1f) == host::kFetchAdd;
-  if (mr == nullptr ||
-      atomic_on_mr(*mr, p.atomic.va, fetch_add, fetch_add ? p.atomic.swap_add : p.atomic.compare,
-                   p.atomic.swap_add, &orig) != 0)
+  const AtomicChange change{fetch_add, fetch_add ? p.atomic.swap_add : p.atomic.compare,
+                            p.atomic.swap_add};
+  // A request the previous process executed but had not taken yet comes again as new: the
+  // intent it noted in the kept state answers it (common/atomic_intent.h).
+  if (mr == nullptr || atomic_on_mr(*mr, p.atomic.va, change, rs.atomic_intent(), psn, &orig) != 0)
     return nak(host::kNakRemoteAccess);
   if (paths_.emulator != nullptr) paths_.emulator->touch_memory_st(p.atomic.rkey, p.atomic.va, 8);
   rs.remember_atomic(psn, orig);
   rs.accept(psn);
   rs.end_message();
+  rs.atomic_intent()->clear();  // a duplicate is answered from the cache now
   queue_response_st(dst, Response{Response::kAtomicAck, psn, host::aeth_ack(), rs.msn(), orig});
 }
 

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "common/atomic_intent.h"
 #include "common/bits.h"
 #include "shm/ring.h"
 
@@ -282,7 +283,10 @@ struct LocalCompletion {
 struct QpLocalCompletions {
   alignas(kCacheLine) LocalCompletion receiving;  // of a message this QP received
   alignas(kCacheLine) LocalCompletion sending;    // of a work request of its send ring
+  // Of an atomic of its send ring on this host, by its ring index (common/atomic_intent.h).
+  AtomicIntent atomic;
 };
+static_assert(sizeof(QpLocalCompletions) == 4 * kCacheLine, "the slots did not move");
 
 // ---- Queue pair: send ring, receive ring, direct-path line, counters, the rdma_cm
 // transitions, the local completions, then the slots. ----

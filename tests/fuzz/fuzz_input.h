@@ -20,6 +20,7 @@ class Input {
     for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(u8()) << (8 * i);
     return v;
   }
+  uint64_t u64() { return u32() | static_cast<uint64_t>(u32()) << 32; }
 
  private:
   const uint8_t* p_;

@@ -5,7 +5,8 @@
 // The input fills the records, then gives the rings' and the CQ's indices. Checked: the
 // receive ring's consumer index moves by one at most and only from where a record says; the
 // send ring's does not move; at most one entry per record reaches the CQ; no record is left
-// under way; nothing is read or written outside the regions (ASan).
+// under way; nothing is read or written outside the regions (ASan). Then an atomic under
+// the region's atomic intent: its target changes at most once.
 #include <unistd.h>
 
 #include <cstddef>
@@ -17,6 +18,7 @@
 #include "fuzz_input.h"
 #include "router/host_objects.h"
 #include "router/local_completions.h"
+#include "router/mr_access.h"
 #include "router/router.h"
 #include "router/session.h"
 
@@ -99,5 +101,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const shm::LocalCompletion* r :
        {&qp.local_completions()->receiving, &qp.local_completions()->sending})
     WHARF_FUZZ_CHECK(r->state != shm::kLocalCompletionUnderWay, "a record left under way");
+
+  // The atomic intent read back: the request at the send ring's head, a FETCH_ADD or a
+  // compare-and-swap on a word of the owner's, changes the word at most once, and returns
+  // either the word's value or the intent's (the owner's own choice).
+  uint64_t word = in.u64();
+  const uint64_t before = word;
+  Mr mr;
+  mr.addr = mr.iova = mr.mapped_start = reinterpret_cast<uint64_t>(&word);
+  mr.length = mr.mapped_len = sizeof(word);
+  mr.mapping = reinterpret_cast<uint8_t*>(&word);
+  const AtomicChange change{(in.u8() & 1) != 0, in.u64(), in.u64()};
+  const AtomicIntent noted = qp.local_completions()->atomic;
+  uint64_t orig = 0;
+  WHARF_FUZZ_CHECK(
+      atomic_on_mr(mr, mr.iova, change, &qp.local_completions()->atomic, sq_consumer, &orig) == 0,
+      "an atomic on mapped memory failed");
+  WHARF_FUZZ_CHECK(orig == before || orig == noted.orig, "a result from nowhere");
+  WHARF_FUZZ_CHECK(word == before || word == change.next(before), "the word changed twice");
   return 0;
 }

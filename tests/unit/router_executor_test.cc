@@ -477,6 +477,67 @@ TEST_F(ExecutorRestartTest, AResetForgetsTheRecords) {
   EXPECT_EQ(b_.local_completions()->receiving.sender_qpn, 0u);
 }
 
+// A FETCH_ADD of a_ on buffer_'s word at kCounter, its result to the word at kResult.
+class ExecutorAtomicRestartTest : public ExecutorTest {
+ protected:
+  static constexpr uint32_t kCounter = 1024, kResult = 1032;
+  void SetUp() override {
+    mr_.access |= IBV_ACCESS_REMOTE_ATOMIC;
+    b_.attr.qp_access_flags |= IBV_ACCESS_REMOTE_ATOMIC;
+    counter() = 40;
+    shm::SendWqe h{};
+    h.wr_id = 5;
+    h.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+    h.flags = shm::kWqeSignaled;
+    h.num_sge = 1;
+    h.remote_addr = reinterpret_cast<uint64_t>(buffer_.data()) + kCounter;
+    h.rkey = mr_.key;
+    h.compare_add = 2;
+    shm::Sge sge{reinterpret_cast<uint64_t>(buffer_.data()) + kResult, 8, mr_.key};
+    push(&a_, true, &h, sizeof(h), &sge, sizeof(sge));
+  }
+  uint64_t& counter() { return *reinterpret_cast<uint64_t*>(buffer_.data() + kCounter); }
+  uint64_t result() { return *reinterpret_cast<uint64_t*>(buffer_.data() + kResult); }
+  void expect_one_completion() {
+    const std::vector<shm::Cqe> got = completions();
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].wr_id, 5u);
+    EXPECT_EQ(got[0].opcode, IBV_WC_FETCH_ADD);
+    EXPECT_EQ(got[0].status, IBV_WC_SUCCESS);
+  }
+};
+
+TEST_F(ExecutorAtomicRestartTest, TheIntentIsNotedThenClearedOnceTheRequestLeavesItsRing) {
+  EXPECT_TRUE(look(&a_, kStart));
+  EXPECT_EQ(counter(), 42u);
+  EXPECT_EQ(result(), 40u);
+  expect_one_completion();
+  const AtomicIntent& intent = a_.local_completions()->atomic;
+  EXPECT_EQ(intent.orig, 40u);
+  EXPECT_EQ(intent.id, 0u);
+  EXPECT_EQ(intent.state, kAtomicIntentNone);
+}
+
+// Died after the add, before the request left its ring: executed again, it returns what the
+// add found and adds nothing more (before: 44, and the second add's 42 returned).
+TEST_F(ExecutorAtomicRestartTest, AnAddMadeBeforeACrashIsNotMadeAgain) {
+  a_.local_completions()->atomic.note(0, 40);
+  counter() = 42;
+  EXPECT_TRUE(look(&a_, kStart));
+  EXPECT_EQ(counter(), 42u);
+  EXPECT_EQ(result(), 40u);
+  expect_one_completion();
+}
+
+// Died between the note and the add: the add is made.
+TEST_F(ExecutorAtomicRestartTest, AnAddNotedButNotMadeIsMade) {
+  a_.local_completions()->atomic.note(0, 40);
+  EXPECT_TRUE(look(&a_, kStart));
+  EXPECT_EQ(counter(), 42u);
+  EXPECT_EQ(result(), 40u);
+  expect_one_completion();
+}
+
 // The same through a shared receive queue: b_ takes its receives from srq_.
 class ExecutorSrqRestartTest : public ExecutorRestartTest {
  protected:

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -64,8 +65,24 @@ class KeptRemoteStatesTest : public ::testing::Test {
     return Offer{false, p.next_psn, p.epsn};
   }
 
+  // QP 5, active in a first process (requester at PSN 100, responder expecting 400) whose
+  // responder `before` works on, continued by the next process (kept in next_): its state
+  // there, or null if it was not continued active.
+  RemoteQpState* continued(const std::function<void(rc::Responder*)>& before) {
+    auto first = open(0x1001);
+    RemoteQpState* st = first->take_active(5, RemoteQpState(100, 400));
+    if (st == nullptr) return nullptr;
+    before(&st->responder);
+    first.reset();
+    next_ = open(0x2002);
+    RemoteQpState* go_on = nullptr;
+    ParkedRemoteQp p;
+    return next_->claim_orphan(5, {}, kNothingToFinish, &go_on, &p) ? go_on : nullptr;
+  }
+
   test_support::TempDir dir_{"wharf-kept-states"};
   std::string path_ = dir_.path() + "/wharfd.sock.state";
+  std::unique_ptr<KeptRemoteStates> next_;
 };
 
 TEST_F(KeptRemoteStatesTest, TheNextProcessKeepsTheIncarnationAndContinuesEachQp) {
@@ -116,23 +133,29 @@ TEST_F(KeptRemoteStatesTest, TheNextProcessKeepsTheIncarnationAndContinuesEachQp
 // An atomic the old process executed, whose answer the requester did not get, comes again as
 // a duplicate: the new process answers it from the results it kept, never executing it twice.
 TEST_F(KeptRemoteStatesTest, TheResultsOfExecutedAtomicsAreKept) {
-  auto first = open(0x1001);
-  RemoteQpState* st = first->take_active(5, RemoteQpState(100, 400));
-  ASSERT_NE(st, nullptr);
-  st->responder.accept(400);
-  st->responder.end_message();
-  st->responder.remember_atomic(400, 0xfeed);
-  first.reset();
-  auto second = open(0x2002);
-  RemoteQpState* go_on = nullptr;
-  ParkedRemoteQp p;
-  ASSERT_TRUE(second->claim_orphan(5, {}, kNothingToFinish, &go_on, &p));
+  RemoteQpState* go_on = continued([](rc::Responder* r) {
+    r->accept(400);
+    r->end_message();
+    r->remember_atomic(400, 0xfeed);
+  });
   ASSERT_NE(go_on, nullptr);
   EXPECT_EQ(go_on->responder.epsn(), 401u);
   uint64_t orig = 0;
   ASSERT_TRUE(go_on->responder.recall_atomic(400, &orig));
   EXPECT_EQ(orig, 0xfeedu);
   EXPECT_FALSE(go_on->responder.quiescent()) << "it keeps them: never parked";
+}
+
+// An atomic the old process changed its target for but had not taken yet comes again as a
+// new request: the new process finds the value it read, and does not change the target twice.
+TEST_F(KeptRemoteStatesTest, TheIntentOfAnAtomicUnderWayIsKept) {
+  RemoteQpState* go_on = continued([](rc::Responder* r) { r->atomic_intent()->note(400, 0xbeef); });
+  ASSERT_NE(go_on, nullptr);
+  EXPECT_EQ(go_on->responder.epsn(), 400u);
+  uint64_t orig = 0;
+  EXPECT_FALSE(go_on->responder.atomic_intent()->made_before(400, 0xbeef, &orig));
+  ASSERT_TRUE(go_on->responder.atomic_intent()->made_before(400, 0xbef0, &orig));
+  EXPECT_EQ(orig, 0xbeefu);
 }
 
 TEST_F(KeptRemoteStatesTest, AProcessKilledBeforeItsQpsWereRestoredStillLeavesThem) {

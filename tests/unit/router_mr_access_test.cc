@@ -173,5 +173,70 @@ TEST(MrAccessTest, SegmentListRefusesToOverflow) {
   EXPECT_EQ(l.total, kMaxSegments);
 }
 
+// Atomics on both kinds of memory: in the mapping (a real atomic) and beyond it (through the
+// pid). `at` is an iova in f.mr; the word is read and written where the MR keeps it.
+class AtomicOnMrTest : public ::testing::TestWithParam<bool> {
+ protected:
+  uint64_t at() const { return f_.mr.iova + (GetParam() ? 4096 : 8); }
+  uint64_t* word() {
+    return reinterpret_cast<uint64_t*>(GetParam() ? f_.view.data() : f_.app.data() + 8);
+  }
+  // The atomic as request `request`; its result, or ~0 if it failed.
+  uint64_t run(const AtomicChange& change, uint32_t request) {
+    uint64_t orig = 0;
+    return atomic_on_mr(f_.mr, at(), change, &intent_, request, &orig) == 0 ? orig : ~0ull;
+  }
+  Fixture f_;
+  AtomicIntent intent_ = {};
+};
+
+TEST_P(AtomicOnMrTest, ChangesTheWordAndNotesWhatItReadFirst) {
+  *word() = 40;
+  EXPECT_EQ(run({true, 2, 0}, 7), 40u);
+  EXPECT_EQ(*word(), 42u);
+  EXPECT_EQ(intent_.state, kAtomicIntentNoted);
+  EXPECT_EQ(intent_.id, 7u);
+  EXPECT_EQ(intent_.orig, 40u);
+  EXPECT_EQ(run({false, 42, 5}, 8), 42u);  // compare-and-swap that matches
+  EXPECT_EQ(*word(), 5u);
+  EXPECT_EQ(intent_.id, 8u);
+  intent_.clear();
+  EXPECT_EQ(run({false, 1, 9}, 9), 5u);  // one that does not: nothing written, nothing noted
+  EXPECT_EQ(*word(), 5u);
+  EXPECT_EQ(intent_.state, kAtomicIntentNone);
+}
+
+// The request a previous process noted and changed the word for comes again: answered from
+// the note, the word changed once (before: the add made twice, a crashed router's FETCH_ADD
+// counted two).
+TEST_P(AtomicOnMrTest, ARequestWhoseChangeWasMadeIsAnsweredFromTheNote) {
+  *word() = 40;
+  ASSERT_EQ(run({true, 2, 0}, 7), 40u);
+  EXPECT_EQ(run({true, 2, 0}, 7), 40u);
+  EXPECT_EQ(*word(), 42u);
+  intent_.note(8, 42);  // noted, then the compare-and-swap was made: 42 -> 5
+  *word() = 5;
+  EXPECT_EQ(run({false, 42, 5}, 8), 42u);
+  EXPECT_EQ(*word(), 5u);
+}
+
+// Noted, but the process died before the change: the word still holds what was read, and
+// the request makes it. Another request, or a note cleared, is not answered from the note.
+TEST_P(AtomicOnMrTest, ARequestWhoseChangeWasNotMadeOrAnotherOneIsExecuted) {
+  *word() = 40;
+  intent_.note(7, 40);
+  EXPECT_EQ(run({true, 2, 0}, 7), 40u);
+  EXPECT_EQ(*word(), 42u);
+  intent_.note(7, 40);
+  EXPECT_EQ(run({true, 2, 0}, 8), 42u);
+  EXPECT_EQ(*word(), 44u);
+  intent_.note(9, 40);
+  intent_.clear();
+  EXPECT_EQ(run({true, 2, 0}, 9), 44u);
+  EXPECT_EQ(*word(), 46u);
+}
+
+INSTANTIATE_TEST_SUITE_P(MappedOrNot, AtomicOnMrTest, ::testing::Bool());
+
 }  // namespace
 }  // namespace wharf::router

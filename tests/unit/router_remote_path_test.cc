@@ -237,6 +237,34 @@ TEST_F(RemotePathTest, FetchAndAddAndCompareAndSwapReturnThePeersOldValue) {
   EXPECT_EQ(now_held, 42u);
 }
 
+// b's previous process changed the target for a's next atomic and died before it took the
+// request (its intent noted in the kept state under the PSN): the request, new to this
+// process, is answered from the intent and the target changes once (before: twice).
+TEST_F(RemotePathTest, AnAtomicWhoseChangeAPreviousProcessMadeIsNotMadeAgain) {
+  const uint64_t start = 5;
+  std::memcpy(b_.memory(1536), &start, 8);
+  shm::SendWqe add = work(IBV_WR_ATOMIC_FETCH_AND_ADD, 1, b_.address(1536), b_.rkey());
+  add.compare_add = 3;
+  a_.post_send(add, 0, 8);
+  ASSERT_TRUE(run_until([&] { return a_.completions().size() == 1; }));
+  ASSERT_NE(b_.qp().remote, nullptr);
+  rc::Responder& rs = b_.qp().remote->responder;
+  EXPECT_EQ(rs.atomic_intent()->state, kAtomicIntentNone) << "cleared once taken";
+
+  rs.atomic_intent()->note(rs.epsn(), 8);
+  const uint64_t made = 11;
+  std::memcpy(b_.memory(1536), &made, 8);
+  add.wr_id = 2;
+  a_.post_send(add, 8, 8);
+  ASSERT_TRUE(run_until([&] { return a_.completions().size() == 2; }));
+  EXPECT_EQ(a_.completions()[1].status, IBV_WC_SUCCESS);
+  uint64_t returned = 0, now_held = 0;
+  std::memcpy(&returned, a_.memory(8), 8);
+  std::memcpy(&now_held, b_.memory(1536), 8);
+  EXPECT_EQ(returned, 8u);
+  EXPECT_EQ(now_held, 11u);
+}
+
 // Pingmesh (router/remote_pingmesh.cc): two routers probing every 10 ms answer each other's
 // probes over their link, and each sees the other up with a round trip and nothing lost.
 TEST(RemotePathPingmeshTest, RoutersAnswerEachOthersProbesAndSeeEachOtherUp) {
