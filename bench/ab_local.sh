@@ -6,7 +6,8 @@
 #   sudo bash bench/ab_local.sh BUILD_A BUILD_B [REPS]    # e.g. build-main build
 #
 # WHARFD_ARGS: more arguments for both routers (e.g. "--direct-path off": every message
-# through the router); PERFTEST_ARGS: more for every perftest command (e.g. --use-srq).
+# through the router); PERFTEST_ARGS: more for every perftest command (e.g. --use-srq);
+# AB_SET: which figures (below).
 #
 # Figures (64 B unless said): ib_send_lat typical (us), ib_send_bw message rate (Mpps),
 # ib_send_bw 64 KiB (MB/s), ib_send_lat -e (completion events) 8 B typical (us). Each build dir needs bin/wharfd, bin/wharf-run and
@@ -53,15 +54,37 @@ perftest() {
   ROUTER_PID=
 }
 
-round() {
-  local build=$1 name=$2
-  echo "$(perftest "$build" 5 ib_send_lat -d wharf0 -s 64 -n 20000)" \
-    "$(perftest "$build" 5 ib_send_bw -d wharf0 -s 64 -n 200000)" \
-    "$(perftest "$build" 4 ib_send_bw -d wharf0 -s 65536 -n 20000)" \
-    "$(perftest "$build" 5 ib_send_lat -d wharf0 -e -s 8 -n 20000)" | tee -a "$WORK/$name" |
-    sed "s/^/$name: /" >&2
-}
+# The figures of AB_SET: send (the default, above) or atomic (ib_atomic_lat typical (us),
+# ib_atomic_bw FETCH_ADD and CMP_AND_SWAP message rates (Mops)).
+case ${AB_SET:-send} in
+  send)
+    round() {
+      local build=$1 name=$2
+      echo "$(perftest "$build" 5 ib_send_lat -d wharf0 -s 64 -n 20000)" \
+        "$(perftest "$build" 5 ib_send_bw -d wharf0 -s 64 -n 200000)" \
+        "$(perftest "$build" 4 ib_send_bw -d wharf0 -s 65536 -n 20000)" \
+        "$(perftest "$build" 5 ib_send_lat -d wharf0 -e -s 8 -n 20000)" | tee -a "$WORK/$name" |
+        sed "s/^/$name: /" >&2
+    }
+    FIGURES=("ib_send_lat 64 B typical (us)" "ib_send_bw 64 B (Mpps)" "ib_send_bw 64 KiB (MB/s)"
+      "ib_send_lat -e 8 B typical (us)")
+    ;;
+  atomic)
+    round() {
+      local build=$1 name=$2
+      echo "$(perftest "$build" 5 ib_atomic_lat -d wharf0 -n 20000)" \
+        "$(perftest "$build" 5 ib_atomic_bw -d wharf0 -A FETCH_AND_ADD -n 200000)" \
+        "$(perftest "$build" 5 ib_atomic_bw -d wharf0 -A CMP_AND_SWAP -n 200000)" |
+        tee -a "$WORK/$name" | sed "s/^/$name: /" >&2
+    }
+    FIGURES=("ib_atomic_lat typical (us)" "ib_atomic_bw FETCH_ADD (Mops)"
+      "ib_atomic_bw CMP_AND_SWAP (Mops)")
+    ;;
+  *)
+    echo "ab_local.sh: AB_SET is send or atomic" >&2
+    exit 1
+    ;;
+esac
 
 ab_rounds round "$REPS"
-ab_table "$A" "$B" "$REPS" "ib_send_lat 64 B typical (us)" "ib_send_bw 64 B (Mpps)" \
-  "ib_send_bw 64 KiB (MB/s)" "ib_send_lat -e 8 B typical (us)"
+ab_table "$A" "$B" "$REPS" "${FIGURES[@]}"
