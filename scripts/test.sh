@@ -7,8 +7,8 @@
 #   test        ctest on build/: everything but label `e2e` in parallel, then `e2e` with -j1
 #               (end-to-end tests share network namespaces, so never two at once)
 #   asan-build  build-asan/ (Sanitize = ASan + UBSan): configure and build
-#   asan-test   ctest on build-asan/: everything but labels `e2e` and `nosan` (and `fuzz`
-#               when the fuzz step runs)
+#   asan-test   ctest on build-asan/: everything but labels `e2e` and `nosan` (and the fuzz
+#               targets' replays when the fuzz step runs)
 #   fuzz        build-fuzz/ (clang, libFuzzer): every fuzz target for $FUZZ_SECONDS each
 #   format      clang-format --dry-run --Werror over the C++ sources
 #   tidy        clang-tidy (.clang-tidy) over the project's own sources, tests excluded
@@ -157,23 +157,19 @@ do_test() {
 # Only what the sanitized tests run (wharf_sanitized_tests: test binaries, the libraries and
 # wharfd they load or start), without the tools and bench helpers no sanitized test runs. A
 # test whose binary is missing fails in asan-test, so the list cannot silently fall short.
+# The fuzz targets and their seed replays are left out when the fuzz step runs: it runs the
+# same targets from the same seeds and beyond, under the same sanitizers.
 do_asan_build() {
-  configure build-asan -DCMAKE_BUILD_TYPE=Sanitize -DWHARF_TESTS=ON -DWHARF_BENCH=OFF || return 1
+  local fuzz=ON
+  if fuzz_step_runs; then fuzz=OFF; fi
+  configure build-asan -DCMAKE_BUILD_TYPE=Sanitize -DWHARF_TESTS=ON -DWHARF_BENCH=OFF \
+    -DWHARF_FUZZ_TARGETS=$fuzz || return 1
   build build-asan wharf_sanitized_tests
 }
 
 # Tests labelled `nosan` load our libraries into uninstrumented system binaries, which the
-# sanitizer runtimes do not allow; they run in the optimized tree only. The fuzz targets'
-# seed replays (label `fuzz`) run here only when the fuzz step will not: that step runs the
-# same targets from the same seeds and beyond, also under ASan + UBSan.
-do_asan_test() {
-  local skip='e2e|nosan'
-  if fuzz_step_runs; then
-    skip+='|fuzz'
-    echo "(the fuzz targets' seed replays are left to the fuzz step)"
-  fi
-  run_ctest build-asan -j "$JOBS" -LE "^($skip)\$"
-}
+# sanitizer runtimes do not allow; they run in the optimized tree only.
+do_asan_test() { run_ctest build-asan -j "$JOBS" -LE '^(e2e|nosan)$'; }
 
 fuzz_step_runs() { [[ $SKIP != *" fuzz "* ]] && command -v clang++ >/dev/null; }
 
