@@ -10,8 +10,9 @@
 // long as nothing else changed the target in between; IBTA's atomicity holds only among the
 // device's own atomics (IBV_ATOMIC_HCA), and a crash between the note and the change (a few
 // instructions) is far less likely than one after it, which is what any other value is taken
-// for. The router's alone, it may be torn but is not hostile: it only ever chooses between
-// the two outcomes the request could have had.
+// for. Read back as hostile input: a QP's region is writable by the QP's owner, and a forged
+// intent only ever chooses between the two outcomes one of that owner's own atomics could
+// have had (the target changed, or left as it is and the noted value returned).
 #pragma once
 
 #include <atomic>
