@@ -146,6 +146,17 @@ e2e_perftest_clock_failed() {
   grep -qs "Correlation coefficient r^2" "$@"
 }
 
+# e2e_perftest_cm_retry_crashed STATUS FILE: true when perftest's rdma_cm client, whose output is
+# FILE, was refused (REJECTED, reason 8: nobody listens) and then crashed (STATUS 139, SIGSEGV).
+# perftest's server listens for its data connection only after the handshake that precedes it,
+# so a client quick to connect may be refused and must retry; perftest 4.5+0.17 (Debian 12)
+# retries with the ids it has just destroyed (fixed upstream by 3d9d8d0, "Fix crashes and
+# logical flaws in RDMA CM connection retry"). The refusal is what the kernel's CM answers too;
+# the crash is perftest's, so callers run the pair again.
+e2e_perftest_cm_retry_crashed() {
+  (($1 == 139)) && grep -qs "RDMA_CM_EVENT_REJECTED; error: 8\." "$2"
+}
+
 # e2e_start_container LABEL NAME VIP MODE CMD...: runs CMD in container NAME in the background;
 # output goes to $E2E_TMP/LABEL.out. Sets E2E_LAST_PID.
 e2e_start_container() {

@@ -152,10 +152,14 @@ run_pair() {
 
 for attempt in 1 2 3; do
   run_pair && break
-  if ((attempt == 3)) || ! e2e_perftest_clock_failed "$E2E_TMP/client.out" "$E2E_TMP/server.out"; then
+  ((attempt == 3)) && break
+  if e2e_perftest_clock_failed "$E2E_TMP/client.out" "$E2E_TMP/server.out"; then
+    e2e_log "perftest could not calibrate its clock (machine busy); running the pair again"
+  elif e2e_perftest_cm_retry_crashed "$client_status" "$E2E_TMP/client.out"; then
+    e2e_log "perftest's client connected before its server listened, and crashed retrying; running the pair again"
+  else
     break
   fi
-  e2e_log "perftest could not calibrate its clock (machine busy); running the pair again"
 done
 if ((client_status != 0 || server_status != 0 || E2E_TIMED_OUT)); then
   client_note=""
