@@ -1266,11 +1266,17 @@ int Session::on_create_ah(const proto::CreateAhReq& req, UniqueFd*, int, proto::
   auto ah = std::make_unique<Ah>();
   ah->pd = pd;
   ah->attr = req.attr;
-  Ah* raw = restoring ? ahs_.add_at(restore.handle, std::move(ah)) : ahs_.add(std::move(ah));
+  Ah* raw = adopt_ah(std::move(ah), restoring ? std::optional(restore.handle) : std::nullopt);
   if (raw == nullptr) return EEXIST;
-  pd->users++;
   rep->handle = raw->handle;
   return 0;
+}
+
+Ah* Session::adopt_ah(std::unique_ptr<Ah> ah, std::optional<uint32_t> at) {
+  Pd* pd = ah->pd;
+  Ah* raw = at ? ahs_.add_at(*at, std::move(ah)) : ahs_.add(std::move(ah));
+  if (raw != nullptr) pd->users++;
+  return raw;
 }
 
 int Session::on_destroy_ah(const proto::Handle& req, UniqueFd*, int, proto::Empty*, ReplyFds*) {

@@ -549,9 +549,13 @@ void Executor::execute_ud_st(Qp* qp, const SendWork& w, const SegmentList& local
     if (w.hdr.remote_qpn != proto::kMulticastQpn) return;
     uint8_t grh[kGrhSize];
     if (ah->attr.is_global) sender_grh(qp, ah->attr, local.total, grh);
+    // Its copies are not recorded (router/local_completions.h): the single record of a send
+    // names one receiver.
+    Qp* const sender = std::exchange(requester_, nullptr);
     deliver_multicast_st(qp->owner->container()->network_id,
                          ah->attr.is_global ? &ah->attr.dgid : nullptr, ah->attr.dlid, qkey, local,
                          ah->attr.is_global ? grh : nullptr, origin_of(w, qp));
+    requester_ = sender;
     if (RemotePath* remote = ctx_.remote) remote->flood_datagram_st(qp, w, local, ah->attr, qkey);
     return;
   }
@@ -566,6 +570,8 @@ void Executor::execute_ud_st(Qp* qp, const SendWork& w, const SegmentList& local
       !reaches(qp->owner->container(), ah->attr, dst->owner->container(), ctx_.link_layer) ||
       qkey != dst->qkey())
     return;
+  // Its datagram arrived before a previous router process died (router/local_completions.h).
+  if (delivered_before(dst, qp)) return;
   uint8_t grh[kGrhSize];
   if (ah->attr.is_global) sender_grh(qp, ah->attr, local.total, grh);
   deliver_ud_st(dst, local, ah->attr.is_global ? grh : nullptr, origin_of(w, qp));
@@ -616,10 +622,11 @@ void Executor::deliver_datagram_st(const Responder& dst, const SegmentList& payl
     to_error_st(dst.qp);
     return;
   }
-  consume_recv_st(&rsrc);
   const uint32_t flags = (from.has_imm ? IBV_WC_WITH_IMM : 0) | (grh != nullptr ? IBV_WC_GRH : 0);
-  complete_recv_st(dst, rw, IBV_WC_SUCCESS, IBV_WC_RECV,
-                   static_cast<uint32_t>(room + payload.total), from, flags);
+  complete_delivery_st(dst, &rsrc,
+                       recv_cqe(dst.qp, rw, IBV_WC_SUCCESS, IBV_WC_RECV,
+                                static_cast<uint32_t>(room + payload.total), from, flags),
+                       from.solicited);
 }
 
 // The next receive of srq, claimed (shm::BasicRingConsumer::claim) before anything is placed

@@ -15,8 +15,9 @@
 // router post an entry to that owner's CQ, pop that owner's receive queue, or skip a message
 // sent to that owner's QP — nothing another owner's queues see. A receive from an SRQ that
 // the SRQ's records still keep when its QP is restored (router/srq_records.h: the new process
-// took it back) was the message's, and is let go of. Not covered: UD datagrams, receives of
-// XRC SRQs (their CQ is not the QP's), error completions, and a message that another QP of
+// took it back) was the message's, and is let go of. Not covered: datagrams to a multicast
+// group (the record names one receiver), receives of XRC SRQs (their CQ is not the QP's),
+// error completions, and a message that another QP of
 // the same SRQ receives between the SRQ's restore and this QP's (it may take the receive
 // this QP's message had: the two are restored a few requests apart).
 #pragma once

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <unordered_map>
 
@@ -119,6 +120,10 @@ class Session {
   const std::string& registered_name() const { return registered_name_; }
 
   Ah* find_ah(uint32_t handle) const { return ahs_.find(handle); }
+  // Takes an address handle on one of this session's PDs (ah->pd): under the handle a resumed
+  // session had (`at`, RestoreNextReq), or the next one. Null (ah dropped) when `at` is 0 or
+  // taken. The caller keeps to the device's limit (device::kMaxAh).
+  Ah* adopt_ah(std::unique_ptr<Ah> ah, std::optional<uint32_t> at = std::nullopt);
   Mw* find_mw(uint32_t handle) const { return mws_.find(handle); }
 
   // ibv_modify_qp on one of this session's QPs: validates the transition and the values,

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "emulator/rnic_emulator.h"
+#include "proto/multicast.h"
 #include "rc/timers.h"
 #include "router/direct_lines.h"
 #include "router/executor.h"
@@ -474,6 +475,84 @@ TEST_F(ExecutorRestartTest, AResetForgetsTheRecords) {
   b_.local_completions()->receiving.state = shm::kLocalCompletionDone;
   forget_local_completions(&b_);
   EXPECT_EQ(b_.local_completions()->receiving.state, shm::kLocalCompletionNone);
+  EXPECT_EQ(b_.local_completions()->receiving.sender_qpn, 0u);
+}
+
+// The same between two UD QPs: a datagram to one QP of this host is recorded as a SEND is.
+class ExecutorUdRestartTest : public ExecutorRestartTest {
+ protected:
+  static constexpr uint32_t kQkey = 0x11111111;
+  void SetUp() override {
+    for (Qp* qp : {&a_, &b_}) {
+      qp->type = IBV_QPT_UD;
+      qp->set_extra(&QpExtras::qkey, kQkey);
+    }
+    auto ah = std::make_unique<Ah>();
+    ah->pd = &pd_;
+    ah->attr.dlid = container_.lid;
+    ah->attr.port_num = 1;
+    ah_ = session_->adopt_ah(std::move(ah))->handle;
+    post_recv(&b_, 9, 100, 64);
+    post_recv(&b_, 10, 200, 64);
+    send_datagram(1, "hello");
+    ASSERT_TRUE(look(&a_, kStart));
+    const std::vector<shm::Cqe> got = completions();
+    ASSERT_EQ(got.size(), 2u);
+    EXPECT_EQ(got[0].wr_id, 9u);
+    EXPECT_EQ(got[0].byte_len, kGrhSize + 5);
+    EXPECT_EQ(b_.local_completions()->receiving.sender_qpn, a_.qpn);
+    EXPECT_EQ(b_.local_completions()->receiving.state, shm::kLocalCompletionNone);
+  }
+  // A signaled inline datagram of `text` from a_ to b_.
+  void send_datagram(uint64_t wr_id, const char* text) {
+    shm::SendWqe h{};
+    h.wr_id = wr_id;
+    h.opcode = IBV_WR_SEND;
+    h.flags = shm::kWqeSignaled | shm::kWqeInline;
+    h.inline_len = static_cast<uint32_t>(strlen(text));
+    h.ah_handle = ah_;
+    h.remote_qpn = b_.qpn;
+    h.remote_qkey = kQkey;
+    push(&a_, true, &h, sizeof(h), text, h.inline_len);
+  }
+  uint32_t ah_ = 0;
+};
+
+// Died after the datagram was received, before the send left its ring: executed again, the
+// send completes without the datagram arriving twice.
+TEST_F(ExecutorUdRestartTest, ADatagramThatArrivedIsNotDeliveredAgain) {
+  died_after_the_receive();
+  expect_the_send_completes_alone();
+}
+
+// A datagram to a multicast group is not recorded: the record names one receiver, and a
+// group's members may be several.
+TEST_F(ExecutorUdRestartTest, ADatagramToAGroupIsNotRecorded) {
+  proto::Gid mgid{};
+  mgid[0] = 0xff;
+  mgid[15] = 1;
+  ASSERT_EQ(multicast_.attach(&b_, mgid, 0xc001), 0);
+  auto ah = std::make_unique<Ah>();
+  ah->pd = &pd_;
+  ah->attr.dlid = 0xc001;
+  ah->attr.is_global = 1;
+  ah->attr.dgid = mgid;
+  ah->attr.port_num = 1;
+  ah_ = session_->adopt_ah(std::move(ah))->handle;
+  b_.local_completions()->receiving = shm::LocalCompletion{};
+  shm::SendWqe h{};
+  h.wr_id = 2;
+  h.opcode = IBV_WR_SEND;
+  h.flags = shm::kWqeSignaled | shm::kWqeInline;
+  h.inline_len = 2;
+  h.ah_handle = ah_;
+  h.remote_qpn = proto::kMulticastQpn;
+  h.remote_qkey = kQkey;
+  push(&a_, true, &h, sizeof(h), "hi", 2);
+  EXPECT_TRUE(look(&a_, kStart + 1));
+  const std::vector<shm::Cqe> got = completions();
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].wr_id, 10u) << "the member received it";
   EXPECT_EQ(b_.local_completions()->receiving.sender_qpn, 0u);
 }
 
