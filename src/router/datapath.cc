@@ -500,10 +500,7 @@ void Executor::complete_delivery_st(const Responder& rsp, RecvSource* rsrc, cons
   const bool record =
       requester_ != nullptr && c.src_qp == requester_->qpn && rsp.cq == rsp.qp->recv_cq;
   if (record) {
-    const uint32_t kept = rsrc->held != nullptr  ? rsrc->held->record
-                          : rsrc->srq != nullptr ? rsrc->srq->claimed_record
-                                                 : SrqRecords::kNone;
-    record_receive_under_way(rsp.qp, requester_, kept, c, solicited);
+    record_receive_under_way(rsp.qp, requester_, rsrc->srq_record(), c, solicited);
   }
   consume_recv_st(rsrc);
   post_recv_completion_st(rsp, c, solicited);

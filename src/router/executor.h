@@ -75,6 +75,13 @@ struct RecvSource {
   uint32_t max_sge = 0;
   uint32_t slot_size = 0;
   HeldRecv* held = nullptr;
+  // The SRQ's record of the receive (router/srq_records.h): the one a QP holds, or the SRQ's
+  // claimed next; SrqRecords::kNone for one from a QP's own ring, or one no record keeps.
+  uint32_t srq_record() const {
+    return held != nullptr  ? held->record
+           : srq != nullptr ? srq->claimed_record
+                            : SrqRecords::kNone;
+  }
 };
 
 // The sender of a received message, as its receive completion reports it.

@@ -266,7 +266,10 @@ void RemotePath::drop_state(State* st) {
 
 bool RemotePath::restore_st(Qp* qp) {
   if (qp->remote != nullptr) return false;
-  const RemoteQpState::RingTails tails{qp->sq().tail(), qp->rq_entries != 0 ? qp->rq().tail() : 0};
+  RemoteQpState::RingTails tails{qp->sq().tail(), qp->rq_entries != 0 ? qp->rq().tail() : 0};
+  if (const HeldRecv* held = qp->held_recv(); held != nullptr && held->held)
+    tails.srq_held = held->record;
+  if (qp->srq != nullptr && qp->srq->has_claimed) tails.srq_claimed = qp->srq->claimed_record;
   auto finish = [qp](const RemoteQpState::Unfinished& u) {
     finish_completion_st(qp->send_cq, u.send, qp->qpn);
     finish_completion_st(qp->recv_cq, u.receive, qp->qpn);
@@ -1322,14 +1325,18 @@ void RemotePath::on_request_st(int src_host, const Packet& p) {
       const ibv_wc_opcode wc_op = is_send(op) ? IBV_WC_RECV : IBV_WC_RECV_RDMA_WITH_IMM;
       const shm::Cqe c =
           recv_cqe(dst, rw, IBV_WC_SUCCESS, wc_op, static_cast<uint32_t>(rs.offset), from, flags);
-      // From the QP's own receive queue (an SRQ's receives are not kept across a restart).
-      if (rsrc.srq == nullptr && rsrc.ring.has_value()) {
+      // From the QP's own receive queue, or from its SRQ if a record keeps the receive (not
+      // an XRC SRQ's: its CQ is not the QP's, and XRC is not restored).
+      const uint32_t srq_record = rsrc.srq_record();
+      if (rsrc.srq == nullptr ? rsrc.ring.has_value()
+                              : srq_record != SrqRecords::kNone && rsrc.srq->xrc == nullptr) {
         RemoteQpState::CompletionUnderWay& rec = st.receiving;
         rec.message_psn = rs.message_psn();
         rec.end_psn = psn;
         rec.msn = rs.msn();
         rec.solicited = from.solicited;
-        record_completion(&rec, rsp.cq, c, rsrc.ring->tail());
+        rec.srq_record = srq_record;
+        record_completion(&rec, rsp.cq, c, rsrc.srq == nullptr ? rsrc.ring->tail() : 0);
       }
       ex.consume_recv_st(&rsrc);
       // Counted in the responder's rx counters, as every receive completion is.

@@ -46,12 +46,20 @@ struct RemoteQpState {
     uint32_t msn = 0;
     bool post = false;  // whether it has a CQ entry (an unsignaled SEND has none)
     bool solicited = false;
+    // A receive from the QP's SRQ: the SRQ's record of it (router/srq_records.h), which the
+    // SRQ keeps until the receive is let go of; SrqRecords::kNone for one from the QP's own
+    // receive queue, whose `ring_index` says where it was.
+    uint32_t srq_record = SrqRecords::kNone;
   };
-  // Where the rings' consumer indices stand in the process that continues this state:
-  // `rq` is 0 for a QP without a receive queue of its own.
+  // Where the process that continues this state finds the QP's queues: its rings' consumer
+  // indices (`rq` is 0 for a QP without a receive queue of its own) and, for a QP on an SRQ,
+  // the SRQ's records of the receives the restores of the SRQ and the QP took back: the one
+  // this QP holds and the SRQ's next (SrqRecords::kNone: none).
   struct RingTails {
     uint32_t sq = 0;
     uint32_t rq = 0;
+    uint32_t srq_held = SrqRecords::kNone;
+    uint32_t srq_claimed = SrqRecords::kNone;
   };
   // The completions a new process must finish: their WQEs were taken, and each entry is
   // posted unless its CQ holds it already.

@@ -141,6 +141,7 @@ class RemoteHost {
     scheduler_.clear();
     remote_->forget_st(&qp_);
     objects_.remove_qp(qp_.qpn);
+    if (qp_.srq != nullptr) objects_.remove_srq(srq_.srqn);
     objects_.remove_key(mr_.key);
   }
   RemoteHost(const RemoteHost&) = delete;
@@ -188,6 +189,16 @@ class RemoteHost {
     for (shm::Cqe c; cq_reader_.pop(&c);) completions_.push_back(c);
   }
 
+  // The QP takes its receives from an SRQ (post_srq_recv) rather than a queue of its own.
+  // Before connect_to: the QP is made again.
+  void use_srq() {
+    ASSERT_TRUE(make_srq(&srq_, session_.get(), &pd_, kDepth, objects_));
+    ASSERT_TRUE(put_qp_on_srq(&qp_, &srq_, objects_));
+  }
+  // A receive of one SGE on the SRQ: `len` bytes at `offset` of this host's memory.
+  void post_srq_recv(uint64_t wr_id, uint32_t offset, uint32_t len) {
+    ASSERT_TRUE(push_srq_recv(&srq_, wr_id, shm::Sge{address(offset), len, mr_.key}));
+  }
   // A receive of one SGE: `len` bytes at `offset` of this host's memory.
   void post_recv(uint64_t wr_id, uint32_t offset, uint32_t len) {
     const shm::RecvWqe h{wr_id, 1, 0};
@@ -277,6 +288,7 @@ class RemoteHost {
   router::Pd pd_;
   router::Cq cq_;
   shm::CqConsumer cq_reader_;
+  router::Srq srq_;  // the QP's after use_srq()
   router::Qp qp_;
   std::vector<uint8_t> memory_;
   router::Mr mr_;

@@ -621,21 +621,8 @@ TEST_F(ExecutorAtomicRestartTest, AnAddNotedButNotMadeIsMade) {
 class ExecutorSrqRestartTest : public ExecutorRestartTest {
  protected:
   void SetUp() override {
-    srq_.owner = session_.get();
-    srq_.pd = &pd_;
-    srq_.layout = shm::srq_layout(kDepth, shm::recv_slot_size(1));
-    ASSERT_EQ(srq_.shm.create("wharf-test-srq", srq_.layout.total), 0);
-    srq_.records.attach_fresh(srq_.shm.data(), srq_.layout);
-    srq_.max_wr = kDepth;
-    srq_.max_sge = 1;
-    srq_.srqn = objects_.add_srq(&srq_);
-    // b_ again, on the SRQ.
-    objects_.remove_qp(b_.qpn);
-    b_.srq = &srq_;
-    b_.rq_entries = 0;
-    b_.shm = ShmRegion();
-    ASSERT_EQ(b_.shm.create("wharf-test-qp", b_.layout().total), 0);
-    ASSERT_TRUE(objects_.add_qp(&b_));
+    ASSERT_TRUE(test_support::make_srq(&srq_, session_.get(), &pd_, kDepth, objects_));
+    ASSERT_TRUE(test_support::put_qp_on_srq(&b_, &srq_, objects_));  // b_ again, on the SRQ
     connect(&a_, &b_);
     connect(&b_, &a_);
     post_srq_recv(9, 100);
@@ -650,18 +637,8 @@ class ExecutorSrqRestartTest : public ExecutorRestartTest {
   }
   ~ExecutorSrqRestartTest() override { objects_.remove_srq(srq_.srqn); }
   void post_srq_recv(uint64_t wr_id, uint32_t offset) {
-    shm::RingProducer ring(
-        reinterpret_cast<shm::RingHeader*>(srq_.shm.data() + srq_.layout.ring_off),
-        srq_.shm.data() + srq_.layout.slots_off, srq_.layout.entries, srq_.layout.slot);
-    ring.resume();
-    shm::RingStatus st;
-    uint8_t* slot = ring.reserve(&st);
-    ASSERT_NE(slot, nullptr);
-    const shm::RecvWqe h{wr_id, 1, 0};
     const shm::Sge sge{reinterpret_cast<uint64_t>(buffer_.data()) + offset, 64, mr_.key};
-    std::memcpy(slot, &h, sizeof(h));
-    std::memcpy(slot + sizeof(h), &sge, sizeof(sge));
-    ring.commit();
+    ASSERT_TRUE(test_support::push_srq_recv(&srq_, wr_id, sge));
   }
   // The new process takes the SRQ back (before its QPs) from its region and records.
   void take_back_all() override {

@@ -198,6 +198,7 @@ class KeptCompletionsTest : public KeptRemoteStatesTest {
     rec.ring_index = 7;
     rec.post = true;
     rec.cqe.wr_id = 0x7e;
+    rec.srq_record = srq_record_;
     first.reset();
     second_ = open(0x2002);
   }
@@ -214,6 +215,7 @@ class KeptCompletionsTest : public KeptRemoteStatesTest {
   }
   std::unique_ptr<KeptRemoteStates> second_;
   RemoteQpState* go_on_ = nullptr;
+  uint32_t srq_record_ = SrqRecords::kNone;  // the receive's, from an SRQ
 };
 
 TEST_F(KeptCompletionsTest, WorkThatLeftItsRingIsFinishedNotDoneAgain) {
@@ -236,6 +238,40 @@ TEST_F(KeptCompletionsTest, WorkStillInItsRingGoesAgain) {
   EXPECT_EQ(go_on_->requester.next_psn(), 100u);
   EXPECT_EQ(go_on_->responder.epsn(), 400u);
   EXPECT_EQ(go_on_->responder.msn(), 0u);
+}
+
+// The same receive from an SRQ (record 3 of its records): taken once the SRQ's records no
+// longer keep it; one the new process took back, as this QP's held receive or the SRQ's
+// next, was not (the message goes again into it).
+class KeptSrqCompletionsTest : public KeptCompletionsTest {
+ protected:
+  void SetUp() override {
+    srq_record_ = 3;
+    KeptCompletionsTest::SetUp();
+  }
+  static constexpr uint32_t kNone = SrqRecords::kNone;
+};
+
+TEST_F(KeptSrqCompletionsTest, AReceiveTheSrqNoLongerKeepsIsFinishedNotTakenAgain) {
+  const RemoteQpState::Unfinished u = claim_five({11, 0, kNone, 5});
+  ASSERT_TRUE(u.receive.has_value());
+  EXPECT_EQ(u.receive->cqe.wr_id, 0x7eu);
+  ASSERT_NE(go_on_, nullptr);
+  EXPECT_EQ(go_on_->responder.epsn(), 403u) << "after the message";
+}
+
+TEST_F(KeptSrqCompletionsTest, AReceiveTheQpStillHoldsGoesAgain) {
+  const RemoteQpState::Unfinished u = claim_five({11, 0, 3, kNone});
+  EXPECT_FALSE(u.receive.has_value());
+  ASSERT_NE(go_on_, nullptr);
+  EXPECT_EQ(go_on_->responder.epsn(), 400u);
+}
+
+TEST_F(KeptSrqCompletionsTest, AReceiveThatIsTheSrqsNextAgainGoesAgain) {
+  const RemoteQpState::Unfinished u = claim_five({11, 0, kNone, 3});
+  EXPECT_FALSE(u.receive.has_value());
+  ASSERT_NE(go_on_, nullptr);
+  EXPECT_EQ(go_on_->responder.epsn(), 400u);
 }
 
 // The completions are finished before the continuation is kept: a process killed while it

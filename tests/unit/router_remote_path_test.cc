@@ -24,10 +24,11 @@ class RemotePathTest : public ::testing::Test {
  protected:
   // The QPs connected to each other, and each host's network number known to the other (a
   // request carries its receiver's number: one sent before that would be dropped). Each host
-  // registers `memory` bytes.
-  explicit RemotePathTest(size_t memory = kMemory)
+  // registers `memory` bytes; b's QP takes its receives from an SRQ if `b_on_srq`.
+  explicit RemotePathTest(size_t memory = kMemory, bool b_on_srq = false)
       : a_{cluster_, "a", 5, 0xc6120105, memory},      // 198.18.1.5
         b_{cluster_, "b", 1029, 0xc6120205, memory} {  // 198.18.2.5
+    if (b_on_srq) b_.use_srq();
     EXPECT_TRUE(test_support::connect_hosts(a_, b_, [&] { pass(); }));
   }
 
@@ -138,6 +139,35 @@ TEST_F(RemotePathBulkTest, LongWritesAndReadsOpenTheBulkWindowsOfTheEndsThatAwai
   EXPECT_GT(a_.bulk_until_ns(), after_write);                       // receiving the responses
   EXPECT_GE(b_.bulk_until_ns(), before_read + shm::kBulkWindowNs);  // sending them
   EXPECT_TRUE(b_.completions().empty());
+}
+
+// b's QP on an SRQ.
+class RemotePathSrqTest : public RemotePathTest {
+ protected:
+  static constexpr uint32_t kLong = 128 * 1024;  // two packets
+  RemotePathSrqTest() : RemotePathTest(2 * kLong, /*b_on_srq=*/true) {}
+  const RemoteQpState::CompletionUnderWay& receiving() { return b_.qp().remote->receiving; }
+};
+
+// A receive from the SRQ is recorded, before it is let go of, with the SRQ's record of it (a
+// next process finds the receive taken once the SRQ no longer keeps it): the SRQ's next for a
+// message of one packet, the one the QP held for a message of two.
+TEST_F(RemotePathSrqTest, AReceiveFromTheSrqIsRecordedWithTheSrqsRecordOfIt) {
+  b_.post_srq_recv(11, 0, 64);
+  b_.post_srq_recv(12, kLong, kLong);
+  a_.send_inline(1, "hello");
+  ASSERT_TRUE(run_until([&] { return b_.completions().size() == 1; }));
+  expect_cqe(b_.completions()[0], 11u, IBV_WC_SUCCESS, IBV_WC_RECV);
+  ASSERT_NE(b_.qp().remote, nullptr);
+  EXPECT_NE(receiving().srq_record, SrqRecords::kNone);
+  EXPECT_EQ(receiving().cqe.wr_id, 11u);
+
+  a_.post_send(work(IBV_WR_SEND, 2), 0, kLong);
+  ASSERT_TRUE(run_until([&] { return b_.completions().size() == 2; }));
+  expect_cqe(b_.completions()[1], 12u, IBV_WC_SUCCESS, IBV_WC_RECV);
+  EXPECT_EQ(b_.completions()[1].byte_len, kLong);
+  EXPECT_NE(receiving().srq_record, SrqRecords::kNone);
+  EXPECT_EQ(receiving().cqe.wr_id, 12u);
 }
 
 TEST_F(RemotePathTest, AWriteWithAKeyThePeerDoesNotHaveIsARemoteAccessError) {
