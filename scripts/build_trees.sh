@@ -3,6 +3,11 @@
 # (test.sh, fuzz.sh). Sourced; the sourcing script sets ROOT (the source tree), JOBS
 # (parallelism) and BUILD_FAILED=() (the trees whose configure or build failed).
 
+# How the sanitized trees' binaries run (test.sh's build-asan/, fuzz.sh's build-fuzz/): every
+# report fails, leaks and stack use after return included.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:detect_stack_use_after_return=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+
 # configure <dir> <cmake args...>: Ninja for new trees, whatever generator an old tree used.
 configure() {
   local dir=$1

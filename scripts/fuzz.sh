@@ -20,8 +20,6 @@ FUZZ_SECONDS=${FUZZ_SECONDS:-60}
 BUILD_FAILED=()
 # shellcheck source-path=SCRIPTDIR source=build_trees.sh
 source "$ROOT/scripts/build_trees.sh"
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
-export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
 if ! command -v clang++ >/dev/null; then
   echo "clang++ not found (scripts/install-deps.sh installs it)"

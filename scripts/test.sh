@@ -27,8 +27,6 @@ ROOT=$PWD
 JOBS=${JOBS:-$(nproc)}
 SKIP=" ${WHARF_SKIP:-} "
 CTEST_TIMEOUT=120  # default per-test limit (s) for tests that set no TIMEOUT property
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:detect_stack_use_after_return=1}
-export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
 STEP_NAMES=()
 STEP_RESULTS=()
