@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "abi/verbs/tunables.h"
 #include "cluster.h"
 #include "shm/cq_ring.h"
 #include "verbs_fixture.h"
@@ -82,12 +83,6 @@ class ExpressTest : public TwoHostSides<VerbsTest> {
     return post_send(qp, op, {{reinterpret_cast<uint64_t>(local.data) + loff, len, local.mr->lkey}},
                      wr_id, IBV_SEND_SIGNALED, reinterpret_cast<uint64_t>(remote.data) + roff,
                      remote.mr->rkey);
-  }
-  // How long one-sided work keeps a QP's SENDs off its line: the library's express_hold_ns
-  // (WHARF_EXPRESS_HOLD_US, default 10 ms).
-  static std::chrono::microseconds express_hold() {
-    const char* us = getenv("WHARF_EXPRESS_HOLD_US");
-    return std::chrono::microseconds(us != nullptr ? std::strtoull(us, nullptr, 10) : 10000);
   }
   // Sends qp moved over its express line (shm::QpCounters::express_msgs).
   static uint64_t express_msgs(const uint8_t* region) {
@@ -457,7 +452,7 @@ TEST_F(ExpressTest, AWriteBetweenTwoSendsKeepsItsPlace) {
   // SENDs posted a hold or more after the WRITE before them (a machine that stalled the test
   // that long): only these may go on the line again. The clock is read before the WRITE is
   // posted and after the SEND, so a SEND counted as early was early to the library too.
-  const auto hold = express_hold();
+  const auto hold = std::chrono::nanoseconds(abi::express_hold_ns());
   int late_sends = 0;
   std::chrono::steady_clock::time_point write_posted{};
   for (int round = 0; round < 20; ++round) {
