@@ -215,6 +215,7 @@ int run_wharfd(int argc, char** argv) {
   if (!cfg.resume_key_path.empty()) {
     cfg.kept_state_path = cfg.socket_path + ".state";
     cfg.kept_cm_path = cfg.socket_path + ".cm";
+    cfg.kept_accounting_path = cfg.socket_path + ".accounting";
   }
   if (lid_base + lid_count - 1 > 0xbfff) {
     fprintf(stderr, "wharfd: --lid-base + --lid-count - 1 must not exceed 0xbfff (49151)\n");

@@ -981,6 +981,7 @@ void Session::destroy_qp(std::unique_ptr<Qp> qp) {
   if (Qp* peer = router_->objects().qp_by_qpn(qp->attr.dest_qp_num))
     router_->direct().refresh(peer);
   container_->retired.add(*qp->counters());
+  router_->keep_accounting_st(container_);
   if (qp->pd != nullptr) qp->pd->users--;
   if (qp->send_cq != nullptr) qp->send_cq->users--;
   if (qp->recv_cq != nullptr) qp->recv_cq->users--;

@@ -4,12 +4,8 @@
 // path only (a request, a MAD, a timer), and CmManager writes each one changed after the loop
 // turn that changed it.
 //
-// Layout (this host's byte order; the file is the router's alone, mode 0600):
-//   Header (one page): magic "WHARFCM1", version, record size, slot count.
-//   kSlots slots of two copies each: {sequence u64, KeptCmId, FNV-1a of both u32, pad u32}.
-// A slot is rewritten in its older copy, so a process killed while writing leaves the other;
-// the next process takes the newer copy whose checksum holds. A record of comm 0 is a free
-// slot.
+// The file is a KeptSlots file (router/kept_slots.h: two checksummed copies per slot) of
+// magic "WHARFCM1", version 1 and kSlots KeptCmId records; a record of comm 0 is a free slot.
 //
 // The next process hands the records of each process to it when its librdmacm resumes
 // (claim: by the container's network namespace and the process's PID, which a resuming
@@ -25,6 +21,7 @@
 #include <vector>
 
 #include "proto/cm_messages.h"
+#include "router/kept_slots.h"
 
 namespace wharf::router {
 
@@ -59,20 +56,19 @@ struct KeptCmId {
 class KeptCmIds {
  public:
   static constexpr uint32_t kSlots = 8192;
-  static constexpr uint32_t kNoSlot = ~uint32_t{0};
+  static constexpr uint32_t kNoSlot = KeptSlots::kNoSlot;
   // How long the ids of a process that has not resumed are kept (its library resumes within
   // WHARF_RESUME_S, 30 s by default).
   static constexpr uint64_t kOrphanLifeNs = 120'000'000'000;
 
   KeptCmIds() = default;
-  ~KeptCmIds();
   KeptCmIds(const KeptCmIds&) = delete;
   KeptCmIds& operator=(const KeptCmIds&) = delete;
 
   // Maps `path`, taking the records a previous process left there ("": nothing is kept).
   // 0 or an errno (nothing is kept then).
   int open(const std::string& path);
-  bool persistent() const { return map_ != nullptr; }
+  bool persistent() const { return slots_.mapped(); }
   // Unmaps the file as it is (what the process leaves, as if it died now): nothing is kept or
   // released from then on.
   void close();
@@ -97,15 +93,8 @@ class KeptCmIds {
   size_t left() const { return left_.size(); }
 
  private:
-  struct Copy;
-  struct Slot;
-  Slot* slot(uint32_t i) const;
-  // The newer intact copy of slot i, or nullptr.
-  const Copy* current(uint32_t i) const;
-
-  uint8_t* map_ = nullptr;
+  KeptSlots slots_;
   uint64_t opened_ns_ = 0;
-  std::vector<uint32_t> free_;
   std::vector<Left> left_;
 };
 

@@ -93,6 +93,14 @@ struct Container {
   // The time its QPs' work was held back by a rate limit (its own or its QPs'), summed over
   // its QPs (router/scheduler.cc): wharf_container_ratelimit_throttled_seconds_total.
   uint64_t throttled_ns = 0;
+  // Its record of retired and throttled_ns for the next router process
+  // (router/kept_accounting.h; ~0: none), and the throttled_ns written there last.
+  uint32_t kept_slot = ~uint32_t{0};
+  uint64_t kept_throttled_ns = 0;
+  // The names of the record the previous process kept for its namespace, if that was a
+  // registered container's ("tenant/network/name"): a registration under other names is
+  // another container in a namespace the first one's inode was given to again.
+  std::string kept_as;
 };
 
 struct Pd {

@@ -78,8 +78,12 @@ Router::Router(RouterConfig cfg)
 Router::~Router() {
   // Sessions destroy their QPs next: none is looked at any more.
   scheduler_.clear();
-  // Their rdma_cm ids stay for the next process, as their QPs do in their libraries.
+  // Their rdma_cm ids stay for the next process, as their QPs do in their libraries, and so
+  // does what their containers moved (the QPs' share in the QPs' regions).
   cm_.detach_st();
+  for (auto& [ino, c] : containers_)
+    if (c->throttled_ns != c->kept_throttled_ns) keep_accounting_st(c.get());
+  kept_accounting_.close();
   // One at a time, each out of the table before it ends: a session's end looks at the others
   // (a registration it held going away is told to every session's page: retire_mr_st).
   while (!sessions_.empty()) sessions_.erase(sessions_.begin());
@@ -149,6 +153,9 @@ int Router::listen_on_socket() {
 }
 
 int Router::start() {
+  if (int err = kept_accounting_.open(cfg_.kept_accounting_path); err != 0)
+    spdlog::warn("{}: {}; containers' accounting will not outlive this process",
+                 cfg_.kept_accounting_path, strerror(err));
   if (!cfg_.resume_key_path.empty()) {
     if (int err = resume_key_.load_or_create(cfg_.resume_key_path); err != 0)
       spdlog::warn("resume key {}: {}; applications' objects end with this process",
@@ -247,6 +254,7 @@ void Router::run(bool handle_signals) {
                     static_cast<double>(now - ratio_since_ns_);
       ratio_since_ns_ = now;
       ratio_busy_at_start_ = busy_ns_;
+      keep_accounting_periodically_st(now);
     }
     if (busy || now - last_request_ns_ < kControlHotNs) last_work = now;
     if (now - last_control >= kControlPeriodNs || now - last_request_ns_ < kControlHotNs) {
@@ -499,7 +507,33 @@ Container* Router::container_for_netns(uint64_t netns_ino, uint16_t lid) {
   c->network_id = network_id_st(c->tenant, c->network);
   Container* raw = c.get();
   containers_.emplace(netns_ino, std::move(c));
+  resume_accounting_st(raw);
   return raw;
+}
+
+void Router::resume_accounting_st(Container* c) {
+  KeptAccounting::Account kept;
+  if (!kept_accounting_.claim(c->netns_ino, &kept, &c->kept_slot)) return;
+  c->retired = kept.traffic;
+  c->retired.throttled_ns = 0;  // Container::throttled_ns holds it
+  c->throttled_ns = c->kept_throttled_ns = kept.traffic.throttled_ns;
+  if (kept.name != c->name || !kept.tenant.empty() || !kept.network.empty())
+    c->kept_as = kept.tenant + "/" + kept.network + "/" + kept.name;
+}
+
+void Router::keep_accounting_st(Container* c) {
+  KeptAccounting::Account a{c->tenant, c->network, c->name, c->retired};
+  a.traffic.throttled_ns = c->throttled_ns;
+  c->kept_slot = kept_accounting_.keep(c->kept_slot, c->netns_ino, a);
+  c->kept_throttled_ns = c->throttled_ns;
+}
+
+void Router::keep_accounting_periodically_st(uint64_t now) {
+  if (!kept_accounting_.persistent()) return;
+  for (auto& [ino, c] : containers_)
+    if (c->throttled_ns != c->kept_throttled_ns) keep_accounting_st(c.get());
+  for (const KeptAccounting::Account& gone : kept_accounting_.drop_stale(now))
+    add_departed(gone.tenant, gone.network, gone.name, gone.traffic);
 }
 
 int Router::keep_lid_st(Container* c, uint16_t lid) {
@@ -557,6 +591,18 @@ int Router::register_container(const std::string& tenant, const std::string& net
   c->vip = vip;
   c->gid = proto::gid_for_vip(vip);
   c->registered = true;
+  if (!c->kept_as.empty() && c->kept_as != tenant + "/" + network + "/" + name) {
+    // Another container's record: what it moved is listed as departed, not this one's.
+    Traffic moved = c->retired;
+    moved.throttled_ns = c->throttled_ns;
+    const std::string& was = c->kept_as;
+    const size_t a = was.find('/'), b = was.find('/', a + 1);
+    add_departed(was.substr(0, a), was.substr(a + 1, b - a - 1), was.substr(b + 1), moved);
+    c->retired = Traffic{};
+    c->throttled_ns = 0;
+  }
+  c->kept_as.clear();
+  keep_accounting_st(c);  // under its names
   match_rules_changed_st();
   *lid = c->lid;
   if (auto it = policies_.find(tenant + "/" + name); it != policies_.end())
@@ -629,12 +675,18 @@ void Router::forget_container(decltype(containers_)::iterator it) {
   const Container& c = *it->second;  // no sessions: its QPs are all retired
   Traffic moved = c.retired;
   moved.throttled_ns = c.throttled_ns;
-  departed_.push_back({c.tenant, c.network, c.name, moved, now_ns()});
+  add_departed(c.tenant, c.network, c.name, moved);
+  kept_accounting_.release(c.kept_slot);
+  containers_.erase(it);
+}
+
+void Router::add_departed(const std::string& tenant, const std::string& network,
+                          const std::string& name, const Traffic& moved) {
+  departed_.push_back({tenant, network, name, moved, now_ns()});
   while (departed_.size() > kDepartedKept ||
          departed_.front().gone_ns + kDepartedNs < departed_.back().gone_ns) {
     departed_.pop_front();
   }
-  containers_.erase(it);
 }
 
 // LIDs are reused once their container is gone; the search starts below the last one handed

@@ -28,6 +28,7 @@
 #include "router/executor.h"
 #include "router/flow_rules.h"
 #include "router/host_objects.h"
+#include "router/kept_accounting.h"
 #include "router/multicast_groups.h"
 #include "router/network_numbers.h"
 #include "router/objects.h"
@@ -164,6 +165,9 @@ class Router final : private CmEnvironment {
   // added to a live one's of the same tenant, network and name (its counters go on from
   // there), else it is listed on its own, holding nothing.
   std::vector<ContainerUsage> container_usage_st(bool departed) const;
+  // Writes what c holds of its counters (Container::retired, throttled_ns) for the next
+  // router process (router/kept_accounting.h): after a QP of its retires.
+  void keep_accounting_st(Container* c);
   // What each live QP moved, with its container (--metrics-per-qp).
   struct QpUsage {
     const Container* container;
@@ -333,6 +337,16 @@ class Router final : private CmEnvironment {
   std::deque<Departed> departed_;
   // Takes container `it` out of containers_, keeping what it moved in departed_.
   void forget_container(decltype(containers_)::iterator it);
+  // Lists what a container moved among the departed ones.
+  void add_departed(const std::string& tenant, const std::string& network, const std::string& name,
+                    const Traffic& moved);
+  // Containers' accounting for the next process (router/kept_accounting.h).
+  KeptAccounting kept_accounting_;
+  // Gives new container c what the previous process kept for its namespace.
+  void resume_accounting_st(Container* c);
+  // Once a second: writes the records of containers whose throttled time grew, and lists
+  // records no container claimed in time as departed.
+  void keep_accounting_periodically_st(uint64_t now);
   XrcDomains xrc_domains_;
   uint64_t last_request_ns_ = 0;  // when poll_control last served a library
   bool last_pass_busy_ = false;   // the last full data-path pass did work (RemotePath::poll_st)

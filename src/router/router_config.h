@@ -27,6 +27,10 @@ struct RouterConfig {
   // Where the connection manager keeps its rdma_cm ids for the next process
   // (router/kept_cm_ids.h; wharfd: <socket>.cm when sessions resume). Empty: nothing is kept.
   std::string kept_cm_path;
+  // Where the router keeps its containers' accounting for the next process
+  // (router/kept_accounting.h; wharfd: <socket>.accounting when sessions resume). Empty:
+  // what destroyed QPs moved ends with the process.
+  std::string kept_accounting_path;
   uint8_t link_layer = IBV_LINK_LAYER_INFINIBAND;
   uint64_t spin_ns = 200000;  // keep polling this long after the last work before sleeping
   uint64_t node_guid = 0;     // 0: derived from the socket path

@@ -4,7 +4,8 @@
 # wharf-run registers each container again with its LID, the verbs libraries resume their
 # sessions with the new router process, and ib_write_bw and ib_send_bw (also with --use-srq)
 # run their whole -D time and exit 0 on both sides; so does rping -V, whose rdma_cm ids the
-# new process continues, and ucx_perftest over rc_verbs through a crash.
+# new process continues, and ucx_perftest over rc_verbs through a crash. What a container's
+# destroyed QPs moved is still counted for it after a crash.
 #
 #   WHARF_BIN_DIR=build/bin bash tests/e2e/restart_test.sh
 set -uo pipefail
@@ -97,6 +98,39 @@ for how in kill_and_restart upgrade; do
   both_exit_0 "rping" "$how"
   e2e_log "rping -V: both sides ran through the router's $how"
 done
+# Accounting (router/kept_accounting.h): what a container's destroyed QPs moved stays its own
+# through a crash. ib_write_bw ends and its container stays (sleep); after the router's
+# kill_and_restart, `wharfctl statistic show` gives the container the same figures again.
+srv=$(e2e_name S)
+cli=$(e2e_name C)
+e2e_start_container acct-server "$srv" "$(e2e_vip 11)" preload ib_write_bw -n 500 -s 65536
+server_pid=$E2E_LAST_PID
+e2e_wait_listen "$srv" 18515 "$server_pid" 20
+# shellcheck disable=SC2016 # $1 is sh's
+e2e_start_container acct-client "$cli" "$(e2e_vip 12)" preload \
+  sh -c 'ib_write_bw -n 500 -s 65536 "$1" && echo WROTE && exec sleep 60' sh "$(e2e_vip 11)"
+client_pid=$E2E_LAST_PID
+statistics() { "$E2E_BIN/wharfctl" -r "$E2E_SOCK" statistic show container "$cli" 2>/dev/null; }
+for ((i = 0; i < 300; i++)); do
+  grep -q WROTE "$E2E_TMP/acct-client.out" && break
+  kill -0 "$client_pid" 2>/dev/null || e2e_fail "ib_write_bw's container ended early"
+  sleep 0.1
+done
+before=$(statistics | grep -o "tx_bytes [0-9]*")
+[[ ${before#tx_bytes } -ge $((500 * 65536)) ]] ||
+  e2e_fail "the client's container sent ${before:-nothing} before the crash; 500 x 64 KiB were written"
+kill_and_restart
+after=
+for ((i = 0; i < 100; i++)); do
+  after=$(statistics | grep -o "tx_bytes [0-9]*")
+  [[ -n $after ]] && break
+  sleep 0.1
+done
+[[ $after == "$before" ]] ||
+  e2e_fail "the client's container: $before before the router's crash, ${after:-nothing} after"
+e2e_wait_pid "$client_pid" 0
+e2e_wait_pid "$server_pid" 10
+e2e_log "accounting: the client's container's $before outlived the router's crash"
 # UCX (ucx_perftest tag_bw over rc_verbs, whose receives go through a shared receive queue,
 # with ud_verbs for its wire-up) through a crash: every message of its count arrives.
 srv=$(e2e_name S)
