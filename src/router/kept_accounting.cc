@@ -61,12 +61,6 @@ KeptTraffic to_record(uint64_t netns_ino, const KeptAccounting::Account& a) {
   return r;
 }
 
-KeptTraffic read_record(const void* record) {
-  KeptTraffic r;
-  std::memcpy(&r, record, sizeof(r));
-  return r;
-}
-
 KeptAccounting::Account from_record(const KeptTraffic& r) {
   KeptAccounting::Account a;
   a.tenant = get_name(r.tenant);
@@ -96,14 +90,12 @@ void KeptAccounting::close() {
 int KeptAccounting::open(const std::string& path) {
   opened_ns_ = now_ns();
   if (path.empty()) return 0;
-  std::vector<uint32_t> used;
-  auto in_use = [](const void* record) { return read_record(record).netns_ino != 0; };
-  if (int err = slots_.open(path, this_layout(), in_use, &used); err != 0) return err;
-  for (uint32_t i : used) {
-    const KeptTraffic r = read_record(slots_.current(i));
+  return slots_.open(path, this_layout(), [this](uint32_t i, const void* record) {
+    const auto r = KeptSlots::read<KeptTraffic>(record);
+    if (r.netns_ino == 0) return false;
     left_.push_back(Left{i, r.netns_ino, from_record(r)});
-  }
-  return 0;
+    return true;
+  });
 }
 
 uint32_t KeptAccounting::keep(uint32_t i, uint64_t netns_ino, const Account& a) {

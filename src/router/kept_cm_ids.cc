@@ -22,12 +22,6 @@ KeptSlots::Layout this_layout() {
   return l;
 }
 
-KeptCmId read_record(const void* record) {
-  KeptCmId id;
-  std::memcpy(&id, record, sizeof(id));
-  return id;
-}
-
 }  // namespace
 
 void KeptCmIds::close() {
@@ -38,11 +32,12 @@ void KeptCmIds::close() {
 int KeptCmIds::open(const std::string& path) {
   opened_ns_ = now_ns();
   if (path.empty()) return 0;
-  std::vector<uint32_t> used;
-  auto in_use = [](const void* record) { return read_record(record).comm != 0; };
-  if (int err = slots_.open(path, this_layout(), in_use, &used); err != 0) return err;
-  for (uint32_t i : used) left_.push_back(Left{i, read_record(slots_.current(i))});
-  return 0;
+  return slots_.open(path, this_layout(), [this](uint32_t i, const void* record) {
+    const auto id = KeptSlots::read<KeptCmId>(record);
+    if (id.comm == 0) return false;
+    left_.push_back(Left{i, id});
+    return true;
+  });
 }
 
 uint32_t KeptCmIds::keep(uint32_t i, const KeptCmId& r) { return slots_.keep(i, &r); }

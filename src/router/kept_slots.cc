@@ -102,11 +102,9 @@ void KeptSlots::write(uint32_t i, const void* record) {
 }
 
 int KeptSlots::open(const std::string& path, const Layout& layout,
-                    const std::function<bool(const void* record)>& in_use,
-                    std::vector<uint32_t>* used) {
+                    const std::function<bool(uint32_t slot, const void* record)>& take) {
   close();
   layout_ = layout;
-  used->clear();
   if (layout.record_size % 8 != 0) return EINVAL;
   const size_t len = length();
   UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
@@ -137,10 +135,7 @@ int KeptSlots::open(const std::string& path, const Layout& layout,
   std::memcpy(map_, &mine, sizeof(mine));
   for (uint32_t i = layout.slots; i-- > 0;) {  // the lowest slots taken first
     const void* record = afresh ? nullptr : current(i);
-    if (record != nullptr && in_use(record))
-      used->push_back(i);
-    else
-      free_.push_back(i);
+    if (record == nullptr || !take(i, record)) free_.push_back(i);
   }
   return 0;
 }

@@ -16,8 +16,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace wharf::router {
@@ -38,11 +40,11 @@ class KeptSlots {
   KeptSlots(const KeptSlots&) = delete;
   KeptSlots& operator=(const KeptSlots&) = delete;
 
-  // Maps `path` for `layout`. 0 or an errno (nothing is kept then). *used: the slots a
-  // previous process left records in that `in_use` counts as in use (given each intact
-  // record); every other slot is free.
+  // Maps `path` for `layout`. 0 or an errno (nothing is kept then). Each intact record a
+  // previous process left is offered to `take` with its slot; the slots `take` returns true
+  // for stay in use, every other slot is free.
   int open(const std::string& path, const Layout& layout,
-           const std::function<bool(const void* record)>& in_use, std::vector<uint32_t>* used);
+           const std::function<bool(uint32_t slot, const void* record)>& take);
   bool mapped() const { return map_ != nullptr; }
   // Unmaps the file as it is (what the process leaves, as if it died now).
   void close();
@@ -56,6 +58,14 @@ class KeptSlots {
   // The record of slot i's newer intact copy (layout.record_size bytes), or nullptr if
   // neither copy is intact (never written, or torn).
   const void* current(uint32_t i) const;
+  // A copy of a record `take` or current() gave, as its user's type.
+  template <class Record>
+  static Record read(const void* record) {
+    static_assert(std::is_trivially_copyable_v<Record>);
+    Record r;
+    std::memcpy(&r, record, sizeof(r));
+    return r;
+  }
 
  private:
   // Writes `record` (layout.record_size bytes) as slot i's newer copy.

@@ -11,6 +11,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -98,9 +99,13 @@ struct Container {
   uint32_t kept_slot = ~uint32_t{0};
   uint64_t kept_throttled_ns = 0;
   // The names of the record the previous process kept for its namespace, if that was a
-  // registered container's ("tenant/network/name"): a registration under other names is
-  // another container in a namespace the first one's inode was given to again.
-  std::string kept_as;
+  // registered container's: a registration under other names is another container in a
+  // namespace the first one's inode was given to again.
+  struct Names {
+    std::string tenant, network, name;
+    bool operator==(const Names&) const = default;
+  };
+  std::optional<Names> kept_as;
 };
 
 struct Pd {

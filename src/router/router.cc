@@ -81,8 +81,7 @@ Router::~Router() {
   // Their rdma_cm ids stay for the next process, as their QPs do in their libraries, and so
   // does what their containers moved (the QPs' share in the QPs' regions).
   cm_.detach_st();
-  for (auto& [ino, c] : containers_)
-    if (c->throttled_ns != c->kept_throttled_ns) keep_accounting_st(c.get());
+  keep_grown_throttling_st();
   kept_accounting_.close();
   // One at a time, each out of the table before it ends: a session's end looks at the others
   // (a registration it held going away is told to every session's page: retire_mr_st).
@@ -518,7 +517,7 @@ void Router::resume_accounting_st(Container* c) {
   c->retired.throttled_ns = 0;  // Container::throttled_ns holds it
   c->throttled_ns = c->kept_throttled_ns = kept.traffic.throttled_ns;
   if (kept.name != c->name || !kept.tenant.empty() || !kept.network.empty())
-    c->kept_as = kept.tenant + "/" + kept.network + "/" + kept.name;
+    c->kept_as = Container::Names{kept.tenant, kept.network, kept.name};
 }
 
 void Router::keep_accounting_st(Container* c) {
@@ -528,10 +527,14 @@ void Router::keep_accounting_st(Container* c) {
   c->kept_throttled_ns = c->throttled_ns;
 }
 
-void Router::keep_accounting_periodically_st(uint64_t now) {
-  if (!kept_accounting_.persistent()) return;
+void Router::keep_grown_throttling_st() {
   for (auto& [ino, c] : containers_)
     if (c->throttled_ns != c->kept_throttled_ns) keep_accounting_st(c.get());
+}
+
+void Router::keep_accounting_periodically_st(uint64_t now) {
+  if (!kept_accounting_.persistent()) return;
+  keep_grown_throttling_st();
   for (const KeptAccounting::Account& gone : kept_accounting_.drop_stale(now))
     add_departed(gone.tenant, gone.network, gone.name, gone.traffic);
 }
@@ -591,17 +594,15 @@ int Router::register_container(const std::string& tenant, const std::string& net
   c->vip = vip;
   c->gid = proto::gid_for_vip(vip);
   c->registered = true;
-  if (!c->kept_as.empty() && c->kept_as != tenant + "/" + network + "/" + name) {
+  if (c->kept_as && *c->kept_as != Container::Names{tenant, network, name}) {
     // Another container's record: what it moved is listed as departed, not this one's.
     Traffic moved = c->retired;
     moved.throttled_ns = c->throttled_ns;
-    const std::string& was = c->kept_as;
-    const size_t a = was.find('/'), b = was.find('/', a + 1);
-    add_departed(was.substr(0, a), was.substr(a + 1, b - a - 1), was.substr(b + 1), moved);
+    add_departed(c->kept_as->tenant, c->kept_as->network, c->kept_as->name, moved);
     c->retired = Traffic{};
     c->throttled_ns = 0;
   }
-  c->kept_as.clear();
+  c->kept_as.reset();
   keep_accounting_st(c);  // under its names
   match_rules_changed_st();
   *lid = c->lid;

@@ -347,6 +347,8 @@ class Router final : private CmEnvironment {
   // Once a second: writes the records of containers whose throttled time grew, and lists
   // records no container claimed in time as departed.
   void keep_accounting_periodically_st(uint64_t now);
+  // Writes the records of containers whose rate-limit waiting grew since theirs was written.
+  void keep_grown_throttling_st();
   XrcDomains xrc_domains_;
   uint64_t last_request_ns_ = 0;  // when poll_control last served a library
   bool last_pass_busy_ = false;   // the last full data-path pass did work (RemotePath::poll_st)
